@@ -1,0 +1,231 @@
+"""The verdict: the one language every stage of kernelproof shares.
+
+One evaluation of a (task, solution) pair produces one :class:`Verdict`. It is decided in the
+trusted parent (invariant I1) and serialised as a JSON document with a schema version, so stores,
+reports, agents and RL trainers read the same thing. Records are frozen dataclasses with a unit in
+every numeric name; there is no free-form metadata dict (house rule 4).
+
+Reason codes are stable: they may be added, never renamed or removed (I9). docs/verdict.md lists
+each with the defence it belongs to.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA = "kernelproof.verdict/1"
+
+
+class ReasonCode(str, enum.Enum):
+    """Why a candidate was not accepted. Extend, never rename (I9)."""
+
+    COMPILE_ERROR = "compile_error"  # the solution failed to import or build
+    RUNTIME_ERROR = "runtime_error"  # construction or forward raised
+    TIMEOUT = "timeout"  # the worker exceeded its time budget and was killed
+    CRASH = "crash"  # the worker died (segfault, illegal memory access, OOM kill)
+    MISSING_RESULT = "missing_result"  # the worker did not deliver a result it owed
+    WRONG_SHAPE = "wrong_shape"  # output shape differs from the reference's
+    WRONG_DTYPE = "wrong_dtype"  # output dtype differs from the reference's
+    WRONG_TYPE = "wrong_type"  # output is not exactly torch.Tensor, or not materialised, or wrong device
+    NONFINITE = "nonfinite"  # NaN/Inf where the reference is finite
+    MISMATCH = "mismatch"  # values outside the precision contract's tolerance
+    PRECISION_DOWNGRADE = "precision_downgrade"  # error consistent with a lower precision than allowed
+    NONDETERMINISTIC = "nondeterministic"  # two runs of one case differ beyond tolerance
+    INPUT_MUTATED = "input_mutated"  # the candidate changed its inputs
+    OUTPUT_ALIASES_INPUT = "output_aliases_input"  # the output shares storage with an input
+    STALE_OUTPUT = "stale_output"  # a timed call returned an output not computed from its inputs
+    TIMING_TAMPER = "timing_tamper"  # reported times disagree with the parent's own clock
+    THREAD_LEAK = "thread_leak"  # a call left threads running
+    FORBIDDEN_CONSTRUCT = "forbidden_construct"  # a banned action (audit hook) or construct
+    NO_CUSTOM_KERNEL = "no_custom_kernel"  # no GPU time in the submission's own kernels
+    LOW_KERNEL_COVERAGE = "low_kernel_coverage"  # too little GPU time in the submission's kernels
+    BELOW_PHYSICAL_FLOOR = "below_physical_floor"  # faster than the device can physically be
+    DEGENERATE_TASK = "degenerate_task"  # the task fails its audit: it cannot tell right from wrong
+    TASK_ERROR = "task_error"  # the task itself does not load or run
+    FLAGS_CHANGED = "flags_changed"  # numeric flags (TF32, cuDNN) differ after the candidate ran
+    BUILD_CACHE_TAMPER = "build_cache_tamper"  # the candidate wrote into the build cache
+
+
+class Outcome(str, enum.Enum):
+    PASS = "pass"  # every case positively confirmed
+    FAIL = "fail"  # the candidate was rejected (reasons say why)
+    ERROR = "error"  # the task or harness could not produce a judgement
+
+
+@dataclass(frozen=True)
+class Reason:
+    code: ReasonCode  # stable machine-readable code
+    message: str  # one sentence a person (or an agent) can act on
+    detail: str = ""  # optional evidence: a line number, a case id, a compiler excerpt
+
+    def to_json(self) -> dict[str, Any]:
+        return {"code": self.code.value, "message": self.message, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class FileRef:
+    path: str  # path as given by the user
+    sha256: str  # hash of the file's bytes
+    backend: str = ""  # solutions: triton | cuda | native | torch ; tasks: ""
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    case_id: str  # "<shape>/<dist>/<seed-index>"
+    shape: str  # name of the shape variant
+    distribution: str  # input value distribution
+    passed: bool  # positively confirmed
+    max_abs_err: float  # worst |candidate - oracle|
+    rel_norm_err: float  # ||candidate - oracle|| / ||oracle||
+    tol_rel_norm: float  # normwise tolerance applied
+    ref_rel_norm_err: float  # the reference's own normwise error against the oracle
+    code: str = ""  # reason code when the case failed
+
+
+@dataclass(frozen=True)
+class Correctness:
+    cases_run: int  # cases executed
+    cases_passed: int  # cases positively confirmed
+    worst_rel_norm_err: float  # worst normwise error over passed and failed cases
+    worst_max_abs_err: float  # worst elementwise error
+    tolerance: str  # human summary of the tolerance rule applied
+    precision: str  # the precision contract (fp32, tf32, bf16, fp16)
+    kernelbench_compatible: bool | None = None  # would KernelBench's allclose rule accept it (None: not asked)
+    cases: tuple[CaseResult, ...] = ()  # per-case results
+
+
+@dataclass(frozen=True)
+class TimeStats:
+    n: int  # samples
+    median_ms: float
+    mean_ms: float
+    max_ms: float
+    min_ms: float
+    iqr_ms: float  # interquartile range
+    ci95_ms: tuple[float, float]  # bootstrap CI of the median
+    outliers: int = 0  # samples beyond 1.5 IQR of the quartiles
+
+
+@dataclass(frozen=True)
+class Speedup:
+    baseline: str  # "eager", "compile:default", ...
+    median: float | None  # median paired ratio baseline/candidate (>1: candidate faster)
+    ci95: tuple[float, float] | None  # bootstrap CI of the median ratio
+    geomean: float | None = None  # geometric mean of per-round ratios
+    note: str = ""  # why it is missing, when it is
+
+
+@dataclass(frozen=True)
+class ShapeTiming:
+    shape: str  # shape variant name
+    regime: str  # "cold" | "steady"
+    clock: str  # how time was taken: "cuda-kineto-span", "cuda-event", "cpu-perf-counter"
+    candidate: TimeStats
+    baselines: dict[str, TimeStats]  # baseline name -> stats
+    speedups: tuple[Speedup, ...]  # one per baseline, plus "best"
+    rounds: int  # interleaved rounds run
+    stopped_by: str  # "ci_target" | "max_time" | "max_rounds"
+    samples_ms: dict[str, list[float]] = field(default_factory=dict)  # raw samples, when asked for
+    throttled_rounds: int = 0  # rounds with a throttle reason set
+
+
+@dataclass(frozen=True)
+class Timing:
+    regime: str  # headline regime ("cold")
+    device: str  # "cuda:0" | "cpu"
+    shapes: tuple[ShapeTiming, ...]  # timed shape variants
+    skipped: str = ""  # why timing was not run, when it was not
+
+
+@dataclass(frozen=True)
+class Roofline:
+    flops: float | None  # useful floating-point operations of the headline shape
+    min_bytes: float | None  # each input, parameter and output moved once
+    floor_ms: float | None  # physical floor from datasheet peaks
+    achieved_tflops: float | None
+    achieved_tbps: float | None
+    sol_fraction: float | None  # floor at measured ceilings / candidate time
+    ceilings: str = ""  # where the ceilings came from
+
+
+@dataclass(frozen=True)
+class Coverage:
+    custom_fraction: float | None  # share of GPU time in the submission's own kernels
+    kernels: tuple[tuple[str, str, float], ...] = ()  # (name, origin, gpu_ms), top entries
+    policy: str = "strict"  # the task's kernel policy
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: Outcome
+    reasons: tuple[Reason, ...]
+    task: FileRef
+    solution: FileRef
+    correctness: Correctness | None
+    timing: Timing | None
+    speedup: dict[str, Speedup]  # per baseline and "best"; headline geomean over timed shapes
+    roofline: Roofline | None
+    coverage: Coverage | None
+    environment: dict[str, Any]  # device, versions, flags, seeds
+    reward: float  # 0 unless pass, else max(0, lower CI bound of log speedup over the best baseline)
+    flags: tuple[str, ...] = ()  # non-fatal observations (plain-torch solution, dropout, ...)
+    settings: dict[str, Any] = field(default_factory=dict)  # what was asked for (device, seed, ...)
+    elapsed_s: float = 0.0  # wall time of the evaluation
+    created_at: str = ""  # ISO time the verdict was decided
+    schema: str = SCHEMA
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict is Outcome.PASS
+
+    @property
+    def codes(self) -> list[str]:
+        return [r.code.value for r in self.reasons]
+
+    def to_json(self) -> dict[str, Any]:
+        return _to_jsonable(self)
+
+    def dumps(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_json(), indent=indent, allow_nan=False)
+
+
+def _to_jsonable(obj: Any) -> Any:
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): _to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_to_jsonable(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None  # JSON has no NaN/Inf; a missing figure is null
+    return obj
+
+
+def compute_reward(outcome: Outcome, best: Speedup | None) -> float:
+    """The scalar for RL: 0 unless pass, else max(0, log of the lower CI bound of the best speedup).
+
+    Why the lower bound: a noisy or lucky speedup earns nothing it cannot show with 95%
+    confidence, and a slowdown earns 0 rather than a negative reward that would push a policy
+    towards not answering at all.
+    """
+    if outcome is not Outcome.PASS or best is None or best.ci95 is None:
+        return 0.0
+    low = best.ci95[0]
+    if low is None or low <= 0:
+        return 0.0
+    return max(0.0, math.log(low))
+
+
+def from_json(doc: dict[str, Any]) -> dict[str, Any]:
+    """Validate a verdict document's schema tag and return it (documents stay dicts for readers)."""
+    if doc.get("schema") != SCHEMA:
+        raise ValueError(f"not a {SCHEMA} document (schema={doc.get('schema')!r})")
+    return doc
