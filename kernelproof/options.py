@@ -1,0 +1,63 @@
+"""What an evaluation is asked to do: one typed options object for every verb (house rule 1)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+# Baseline names accepted by --baselines. "compile" is shorthand for "compile:default".
+BASELINE_NAMES = (
+    "eager",
+    "compile:default",
+    "compile:max-autotune-no-cudagraphs",
+    "compile:reduce-overhead",  # steady regime only
+    "compile:max-autotune",  # steady regime only
+)
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    device: str = "auto"  # "auto" | "cuda" | "cuda:N" | "cpu"
+    baselines: tuple[str, ...] = ("eager",)  # baselines to time against
+    seed: int | None = None  # None: a secret seed from the OS, recorded in the verdict afterwards
+    correctness_only: bool = False  # skip timing
+    kernelbench_compat: bool = False  # also report KernelBench's own allclose rule
+    eval_mode: bool = False  # run reference and candidate in eval() mode
+    shape_variants: str = "task"  # "task": the task's variants; "auto": also perturb the size constants
+    seeds_per_case: int = 2  # hidden seeds per (shape, distribution)
+    distributions: tuple[str, ...] | None = None  # None: every distribution the domain allows
+    timeout_s: float = 600.0  # wall budget of one worker phase before it is killed
+    time_budget_s: float = 20.0  # timing budget per timed shape (adaptive stopping caps here)
+    min_rounds: int = 5  # interleaved rounds before the CI may stop timing
+    max_rounds: int = 50  # hard cap on interleaved rounds
+    calls_per_round: int = 5  # timed calls per program per round
+    target_ci_halfwidth: float = 0.01  # stop when the speedup CI half-width is under 1 %
+    keep_samples: bool = False  # put raw samples into the verdict JSON
+    steady: bool = False  # also measure the steady (back-to-back) regime
+    sanitize: bool = False  # run the first case under compute-sanitizer (GPU only)
+    fresh: bool = False  # ignore a stored verdict for the same inputs and settings
+    db: str | None = None  # SQLite path; None: the default under the user's home; "": no store
+
+    def replace(self, **changes: Any) -> EvalOptions:
+        return dataclasses.replace(self, **changes)
+
+    def cache_key_fields(self) -> dict[str, Any]:
+        """Settings that change a verdict (used to serve identical evaluations from the store)."""
+        skip = {"fresh", "db", "timeout_s"}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip}
+
+
+def normalize_baselines(names: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    out = []
+    for raw in names:
+        name = raw.strip()
+        if not name:
+            continue
+        if name == "compile":
+            name = "compile:default"
+        if name not in BASELINE_NAMES:
+            raise ValueError(f"unknown baseline {raw!r}; choose from {', '.join(BASELINE_NAMES)}")
+        if name not in out:
+            out.append(name)
+    return tuple(out)
