@@ -1,0 +1,118 @@
+"""Read verdict documents for a report: from JSON files, folders of them, or a result store.
+
+Reports consume only ``kernelproof.verdict/1`` documents (the one shared language), as plain
+dicts. Every document is checked for its schema tag, so a report never silently mixes in
+something else.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from kernelproof.verdict import SCHEMA, from_json
+
+
+class ReportInputError(ValueError):
+    """A report input that cannot be read as verdict documents (misuse, not a candidate failure)."""
+
+
+def load_documents(paths: Iterable[str | Path] = (), db: str | Path | None = None) -> list[dict[str, Any]]:
+    """Verdict documents from JSON files/folders and from a store, newest kept per evaluation.
+
+    A JSON file holds one document, a list of them, or one per line (``.jsonl``). A folder is read
+    for its ``*.json`` and ``*.jsonl`` files. See :func:`deduplicate` for which repeats are dropped.
+    """
+    docs: list[dict[str, Any]] = []
+    for path in paths:
+        docs.extend(_read_path(Path(path)))
+    if db is not None:
+        docs.extend(read_store(db))
+    return deduplicate(docs)
+
+
+def read_store(db: str | Path) -> list[dict[str, Any]]:
+    """Every verdict document held by the SQLite store at ``db``.
+
+    This is the one place that knows how the store is read: ``kernelproof.store.Store`` when that
+    module exists, otherwise a plain SQLite file with a table ``verdicts(doc TEXT)``.
+    """
+    path = Path(db)
+    if not path.is_file():
+        raise ReportInputError(f"{path}: no such store")
+    try:
+        from kernelproof.store import Store  # type: ignore[import-not-found]
+    except ImportError:
+        return _read_plain_sqlite(path)
+    return [_checked(doc, f"{path}") for doc in Store(str(path)).query()]
+
+
+def _read_plain_sqlite(path: Path) -> list[dict[str, Any]]:
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+            rows = conn.execute("SELECT doc FROM verdicts").fetchall()
+    except sqlite3.Error as err:
+        raise ReportInputError(f"{path}: not a verdict store ({err})") from err
+    return [_checked(_parse(row[0], f"{path}"), f"{path}") for row in rows]
+
+
+def _read_path(path: Path) -> list[dict[str, Any]]:
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.suffix in (".json", ".jsonl"))
+        return [doc for f in files for doc in _read_file(f)]
+    if not path.is_file():
+        raise ReportInputError(f"{path}: no such file or folder")
+    return _read_file(path)
+
+
+def _read_file(path: Path) -> list[dict[str, Any]]:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".jsonl":
+        items = [_parse(line, f"{path}:{n}") for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    else:
+        parsed = _parse(text, str(path))
+        items = parsed if isinstance(parsed, list) else [parsed]
+    return [_checked(item, str(path)) for item in items]
+
+
+def _parse(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ReportInputError(f"{where}: not JSON ({err})") from err
+
+
+def _checked(doc: Any, where: str) -> dict[str, Any]:
+    if not isinstance(doc, dict):
+        raise ReportInputError(f"{where}: expected a {SCHEMA} object, found {type(doc).__name__}")
+    try:
+        return from_json(doc)
+    except ValueError as err:
+        raise ReportInputError(f"{where}: {err}") from err
+
+
+def deduplicate(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Keep the newest document per (task hash, solution hash, settings other than seeds).
+
+    Why: a store keeps every evaluation, and a report built from a store plus exported JSON would
+    otherwise count one solution twice in fast_p. Order of first appearance is kept.
+    """
+    ignored = {"seed", "fresh", "db", "timeout_s", "keep_samples"}  # do not change what is measured
+    newest: dict[str, dict[str, Any]] = {}
+    order: list[str] = []
+    for doc in docs:
+        settings = {k: v for k, v in (doc.get("settings") or {}).items() if k not in ignored}
+        key = json.dumps(
+            [doc["task"].get("sha256"), doc["solution"].get("sha256"), settings],
+            sort_keys=True,
+            default=str,
+        )
+        if key not in newest:
+            order.append(key)
+            newest[key] = doc
+        elif str(doc.get("created_at", "")) >= str(newest[key].get("created_at", "")):
+            newest[key] = doc
+    return [newest[k] for k in order]

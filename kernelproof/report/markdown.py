@@ -1,0 +1,88 @@
+"""The report as GitHub-flavoured Markdown, for READMEs and pull requests.
+
+Tables only (no images), so it pastes anywhere. Cell text from verdicts is escaped for tables:
+pipes, newlines and HTML-looking brackets cannot break the layout or inject markup.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernelproof.report.metrics import (
+    STANDARD_P,
+    Result,
+    Summary,
+    format_fraction,
+    format_speedup,
+    task_label,
+)
+
+
+def render_markdown(summary: Summary) -> str:
+    """The report as one Markdown document (a string)."""
+    s = summary
+    counts = {v: sum(1 for r in s.results if r.verdict == v) for v in ("pass", "fail", "error")}
+    lines = [
+        f"# {_cell(s.title)}",
+        "",
+        f"{len(s.results)} results on {len(s.tasks)} tasks ({len(s.degenerate)} degenerate, not scored): "
+        f"{counts['pass']} pass, {counts['fail']} fail, {counts['error']} error. "
+        f"Measured on {_cell(', '.join(s.devices) or 'unknown device')}.",
+        "",
+        "## Scores",
+        "",
+        "| baseline | tasks | correct | " + " | ".join(f"fast_{p:g}" for p in STANDARD_P) + " | geomean |",
+        "|---|---:|---:|" + "---:|" * len(STANDARD_P) + "---:|",
+    ]
+    for sc in s.scores:
+        cells = " | ".join("—" if v is None else f"{100 * v:.1f} %" for _, v in sc.fast_p)
+        geo = "—" if sc.geomean is None else f"{sc.geomean:.2f}x"
+        lines.append(f"| {_cell(sc.baseline)} | {sc.tasks} | {sc.correct} | {cells} | {geo} |")
+    if not s.scores:
+        lines.append("| (no timed results) | | | " + "| " * len(STANDARD_P) + "|")
+    lines += [
+        "",
+        "fast_p: share of scored tasks whose solution is correct and faster than the baseline by a factor "
+        "strictly above p (KernelBench's definition; best solution per task).",
+        "",
+        "## Leaderboard per task",
+    ]
+    for key, results in s.tasks.items():
+        mark = " — degenerate task, not scored" if key in s.degenerate else ""
+        lines += [
+            "",
+            f"### `{_code(task_label(s, key))}`{mark}",
+            "",
+            "| # | solution | verdict | reasons | vs eager (95% CI) | vs best (95% CI) | SOL | coverage |",
+            "|---:|---|---|---|---:|---:|---:|---:|",
+        ]
+        lines += [_row(rank, r) for rank, r in enumerate(results, 1)]
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(summary: Summary, path: str | Path) -> Path:
+    out = Path(path)
+    out.write_text(render_markdown(summary), encoding="utf-8")
+    return out
+
+
+def _row(rank: int, r: Result) -> str:
+    reasons = "; ".join(f"`{_code(code)}`: {_cell(msg)}" for code, msg in r.reasons)
+    flags = "; ".join(f"flag `{_code(f)}`" for f in r.flags)
+    verdict = {"pass": "**pass**", "fail": "fail", "error": "error"}.get(r.verdict, _cell(r.verdict))
+    return (
+        f"| {rank} | `{_code(r.solution)}` | {verdict} | {'; '.join(x for x in (reasons, flags) if x)} | "
+        f"{format_speedup(r.speedups.get('eager'))} | {format_speedup(r.speedups.get('best'))} | "
+        f"{format_fraction(r.sol_fraction)} | {format_fraction(r.custom_fraction)} |"
+    )
+
+
+def _cell(text: str) -> str:
+    """Text safe inside a table cell: no pipes, newlines or raw HTML."""
+    out = str(text).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    return " ".join(out.split())
+
+
+def _code(text: str) -> str:
+    """Text safe inside a code span in a table cell (backticks cannot be escaped there)."""
+    return " ".join(str(text).replace("`", "'").replace("|", "\\|").split())

@@ -1,0 +1,271 @@
+"""Scores over verdict documents: fast_p, geometric-mean speedup, per-task leaderboards.
+
+fast_p follows KernelBench (``src/kernelbench/score.py``): the fraction of tasks whose solution is
+correct AND faster than the baseline by a factor strictly greater than p, over all scored tasks;
+a task with no passing or no timed solution counts as not fast. Where a task has several
+solutions, each task is scored by its best one per baseline (best-of-n; with one solution per
+task this is exactly KernelBench's figure). Degenerate tasks (reason ``degenerate_task``: the task
+cannot tell right from wrong) are left out of every score and marked in the report.
+
+The speedup used is the verdict's headline figure per baseline (the median paired ratio,
+geometric mean over timed shapes); KernelBench divides means, which an outlier can move.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# p values KernelBench's analysis reports (fast_0 is the correctness rate of timed results).
+STANDARD_P = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
+DEGENERATE = "degenerate_task"
+
+
+@dataclass(frozen=True)
+class Figure:
+    median: float | None  # headline speedup (>1: candidate faster)
+    ci95: tuple[float, float] | None  # bootstrap CI of the median ratio
+    note: str = ""  # why the figure is missing, when it is
+
+
+@dataclass(frozen=True)
+class Result:
+    """One verdict document, flattened to what a report shows."""
+
+    task_key: str  # task sha256 (two tasks with one path but different bytes stay apart)
+    task: str  # task path as given
+    solution: str  # solution path as given
+    backend: str  # triton | cuda | native | torch | ""
+    verdict: str  # pass | fail | error
+    reasons: tuple[tuple[str, str], ...]  # (code, message) pairs
+    flags: tuple[str, ...]  # non-fatal observations
+    speedups: dict[str, Figure]  # baseline name -> figure
+    sol_fraction: float | None  # speed-of-light fraction at measured ceilings
+    custom_fraction: float | None  # share of GPU time in the submission's own kernels
+    flops: float | None  # useful FLOPs of the headline shape
+    min_bytes: float | None  # minimum bytes moved by the headline shape
+    achieved_tflops: float | None
+    achieved_tbps: float | None
+    device: str  # where it was evaluated
+    created_at: str  # ISO time of the verdict
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "pass"
+
+    @property
+    def degenerate(self) -> bool:
+        return any(code == DEGENERATE for code, _ in self.reasons)
+
+    def speedup(self, baseline: str) -> float | None:
+        fig = self.speedups.get(baseline)
+        return fig.median if fig is not None and is_positive(fig.median) else None
+
+
+def results_from(docs: Iterable[dict[str, Any]]) -> list[Result]:
+    """Flatten verdict documents into :class:`Result` records."""
+    return [_result(doc) for doc in docs]
+
+
+def _result(doc: dict[str, Any]) -> Result:
+    roof = doc.get("roofline") or {}
+    cov = doc.get("coverage") or {}
+    speedups = {}
+    for name, s in (doc.get("speedup") or {}).items():
+        ci = s.get("ci95")
+        speedups[name] = Figure(
+            median=s.get("median"),
+            ci95=(ci[0], ci[1]) if ci and ci[0] is not None and ci[1] is not None else None,
+            note=s.get("note", ""),
+        )
+    return Result(
+        task_key=doc["task"].get("sha256") or doc["task"].get("path", ""),
+        task=doc["task"].get("path", ""),
+        solution=doc["solution"].get("path", ""),
+        backend=doc["solution"].get("backend", ""),
+        verdict=str(doc.get("verdict", "")),
+        reasons=tuple((r.get("code", ""), r.get("message", "")) for r in doc.get("reasons", [])),
+        flags=tuple(str(f) for f in doc.get("flags", [])),
+        speedups=speedups,
+        sol_fraction=roof.get("sol_fraction"),
+        custom_fraction=cov.get("custom_fraction"),
+        flops=roof.get("flops"),
+        min_bytes=roof.get("min_bytes"),
+        achieved_tflops=roof.get("achieved_tflops"),
+        achieved_tbps=roof.get("achieved_tbps"),
+        device=device_of(doc),
+        created_at=str(doc.get("created_at", "")),
+    )
+
+
+def device_of(doc: dict[str, Any]) -> str:
+    """The device a verdict was measured on, as the verdict states it."""
+    env = doc.get("environment") or {}
+    for key in ("device_name", "gpu", "device"):
+        if isinstance(env.get(key), str) and env[key]:
+            return env[key]
+    timing = doc.get("timing") or {}
+    return str(timing.get("device") or (doc.get("settings") or {}).get("device") or "")
+
+
+def baselines_of(results: Sequence[Result]) -> list[str]:
+    """Baseline names present, in report order: eager, compile modes, then best."""
+    names = {name for r in results for name in r.speedups}
+
+    def rank(name: str) -> tuple[int, str]:
+        return (0 if name == "eager" else 2 if name == "best" else 1, name)
+
+    return sorted(names, key=rank)
+
+
+def group_by_task(results: Sequence[Result]) -> dict[str, list[Result]]:
+    """Results per task key, each list ranked: passes by speedup, then failures, then errors."""
+    groups: dict[str, list[Result]] = {}
+    for r in results:
+        groups.setdefault(r.task_key, []).append(r)
+    return {k: rank_results(v) for k, v in sorted(groups.items(), key=lambda kv: kv[1][0].task)}
+
+
+def rank_results(results: Sequence[Result]) -> list[Result]:
+    order = {"pass": 0, "fail": 1, "error": 2}
+
+    def key(r: Result) -> tuple[int, float, str]:
+        best = r.speedup("best") or r.speedup("eager") or 0.0
+        return (order.get(r.verdict, 3), -best, r.solution)
+
+    return sorted(results, key=key)
+
+
+def degenerate_tasks(results: Sequence[Result]) -> set[str]:
+    """Task keys that failed their audit anywhere: they are not scored."""
+    return {r.task_key for r in results if r.degenerate}
+
+
+def task_best(results: Sequence[Result], baseline: str) -> dict[str, tuple[bool, float | None]]:
+    """Per scored task: (has a passing solution, best passing speedup against ``baseline``)."""
+    skip = degenerate_tasks(results)
+    out: dict[str, tuple[bool, float | None]] = {}
+    for r in results:
+        if r.task_key in skip:
+            continue
+        correct, best = out.get(r.task_key, (False, None))
+        if r.passed:
+            correct = True
+            s = r.speedup(baseline)
+            if s is not None and (best is None or s > best):
+                best = s
+        out[r.task_key] = (correct, best)
+    return out
+
+
+def fast_p(results: Sequence[Result], p: float, baseline: str = "eager") -> float | None:
+    """Fraction of scored tasks that are correct with speedup > p (strict); None with no task."""
+    per_task = task_best(results, baseline)
+    if not per_task:
+        return None
+    hits = sum(1 for ok, s in per_task.values() if ok and s is not None and s > p)
+    return hits / len(per_task)
+
+
+def fast_p_curve(
+    results: Sequence[Result], baseline: str, ps: Sequence[float]
+) -> list[tuple[float, float | None]]:
+    return [(p, fast_p(results, p, baseline)) for p in ps]
+
+
+def geomean_speedup(results: Sequence[Result], baseline: str = "eager") -> float | None:
+    """Geometric mean of the best passing speedup per task, over tasks that have one."""
+    values = [s for ok, s in task_best(results, baseline).values() if ok and s is not None]
+    return geomean(values)
+
+
+def geomean(values: Iterable[float]) -> float | None:
+    logs = [math.log(v) for v in values if is_positive(v)]
+    return math.exp(sum(logs) / len(logs)) if logs else None
+
+
+@dataclass(frozen=True)
+class Score:
+    baseline: str  # baseline name
+    tasks: int  # scored tasks (degenerate tasks left out)
+    correct: int  # tasks with at least one passing solution
+    timed: int  # correct tasks with a speedup against this baseline
+    fast_p: tuple[tuple[float, float | None], ...]  # (p, fast_p) at STANDARD_P
+    geomean: float | None  # geometric-mean speedup over the timed correct tasks
+
+
+def score(results: Sequence[Result], baseline: str) -> Score:
+    per_task = task_best(results, baseline)
+    return Score(
+        baseline=baseline,
+        tasks=len(per_task),
+        correct=sum(1 for ok, _ in per_task.values() if ok),
+        timed=sum(1 for ok, s in per_task.values() if ok and s is not None),
+        fast_p=tuple(fast_p_curve(results, baseline, STANDARD_P)),
+        geomean=geomean_speedup(results, baseline),
+    )
+
+
+def is_positive(x: Any) -> bool:
+    """A finite number above zero (speedups, FLOPs and bytes that can be placed on a log axis)."""
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Everything a report shows, computed once and shared by the HTML and Markdown writers."""
+
+    title: str  # report heading
+    results: tuple[Result, ...]  # every result, deduplicated
+    tasks: dict[str, list[Result]]  # task key -> ranked results
+    degenerate: frozenset[str]  # task keys left out of scores
+    baselines: tuple[str, ...]  # baseline names present, in report order
+    scores: tuple[Score, ...]  # one per baseline
+    devices: tuple[str, ...]  # devices the results were measured on
+    ceilings: dict[str, Any] | None  # device ceilings for the roofline, when known
+
+
+def summarize(
+    docs: Iterable[dict[str, Any]], title: str = "kernelproof report", ceilings: dict[str, Any] | None = None
+) -> Summary:
+    """Build a :class:`Summary`; ``ceilings`` None picks shipped ceilings matching the devices seen."""
+    results = results_from(docs)
+    baselines = baselines_of(results)
+    devices = tuple(sorted({r.device for r in results if r.device}))
+    if ceilings is None:
+        from kernelproof.data import match_ceilings
+
+        ceilings = next((c for c in map(match_ceilings, devices) if c is not None), None)
+    return Summary(
+        title=title,
+        results=tuple(results),
+        tasks=group_by_task(results),
+        degenerate=frozenset(degenerate_tasks(results)),
+        baselines=tuple(baselines),
+        scores=tuple(score(results, b) for b in baselines),
+        devices=devices,
+        ceilings=ceilings,
+    )
+
+
+def task_label(summary: Summary, task_key: str) -> str:
+    """The task's path, with a short hash where two different files share one path."""
+    path = summary.tasks[task_key][0].task
+    same_path = [k for k, rs in summary.tasks.items() if rs[0].task == path]
+    return f"{path} ({task_key[:8]})" if len(same_path) > 1 else path
+
+
+def format_speedup(fig: Figure | None) -> str:
+    """``2.31x [2.20, 2.45]``, or an em dash when missing."""
+    if fig is None or not is_positive(fig.median):
+        return "—"
+    text = f"{fig.median:.2f}x"
+    if fig.ci95 is not None:
+        text += f" [{fig.ci95[0]:.2f}, {fig.ci95[1]:.2f}]"
+    return text
+
+
+def format_fraction(x: float | None) -> str:
+    return "—" if x is None or not math.isfinite(x) else f"{100 * x:.0f} %"
