@@ -1,0 +1,67 @@
+"""Reading verdict documents for reports: files, folders, JSON lines, a store; newest kept."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from kernelproof.report.load import ReportInputError, deduplicate, load_documents, read_store
+
+
+def test_reads_single_documents_lists_and_json_lines(tmp_path, suite_docs):
+    (tmp_path / "one.json").write_text(json.dumps(suite_docs[0]))
+    (tmp_path / "many.json").write_text(json.dumps(suite_docs[1:3]))
+    (tmp_path / "lines.jsonl").write_text("\n".join(json.dumps(d) for d in suite_docs[3:]) + "\n")
+    docs = load_documents([tmp_path / "one.json", tmp_path / "many.json", tmp_path / "lines.jsonl"])
+    assert [d["solution"]["path"] for d in docs] == [d["solution"]["path"] for d in suite_docs]
+
+
+def test_reads_a_folder_recursively(tmp_path, suite_docs):
+    (tmp_path / "sub").mkdir()
+    for i, doc in enumerate(suite_docs):
+        (tmp_path / ("sub" if i % 2 else ".") / f"v{i}.json").write_text(json.dumps(doc))
+    assert len(load_documents([tmp_path])) == len(suite_docs)
+
+
+def test_rejects_documents_of_another_schema(tmp_path, suite_docs):
+    bad = dict(suite_docs[0], schema="kernelproof.verdict/0")
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(ReportInputError, match="not a kernelproof.verdict/1 document"):
+        load_documents([tmp_path / "bad.json"])
+
+
+def test_rejects_missing_paths_and_broken_json(tmp_path):
+    with pytest.raises(ReportInputError, match="no such file"):
+        load_documents([tmp_path / "absent.json"])
+    (tmp_path / "broken.json").write_text("{")
+    with pytest.raises(ReportInputError, match="not JSON"):
+        load_documents([tmp_path / "broken.json"])
+
+
+def test_reads_a_plain_sqlite_store(tmp_path, suite_docs):
+    db = tmp_path / "results.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE verdicts (doc TEXT)")
+        conn.executemany("INSERT INTO verdicts VALUES (?)", [(json.dumps(d),) for d in suite_docs])
+    docs = read_store(db)
+    assert len(docs) == len(suite_docs)
+    assert len(load_documents([], db=db)) == len(suite_docs)
+
+
+def test_store_without_a_verdict_table_is_misuse(tmp_path):
+    db = tmp_path / "other.sqlite"
+    sqlite3.connect(db).close()
+    with pytest.raises(ReportInputError, match="not a verdict store"):
+        read_store(db)
+
+
+def test_keeps_the_newest_evaluation_of_a_pair_whatever_its_seed(make_verdict):
+    old = make_verdict(speedups={"eager": 1.0}, created_at="2026-12-01T10:00:00Z").to_json()
+    new = make_verdict(speedups={"eager": 2.0}, created_at="2026-12-02T10:00:00Z").to_json()
+    old["settings"]["seed"], new["settings"]["seed"] = 1, 2
+    other = make_verdict(solution="solutions/other.py").to_json()
+    kept = deduplicate([old, other, new])
+    assert [d["solution"]["path"] for d in kept] == [old["solution"]["path"], "solutions/other.py"]
+    assert kept[0]["speedup"]["eager"]["median"] == 2.0
