@@ -1,31 +1,144 @@
-"""The verbs of kernelproof as Python functions: what the CLI, agents, executors and RL trainers call."""
+"""The verbs of kernelproof as Python functions: what the CLI, agents, executors and RL trainers call.
+
+``evaluate`` never raises because a candidate is bad: every failure of the solution is a verdict.
+It raises :class:`~kernelproof.errors.UsageError` for a missing file or a bad option, and a
+broken task comes back as an ``error`` verdict with ``task_error``.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import json
+import os
 from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
-from kernelproof.options import EvalOptions
+import torch
+
+from kernelproof.errors import UsageError
+from kernelproof.executors.local import LocalPool, default_pool, resolve_devices, run_many
+from kernelproof.options import EvalOptions, normalize_baselines
+from kernelproof.pipeline import evaluate_pair
 from kernelproof.verdict import Verdict
 
 PathLike = str | Path
 
 
-def evaluate(task: PathLike, solution: PathLike, options: EvalOptions | None = None) -> Verdict:
+def evaluate(
+    task: PathLike, solution: PathLike, options: EvalOptions | None = None, *, pool: LocalPool | None = None
+) -> Verdict:
     """Evaluate one solution against one task and return its verdict (never raises for bad candidates)."""
-    raise NotImplementedError
+    options = _checked(options)
+    devices = resolve_devices(options.device)
+    return _evaluate_on(str(task), str(solution), options, devices[0], pool or default_pool())
 
 
 def evaluate_many(
-    pairs: Iterable[tuple[PathLike, PathLike]], options: EvalOptions | None = None
+    pairs: Iterable[tuple[PathLike, PathLike]],
+    options: EvalOptions | None = None,
+    *,
+    pool: LocalPool | None = None,
 ) -> Iterator[Verdict]:
-    """Evaluate many (task, solution) pairs over the per-device workers; yield verdicts as they finish."""
-    raise NotImplementedError
+    """Evaluate many (task, solution) pairs over the per-device workers; yield verdicts as they finish.
+
+    One evaluation runs at a time on each device (timed work never shares a GPU); with N GPUs,
+    N evaluations run at once.
+    """
+    options = _checked(options)
+    devices = resolve_devices(options.device)
+    pool = pool or default_pool()
+    items = [(str(t), str(s)) for t, s in pairs]
+    yield from run_many(items, devices, lambda item, dev: _evaluate_on(item[0], item[1], options, dev, pool))  # type: ignore[index, misc]
 
 
 async def aevaluate_many(
-    pairs: Iterable[tuple[PathLike, PathLike]], options: EvalOptions | None = None
+    pairs: Iterable[tuple[PathLike, PathLike]],
+    options: EvalOptions | None = None,
+    *,
+    pool: LocalPool | None = None,
 ) -> AsyncIterator[Verdict]:
     """Async form of :func:`evaluate_many` for event-loop callers (agents, RL rollouts)."""
-    raise NotImplementedError
-    yield  # pragma: no cover
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue = asyncio.Queue()
+    sentinel = object()
+
+    def produce() -> None:
+        try:
+            for v in evaluate_many(pairs, options, pool=pool):
+                loop.call_soon_threadsafe(queue.put_nowait, v)
+        except BaseException as exc:  # noqa: BLE001
+            loop.call_soon_threadsafe(queue.put_nowait, exc)
+        finally:
+            loop.call_soon_threadsafe(queue.put_nowait, sentinel)
+
+    fut = loop.run_in_executor(None, produce)
+    while True:
+        item = await queue.get()
+        if item is sentinel:
+            break
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+    await fut
+
+
+def _checked(options: EvalOptions | None) -> EvalOptions:
+    options = options or EvalOptions()
+    try:
+        baselines = normalize_baselines(options.baselines)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if options.device not in ("auto", "cpu", "cuda") and not options.device.startswith("cuda:"):
+        raise UsageError(f"--device must be auto, cpu, cuda or cuda:N, not {options.device!r}")
+    if options.device.startswith("cuda") and not torch.cuda.is_available():
+        raise UsageError(f"--device {options.device} was asked for, but no CUDA device is visible")
+    return options.replace(baselines=baselines)
+
+
+def _evaluate_on(task: str, solution: str, options: EvalOptions, device: str, pool: LocalPool) -> Verdict:
+    for path, what in ((task, "task"), (solution, "solution")):
+        if not Path(path).is_file():
+            raise UsageError(f"{what} file not found: {path}")
+    store = _open_store(options)
+    key = evaluation_key(task, solution, options, device)
+    if store is not None and not options.fresh:
+        cached = store.get(key)
+        if cached is not None:
+            return cached
+    with pool.device_lock(device):
+        verdict = evaluate_pair(task, solution, options, device, pool)
+    if store is not None:
+        store.put(key, verdict)
+    return verdict
+
+
+def evaluation_key(task: str, solution: str, options: EvalOptions, device: str) -> str:
+    """Identity of an evaluation: file contents, settings and environment (served from the store)."""
+    h = hashlib.sha256()
+    for p in (task, solution):
+        h.update(hashlib.sha256(Path(p).read_bytes()).digest())
+    env = {"torch": torch.__version__, "device": device, "device_name": _device_name(device)}
+    h.update(
+        json.dumps({"settings": _plain(options.cache_key_fields()), "env": env}, sort_keys=True).encode()
+    )
+    return h.hexdigest()
+
+
+def _device_name(device: str) -> str:
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return torch.cuda.get_device_name(torch.device(device))
+    return "cpu"
+
+
+def _plain(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in d.items()}
+
+
+def _open_store(options: EvalOptions):
+    if options.db == "":
+        return None
+    from kernelproof.store import Store, default_db_path
+
+    return Store(options.db or os.environ.get("KERNELPROOF_DB") or default_db_path())

@@ -95,7 +95,9 @@ class Correctness:
     worst_max_abs_err: float  # worst elementwise error
     tolerance: str  # human summary of the tolerance rule applied
     precision: str  # the precision contract (fp32, tf32, bf16, fp16)
-    kernelbench_compatible: bool | None = None  # would KernelBench's allclose rule accept it (None: not asked)
+    kernelbench_compatible: bool | None = (
+        None  # would KernelBench's allclose rule accept it (None: not asked)
+    )
     cases: tuple[CaseResult, ...] = ()  # per-case results
 
 
@@ -224,8 +226,56 @@ def compute_reward(outcome: Outcome, best: Speedup | None) -> float:
     return max(0.0, math.log(low))
 
 
-def from_json(doc: dict[str, Any]) -> dict[str, Any]:
-    """Validate a verdict document's schema tag and return it (documents stay dicts for readers)."""
+def from_json(doc: dict[str, Any]) -> Verdict:
+    """Rebuild a :class:`Verdict` from its JSON document (the store, replay logs, certificates)."""
     if doc.get("schema") != SCHEMA:
         raise ValueError(f"not a {SCHEMA} document (schema={doc.get('schema')!r})")
-    return doc
+    return _build(Verdict, doc)
+
+
+def _build(cls: Any, value: Any) -> Any:
+    import typing
+
+    if value is None:
+        return None
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in value:
+            continue
+        kwargs[f.name] = _coerce(hints[f.name], value[f.name])
+    return cls(**kwargs)
+
+
+def _coerce(tp: Any, value: Any) -> Any:
+    import types
+    import typing
+
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(a, value)
+            except (TypeError, ValueError, KeyError):
+                continue
+        return value
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return tp(value)
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_coerce(args[0], v) for v in value)
+        return tuple(_coerce(a, v) for a, v in zip(args, value))
+    if origin is dict:
+        return {k: _coerce(args[1], v) for k, v in value.items()}
+    if origin is list:
+        return [_coerce(args[0], v) for v in value]
+    if tp is float and isinstance(value, (int, float)):
+        return float(value)
+    return value

@@ -1,0 +1,90 @@
+"""Resource limits for worker processes that hold as root and with CUDA (I8).
+
+RLIMIT_AS breaks CUDA initialisation (the driver reserves large virtual ranges) and RLIMIT_NPROC
+does not bind root, so memory and process counts are limited with cgroups: cgroup v2's
+``memory.max``/``pids.max`` where the unified hierarchy has those controllers, else v1's
+``memory.limit_in_bytes``/``pids.max``. Where neither can be written (an unprivileged container),
+:func:`create` returns None and the verdict's environment says that no limits were applied; the
+worker's wall-clock timeout still holds everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+@dataclass
+class Cgroup:
+    paths: list[Path]  # one directory per hierarchy the process joins
+    kind: str  # "v2" | "v1"
+
+    def add(self, pid: int) -> None:
+        for p in self.paths:
+            (p / "cgroup.procs").write_text(str(pid))
+
+    def oom_killed(self) -> bool:
+        for p in self.paths:
+            for name in ("memory.events", "memory.oom_control"):
+                f = p / name
+                try:
+                    text = f.read_text()
+                except OSError:
+                    continue
+                for line in text.splitlines():
+                    key, _, val = line.partition(" ")
+                    if key in ("oom_kill", "oom") and val.strip().isdigit() and int(val) > 0:
+                        return True
+        return False
+
+    def remove(self) -> None:
+        for p in self.paths:
+            try:
+                for pid in (p / "cgroup.procs").read_text().split():
+                    try:
+                        os.kill(int(pid), 9)
+                    except OSError:
+                        pass
+                p.rmdir()
+            except OSError:
+                pass
+
+
+def create(memory_bytes: int, max_pids: int) -> Cgroup | None:
+    """A fresh cgroup with the limits, or None where cgroups cannot be written here."""
+    name = f"kernelproof-{uuid.uuid4().hex[:12]}"
+    try:
+        controllers = (CGROUP_ROOT / "cgroup.controllers").read_text().split()
+    except OSError:
+        controllers = []
+    if {"memory", "pids"} <= set(controllers):
+        try:
+            p = CGROUP_ROOT / name
+            p.mkdir()
+            (p / "memory.max").write_text(str(memory_bytes))
+            (p / "pids.max").write_text(str(max_pids))
+            return Cgroup([p], "v2")
+        except OSError:
+            pass
+    made: list[Path] = []
+    try:
+        mem = CGROUP_ROOT / "memory" / name
+        pids = CGROUP_ROOT / "pids" / name
+        mem.mkdir()
+        made.append(mem)
+        (mem / "memory.limit_in_bytes").write_text(str(memory_bytes))
+        pids.mkdir()
+        made.append(pids)
+        (pids / "pids.max").write_text(str(max_pids))
+        return Cgroup(made, "v1")
+    except OSError:
+        for p in made:
+            try:
+                p.rmdir()
+            except OSError:
+                pass
+        return None

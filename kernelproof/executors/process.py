@@ -1,0 +1,256 @@
+"""One worker process seen from the trusted parent: spawn, talk, time out, kill, explain a death.
+
+The worker gets a scrubbed environment (no API keys, a private HOME/TMPDIR/cache dirs), its own
+process group (a timeout kills everything it started), a cgroup with memory and process limits
+where the machine allows, and a socket the parent reads with strict framing (I1, I8). Whatever
+the worker does, the parent gets either a well-formed reply or a :class:`WorkerDied` with a
+reason code and a sentence.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kernelproof.executors import limits
+from kernelproof.worker import protocol
+from kernelproof.worker.guards import EXIT_VIOLATION, VIOLATION_PREFIX
+
+STARTUP_TIMEOUT_S = 120.0  # importing torch and initialising CUDA
+WORKER_MEMORY_BYTES = 64 * 1024**3  # host memory per worker (cgroup); GPU memory is the device's
+WORKER_MAX_PIDS = 512  # threads and processes per worker (cgroup): stops fork/thread bombs
+# glibc fills freshly allocated heap memory with 0x7f... (perturb byte 0x80 -> fill ^0xff): huge
+# finite floats, so a CPU kernel that leaves output elements unwritten fails (the CPU build has
+# no caching allocator to poison). mmap_threshold raised so large blocks also come from the heap.
+CPU_MALLOC_TUNABLES = "glibc.malloc.perturb=128:glibc.malloc.mmap_threshold=33554432"
+PASSED_ENV = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "LD_LIBRARY_PATH",
+    "TORCH_CUDA_ARCH_LIST",
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "CC",
+    "CXX",
+)
+
+
+class WorkerDied(Exception):
+    def __init__(self, code: str, message: str, detail: str = ""):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.detail = detail
+
+
+@dataclass
+class SpawnSpec:
+    role: str  # "candidate" | "baseline"
+    device: str  # "cpu" | "cuda:N"
+    deny_read: tuple[str, ...] = ()  # paths the worker must not read
+    env: dict[str, str] = field(default_factory=dict)  # extra environment (build cache materialisations)
+
+
+class WorkerProcess:
+    def __init__(self, spec: SpawnSpec):
+        self.spec = spec
+        self.private = Path(tempfile.mkdtemp(prefix="kernelproof-worker-"))
+        (self.private / "tmp").mkdir()
+        self.log_path = self.private.parent / (self.private.name + ".log")
+        self.cgroup = limits.create(WORKER_MEMORY_BYTES, WORKER_MAX_PIDS)
+        parent_sock, child_sock = socket.socketpair()
+        env = _worker_env(spec, self.private)
+        cmd = [
+            sys.executable,
+            "-m",
+            "kernelproof.worker",
+            "--fd",
+            str(child_sock.fileno()),
+            "--role",
+            spec.role,
+            "--private-dir",
+            str(self.private),
+        ]
+        for p in spec.deny_read:
+            cmd += ["--deny-read", p]
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            cmd,
+            pass_fds=(child_sock.fileno(),),
+            env=env,
+            cwd=str(self.private),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=self._log,
+            start_new_session=True,
+        )
+        child_sock.close()
+        if self.cgroup is not None:
+            try:
+                self.cgroup.add(self.proc.pid)
+            except OSError:
+                self.cgroup = None
+        self.sock = parent_sock
+        self.started = time.monotonic()
+        self.hello: dict[str, Any] | None = None
+
+    @property
+    def limits_applied(self) -> str:
+        return f"cgroup {self.cgroup.kind}" if self.cgroup else "none (cgroups not writable here)"
+
+    def wait_ready(self, timeout_s: float = STARTUP_TIMEOUT_S) -> dict[str, Any]:
+        if self.hello is None:
+            self.hello, _ = self._recv(timeout_s)
+        return self.hello
+
+    def stage_solution(self, source_path: str) -> str:
+        """Copy the candidate's file into the worker's private dir; return the path the worker imports."""
+        dest = self.private / "solution" / (Path(source_path).stem + ".py")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source_path, dest)
+        return str(dest)
+
+    def request(
+        self, header: dict[str, Any], tensors: list[torch.Tensor] | None = None, timeout_s: float = 600.0
+    ) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        self.wait_ready()
+        try:
+            self.sock.settimeout(timeout_s)
+            protocol.send(self.sock, header, tensors)
+        except (OSError, protocol.ProtocolError):
+            raise self._death() from None
+        return self._recv(timeout_s)
+
+    def _recv(self, timeout_s: float) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        self.sock.settimeout(timeout_s)
+        try:
+            return protocol.recv(self.sock)
+        except TimeoutError:
+            self.kill()
+            raise WorkerDied(
+                "timeout", f"the worker did not answer within {timeout_s:.0f} s and was killed"
+            ) from None
+        except (OSError, protocol.ProtocolError):
+            raise self._death() from None
+
+    def _death(self) -> WorkerDied:
+        try:
+            rc = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            rc = self.proc.returncode
+        log = self.log_tail()
+        for line in reversed(log.splitlines()):
+            if line.startswith(VIOLATION_PREFIX):
+                return WorkerDied(
+                    "forbidden_construct", "forbidden action: " + line[len(VIOLATION_PREFIX) :], ""
+                )
+        if rc == EXIT_VIOLATION:
+            return WorkerDied("forbidden_construct", "the solution attempted a forbidden action")
+        low = log.lower()
+        if (
+            "illegal memory access" in low
+            or "misaligned address" in low
+            or "unspecified launch failure" in low
+        ):
+            return WorkerDied(
+                "crash", "CUDA error in the solution's kernel (illegal memory access)", _tail(log)
+            )
+        if "out of memory" in low:
+            return WorkerDied("crash", "the solution ran out of GPU memory", _tail(log))
+        if self.cgroup is not None and self.cgroup.oom_killed():
+            return WorkerDied("crash", "the worker exceeded its host memory limit and was killed", _tail(log))
+        if rc is not None and rc < 0:
+            name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
+            return WorkerDied("crash", f"the worker died from signal {name}", _tail(log))
+        if rc == 0:
+            return WorkerDied(
+                "forbidden_construct", "the solution ended the worker process (sys.exit / os._exit)"
+            )
+        return WorkerDied("crash", f"the worker exited with status {rc}", _tail(log))
+
+    def log_tail(self, max_bytes: int = 8000) -> str:
+        try:
+            data = self.log_path.read_bytes()
+        except OSError:
+            return ""
+        return data[-max_bytes:].decode("utf-8", errors="replace")
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.sock.settimeout(2.0)
+                protocol.send(self.sock, {"op": "bye"})
+                protocol.recv(self.sock)
+            except Exception:  # noqa: BLE001 - the worker is going away either way
+                pass
+        self.kill()
+        self.sock.close()
+        self._log.close()
+        if self.cgroup is not None:
+            self.cgroup.remove()
+        shutil.rmtree(self.private, ignore_errors=True)
+        try:
+            self.log_path.unlink()
+        except OSError:
+            pass
+
+
+def _tail(log: str, lines: int = 12) -> str:
+    return "\n".join(log.splitlines()[-lines:])
+
+
+def _worker_env(spec: SpawnSpec, private: Path) -> dict[str, str]:
+    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+    pkg_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [pkg_root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    )
+    env.update(
+        {
+            "HOME": str(private),
+            "TMPDIR": str(private / "tmp"),
+            "TRITON_CACHE_DIR": str(private / "triton"),
+            "TORCH_EXTENSIONS_DIR": str(private / "torch_extensions"),
+            "TORCHINDUCTOR_CACHE_DIR": str(private / "inductor"),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONHASHSEED": "0",
+        }
+    )
+    if spec.device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+        env["CUDA_VISIBLE_DEVICES"] = ""
+        if spec.role == "candidate":
+            env["GLIBC_TUNABLES"] = CPU_MALLOC_TUNABLES
+    else:
+        index = int(spec.device.split(":")[1]) if ":" in spec.device else 0
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        ids = [v for v in visible.split(",") if v.strip()] if visible else None
+        env["CUDA_VISIBLE_DEVICES"] = ids[index] if ids and index < len(ids) else str(index)
+    env.update(spec.env)
+    return env

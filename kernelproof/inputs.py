@@ -1,0 +1,169 @@
+"""Input values: the distributions cases are drawn from, generated identically in two processes.
+
+The parent draws correctness inputs and sends them; for timed calls it sends only a seed at call
+time and both sides regenerate the same values with an explicit ``torch.Generator`` on the same
+device (ARCHITECTURE, "Same seed, same inputs, two processes"), so no future input ever waits in
+the candidate's process (I4). This module holds no task code and no expected outputs, so the
+worker may import it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+# Every distribution a float input can be drawn from. "task" is get_inputs()'s own values.
+DISTRIBUTIONS = (
+    "task",
+    "normal",
+    "uniform",
+    "uniform01",
+    "shifted",
+    "small",
+    "large",
+    "heavy",
+    "spiky",
+)
+
+# Distributions each value domain admits (docs/tasks.md, "Value domains").
+_ANY = ("task", "normal", "uniform", "shifted", "small", "large", "heavy", "spiky")
+DOMAIN_DISTRIBUTIONS = {
+    "any": _ANY,
+    "positive": _ANY,
+    "nonzero": _ANY,
+    "unit": ("task", "uniform01"),
+    "fixed": ("task",),
+}
+
+# The distribution timed calls use per domain: typical values, so speed is not measured on
+# special data (zeros and constants can run faster than real inputs).
+TIMING_DISTRIBUTION = {"any": "normal", "positive": "normal", "nonzero": "normal", "unit": "uniform01"}
+
+HEAVY_CLIP = 1.0e6  # heavy-tailed draws are clipped so fp32 reductions stay finite
+SPIKE_FRACTION = 1.0e-3  # share of elements replaced by large spikes in "spiky"
+SPIKE_SCALE = 1.0e3  # magnitude of the spikes
+POSITIVE_FLOOR = 1.0e-3  # "positive" maps x -> |x| + this
+NONZERO_GAP = 1.0e-2  # "nonzero" pushes |x| below this out to it
+
+
+@dataclass(frozen=True)
+class InputSlot:
+    """How one forward() argument is made in a timed call."""
+
+    index: int  # position in get_inputs()
+    kind: str  # "float": regenerated from a seed; "fixed": the parent's tensor, cloned; "scalar": as is
+    shape: tuple[int, ...]  # tensor shape
+    dtype: str  # torch dtype name, e.g. "float32"
+    domain: str  # value domain (docs/tasks.md)
+
+
+def dtype_from_name(name: str) -> torch.dtype:
+    dt = getattr(torch, name.replace("torch.", ""), None)
+    if not isinstance(dt, torch.dtype):
+        raise ValueError(f"unknown dtype {name!r}")
+    return dt
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def draw(
+    shape: tuple[int, ...],
+    distribution: str,
+    domain: str,
+    seed: int,
+    device: torch.device | str,
+    dtype: torch.dtype,
+) -> torch.Tensor:
+    """Draw a float tensor from ``distribution`` restricted to ``domain``; deterministic in ``seed``."""
+    device = torch.device(device)
+    gen = torch.Generator(device=device)
+    gen.manual_seed(int(seed) & 0x7FFF_FFFF_FFFF_FFFF)
+    kw = {"generator": gen, "device": device, "dtype": torch.float32}
+    if distribution == "normal":
+        x = torch.randn(shape, **kw)
+    elif distribution == "uniform":
+        x = torch.rand(shape, **kw) * 2 - 1
+    elif distribution == "uniform01":
+        x = torch.rand(shape, **kw)
+    elif distribution == "shifted":
+        x = torch.randn(shape, **kw) + 3.0
+    elif distribution == "small":
+        x = torch.randn(shape, **kw) * 1e-3
+    elif distribution == "large":
+        x = torch.randn(shape, **kw) * 1e3
+    elif distribution == "heavy":
+        # Pareto tail (alpha = 2) with a random sign: the mean exists, the variance does not,
+        # which breaks closed-form and subsampling shortcuts on reductions and losses.
+        u = torch.rand(shape, **kw).clamp_min_(1e-12)
+        sign = torch.randint(0, 2, shape, generator=gen, device=device).to(torch.float32) * 2 - 1
+        x = (sign * (u.pow(-0.5) - 1.0)).clamp_(-HEAVY_CLIP, HEAVY_CLIP)
+    elif distribution == "spiky":
+        x = torch.randn(shape, **kw)
+        n = x.numel()
+        if n:
+            k = max(1, int(n * SPIKE_FRACTION))
+            idx = torch.randint(0, n, (k,), generator=gen, device=device)
+            spikes = torch.randn((k,), **kw).sign() * SPIKE_SCALE
+            x.view(-1)[idx] = spikes
+    else:
+        raise ValueError(f"unknown distribution {distribution!r}")
+    x = apply_domain(x, domain)
+    return x.to(dtype)
+
+
+def apply_domain(x: torch.Tensor, domain: str) -> torch.Tensor:
+    if domain == "positive":
+        return x.abs() + POSITIVE_FLOOR
+    if domain == "nonzero":
+        tiny = x.abs() < NONZERO_GAP
+        return torch.where(tiny, torch.where(x < 0, -NONZERO_GAP, NONZERO_GAP), x)
+    if domain == "unit":
+        return x.clamp(0.0, 1.0 - 2.0**-24)
+    return x
+
+
+def timed_inputs(
+    slots: list[InputSlot],
+    fixed: dict[int, torch.Tensor],
+    scalars: dict[int, object],
+    seed: int,
+    device: torch.device | str,
+) -> list[object]:
+    """Inputs of one timed call, in fresh storage: float slots regenerated from ``seed``."""
+    out: list[object] = []
+    for slot in slots:
+        if slot.kind == "float":
+            dist = TIMING_DISTRIBUTION.get(slot.domain, "normal")
+            out.append(
+                draw(
+                    slot.shape,
+                    dist,
+                    slot.domain,
+                    seed * 1009 + slot.index,
+                    device,
+                    dtype_from_name(slot.dtype),
+                )
+            )
+        elif slot.kind == "fixed":
+            out.append(fixed[slot.index].to(device).clone())
+        else:
+            out.append(scalars[slot.index])
+    return out
+
+
+def fingerprint(t: torch.Tensor, seed: int) -> list[float]:
+    """[<w, t>, ||t||] in float64 with w drawn from ``seed``: cheap evidence an output is the right one.
+
+    The parent computes the same projection of its reference output; an output replayed from an
+    earlier call, or computed from stale inputs, lands far from it (B1, B3). A single random
+    projection of an error e has |<w, e>| ~ ||e||, so the comparison inherits the normwise bound.
+    """
+    g = torch.Generator(device=t.device)
+    g.manual_seed(int(seed) & 0x7FFF_FFFF_FFFF_FFFF)
+    w = torch.randn(t.numel(), generator=g, device=t.device, dtype=torch.float32)
+    x = t.detach().reshape(-1).to(torch.float64)
+    x = torch.where(torch.isfinite(x), x, torch.full_like(x, float("nan")))
+    return [float((x * w.to(torch.float64)).sum()), float(x.norm())]

@@ -1,0 +1,63 @@
+"""Launch accounting: which kernels a call really ran, and how much GPU time is the submission's (E1-E3).
+
+A decoy kernel that is defined but never launched, a try/except that falls back to torch, or a
+"custom" kernel that calls cuBLAS all look fine statically. One hidden timed call runs under the
+profiler; every device activity it caused is listed with its GPU time and attributed by name: the
+kernels the solution defines (Triton ``@triton.jit`` functions, CUDA ``__global__`` functions),
+library GEMM/convolution kernels (cuBLAS, cuDNN, CUTLASS), and everything else (ATen). The share
+in the submission's kernels, against the task's kernel policy, decides ``no_custom_kernel`` /
+``low_kernel_coverage``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kernelproof.executors.process import WorkerProcess
+from kernelproof.verdict import Coverage
+from kernelproof.verify.cases import VariantContext
+
+LIBRARY_PATTERN = re.compile(
+    r"gemm|cublas|cutlass|xmma|cudnn|conv|winograd|implicit_convolve|sm\d+_|nvjet", re.IGNORECASE
+)
+TOP_KERNELS = 8  # kernels listed in the verdict
+
+
+def origin_of(name: str, own: tuple[str, ...]) -> str:
+    base = name.split("(")[0]
+    tokens = set(re.split(r"[^A-Za-z0-9_]+", base))
+    if any(k in tokens for k in own):
+        return "solution"
+    if LIBRARY_PATTERN.search(base):
+        return "library"
+    return "aten"
+
+
+def account(
+    worker: WorkerProcess, ctx: VariantContext, seed: int, own: tuple[str, ...], policy: str, timeout_s: float
+) -> Coverage:
+    if ctx.device.type != "cuda":
+        return Coverage(None, (), policy, "launch accounting needs CUDA; skipped on the CPU")
+    fixed_idx = {str(i): k for k, i in enumerate(ctx.fixed)}
+    header = {
+        "op": "profile",
+        "slots": [s.__dict__ for s in ctx.slots],
+        "fixed": fixed_idx,
+        "scalars": {str(k): v for k, v in ctx.scalars.items()},
+        "seed": seed,
+    }
+    reply, _ = worker.request(header, [ctx.fixed[i] for i in ctx.fixed], timeout_s)
+    if not reply.get("ok"):
+        return Coverage(None, (), policy, f"profiling failed: {reply.get('message', '')}")
+    rows = [(str(n), origin_of(str(n), own), float(ms)) for n, _stream, ms in reply.get("kernels", [])]
+    total = sum(ms for _, _, ms in rows)
+    custom = sum(ms for _, o, ms in rows if o == "solution")
+    library = sum(ms for _, o, ms in rows if o == "library")
+    denom = total - library if policy == "library-ok" else total
+    frac = custom / denom if denom > 0 else (1.0 if custom > 0 else 0.0)
+    merged: dict[tuple[str, str], float] = {}
+    for n, o, ms in rows:
+        merged[(n[:120], o)] = merged.get((n[:120], o), 0.0) + ms
+    top = sorted(((n, o, ms) for (n, o), ms in merged.items()), key=lambda r: -r[2])[:TOP_KERNELS]
+    note = f"{len(rows)} device activities, {total:.3f} ms GPU time"
+    return Coverage(frac if rows else 0.0, tuple(top), policy, note)

@@ -1,0 +1,224 @@
+"""One timed shape: interleaved rounds of candidate and baselines, every timed output checked.
+
+The parent drives; the programs run in their own workers (the candidate's, and one clean worker
+per baseline), so a candidate can neither read the reference's outputs nor slow the baseline
+(timing-and-baselines.md; ARCHITECTURE "Baselines never share the candidate's process"). Each
+round visits every program in a rotating order; each program makes ``calls_per_round`` cold calls
+with fresh inputs from seeds sent at call time (I4). After every candidate batch the parent
+recomputes the reference on the same inputs and compares output fingerprints (``stale_output``),
+fetches one hidden call's full output now and then, and checks its own wall clock against the
+reported times (``timing_tamper``).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from kernelproof.executors.process import WorkerDied, WorkerProcess
+from kernelproof.inputs import fingerprint, timed_inputs
+from kernelproof.measure import stats
+from kernelproof.options import EvalOptions
+from kernelproof.verdict import Reason, ReasonCode, ShapeTiming, Speedup
+from kernelproof.verify.cases import VariantContext, run_model
+from kernelproof.verify.compare import Tolerance, compare
+
+FINGERPRINT_SIGMAS = 6.0  # a projection may differ by this many normwise tolerances before it is stale
+HIDDEN_FETCH_PROBABILITY = 0.2  # chance per candidate batch that one call's full output is re-checked
+TAMPER_FLOOR_MS = 2.0  # per-call time outside the window the parent tolerates beyond the baseline's
+TAMPER_FRACTION = 0.5  # ... or this fraction of the candidate's own per-call time, whichever is larger
+WARMUP_CALLS = 2  # warm-up batch per program (JIT, autotuning, caches), discarded
+
+
+@dataclass
+class Program:
+    name: str  # "candidate" or a baseline name
+    worker: WorkerProcess
+    round_ms: list[float] = field(default_factory=list)  # per-round median of the calls
+    samples_ms: list[float] = field(default_factory=list)
+    overhead_ms: list[float] = field(default_factory=list)  # wall minus reported, per call
+    event_ms: list[float] = field(default_factory=list)
+    clock: str = ""  # how the worker took the time
+
+
+def time_variant(
+    ctx: VariantContext,
+    programs: list[Program],
+    options: EvalOptions,
+    rng: random.Random,
+    tol: Tolerance,
+    timeout_s: float,
+) -> tuple[ShapeTiming | None, list[Reason]]:
+    slots = [s.__dict__ for s in ctx.slots]
+    fixed_idx = {str(i): k for k, i in enumerate(ctx.fixed)}
+    fixed_tensors = [ctx.fixed[i] for i in ctx.fixed]
+    scalars = {str(k): v for k, v in ctx.scalars.items()}
+    base = {"op": "time", "slots": slots, "fixed": fixed_idx, "scalars": scalars}
+
+    def batch(prog: Program, n: int) -> tuple[dict[str, Any], list[int], list[int], float]:
+        seeds = [rng.getrandbits(62) for _ in range(n)]
+        proj = [rng.getrandbits(62) for _ in range(n)]
+        t0 = time.perf_counter()
+        reply, _ = prog.worker.request(
+            {**base, "seeds": seeds, "projection_seeds": proj}, fixed_tensors, timeout_s
+        )
+        wall = (time.perf_counter() - t0) * 1e3
+        return reply, seeds, proj, wall
+
+    reasons: list[Reason] = []
+    try:
+        for prog in programs:
+            reply, *_ = batch(prog, WARMUP_CALLS)
+            if not reply.get("ok"):
+                return None, [_reason_from(reply, prog.name)]
+        started = time.monotonic()
+        stopped_by = "max_rounds"
+        rounds = 0
+        for r in range(options.max_rounds):
+            order = programs[r % len(programs) :] + programs[: r % len(programs)]
+            for prog in order:
+                reply, seeds, proj, wall = batch(prog, options.calls_per_round)
+                if not reply.get("ok"):
+                    return None, [_reason_from(reply, prog.name)]
+                spans = [float(x) for x in reply["span_ms"]]
+                prog.samples_ms += spans
+                prog.event_ms += [float(x) for x in reply["event_ms"]]
+                prog.round_ms.append(float(np.median(spans)))
+                prog.clock = str(reply.get("clock", ""))
+                prog.overhead_ms.append(max(0.0, wall - sum(spans)) / len(spans))
+                if prog.name == "candidate":
+                    bad = _check_fingerprints(ctx, seeds, proj, reply["fingerprints"], tol)
+                    if bad:
+                        return None, [bad]
+                    if rng.random() < HIDDEN_FETCH_PROBABILITY:
+                        bad = _hidden_recheck(
+                            ctx, prog.worker, rng.randrange(len(seeds)), seeds, tol, timeout_s
+                        )
+                        if bad:
+                            return None, [bad]
+            rounds = r + 1
+            if rounds >= options.min_rounds:
+                speedups = _speedups(programs)
+                if speedups and all(
+                    stats.ci_halfwidth_rel(s) <= options.target_ci_halfwidth for s in speedups
+                ):
+                    stopped_by = "ci_target"
+                    break
+                if not speedups and rounds >= options.min_rounds:
+                    stopped_by = "ci_target"
+                    break
+            if time.monotonic() - started > options.time_budget_s:
+                stopped_by = "max_time"
+                break
+    except WorkerDied as died:
+        return None, [Reason(ReasonCode(died.code), died.message, died.detail)]
+
+    cand = programs[0]
+    tamper = _tamper_check(cand, programs[1:])
+    if tamper:
+        reasons.append(tamper)
+    speedups = _speedups(programs)
+    best = _best(programs, cand)
+    timing = ShapeTiming(
+        shape=ctx.variant,
+        regime="cold",
+        clock=cand.clock,
+        candidate=stats.summarize(cand.samples_ms),
+        baselines={p.name: stats.summarize(p.samples_ms) for p in programs[1:]},
+        speedups=tuple(speedups + ([best] if best else [])),
+        rounds=rounds,
+        stopped_by=stopped_by,
+        samples_ms={p.name: p.samples_ms for p in programs} if options.keep_samples else {},
+    )
+    return timing, reasons
+
+
+def _speedups(programs: list[Program]) -> list[Speedup]:
+    cand = programs[0]
+    return [stats.paired_speedup(p.round_ms, cand.round_ms, p.name) for p in programs[1:]]
+
+
+def _best(programs: list[Program], cand: Program) -> Speedup | None:
+    """Speedup over the fastest baseline per round (the strongest opponent each time)."""
+    if len(programs) < 2:
+        return None
+    per_round = [min(p.round_ms[i] for p in programs[1:]) for i in range(len(cand.round_ms))]
+    return stats.paired_speedup(per_round, cand.round_ms, "best")
+
+
+def _check_fingerprints(
+    ctx: VariantContext, seeds: list[int], proj: list[int], fps: list[list[list[float]]], tol: Tolerance
+) -> Reason | None:
+    if len(fps) != len(seeds):
+        return Reason(ReasonCode.MISSING_RESULT, "the worker returned fewer timed outputs than calls")
+    for i, (seed, pseed) in enumerate(zip(seeds, proj)):
+        args = timed_inputs(ctx.slots, ctx.fixed, ctx.scalars, seed, ctx.device)
+        ref = run_model(ctx.reference, args, ctx.precision)
+        if len(fps[i]) != len(ref):
+            return Reason(
+                ReasonCode.STALE_OUTPUT, f"timed call {i} returned {len(fps[i])} outputs, expected {len(ref)}"
+            )
+        for got, r in zip(fps[i], ref):
+            want = fingerprint(r.to(ctx.dtype) if r.is_floating_point() else r, pseed)
+            scale = max(want[1], 1e-30)
+            # |<w, c - r>| ~ ||c - r|| <= tol * ||r||: allow a few sigma of that plus rounding.
+            allowed = FINGERPRINT_SIGMAS * max(tol.rel_norm, 1e-6) * scale
+            if not (abs(got[0] - want[0]) <= allowed and abs(got[1] - want[1]) <= allowed):
+                return Reason(
+                    ReasonCode.STALE_OUTPUT,
+                    f"timed call {i}'s output does not match its fresh inputs (projection differs by "
+                    f"{abs(got[0] - want[0]):.3g}, allowed {allowed:.3g}): outputs must be computed on every call",
+                )
+    return None
+
+
+def _hidden_recheck(
+    ctx: VariantContext, worker: WorkerProcess, index: int, seeds: list[int], tol: Tolerance, timeout_s: float
+) -> Reason | None:
+    reply, outs = worker.request({"op": "fetch", "index": index}, None, timeout_s)
+    if not reply.get("ok"):
+        return Reason(ReasonCode.MISSING_RESULT, f"the worker could not return timed call {index}'s output")
+    args = timed_inputs(ctx.slots, ctx.fixed, ctx.scalars, seeds[index], ctx.device)
+    ref = run_model(ctx.reference, args, ctx.precision)
+    orc = run_model(
+        ctx.oracle,
+        [a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args],
+        "fp32",
+    )
+    for c, r, o in zip(outs, ref, orc):
+        cmp = compare(c.to(r.device), o, r, tol)
+        if not cmp.passed:
+            return Reason(ReasonCode.STALE_OUTPUT, f"a re-checked timed call failed: {cmp.message}")
+    return None
+
+
+def _tamper_check(cand: Program, baselines: list[Program]) -> Reason | None:
+    if not cand.overhead_ms:
+        return None
+    cand_over = float(np.median(cand.overhead_ms))
+    ref_over = min((float(np.median(p.overhead_ms)) for p in baselines if p.overhead_ms), default=0.0)
+    cand_time = float(np.median(cand.samples_ms)) if cand.samples_ms else 0.0
+    allowed = max(TAMPER_FLOOR_MS, TAMPER_FRACTION * cand_time)
+    if cand_over - ref_over > allowed:
+        return Reason(
+            ReasonCode.TIMING_TAMPER,
+            f"each timed call took {cand_over - ref_over:.2f} ms more wall time than the measured window explains "
+            f"(allowed {allowed:.2f} ms): work is happening outside the timed window (host-side compute, "
+            "deferred work, or altered timers)",
+        )
+    return None
+
+
+def _reason_from(reply: dict[str, Any], name: str) -> Reason:
+    code = reply.get("code", "runtime_error")
+    try:
+        rc = ReasonCode(code)
+    except ValueError:
+        rc = ReasonCode.RUNTIME_ERROR
+    prefix = "" if name == "candidate" else f"baseline {name}: "
+    return Reason(rc, prefix + str(reply.get("message", "")), str(reply.get("detail", "")))

@@ -1,0 +1,79 @@
+"""Statistics of timing samples: robust summaries and bootstrap intervals over paired rounds.
+
+Rounds are the unit of resampling: within a round the candidate and every baseline ran back to
+back in rotating order, so drift (clocks, temperature, neighbours) cancels in the per-round ratio;
+resampling rounds, not calls, keeps that pairing in the interval (timing-and-baselines.md, sec. 5).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from kernelproof.verdict import Speedup, TimeStats
+
+BOOTSTRAP_RESAMPLES = 2000  # enough for a stable 95% percentile interval
+CI_LEVEL = 0.95
+
+
+def summarize(samples_ms: list[float], seed: int = 0) -> TimeStats:
+    x = np.asarray(samples_ms, dtype=np.float64)
+    if x.size == 0:
+        nan = float("nan")
+        return TimeStats(0, nan, nan, nan, nan, nan, (nan, nan), 0)
+    q1, med, q3 = np.percentile(x, [25, 50, 75])
+    iqr = q3 - q1
+    outliers = int(((x < q1 - 1.5 * iqr) | (x > q3 + 1.5 * iqr)).sum())
+    lo, hi = bootstrap_ci(x, np.median, seed)
+    return TimeStats(
+        n=int(x.size),
+        median_ms=float(med),
+        mean_ms=float(x.mean()),
+        max_ms=float(x.max()),
+        min_ms=float(x.min()),
+        iqr_ms=float(iqr),
+        ci95_ms=(lo, hi),
+        outliers=outliers,
+    )
+
+
+def bootstrap_ci(x: np.ndarray, stat, seed: int = 0) -> tuple[float, float]:
+    if x.size == 0:
+        return (float("nan"), float("nan"))
+    if x.size == 1:
+        v = float(stat(x))
+        return (v, v)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, x.size, size=(BOOTSTRAP_RESAMPLES, x.size))
+    vals = np.apply_along_axis(stat, 1, x[idx]) if stat is not np.median else np.median(x[idx], axis=1)
+    a = (1 - CI_LEVEL) / 2
+    lo, hi = np.quantile(vals, [a, 1 - a])
+    return float(lo), float(hi)
+
+
+def paired_speedup(
+    baseline_rounds_ms: list[float], candidate_rounds_ms: list[float], name: str, seed: int = 0
+) -> Speedup:
+    """Median of per-round ratios baseline/candidate, its bootstrap CI, and their geometric mean."""
+    b = np.asarray(baseline_rounds_ms, dtype=np.float64)
+    c = np.asarray(candidate_rounds_ms, dtype=np.float64)
+    ok = (b > 0) & (c > 0) & np.isfinite(b) & np.isfinite(c)
+    if not ok.any():
+        return Speedup(name, None, None, None, "no valid paired rounds")
+    r = b[ok] / c[ok]
+    lo, hi = bootstrap_ci(r, np.median, seed)
+    return Speedup(name, float(np.median(r)), (lo, hi), float(np.exp(np.log(r).mean())))
+
+
+def ci_halfwidth_rel(s: Speedup) -> float:
+    if s.median is None or s.ci95 is None or s.median <= 0:
+        return math.inf
+    return (s.ci95[1] - s.ci95[0]) / 2 / s.median
+
+
+def geomean(values: list[float]) -> float | None:
+    v = [x for x in values if x is not None and x > 0 and math.isfinite(x)]
+    if not v:
+        return None
+    return float(math.exp(sum(math.log(x) for x in v) / len(v)))

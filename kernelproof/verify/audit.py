@@ -1,0 +1,139 @@
+"""Task audit: negative controls that must fail, or the task cannot tell right from wrong (A4, A5, A7, A12).
+
+Sakana's 38x "kernel" returned zeros on a task whose true output was ~1e-9; METR and robust-kbench
+filter such tasks. Here every shape variant is audited against the same comparison the candidate
+faces: all-zeros, the output's mean, an input passed through, the reference on another seed's
+inputs, the reference built with other weights, and (under an fp32 contract) a bf16 reference.
+Each must be rejected on at least one audit distribution; a variant where one is not is
+degenerate and is not scored. Results are cached per (task hash, variant, device type), since
+degeneracy depends on size.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from kernelproof.task import Task
+from kernelproof.verify.cases import (
+    VariantContext,
+    build_variant,
+    lower_precision_outputs,
+    make_inputs,
+    reference_and_oracle,
+    run_model,
+    to_device,
+)
+from kernelproof.verify.compare import compare, tolerance_for
+
+AUDIT_DISTRIBUTIONS = ("task", "normal")  # KernelBench's own inputs, and zero-mean ones
+_CACHE: dict[tuple[str, str, str], AuditReport] = {}
+
+
+@dataclass(frozen=True)
+class Control:
+    name: str  # zeros | mean | passthrough | other_seed | other_weights | bf16_reference
+    failed_as_it_should: bool  # rejected on at least one audit distribution
+    rel_norm_err: float  # largest normwise error it reached
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    task: str
+    variant: str
+    degenerate: bool
+    controls: tuple[Control, ...] = field(default_factory=tuple)
+
+    def summary(self) -> str:
+        bad = [c.name for c in self.controls if not c.failed_as_it_should]
+        return "controls that passed the comparison: " + ", ".join(bad) if bad else "all controls rejected"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "variant": self.variant,
+            "degenerate": self.degenerate,
+            "controls": [asdict(c) for c in self.controls],
+        }
+
+
+def audit_variant(task: Task, ctx: VariantContext, seed: int) -> AuditReport:
+    key = (task.sha256, ctx.variant, ctx.device.type)
+    if key in _CACHE:
+        return _CACHE[key]
+    results: dict[str, list[tuple[bool, float, str]]] = {}
+
+    def record(name: str, candidate: torch.Tensor | None, oracle, ref, tol, note: str = "") -> None:
+        if candidate is None:
+            results.setdefault(name, []).append((True, 0.0, note or "not applicable"))
+            return
+        cmp = compare(candidate.to(ref.device).to(ref.dtype), oracle, ref, tol)
+        results.setdefault(name, []).append((not cmp.passed, cmp.rel_norm_err, note))
+
+    other_weights = _other_weights_model(task, ctx, seed)
+    for i, dist in enumerate(AUDIT_DISTRIBUTIONS):
+        args = make_inputs(ctx, dist, seed + i)
+        ref, orc = reference_and_oracle(ctx, args)
+        r, o = ref[0], orc[0]
+        if not r.is_floating_point():
+            continue
+        tol = tolerance_for(r, o, ctx.dtype)
+        record("zeros", torch.zeros_like(r), o, r, tol)
+        record("mean", torch.full_like(r, float(r.float().mean())), o, r, tol)
+        same = [
+            a
+            for a in args
+            if isinstance(a, torch.Tensor) and a.is_floating_point() and a.numel() == r.numel()
+        ]
+        record(
+            "passthrough",
+            same[0].reshape(r.shape) if same else None,
+            o,
+            r,
+            tol,
+            "" if same else "no input of the output's size",
+        )
+        other_args = make_inputs(ctx, dist, seed + 7919 + i)
+        other_ref = run_model(ctx.reference, to_device(other_args, ctx.device), ctx.precision)[0]
+        record("other_seed", other_ref, o, r, tol)
+        if other_weights is not None:
+            record(
+                "other_weights",
+                run_model(other_weights, to_device(args, ctx.device), ctx.precision)[0],
+                o,
+                r,
+                tol,
+            )
+        else:
+            record("other_weights", None, o, r, tol, "the model has no floating parameters")
+        if ctx.precision == "fp32":
+            low = lower_precision_outputs(ctx, args, "bf16")
+            record("bf16_reference", low[0] if low else None, o, r, tol)
+    controls = tuple(
+        Control(
+            name, any(ok for ok, _, _ in rs), max(e for _, e, _ in rs), next((n for _, _, n in rs if n), "")
+        )
+        for name, rs in results.items()
+    )
+    report = AuditReport(task.path, ctx.variant, any(not c.failed_as_it_should for c in controls), controls)
+    _CACHE[key] = report
+    return report
+
+
+def _other_weights_model(task: Task, ctx: VariantContext, seed: int) -> torch.nn.Module | None:
+    if not any(p.is_floating_point() for p in ctx.reference.parameters()):
+        return None
+    other = build_variant(task, ctx.variant, ctx.device, ctx.mode, (ctx.init_seed + 104729) & 0x7FFFFFFF)
+    return copy.deepcopy(other.reference)
+
+
+def audit_task(task: Task, device: torch.device, variants: tuple[str, ...], seed: int) -> list[AuditReport]:
+    reports = []
+    for v in variants:
+        ctx = build_variant(task, v, device, task.meta.mode, seed & 0x7FFFFFFF)
+        reports.append(audit_variant(task, ctx, seed))
+    return reports

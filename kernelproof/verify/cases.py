@@ -1,0 +1,234 @@
+"""Cases and the reference side: what the candidate is checked on and what it is checked against.
+
+Cases are shape variants x value distributions x hidden seeds (A4-A6, A11). Seeds come from the
+evaluation's secret seed, drawn from the OS unless the user passes one, and are written into the
+verdict afterwards so a run can be reproduced. The reference (contract precision) and the oracle
+(float64) run here in the parent; their outputs never leave it (I2).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from kernelproof import flags as numeric_flags
+from kernelproof.errors import TaskError
+from kernelproof.inputs import DOMAIN_DISTRIBUTIONS, InputSlot, draw, dtype_name
+from kernelproof.task import Task, TaskModule, eval_expr, instantiate
+
+CONTRACT_DTYPE = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# Precisions below each contract whose error pattern marks a downgrade (TF32 exists on CUDA only).
+LOWER_PRECISIONS = {"fp32": ("tf32", "bf16", "fp16"), "tf32": ("bf16", "fp16"), "bf16": (), "fp16": ()}
+LIGHT_DISTRIBUTIONS = ("task", "normal", "heavy", "spiky")  # for timed (large) variants on a GPU
+MAX_REDRAWS = 3  # a case whose reference output is not finite is redrawn this many times
+
+
+@dataclass(frozen=True)
+class Case:
+    case_id: str  # "<variant>/<distribution>/<k>"
+    variant: str
+    distribution: str
+    seed: int  # input seed (secret until the verdict is written)
+
+
+@dataclass
+class VariantContext:
+    """A shape variant made ready: the reference and oracle models, weights, input slots."""
+
+    task: Task
+    variant: str
+    module: TaskModule
+    device: torch.device
+    dtype: torch.dtype
+    precision: str
+    mode: str
+    init_args: list[Any]
+    init_seed: int
+    reference: torch.nn.Module
+    oracle: torch.nn.Module
+    weight_names: list[str]
+    weight_tensors: list[torch.Tensor]  # CPU copies in the contract dtype
+    slots: list[InputSlot] = field(default_factory=list)
+    fixed: dict[int, torch.Tensor] = field(default_factory=dict)  # integer/fixed inputs for timed calls
+    scalars: dict[int, Any] = field(default_factory=dict)
+    output_nbytes: list[int] = field(default_factory=list)
+
+    def constants(self) -> dict[str, Any]:
+        return self.module.constants()
+
+    def flops(self) -> float | None:
+        expr = self.task.meta.flops
+        return eval_expr(expr, self.constants()) if expr else None
+
+    def min_bytes(self, inputs: list[Any], outputs: list[torch.Tensor]) -> float:
+        if self.task.meta.bytes:
+            return eval_expr(self.task.meta.bytes, self.constants())
+        n = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
+        n += sum(t.numel() * t.element_size() for t in self.weight_tensors)
+        n += sum(t.numel() * t.element_size() for t in outputs)
+        return float(n)
+
+
+def build_variant(
+    task: Task, variant: str, device: torch.device, mode: str, init_seed: int
+) -> VariantContext:
+    module = instantiate(task, variant)
+    precision = task.meta.precision
+    dtype = CONTRACT_DTYPE[precision]
+    try:
+        torch.manual_seed(init_seed)
+        init_args = module.get_init_inputs()
+        torch.manual_seed(init_seed)
+        reference = module.Model(*init_args)
+    except Exception as exc:
+        raise TaskError(
+            f"constructing the reference Model failed: {type(exc).__name__}: {exc}", path=task.path
+        ) from None
+    reference.to(device)
+    for p in list(reference.parameters()) + list(reference.buffers()):
+        if p.is_floating_point():
+            p.data = p.data.to(dtype)
+    reference.train(mode == "train")
+    oracle = copy.deepcopy(reference).to(torch.float64)
+    oracle.train(mode == "train")
+    state = reference.state_dict()
+    names = list(state)
+    tensors = [t.detach().to("cpu").clone() for t in state.values()]
+    return VariantContext(
+        task=task,
+        variant=variant,
+        module=module,
+        device=device,
+        dtype=dtype,
+        precision=precision,
+        mode=mode,
+        init_args=init_args,
+        init_seed=init_seed,
+        reference=reference,
+        oracle=oracle,
+        weight_names=names,
+        weight_tensors=tensors,
+    )
+
+
+def plan_cases(
+    ctx_variants: list[str],
+    light: set[str],
+    distributions: tuple[str, ...],
+    seeds_per_case: int,
+    rng: random.Random,
+) -> list[Case]:
+    cases = []
+    for v in ctx_variants:
+        dists = [d for d in distributions if d in LIGHT_DISTRIBUTIONS] if v in light else list(distributions)
+        k_seeds = 1 if v in light else seeds_per_case
+        for d in dists:
+            for k in range(k_seeds):
+                cases.append(Case(f"{v}/{d}/{k}", v, d, rng.getrandbits(62)))
+    return cases
+
+
+def allowed_distributions(task: Task, n_inputs: int, requested: tuple[str, ...] | None) -> tuple[str, ...]:
+    """Distributions admitted by at least one input's domain (others keep get_inputs' values)."""
+    seen: list[str] = []
+    for i in range(max(1, n_inputs)):
+        for d in DOMAIN_DISTRIBUTIONS[task.meta.domain_of(i)]:
+            if d not in seen:
+                seen.append(d)
+    if requested:
+        seen = [d for d in seen if d in requested]
+    return tuple(seen) or ("task",)
+
+
+def make_inputs(ctx: VariantContext, distribution: str, seed: int) -> list[Any]:
+    """The inputs of one case, on the CPU, floats in the contract dtype, integers untouched."""
+    torch.manual_seed(seed)
+    try:
+        raw = ctx.module.get_inputs()
+    except Exception as exc:
+        raise TaskError(f"get_inputs() raised {type(exc).__name__}: {exc}", path=ctx.task.path) from None
+    args: list[Any] = []
+    slots: list[InputSlot] = []
+    for i, x in enumerate(raw):
+        domain = ctx.task.meta.domain_of(i)
+        if isinstance(x, torch.Tensor) and x.is_floating_point():
+            if domain != "fixed" and distribution != "task" and distribution in DOMAIN_DISTRIBUTIONS[domain]:
+                x = draw(tuple(x.shape), distribution, domain, seed * 1009 + i, "cpu", ctx.dtype)
+            else:
+                x = x.to(ctx.dtype)
+            kind = "fixed" if domain == "fixed" else "float"
+            slots.append(InputSlot(i, kind, tuple(x.shape), dtype_name(x.dtype), domain))
+        elif isinstance(x, torch.Tensor):
+            slots.append(InputSlot(i, "fixed", tuple(x.shape), dtype_name(x.dtype), "fixed"))
+        else:
+            slots.append(InputSlot(i, "scalar", (), "", "fixed"))
+        args.append(x)
+    if not ctx.slots:
+        ctx.slots = slots
+        ctx.fixed = {s.index: args[s.index] for s in slots if s.kind == "fixed"}
+        ctx.scalars = {s.index: args[s.index] for s in slots if s.kind == "scalar"}
+    return args
+
+
+def to_device(args: list[Any], device: torch.device, dtype: torch.dtype | None = None) -> list[Any]:
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            a = a.to(device)
+            if dtype is not None and a.is_floating_point():
+                a = a.to(dtype)
+        out.append(a)
+    return out
+
+
+def run_model(model: torch.nn.Module, args: list[Any], precision: str) -> list[torch.Tensor]:
+    """Forward under the contract's numeric flags and no_grad; outputs as a flat list."""
+    with numeric_flags.pinned(precision), torch.no_grad():
+        out = model(*args)
+    flat = list(out) if isinstance(out, (tuple, list)) else [out]
+    for t in flat:
+        if not isinstance(t, torch.Tensor):
+            raise TaskError(f"the reference returned {type(t).__name__}, not a tensor")
+    return flat
+
+
+def reference_and_oracle(
+    ctx: VariantContext, args: list[Any]
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    try:
+        ref = run_model(ctx.reference, to_device(args, ctx.device), ctx.precision)
+        orc = run_model(ctx.oracle, to_device(args, ctx.device, torch.float64), "fp32")
+    except TaskError:
+        raise
+    except Exception as exc:
+        raise TaskError(f"the reference raised {type(exc).__name__}: {exc}", path=ctx.task.path) from None
+    if not ctx.output_nbytes:
+        ctx.output_nbytes = [t.numel() * t.element_size() for t in ref]
+    return ref, orc
+
+
+def lower_precision_outputs(
+    ctx: VariantContext, args: list[Any], precision: str
+) -> list[torch.Tensor] | None:
+    """The reference computed in a lower precision (for classifying downgrades)."""
+    if precision == "tf32":
+        if ctx.device.type != "cuda":
+            return None
+        return run_model(ctx.reference, to_device(args, ctx.device), "tf32")
+    dt = CONTRACT_DTYPE[precision]
+    low = copy.deepcopy(ctx.reference).to(dt)
+    out = run_model(low, to_device(args, ctx.device, dt), precision)
+    return [t.to(ctx.dtype) if t.is_floating_point() else t for t in out]
+
+
+def reference_is_random(ctx: VariantContext, args: list[Any]) -> bool:
+    """Does the reference give different outputs for the same inputs (dropout in training mode)?"""
+    torch.manual_seed(1)
+    a = run_model(ctx.reference, to_device(args, ctx.device), ctx.precision)
+    torch.manual_seed(2)
+    b = run_model(ctx.reference, to_device(args, ctx.device), ctx.precision)
+    return any(not torch.equal(x, y) for x, y in zip(a, b) if x.shape == y.shape)

@@ -1,0 +1,162 @@
+"""Comparison against the float64 oracle, with tolerances set by the precision contract.
+
+The tolerance is not a fixed 1e-2. For each case the reference itself runs in the contract's
+precision and in float64 (the oracle); its own error against the oracle says how far an honest
+implementation in that precision lands. A candidate passes when its error is within K times the
+reference's, floored at C x eps(dtype) so exact reference ops (ReLU, copies) still admit a
+different but correct rounding. An error above the contract that a lower precision explains
+(TF32, bf16, fp16 references computed on the same case) is ``precision_downgrade``.
+
+Calibration (docs/verdict.md): on the legit zoo and every example, honest fp32 kernels land
+within 1-4x the reference's normwise error; split-precision (3xTF32) matmuls within ~4x; TF32
+lands 100-1000x above. K = 16 leaves room for reordered reductions and fast exp/erf while
+keeping TF32, bf16 and fp16 out by an order of magnitude.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+K_NORM = 16.0  # normwise: candidate error <= K_NORM x reference error ...
+C_NORM = 16.0  # ... floored at C_NORM x eps(dtype)
+K_ELEM = 16.0  # elementwise: |c - o| <= K_ELEM x (max reference error + eps(dtype) * rms(oracle)) + rtol |o|
+DOWNGRADE_FACTOR = 4.0  # an error within 4x of a lower precision's error is that precision
+KERNELBENCH_TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 1e-2}  # KernelBench v0.2
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rel_norm: float  # normwise relative tolerance
+    atol: float  # elementwise absolute tolerance
+    rtol: float  # elementwise relative tolerance
+    ref_rel_norm_err: float  # the reference's own normwise error
+
+
+@dataclass(frozen=True)
+class Comparison:
+    passed: bool
+    code: str  # "" when passed; else wrong_shape | wrong_dtype | nonfinite | mismatch
+    message: str
+    rel_norm_err: float
+    max_abs_err: float
+    bad_elements: int
+
+
+def eps(dtype: torch.dtype) -> float:
+    return float(torch.finfo(dtype).eps) if dtype.is_floating_point else 0.0
+
+
+def tolerance_for(reference: torch.Tensor, oracle: torch.Tensor, dtype: torch.dtype) -> Tolerance:
+    """The contract tolerance for one case, from the reference's own error against the oracle."""
+    o = oracle.to(torch.float64)
+    r = reference.to(torch.float64)
+    finite = torch.isfinite(o)
+    o0 = torch.where(finite, o, torch.zeros_like(o))
+    r0 = torch.where(finite, r, torch.zeros_like(r))
+    onorm = float(o0.norm())
+    ref_err = float((r0 - o0).norm()) / onorm if onorm > 0 else 0.0
+    e = eps(dtype) if dtype.is_floating_point else 0.0
+    rms = onorm / max(1, o0.numel()) ** 0.5
+    max_ref_abs = float((r0 - o0).abs().max()) if o0.numel() else 0.0
+    return Tolerance(
+        rel_norm=max(K_NORM * ref_err, C_NORM * e),
+        atol=K_ELEM * (max_ref_abs + e * rms),
+        rtol=K_ELEM * e,
+        ref_rel_norm_err=ref_err,
+    )
+
+
+def rel_norm_error(candidate: torch.Tensor, oracle: torch.Tensor) -> float:
+    o = oracle.to(torch.float64)
+    c = candidate.to(torch.float64)
+    finite = torch.isfinite(o)
+    o0 = torch.where(finite, o, torch.zeros_like(o))
+    c0 = torch.where(finite, c, torch.zeros_like(c))
+    onorm = float(o0.norm())
+    diff = float((c0 - o0).norm())
+    if onorm == 0:
+        return 0.0 if diff == 0 else float("inf")
+    return diff / onorm
+
+
+def compare(
+    candidate: torch.Tensor, oracle: torch.Tensor, reference: torch.Tensor, tol: Tolerance
+) -> Comparison:
+    """Every element, every case: NaN can never pass (I6 shape/dtype checked first)."""
+    if tuple(candidate.shape) != tuple(reference.shape):
+        return Comparison(
+            False,
+            "wrong_shape",
+            f"output shape {tuple(candidate.shape)}, expected {tuple(reference.shape)}",
+            0,
+            0,
+            0,
+        )
+    if candidate.dtype != reference.dtype:
+        return Comparison(
+            False, "wrong_dtype", f"output dtype {candidate.dtype}, expected {reference.dtype}", 0, 0, 0
+        )
+    if not candidate.dtype.is_floating_point:
+        bad = int((candidate != reference).sum())
+        ok = bad == 0
+        return Comparison(
+            ok, "" if ok else "mismatch", "" if ok else f"{bad} elements differ", 0.0, float(bad), bad
+        )
+    c = candidate.to(torch.float64)
+    o = oracle.to(torch.float64)
+    r = reference.to(torch.float64)
+    # Non-finite values pass only where the reference has the same value at the same index.
+    c_nan, r_nan = torch.isnan(c), torch.isnan(r)
+    c_inf, r_inf = torch.isinf(c), torch.isinf(r)
+    nonfinite_bad = (c_nan & ~r_nan) | (c_inf & ~(r_inf & (c == r))) | (r_nan & ~c_nan) | (r_inf & ~(c == r))
+    n_nonfinite = int(nonfinite_bad.sum())
+    finite = torch.isfinite(o) & torch.isfinite(r)
+    cf = torch.where(finite, c, torch.zeros_like(c))
+    of = torch.where(finite, o, torch.zeros_like(o))
+    cf = torch.where(torch.isfinite(cf), cf, torch.full_like(cf, float("inf")))
+    abs_err = (cf - of).abs()
+    max_abs = float(abs_err.max()) if abs_err.numel() else 0.0
+    err = rel_norm_error(cf, of) if torch.isfinite(cf).all() else float("inf")
+    if n_nonfinite:
+        idx = _first_indices(nonfinite_bad, candidate.shape)
+        return Comparison(
+            False,
+            "nonfinite",
+            f"{n_nonfinite} NaN/Inf elements where the reference is finite (first at {idx})",
+            err,
+            max_abs,
+            n_nonfinite,
+        )
+    elem_bad = ~(abs_err <= tol.atol + tol.rtol * of.abs())  # written so NaN compares as bad
+    n_bad = int(elem_bad.sum())
+    if not (err <= tol.rel_norm) or n_bad:
+        where = _first_indices(elem_bad, candidate.shape) if n_bad else "-"
+        msg = (
+            f"relative error {err:.3g} against the float64 oracle (tolerance {tol.rel_norm:.3g}, "
+            f"the reference's own error {tol.ref_rel_norm_err:.3g}); {n_bad} of {candidate.numel()} elements "
+            f"outside the elementwise bound, first at {where}; max abs error {max_abs:.3g}"
+        )
+        return Comparison(False, "mismatch", msg, err, max_abs, n_bad)
+    return Comparison(True, "", "", err, max_abs, 0)
+
+
+def kernelbench_accepts(candidate: torch.Tensor, reference: torch.Tensor) -> bool:
+    """What KernelBench's own rule says: allclose(ref, cand, atol=rtol=tol(dtype)), NaN fails."""
+    if candidate.shape != reference.shape or candidate.dtype != reference.dtype:
+        return False
+    tol = KERNELBENCH_TOL.get(reference.dtype, 1e-2)
+    return bool(torch.allclose(reference, candidate, atol=tol, rtol=tol))
+
+
+def _first_indices(mask: torch.Tensor, shape: torch.Size, k: int = 3) -> str:
+    flat = mask.reshape(-1).nonzero()[:k].reshape(-1).tolist()
+    out = []
+    for f in flat:
+        idx = []
+        for s in reversed(shape):
+            idx.append(f % s if s else 0)
+            f = f // s if s else 0
+        out.append(tuple(reversed(idx)))
+    return ", ".join(str(i) for i in out)

@@ -1,0 +1,5 @@
+import sys
+
+from kernelproof.worker.main import main
+
+sys.exit(main())

@@ -1,0 +1,143 @@
+"""Timing of single calls inside a worker: device-side spans on CUDA, monotonic clocks on the CPU.
+
+On CUDA every timed call is preceded by fresh inputs, an L2 flush (twice the L2 size, outside the
+window) and a device synchronize; a short spin kernel then holds the stream while the host queues
+the call, so host launch latency before the first kernel stays out (nvbench's blocking kernel).
+The time is the device-side span, from the profiler's activity records, of every kernel, copy and
+memset that started inside the call's window, on any stream (I5): work hidden on a side stream is
+counted. CUDA events around the call are kept beside it; a span far above the event time means
+work escaped the caller's stream.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+SPIN_CYCLES = 60_000  # ~30 us at 2 GHz: enough for Python to queue a call behind the spin kernel
+RANGE_PREFIX = "kernelproof_call_"
+
+
+@dataclass
+class CallSample:
+    span_ms: float  # device-side span (CUDA) or wall time (CPU): the figure used
+    event_ms: float  # CUDA event time on the caller's stream (CPU: same as span)
+    kernels: int  # device activities seen in the window (CUDA; -1 on CPU)
+
+
+class CpuClock:
+    name = "cpu-perf-counter"
+
+    def run(self, calls: list[Callable[[], object]]) -> tuple[list[object], list[CallSample]]:
+        outs, samples = [], []
+        for call in calls:
+            t0 = time.perf_counter_ns()
+            out = call()
+            t1 = time.perf_counter_ns()
+            ms = (t1 - t0) / 1e6
+            outs.append(out)
+            samples.append(CallSample(ms, ms, -1))
+        return outs, samples
+
+
+class CudaClock:
+    """Cold-regime clock for CUDA: flushed L2, spin-held stream, profiler spans over all streams."""
+
+    name = "cuda-kineto-span"
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 50 * 2**20) or 50 * 2**20)
+        self.flush = torch.empty(2 * l2, dtype=torch.uint8, device=device)  # 2x L2: evicts every line
+        self.reset_persisting = _persisting_l2_reset()
+
+    def flush_l2(self) -> None:
+        if self.reset_persisting is not None:
+            self.reset_persisting()
+        self.flush.zero_()
+
+    def run(self, calls: list[Callable[[], object]], prepare: Callable[[int], None] | None = None):
+        from torch.profiler import ProfilerActivity, profile, record_function
+
+        outs: list[object] = []
+        events = []
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for i, call in enumerate(calls):
+                if prepare is not None:
+                    prepare(i)
+                self.flush_l2()
+                torch.cuda.synchronize(self.device)
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                with record_function(f"{RANGE_PREFIX}{i}"):
+                    torch.cuda._sleep(SPIN_CYCLES)
+                    start.record()
+                    out = call()
+                    end.record()
+                    torch.cuda.synchronize(self.device)
+                outs.append(out)
+                events.append((start, end))
+        spans = _spans_from_profile(prof, len(calls))
+        samples = []
+        for (start, end), (span, count) in zip(events, spans):
+            event_ms = start.elapsed_time(end)
+            samples.append(CallSample(span if count else event_ms, event_ms, count))
+        return outs, samples
+
+
+def _spans_from_profile(prof, n: int) -> list[tuple[float, int]]:
+    events = prof.profiler.kineto_results.events()
+    windows: dict[int, tuple[int, int]] = {}
+    device_acts = []
+    for ev in events:
+        name = ev.name()
+        dt = str(ev.device_type())
+        if name.startswith(RANGE_PREFIX) and "CPU" in dt:
+            try:
+                idx = int(name[len(RANGE_PREFIX) :])
+            except ValueError:
+                continue
+            windows[idx] = (ev.start_ns(), ev.end_ns())
+        elif "CUDA" in dt:
+            device_acts.append((ev.start_ns(), ev.end_ns(), name))
+    out = []
+    for i in range(n):
+        lo, hi = windows.get(i, (None, None))
+        if lo is None:
+            out.append((0.0, 0))
+            continue
+        inside = [(s, e, nm) for (s, e, nm) in device_acts if lo <= s <= hi]
+        # Our own spin kernel opens the window; it is not the candidate's time.
+        spins = [a for a in inside if "spin_kernel" in a[2]]
+        if spins:
+            first_spin = min(spins)
+            inside.remove(first_spin)
+        if not inside:
+            out.append((0.0, 0))
+            continue
+        start = min(s for s, _, _ in inside)
+        stop = max(e for _, e, _ in inside)
+        out.append(((stop - start) / 1e6, len(inside)))
+    return out
+
+
+def kernels_of_call(prof) -> list[tuple[str, int, float]]:
+    """(name, stream, gpu_ms) of every device activity in the profile, our spin kernel excluded."""
+    out = []
+    for ev in prof.profiler.kineto_results.events():
+        if "CUDA" in str(ev.device_type()) and "spin_kernel" not in ev.name():
+            out.append((ev.name(), int(ev.device_resource_id()), (ev.end_ns() - ev.start_ns()) / 1e6))
+    return out
+
+
+def _persisting_l2_reset():
+    """A callable that resets persisting L2 lines, where the CUDA runtime exposes it."""
+    try:
+        cudart = torch.cuda.cudart()
+        fn = getattr(cudart, "cudaCtxResetPersistingL2Cache", None)
+        return fn
+    except Exception:
+        return None

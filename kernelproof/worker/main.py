@@ -1,0 +1,366 @@
+"""The worker: the only process where candidate code runs (I1).
+
+It receives inputs and weights, runs the program, and returns outputs, times and observations.
+It never holds a reference output (I2) and decides nothing: every answer it gives is data the
+parent re-checks. Started as ``python -m kernelproof.worker --fd N --role candidate|baseline``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+import time
+import traceback
+from typing import Any
+
+import torch
+
+from kernelproof import flags as numeric_flags
+from kernelproof.inputs import InputSlot, dtype_from_name, fingerprint, timed_inputs
+from kernelproof.worker import guards, program, protocol
+from kernelproof.worker.clock import CpuClock, CudaClock, kernels_of_call
+
+POISON_BYTE = 0xFF  # NaN in every float format: unwritten output elements fail (A1-A3)
+
+
+class Worker:
+    def __init__(self, sock: socket.socket, role: str, private_dir: str, deny_read: tuple[str, ...]):
+        self.sock = sock
+        self.role = role
+        self.private_dir = private_dir
+        self.deny_read = deny_read
+        self.switch = lambda on: None  # turns the candidate phase of the audit hook on/off
+        self.armed = False
+        self.model: Any = None
+        self.fn: Any = None
+        self.device = torch.device("cpu")
+        self.dtype = torch.float32
+        self.precision = "fp32"
+        self.solution_path = ""
+        self.clock: Any = None
+        self.keep: list[Any] = []  # earlier buffers stay alive: no address reuse across calls (B1)
+        self.fixed: dict[int, torch.Tensor] = {}
+
+    # -- messages ---------------------------------------------------------------------------
+    def serve(self) -> None:
+        protocol.send(self.sock, {"op": "hello", **self.environment()})
+        while True:
+            try:
+                header, tensors = protocol.recv(self.sock)
+            except protocol.ProtocolError:
+                return
+            op = header.get("op")
+            handler = getattr(self, f"op_{op}", None)
+            if handler is None:
+                protocol.send(self.sock, {"ok": False, "code": "internal", "message": f"unknown op {op!r}"})
+                continue
+            if op == "bye":
+                protocol.send(self.sock, {"ok": True})
+                return
+            reply, out = handler(header, tensors)
+            protocol.send(self.sock, reply, out)
+
+    def environment(self) -> dict[str, Any]:
+        env: dict[str, Any] = {
+            "pid": os.getpid(),
+            "python": sys.version.split()[0],
+            "torch": torch.__version__,
+            "cuda_available": torch.cuda.is_available(),
+        }
+        try:
+            import triton
+
+            env["triton"] = triton.__version__
+        except Exception:  # noqa: BLE001
+            env["triton"] = None
+        if torch.cuda.is_available():
+            env["cuda"] = torch.version.cuda
+            env["gpu"] = torch.cuda.get_device_name(0)
+        return env
+
+    def op_load(self, h: dict[str, Any], tensors: list[torch.Tensor]):
+        self.device = torch.device(h["device"])
+        self.dtype = dtype_from_name(h["dtype"])
+        self.precision = h["precision"]
+        self.solution_path = h.get("path", "")
+        numeric_flags.apply(self.precision)
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+            torch.empty(1, device=self.device)  # create the context before the candidate runs
+            self.clock = CudaClock(self.device)
+        else:
+            self.clock = CpuClock()
+        init_args = _decode_args(h["init_args"], tensors)
+        weights = tensors[h["weights_offset"] :]
+        t0 = time.perf_counter()
+        torch.manual_seed(int(h.get("init_seed", 0)))
+        if self.role == "candidate":
+            # Armed before the first line of candidate code runs (I1); it cannot be removed.
+            if not self.armed:
+                deny = tuple(self.deny_read) + tuple(h.get("deny_read", ()))
+                self.switch = guards.install(guards.GuardConfig(self.solution_path, self.private_dir, deny))
+                self.armed = True
+            self.switch(True)
+            model, failure = program.load_candidate(self.solution_path, init_args)
+            self.switch(False)
+            if failure is not None:
+                return {
+                    "ok": False,
+                    "code": failure.code,
+                    "message": failure.message,
+                    "detail": failure.detail,
+                }, []
+        else:
+            model = program.load_reference(self.solution_path, init_args, h.get("source"))
+        try:
+            program.prepare(model, self.device, self.dtype, h["mode"])
+            how = program.copy_weights(model, h["weight_names"], weights)
+        except Exception as exc:  # noqa: BLE001
+            msg, detail = program.describe_exception(exc, self.solution_path)
+            return {
+                "ok": False,
+                "code": "runtime_error",
+                "message": f"preparing ModelNew failed: {msg}",
+                "detail": detail,
+            }, []
+        self.model = model
+        self.fn = model
+        compile_mode = h.get("compile_mode")
+        if compile_mode:
+            self.fn = torch.compile(model, mode=compile_mode)
+        load_s = time.perf_counter() - t0
+        return {"ok": True, "load_s": load_s, "weights": how, "flags": numeric_flags.read()}, []
+
+    def _call(self, args: list[Any]):
+        with torch.no_grad():
+            return self.fn(*args)
+
+    def op_run(self, h: dict[str, Any], tensors: list[torch.Tensor]):
+        """One correctness case, run ``repeats`` times on fresh allocations over poisoned memory."""
+        spec = h["args"]
+        outs: list[torch.Tensor] = []
+        observations: list[dict[str, Any]] = []
+        expected_flags = numeric_flags.target(self.precision)
+        keep = []
+        for _ in range(int(h.get("repeats", 2))):
+            args = [tensors[a["t"]].to(self.device, copy=True) if "t" in a else a["v"] for a in spec]
+            originals = [(i, tensors[a["t"]]) for i, a in enumerate(spec) if "t" in a]
+            self._poison(h.get("poison_bytes", []))
+            threads_before = guards.python_threads()
+            try:
+                self.switch(self.role == "candidate")
+                out = self._call(args)
+                if self.device.type == "cuda":
+                    torch.cuda.synchronize(self.device)
+            except SystemExit:
+                self.switch(False)
+                return {
+                    "ok": False,
+                    "code": "forbidden_construct",
+                    "message": "the solution called sys.exit",
+                }, []
+            except BaseException as exc:  # noqa: BLE001
+                self.switch(False)
+                msg, detail = program.describe_exception(exc, self.solution_path)
+                code = "runtime_error"
+                if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc):
+                    code = "crash"
+                return {"ok": False, "code": code, "message": f"forward raised {msg}", "detail": detail}, []
+            finally:
+                self.switch(False)
+            obs = self._observe(out, args, originals, threads_before, expected_flags)
+            observations.append(obs)
+            if obs.get("code"):
+                return {"ok": False, **obs}, []
+            flat = out if isinstance(out, (tuple, list)) else [out]
+            outs.extend(t.detach().to("cpu") for t in flat)
+            keep.append((args, out))
+        self.keep = keep
+        return {"ok": True, "outputs_per_run": len(outs) // max(1, len(observations))}, outs
+
+    def _poison(self, sizes: list[int]) -> None:
+        if self.device.type != "cuda":
+            return  # the CPU worker runs with glibc's malloc perturbation instead
+        blocks = []
+        for n in sizes:
+            for _ in range(2):
+                b = torch.empty(int(n), dtype=torch.uint8, device=self.device)
+                b.fill_(POISON_BYTE)
+                blocks.append(b)
+        torch.cuda.synchronize(self.device)
+        del blocks  # back to the caching allocator, NaN-filled, for the candidate's empty() to find
+
+    def _observe(self, out, args, originals, threads_before, expected_flags) -> dict[str, Any]:
+        flat = out if isinstance(out, (tuple, list)) else [out]
+        for t in flat:
+            if type(t) is not torch.Tensor:
+                return {
+                    "code": "wrong_type",
+                    "message": f"forward returned {type(t).__name__}, not exactly torch.Tensor",
+                }
+            if t.device != self.device:
+                return {"code": "wrong_type", "message": f"output is on {t.device}, expected {self.device}"}
+            if t.layout != torch.strided or t.is_meta:
+                return {"code": "wrong_type", "message": "output is not a materialised strided tensor"}
+            if t.numel() and t.untyped_storage().data_ptr() == 0:
+                return {"code": "wrong_type", "message": "output has no storage"}
+            for a in args:
+                if isinstance(a, torch.Tensor) and a.numel() and t.numel() and _overlaps(t, a):
+                    return {
+                        "code": "output_aliases_input",
+                        "message": "the output shares memory with an input",
+                    }
+        for i, orig in originals:
+            now = args[i].detach().to("cpu")
+            if now.shape != orig.shape or not torch.equal(
+                now.view(-1).view(torch.uint8), orig.reshape(-1).view(torch.uint8)
+            ):
+                return {
+                    "code": "input_mutated",
+                    "message": f"forward changed input {i} (inputs are read-only)",
+                }
+        leaked = guards.python_threads() - threads_before
+        if leaked:
+            return {"code": "thread_leak", "message": f"the call left {len(leaked)} thread(s) running"}
+        try:
+            now_flags = numeric_flags.read()
+        except Exception as exc:  # noqa: BLE001
+            return {
+                "code": "flags_changed",
+                "message": f"numeric flags could not be read after the call: {exc}",
+            }
+        changed = numeric_flags.differences(expected_flags, now_flags)
+        if changed:
+            return {
+                "code": "flags_changed",
+                "message": f"the solution changed numeric flags: {', '.join(changed)}",
+            }
+        return {}
+
+    def op_time(self, h: dict[str, Any], tensors: list[torch.Tensor]):
+        """Timed calls: fresh inputs from per-call seeds, one window each, a fingerprint of each output."""
+        slots = [InputSlot(**s) for s in h["slots"]]
+        fixed = {int(k): tensors[v] for k, v in h.get("fixed", {}).items()}
+        scalars = {int(k): v for k, v in h.get("scalars", {}).items()}
+        seeds = [int(s) for s in h["seeds"]]
+        proj = [int(s) for s in h["projection_seeds"]]
+        prepared: list[list[Any]] = [None] * len(seeds)  # type: ignore[list-item]
+
+        def prepare(i: int) -> None:
+            prepared[i] = timed_inputs(slots, fixed, scalars, seeds[i], self.device)
+
+        calls = [(lambda i=i: self._timed(prepared[i])) for i in range(len(seeds))]
+        threads_before = guards.python_threads()
+        t0 = time.perf_counter()
+        try:
+            if isinstance(self.clock, CudaClock):
+                outs, samples = self.clock.run(calls, prepare)
+            else:
+                outs, samples = [], []
+                for i, call in enumerate(calls):
+                    prepare(i)
+                    o, s = self.clock.run([call])
+                    outs += o
+                    samples += s
+        except BaseException as exc:  # noqa: BLE001
+            self.switch(False)
+            msg, detail = program.describe_exception(exc, self.solution_path)
+            return {
+                "ok": False,
+                "code": "runtime_error",
+                "message": f"a timed call raised {msg}",
+                "detail": detail,
+            }, []
+        wall_ms = (time.perf_counter() - t0) * 1e3
+        if guards.python_threads() - threads_before:
+            return {"ok": False, "code": "thread_leak", "message": "timed calls left threads running"}, []
+        fps = []
+        for out, seed in zip(outs, proj):
+            flat = out if isinstance(out, (tuple, list)) else [out]
+            if any(type(t) is not torch.Tensor for t in flat):
+                return {
+                    "ok": False,
+                    "code": "wrong_type",
+                    "message": "a timed call returned a non-tensor",
+                }, []
+            fps.append([fingerprint(t, seed) for t in flat])
+        self.keep = list(zip(prepared, outs))
+        return {
+            "ok": True,
+            "span_ms": [s.span_ms for s in samples],
+            "event_ms": [s.event_ms for s in samples],
+            "activities": [s.kernels for s in samples],
+            "fingerprints": fps,
+            "wall_ms": wall_ms,
+            "clock": self.clock.name,
+        }, []
+
+    def _timed(self, args):
+        self.switch(self.role == "candidate")
+        try:
+            with torch.no_grad():
+                return self.fn(*args)
+        finally:
+            self.switch(False)
+
+    def op_fetch(self, h: dict[str, Any], tensors: list[torch.Tensor]):
+        """Send back the full output of timed call ``index`` of the last batch (a hidden re-check)."""
+        i = int(h["index"])
+        if not 0 <= i < len(self.keep):
+            return {"ok": False, "code": "missing_result", "message": "no such timed call"}, []
+        out = self.keep[i][1]
+        flat = out if isinstance(out, (tuple, list)) else [out]
+        return {"ok": True}, [t.detach().to("cpu") for t in flat]
+
+    def op_profile(self, h: dict[str, Any], tensors: list[torch.Tensor]):
+        """One call under the profiler: every device activity it caused, for launch accounting."""
+        if self.device.type != "cuda":
+            return {"ok": True, "kernels": [], "skipped": "launch accounting needs CUDA"}, []
+        from torch.profiler import ProfilerActivity, profile
+
+        slots = [InputSlot(**s) for s in h["slots"]]
+        fixed = {int(k): tensors[v] for k, v in h.get("fixed", {}).items()}
+        scalars = {int(k): v for k, v in h.get("scalars", {}).items()}
+        args = timed_inputs(slots, fixed, scalars, int(h["seed"]), self.device)
+        torch.cuda.synchronize(self.device)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            self._timed(args)
+            torch.cuda.synchronize(self.device)
+        return {"ok": True, "kernels": kernels_of_call(prof)}, []
+
+
+def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    sa, sb = a.untyped_storage(), b.untyped_storage()
+    a0, b0 = sa.data_ptr(), sb.data_ptr()
+    return a0 < b0 + sb.nbytes() and b0 < a0 + sa.nbytes()
+
+
+def _decode_args(spec: list[dict[str, Any]], tensors: list[torch.Tensor]) -> list[Any]:
+    return [tensors[a["t"]] if "t" in a else a["v"] for a in spec]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="kernelproof.worker")
+    ap.add_argument("--fd", type=int, required=True)
+    ap.add_argument("--role", choices=["candidate", "baseline"], required=True)
+    ap.add_argument("--private-dir", default="")
+    ap.add_argument("--deny-read", action="append", default=[])
+    ns = ap.parse_args(argv)
+    sock = socket.socket(fileno=ns.fd)
+    os.set_inheritable(ns.fd, False)
+    if torch.cuda.is_available():
+        torch.cuda.init()
+    try:
+        import triton  # noqa: F401 - imported before the hook is armed, as any library
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        Worker(sock, ns.role, ns.private_dir, tuple(ns.deny_read)).serve()
+    except protocol.ProtocolError:
+        return 0
+    except BaseException:  # noqa: BLE001 - a harness bug: say where, the parent reports internal error
+        traceback.print_exc()
+        return 3
+    return 0

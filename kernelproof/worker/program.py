@@ -1,0 +1,137 @@
+"""Loading the program a worker runs: the candidate's ModelNew, or the task's Model as a baseline.
+
+Compile and construction errors come back as values with the solution's own line numbers and the
+compiler's relevant lines, because they are the feedback an agent needs (house rule 5).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+MAX_DETAIL_CHARS = 4000  # compiler output kept in a verdict: the head of the errors, not a wall
+
+
+@dataclass
+class LoadFailure:
+    code: str  # reason code
+    message: str  # one sentence
+    detail: str = ""  # evidence: line, compiler lines
+
+
+def import_file(path: str, module_name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def describe_exception(exc: BaseException, path: str) -> tuple[str, str]:
+    """(message, detail) for an exception raised by code in ``path``: where, what, and the key lines."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
+    where = f" at line {frames[-1].lineno} (`{(frames[-1].line or '').strip()}`)" if frames else ""
+    if isinstance(exc, SyntaxError) and exc.filename == path:
+        where = f" at line {exc.lineno}"
+    text = str(exc)
+    head = f"{type(exc).__name__}{where}: {_first_line(text)}"
+    detail = _compiler_excerpt(text) if len(text) > 200 else text
+    if frames:
+        detail = "".join(traceback.format_list(frames[-3:])) + detail
+    return head, detail[:MAX_DETAIL_CHARS]
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:300]
+    return ""
+
+
+def _compiler_excerpt(text: str) -> str:
+    """The lines of a build log that say what went wrong (errors and the lines around them)."""
+    lines = text.splitlines()
+    keep: list[str] = []
+    for i, line in enumerate(lines):
+        if re.search(r"\berror\b|error:|undefined reference|fatal", line, re.IGNORECASE):
+            keep.extend(lines[max(0, i - 1) : i + 3])
+    if not keep:
+        keep = lines[:20] + (["..."] if len(lines) > 40 else []) + lines[-20:]
+    out, seen = [], set()
+    for line in keep:
+        if line not in seen:
+            out.append(line)
+            seen.add(line)
+    return "\n".join(out)
+
+
+def load_candidate(path: str, init_args: list[Any]) -> tuple[torch.nn.Module | None, LoadFailure | None]:
+    try:
+        module = import_file(path, "kernelproof_solution")
+    except SystemExit:
+        return None, LoadFailure("forbidden_construct", "the solution called sys.exit while loading")
+    except BaseException as exc:  # noqa: BLE001 - every failure of untrusted code becomes a verdict
+        msg, detail = describe_exception(exc, path)
+        return None, LoadFailure("compile_error", f"the solution failed to load: {msg}", detail)
+    cls = getattr(module, "ModelNew", None)
+    if cls is None or not isinstance(cls, type):
+        return None, LoadFailure(
+            "compile_error", "the solution defines no class `ModelNew` (KernelBench's required entry point)"
+        )
+    if not issubclass(cls, torch.nn.Module):
+        return None, LoadFailure("compile_error", "`ModelNew` is not a torch.nn.Module subclass")
+    try:
+        return cls(*init_args), None
+    except SystemExit:
+        return None, LoadFailure("forbidden_construct", "the solution called sys.exit in its constructor")
+    except BaseException as exc:  # noqa: BLE001
+        msg, detail = describe_exception(exc, path)
+        return None, LoadFailure("runtime_error", f"constructing ModelNew raised {msg}", detail)
+
+
+def load_reference(path: str, init_args: list[Any], overrides_source: str | None) -> torch.nn.Module:
+    """The task's Model for a baseline worker (trusted code; the task variant's source is given)."""
+    ns: dict[str, Any] = {"__name__": "kernelproof_baseline_task", "__file__": path}
+    code = compile(overrides_source if overrides_source is not None else open(path).read(), path, "exec")
+    exec(code, ns)  # noqa: S102 - the task is the user's reference
+    return ns["Model"](*init_args)
+
+
+def prepare(module: torch.nn.Module, device: torch.device, dtype: torch.dtype, mode: str) -> None:
+    """Move to the device, cast floating parameters and buffers, set train/eval mode."""
+    module.to(device)
+    for p in list(module.parameters()) + list(module.buffers()):
+        if p.is_floating_point() and p.dtype != dtype:
+            p.data = p.data.to(dtype)
+    module.train(mode == "train")
+
+
+def copy_weights(module: torch.nn.Module, names: list[str], tensors: list[torch.Tensor]) -> str:
+    """Give the candidate the reference's parameter and buffer values: by name, else by order.
+
+    Returns how it was done: "by_name", "by_order", "none" (nothing to copy) or "not_copied".
+    """
+    if not names:
+        return "none"
+    state = module.state_dict()
+    src = dict(zip(names, tensors))
+    with torch.no_grad():
+        if set(src) <= set(state) and all(state[k].shape == v.shape for k, v in src.items()):
+            for k, v in src.items():
+                state[k].copy_(v.to(state[k].dtype))
+            return "by_name"
+        own = [(k, t) for k, t in state.items() if t.is_floating_point()]
+        ref = [(k, t) for k, t in src.items() if t.is_floating_point()]
+        if len(own) == len(ref) and all(a.shape == b.shape for (_, a), (_, b) in zip(own, ref)):
+            for (_, a), (_, b) in zip(own, ref):
+                a.copy_(b.to(a.dtype))
+            return "by_order"
+    return "not_copied"
