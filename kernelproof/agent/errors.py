@@ -1,0 +1,44 @@
+"""Exceptions of the agent loop: for misuse and for failures the loop cannot survive.
+
+A bad candidate never raises (it is a candidate with a rejection or a failing verdict), and a
+failed LLM call is recorded and survived by the loop. These are for the rest:
+
+    AgentError
+    ├── ConfigError          a bad model spec, option or combination (CLI exit 2)
+    ├── MissingDependencyError   an optional SDK is not installed (CLI exit 2; carries the install hint)
+    ├── BackendError         one LLM call failed for good (after its retries, or not retryable)
+    └── ReplayError          a replay log or a run to resume cannot be read, or does not match
+"""
+
+from __future__ import annotations
+
+
+class AgentError(Exception):
+    """Base of every exception the agent raises on purpose."""
+
+
+class ConfigError(AgentError):
+    """A bad model spec, option or combination of options."""
+
+
+class MissingDependencyError(AgentError):
+    """An optional dependency (an LLM SDK) is not installed; the message says how to install it."""
+
+
+class BackendError(AgentError):
+    """One LLM call failed for good.
+
+    ``retryable`` says whether the failure was transient (rate limit, 5xx, connection, timeout)
+    and the retries ran out, or permanent (authentication, a bad request, an unknown model): the
+    loop survives the first kind and stops on the second, since every later call would fail alike.
+    """
+
+    def __init__(self, message: str, *, retryable: bool, status: int | None = None, attempts: int = 1):
+        super().__init__(message)
+        self.retryable = retryable  # transient failure whose retries ran out
+        self.status = status  # HTTP status, when there was a response
+        self.attempts = attempts  # HTTP attempts made
+
+
+class ReplayError(AgentError):
+    """A replay log or a run to resume cannot be read, or belongs to another task."""
