@@ -142,3 +142,21 @@ def _open_store(options: EvalOptions):
     from kernelproof.store import Store, default_db_path
 
     return Store(options.db or os.environ.get("KERNELPROOF_DB") or default_db_path())
+
+
+def compare(
+    task: PathLike,
+    a: PathLike,
+    b: PathLike,
+    options: EvalOptions | None = None,
+    *,
+    pool: LocalPool | None = None,
+):
+    """Paired speedup of solution B over solution A on the task's timed shape (both verified first)."""
+    from kernelproof.pipeline import compare_pair
+
+    options = _checked(options)
+    device = resolve_devices(options.device)[0]
+    pool = pool or default_pool()
+    with pool.device_lock(device):
+        return compare_pair(str(task), str(a), str(b), options, device, pool)

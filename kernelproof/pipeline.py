@@ -634,3 +634,64 @@ def _finish(
         elapsed_s=time.monotonic() - started,
         created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     )
+
+
+@dataclass(frozen=True)
+class ComparePair:
+    ok: bool  # both verified and timed
+    message: str  # why not, when not ok
+    speedup: Speedup | None  # B over A: median per-round ratio time(A)/time(B)
+    a_ms: float | None  # A's median per-call time
+    b_ms: float | None  # B's median per-call time
+    shape: str = ""
+
+    def summary(self) -> str:
+        if not self.ok or self.speedup is None or self.speedup.median is None:
+            return f"not compared: {self.message}"
+        lo, hi = self.speedup.ci95 or (float("nan"), float("nan"))
+        return (
+            f"B over A on shape {self.shape!r}: {self.speedup.median:.3f}x [95% CI {lo:.3f}, {hi:.3f}] "
+            f"(A {self.a_ms:.4g} ms, B {self.b_ms:.4g} ms median, paired interleaved rounds)"
+        )
+
+
+def compare_pair(
+    task_path: str, a: str, b: str, options: EvalOptions, device: str, workers: WorkerSource
+) -> ComparePair:
+    """Paired timing of two verified candidates, interleaved in one session (`kernelproof compare`)."""
+    for path in (a, b):
+        v = evaluate_pair(task_path, path, options.replace(correctness_only=True), device, workers)
+        if not v.passed:
+            return ComparePair(
+                False, f"{path} does not pass: {'; '.join(r.message for r in v.reasons)}", None, None, None
+            )
+    task = load_task(task_path)
+    seed = options.seed if options.seed is not None else secrets.randbits(62)
+    rng = random.Random(seed)
+    dev = torch.device(device)
+    variant = (task.meta.timed if dev.type == "cuda" else task.meta.cpu)[0]
+    ctx = build_variant(
+        task, variant, dev, "eval" if options.eval_mode else task.meta.mode, rng.getrandbits(31)
+    )
+    args = make_inputs(ctx, "normal", rng.getrandbits(62))
+    ref, orc = reference_and_oracle(ctx, args)
+    tol = tolerance_for(ref[0], orc[0], ctx.dtype)
+    wa, wb = workers.candidate(device), workers.candidate(device)
+    try:
+        programs = []
+        for name, w, path in (("candidate", wb, b), ("A", wa, a)):
+            staged = w.stage_solution(path)
+            reply = _load(w, ctx, staged, "candidate", options, {"deny_read": [task.path]})
+            if not reply.get("ok"):
+                return ComparePair(False, f"{path}: {reply.get('message')}", None, None, None)
+            programs.append(Program(name, w))
+        timing, reasons = time_variant(ctx, programs, options, rng, tol, options.timeout_s)
+    except WorkerDied as died:
+        return ComparePair(False, died.message, None, None, None)
+    finally:
+        wa.close()
+        wb.close()
+    if timing is None or reasons:
+        return ComparePair(False, "; ".join(r.message for r in reasons), None, None, None)
+    sp = next(s for s in timing.speedups if s.baseline == "A")
+    return ComparePair(True, "", sp, timing.baselines["A"].median_ms, timing.candidate.median_ms, variant)
