@@ -1,0 +1,207 @@
+"""Budgets: candidates, tokens, dollars and GPU seconds, never exceeded.
+
+Why reservations: calls and evaluations of a turn run concurrently, and their cost is known only
+afterwards. So before each step the loop reserves that step's worst case (a call: the prompt's
+token bound plus its output cap; an evaluation: one candidate and the evaluation's time bound),
+admits the step only if spent + reserved + worst case fits every limit, and settles the actual
+cost when the step ends. Actual cost never exceeds the reservation, so the sum never exceeds the
+limit. A call's output cap shrinks to fit what is left rather than being refused outright, as
+long as at least ``min_output_tokens`` fit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kernelproof.agent.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_candidates: int | None = None  # candidates sent to the evaluator
+    max_tokens: int | None = None  # input + output tokens over every call
+    max_dollars: float | None = None  # USD over every call, at the price table's rates
+    max_gpu_seconds: float | None = None  # sum of the evaluations' elapsed_s
+
+
+@dataclass(frozen=True)
+class Price:
+    input_per_mtok: float  # USD per million input tokens
+    output_per_mtok: float  # USD per million output tokens (reasoning tokens included)
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        return (input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1e6
+
+
+# List prices in USD per million tokens as published by the providers (openai.com/api/pricing,
+# anthropic.com/pricing), standard tier, no batch or cache discounts. Prices change: check
+# them, and override with --price IN,OUT (local servers: --price 0,0). Matched by the longest
+# model-name prefix.
+PRICES: dict[str, Price] = {
+    "gpt-5-nano": Price(0.05, 0.40),
+    "gpt-5-mini": Price(0.25, 2.00),
+    "gpt-5": Price(1.25, 10.00),
+    "gpt-4.1-nano": Price(0.10, 0.40),
+    "gpt-4.1-mini": Price(0.40, 1.60),
+    "gpt-4.1": Price(2.00, 8.00),
+    "gpt-4o-mini": Price(0.15, 0.60),
+    "gpt-4o": Price(2.50, 10.00),
+    "o4-mini": Price(1.10, 4.40),
+    "o3-mini": Price(1.10, 4.40),
+    "o3": Price(2.00, 8.00),
+    "o1": Price(15.00, 60.00),
+    "claude-opus-4-5": Price(5.00, 25.00),
+    "claude-opus-4": Price(15.00, 75.00),
+    "claude-sonnet-4": Price(3.00, 15.00),
+    "claude-3-7-sonnet": Price(3.00, 15.00),
+    "claude-haiku-4-5": Price(1.00, 5.00),
+    "claude-3-5-haiku": Price(0.80, 4.00),
+}
+
+
+def price_for(model: str, override: Price | None = None) -> Price | None:
+    """The price of a model: the override, else the longest matching prefix, else None (unknown)."""
+    if override is not None:
+        return override
+    name = model.rsplit("/", 1)[-1]  # "openai/gpt-5" on OpenRouter
+    matches = [p for p in PRICES if name.startswith(p)]
+    return PRICES[max(matches, key=len)] if matches else None
+
+
+def parse_price(text: str) -> Price:
+    """'1.25,10' -> Price(1.25, 10.0), USD per million input and output tokens."""
+    try:
+        a, b = (float(x) for x in text.split(","))
+    except ValueError as exc:
+        raise ConfigError(f"price {text!r} is not IN,OUT in USD per million tokens") from exc
+    if a < 0 or b < 0:
+        raise ConfigError(f"price {text!r} is negative")
+    return Price(a, b)
+
+
+@dataclass(frozen=True)
+class CallGrant:
+    input_tokens: int  # reserved: the prompt's token bound
+    output_tokens: int  # reserved and granted: the call's output cap
+    dollars: float  # reserved: cost of both at the price
+
+
+@dataclass(frozen=True)
+class EvalGrant:
+    gpu_seconds: float  # reserved: the evaluation's time bound
+
+
+class Budget:
+    """Spending against limits, with reservations for steps in flight (used from one thread)."""
+
+    def __init__(self, limits: Limits, price: Price | None, *, require_price: bool = True):
+        if limits.max_dollars is not None and price is None and require_price:
+            raise ConfigError("a dollar budget needs the model's price: pass --price IN,OUT (USD per Mtok)")
+        self.limits = limits
+        self.price = price
+        self.tokens = 0  # spent
+        self.dollars = 0.0
+        self.gpu_seconds = 0.0
+        self.candidates = 0
+        self._tokens_held = 0  # reserved, not yet settled
+        self._dollars_held = 0.0
+        self._gpu_held = 0.0
+        self._candidates_held = 0
+
+    # --- calls -----------------------------------------------------------------------------
+    def reserve_call(
+        self, worst_input_tokens: int, max_output_tokens: int, min_output_tokens: int
+    ) -> CallGrant | None:
+        """Reserve a call's worst case; the granted output cap may be smaller than asked. None: no room."""
+        out = max_output_tokens
+        if self.limits.max_tokens is not None:
+            out = min(out, self.limits.max_tokens - self.tokens - self._tokens_held - worst_input_tokens)
+        if self.limits.max_dollars is not None and self.price is not None:
+            room = self.limits.max_dollars - self.dollars - self._dollars_held
+            room -= worst_input_tokens * self.price.input_per_mtok / 1e6
+            if self.price.output_per_mtok > 0:
+                out = min(out, math.floor(room * 1e6 / self.price.output_per_mtok * (1 - 1e-9)))
+            elif room < 0:
+                out = -1
+        if out < min_output_tokens:
+            return None
+        dollars = self.price.cost(worst_input_tokens, out) if self.price else 0.0
+        self._tokens_held += worst_input_tokens + out
+        self._dollars_held += dollars
+        return CallGrant(worst_input_tokens, out, dollars)
+
+    def settle_call(self, grant: CallGrant, input_tokens: int, output_tokens: int) -> float:
+        """Release the reservation and charge the actual use; returns the call's cost in USD."""
+        self.release_call(grant)
+        cost = self.price.cost(input_tokens, output_tokens) if self.price else 0.0
+        self.charge_call(input_tokens, output_tokens, cost)
+        return cost
+
+    def release_call(self, grant: CallGrant) -> None:
+        self._tokens_held -= grant.input_tokens + grant.output_tokens
+        self._dollars_held -= grant.dollars
+
+    def charge_call(self, input_tokens: int, output_tokens: int, dollars: float) -> None:
+        """Charge a call made earlier (a resumed run's logged calls)."""
+        self.tokens += input_tokens + output_tokens
+        self.dollars += dollars
+
+    def cost_of(self, input_tokens: int, output_tokens: int) -> float | None:
+        return self.price.cost(input_tokens, output_tokens) if self.price else None
+
+    # --- evaluations -----------------------------------------------------------------------
+    def reserve_eval(self, worst_gpu_seconds: float) -> EvalGrant | None:
+        """Reserve one candidate and its evaluation's time bound. None: no room."""
+        lim = self.limits
+        if (
+            lim.max_candidates is not None
+            and self.candidates + self._candidates_held + 1 > lim.max_candidates
+        ):
+            return None
+        if lim.max_gpu_seconds is not None and (
+            self.gpu_seconds + self._gpu_held + worst_gpu_seconds > lim.max_gpu_seconds
+        ):
+            return None
+        self._candidates_held += 1
+        self._gpu_held += worst_gpu_seconds
+        return EvalGrant(worst_gpu_seconds)
+
+    def settle_eval(self, grant: EvalGrant, gpu_seconds: float) -> None:
+        self.release_eval(grant)
+        self.charge_eval(gpu_seconds)
+
+    def release_eval(self, grant: EvalGrant) -> None:
+        """Give back a reservation that was not used (the answer was malformed or a duplicate)."""
+        self._candidates_held -= 1
+        self._gpu_held -= grant.gpu_seconds
+
+    def charge_eval(self, gpu_seconds: float) -> None:
+        self.candidates += 1
+        self.gpu_seconds += gpu_seconds
+
+    # --- state -----------------------------------------------------------------------------
+    def exhausted(self, min_call_tokens: int, worst_gpu_seconds: float) -> str:
+        """The name of a limit that leaves no room for one more candidate, or ''."""
+        lim = self.limits
+        if lim.max_candidates is not None and self.candidates + self._candidates_held >= lim.max_candidates:
+            return "max_candidates"
+        if lim.max_tokens is not None and self.tokens + self._tokens_held + min_call_tokens > lim.max_tokens:
+            return "max_tokens"
+        if lim.max_dollars is not None and self.price is not None:
+            if self.dollars + self._dollars_held + self.price.cost(min_call_tokens, 0) > lim.max_dollars:
+                return "max_dollars"
+        if lim.max_gpu_seconds is not None:
+            if self.gpu_seconds + self._gpu_held + worst_gpu_seconds > lim.max_gpu_seconds:
+                return "max_gpu_seconds"
+        return ""
+
+    def within_limits(self) -> bool:
+        """True when nothing spent is over its limit (the invariant the tests check)."""
+        lim = self.limits
+        return (
+            (lim.max_candidates is None or self.candidates <= lim.max_candidates)
+            and (lim.max_tokens is None or self.tokens <= lim.max_tokens)
+            and (lim.max_dollars is None or self.dollars <= lim.max_dollars + 1e-12)
+            and (lim.max_gpu_seconds is None or self.gpu_seconds <= lim.max_gpu_seconds + 1e-9)
+        )

@@ -1,0 +1,131 @@
+"""Run one turn of LLM calls: from the replay log where it has the answer, else live, concurrently.
+
+The log is consulted first for every (turn, sample), so a resumed run never repeats a paid call
+and a replayed run makes none; with ``live=None`` (replay) nothing is ever sent and no SDK is
+imported. Each answer is written to the store and appended to the run's ``replay.jsonl`` the
+moment it arrives, so an interruption loses at most the calls still in flight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from kernelproof.agent.backends import Backend
+from kernelproof.agent.errors import BackendError
+from kernelproof.agent.memory import Memory
+from kernelproof.agent.records import Completion, LoggedCall, Request
+from kernelproof.agent.replay import ReplayLog, ReplayWriter
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One admitted call of a turn."""
+
+    sample: int  # index within the turn
+    request: Request  # what to send
+    max_output_tokens: int  # the granted output cap
+    logged: LoggedCall | None = None  # the answer already on record, if any
+
+
+@dataclass(frozen=True)
+class Outcome:
+    slot: Slot
+    completion: Completion | None  # None: the call failed
+    origin: str  # live | resumed | replayed
+    error: BackendError | None = None  # why it failed
+
+
+class Caller:
+    def __init__(
+        self,
+        run_id: str,
+        memory: Memory,
+        writer: ReplayWriter,
+        live: Backend | None,
+        log: ReplayLog | None,
+        *,
+        log_origin: str,
+        workers: int,
+        cost: Callable[[int, int], float | None],
+    ):
+        self.run_id = run_id
+        self.memory = memory
+        self.writer = writer
+        self.live = live  # None: replay only, never a network call
+        self.log = log
+        self.log_origin = log_origin  # "resumed": the log is this run's own; "replayed": another run's
+        self.workers = workers
+        self.cost = cost
+        self.live_calls = 0  # calls sent to the backend in this process
+        self.diverged = 0  # answers served for a prompt whose hash differs from the logged one
+
+    def logged(self, turn: int, sample: int) -> LoggedCall | None:
+        return self.log.get(turn, sample) if self.log is not None else None
+
+    def run(self, turn: int, slots: list[Slot]) -> list[Outcome]:
+        """Answer every slot; outcomes come back in slot order."""
+        live = [s for s in slots if s.logged is None]
+        results: dict[int, Outcome] = {s.sample: self._serve(turn, s) for s in slots if s.logged is not None}
+        if live and self.live is None:
+            for s in live:
+                results[s.sample] = Outcome(
+                    s, None, "replayed", BackendError("not in the replay log", retryable=False)
+                )
+        elif live:
+            with ThreadPoolExecutor(max_workers=min(self.workers, len(live))) as pool:
+                futures = {s.sample: pool.submit(self._call, turn, s) for s in live}
+                for sample, fut in futures.items():
+                    results[sample] = fut.result()
+        return [results[s.sample] for s in slots]
+
+    def _serve(self, turn: int, slot: Slot) -> Outcome:
+        entry = slot.logged
+        assert entry is not None
+        if entry.prompt_hash != slot.request.prompt.digest():
+            self.diverged += 1
+        done = entry.completion()
+        if self.log_origin == "replayed":  # a new run: its own record of what it was served
+            self._record(turn, slot, done, entry.cost_usd, "replayed")
+        return Outcome(slot, done, self.log_origin)
+
+    def _call(self, turn: int, slot: Slot) -> Outcome:
+        assert self.live is not None
+        self.live_calls += 1
+        try:
+            done = self.live.complete(slot.request.prompt, slot.max_output_tokens)
+        except BackendError as exc:
+            self.memory.record_call(
+                self.run_id,
+                turn,
+                slot.sample,
+                slot.request.kind,
+                slot.request.prompt,
+                None,
+                cost_usd=None,
+                error=str(exc),
+            )
+            return Outcome(slot, None, "live", exc)
+        self._record(turn, slot, done, self.cost(done.input_tokens, done.output_tokens), "live")
+        return Outcome(slot, done, "live")
+
+    def _record(self, turn: int, slot: Slot, done: Completion, cost: float | None, origin: str) -> None:
+        req = slot.request
+        self.memory.record_call(
+            self.run_id, turn, slot.sample, req.kind, req.prompt, done, cost_usd=cost, origin=origin
+        )
+        self.writer.append(
+            LoggedCall(
+                turn,
+                slot.sample,
+                req.kind,
+                req.prompt.digest(),
+                done.text,
+                done.input_tokens,
+                done.output_tokens,
+                cost,
+                done.finish_reason,
+                done.model,
+            )
+        )

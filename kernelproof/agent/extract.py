@@ -1,0 +1,126 @@
+"""Pull the one solution file out of a model's answer, or say precisely why there is none.
+
+An answer that holds no usable file (no code, no ``ModelNew``, a syntax error, cut off at the
+token limit) becomes a candidate with a :class:`Rejection`: it is never evaluated, costs no GPU
+time, never counts as an evaluated candidate and is never selected, and its message goes back to
+the model as feedback. Everything that parses is left to the evaluator to judge: this module reads
+text, it never decides correctness.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from kernelproof.agent.records import Rejection
+
+MAX_SOLUTION_BYTES = 256_000  # far above any real solution file; bounds what is written and sent back
+MAX_IDEA_CHARS = 600  # one idea is a sentence or two
+
+# A fenced block: ``` or ~~~, an optional language tag, the body, the closing fence.
+_FENCE = re.compile(
+    r"^(?P<fence>```|~~~)[ \t]*(?P<lang>[\w+.-]*)[^\n]*\n(?P<body>.*?)^(?P=fence)[ \t]*$",
+    re.DOTALL | re.MULTILINE,
+)
+_PY_TAGS = {"", "python", "py", "python3"}
+_ITEM = re.compile(r"^\s*(?:#{1,4}\s*)?(?:\d+[.)]|[-*•]|idea\s*\d+\s*[:.)-])\s+", re.IGNORECASE)
+
+
+def extract_solution(text: str, finish_reason: str = "stop") -> tuple[str | None, Rejection | None]:
+    """The solution file in ``text``, or a rejection saying what is wrong with the answer.
+
+    The file is the last fenced Python block that defines ``class ModelNew`` and parses (answers
+    often show a draft before the final version); an answer with no fence at all is taken whole
+    when it parses and defines ``ModelNew``.
+    """
+    if not text.strip():
+        return None, _malformed("The answer was empty.", f"finish_reason={finish_reason}")
+    blocks = [m.group("body") for m in _FENCE.finditer(text) if m.group("lang").lower() in _PY_TAGS]
+    cut_off = finish_reason == "length"
+    if not blocks:
+        if _defines_model_new(text):
+            return _check(text, cut_off)
+        if cut_off or text.count("```") % 2 == 1:
+            return None, _malformed(
+                "The answer was cut off before its code block closed: answer with one shorter, complete file.",
+                f"finish_reason={finish_reason}",
+            )
+        return None, _malformed(
+            "The answer holds no Python code block: answer with one complete solution file "
+            "in a single ```python block."
+        )
+    with_model = [b for b in blocks if "ModelNew" in b]
+    if not with_model:
+        return None, _malformed(
+            "No code block defines `class ModelNew(nn.Module)`: the solution file must define it."
+        )
+    last_error: Rejection | None = None
+    for body in reversed(with_model):
+        source, rejection = _check(body, cut_off=False)
+        if source is not None:
+            return source, None
+        last_error = last_error or rejection
+    return None, last_error
+
+
+def extract_ideas(text: str, limit: int) -> list[str]:
+    """Optimisation ideas from a numbered or bulleted list; the whole answer when it has no list."""
+    items: list[list[str]] = []
+    open_item = in_code = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(("```", "~~~")):
+            in_code, open_item = not in_code, False
+            continue
+        match = None if in_code else _ITEM.match(line)
+        if match:
+            items.append([line[match.end() :].strip()])
+            open_item = True
+        elif not stripped:
+            open_item = False
+        elif open_item and not in_code:
+            items[-1].append(stripped)
+    ideas = [" ".join(parts) for parts in items]
+    ideas = [_clip(i.strip(" *_")) for i in ideas if i.strip(" *_")]
+    if not ideas and text.strip():
+        ideas = [_clip(" ".join(text.split()))]
+    return ideas[:limit]
+
+
+def _check(source: str, cut_off: bool) -> tuple[str | None, Rejection | None]:
+    if len(source.encode()) > MAX_SOLUTION_BYTES:
+        return None, _malformed(f"The solution file is larger than {MAX_SOLUTION_BYTES} bytes.")
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        hint = " (the answer was cut off at the output-token limit)" if cut_off else ""
+        return None, _malformed(
+            f"The solution file does not parse: {exc.msg} at line {exc.lineno}{hint}.",
+            _excerpt(source, exc.lineno),
+        )
+    names = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    if "ModelNew" not in names:
+        return None, _malformed(
+            "The solution file does not define `class ModelNew` at module level: the evaluator imports it by that name."
+        )
+    return (source if source.endswith("\n") else source + "\n"), None
+
+
+def _defines_model_new(text: str) -> bool:
+    return re.search(r"^class\s+ModelNew\b", text, re.MULTILINE) is not None
+
+
+def _malformed(message: str, detail: str = "") -> Rejection:
+    return Rejection("malformed_answer", message, detail)
+
+
+def _excerpt(source: str, line: int | None, around: int = 2) -> str:
+    if not line:
+        return ""
+    lines = source.splitlines()
+    lo, hi = max(0, line - 1 - around), min(len(lines), line + around)
+    return "\n".join(f"{i + 1:4d} | {lines[i]}" for i in range(lo, hi))
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_IDEA_CHARS else text[: MAX_IDEA_CHARS - 3] + "..."

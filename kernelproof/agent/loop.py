@@ -1,0 +1,281 @@
+"""The optimisation loop: plan a turn, admit it within budget, call, extract, evaluate, repeat.
+
+Each turn: the strategy plans requests; each is admitted only if its worst-case cost fits every
+budget (a solution request also reserves its evaluation, so no answer is paid for that could not
+be evaluated); the calls run concurrently (from the log where it has the answer); answers become
+candidates (a malformed one is rejected before evaluation); the candidates of the turn are
+evaluated concurrently through ``evaluate_many``; the verdicts go back to the strategy through
+the state. Only a PASS verdict can make a candidate the best (see ranking).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from kernelproof.agent import ranking
+from kernelproof.agent.backends import Backend
+from kernelproof.agent.budget import Budget, CallGrant, EvalGrant
+from kernelproof.agent.caller import Caller, Outcome, Slot
+from kernelproof.agent.extract import extract_solution
+from kernelproof.agent.options import AgentOptions
+from kernelproof.agent.records import Candidate, Rejection, candidate_id
+from kernelproof.agent.run import RunResult, Session, open_session
+from kernelproof.agent.strategies import SearchState, make_strategy
+from kernelproof.options import EvalOptions
+from kernelproof.verdict import Outcome as VerdictOutcome
+from kernelproof.verdict import ReasonCode, Verdict
+
+Evaluator = Callable[[Iterable[tuple[Any, Any]], EvalOptions], Iterator[Verdict]]
+TASK_CODES = {ReasonCode.DEGENERATE_TASK, ReasonCode.TASK_ERROR}
+
+
+def optimize(
+    task: str | Path,
+    model: str,
+    options: AgentOptions | None = None,
+    *,
+    evaluator: Evaluator | None = None,
+    backend: Backend | None = None,
+    resume: str | None = None,
+    replay: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> RunResult:
+    """Search for a faster verified solution of ``task`` with ``model`` (``PROVIDER:MODEL``).
+
+    ``resume``: a run id (or run folder) to continue; its answered calls are served from its log
+    and its judged candidates reused, so no paid call is repeated. ``replay``: a replay log (a
+    ``replay.jsonl`` file, a run folder or a run id) whose answers are served by position, with
+    no network and no SDK; candidates are evaluated afresh. ``evaluator`` defaults to
+    :func:`kernelproof.api.evaluate_many`; ``backend`` replaces the one built from ``model``.
+    """
+    options = options or AgentOptions()
+    if evaluator is None:
+        from kernelproof.api import evaluate_many as evaluator  # noqa: N813
+    session = open_session(task, model, options, backend=backend, resume=resume, replay=replay)
+    loop = _Loop(session, evaluator, progress or (lambda _msg: None))
+    try:
+        stop = loop.run()
+    except BaseException:
+        session.fail("interrupted by an exception; resume with --resume " + session.run_id)
+        raise
+    return session.finish(loop.state.candidates, stop, loop.caller)
+
+
+class _Loop:
+    def __init__(self, session: Session, evaluator: Evaluator, progress: Callable[[str], None]):
+        self.s = session
+        self.o = session.options
+        self.evaluate = evaluator
+        self.say = progress
+        self.budget: Budget = session.budget
+        self.caller: Caller = session.caller
+        self.strategy = make_strategy(self.o.strategy, self.o.search)
+        self.state = SearchState(session.ctx)
+        self._known: dict[str, Candidate] = {}  # id -> latest version
+        self._by_sha: dict[str, str] = {}  # source hash -> id of the first candidate with it
+        self._call_grants: dict[int, CallGrant] = {}
+        self._eval_grants: dict[int, EvalGrant] = {}
+        self._task_error = False
+
+    def run(self) -> str:
+        rounds = since_improved = failed_turns = 0
+        while True:
+            stop = self._stop_reason(rounds, since_improved)
+            if stop:
+                return stop
+            requests = self.strategy.plan(self.state)
+            if not requests:
+                return "strategy_done"
+            turn = self.state.turn
+            slots = self._admit(turn, requests)
+            if not slots:
+                return self._budget_reason() or "budget"
+            outcomes = self.caller.run(turn, slots)
+            self._settle_calls(outcomes)
+            answered = [o for o in outcomes if o.completion is not None]
+            failed_turns = 0 if answered else failed_turns + 1
+            fatal = next((o.error for o in outcomes if o.error is not None and not o.error.retryable), None)
+            if requests[0].wants_candidate:
+                before = self._best_score()
+                new = self._judge(turn, outcomes)
+                self.state.candidates += new
+                rounds += 1
+                after = self._best_score()
+                since_improved = (
+                    0 if after is not None and (before is None or after > before) else since_improved + 1
+                )
+                self.say(self._turn_line(turn, new))
+            else:
+                self.strategy.take_ideas(
+                    [s.request for s in slots],
+                    [o.completion.text if o.completion else None for o in outcomes],
+                )
+                self.say(f"turn {turn}: {len(answered)}/{len(slots)} idea lists")
+            self.state.turn += 1
+            if self._task_error:
+                return "task_error"
+            if fatal is not None and self.caller.live is not None:
+                self.s.error = str(fatal)
+                return "backend_error"
+            if not answered and self.caller.live is None:
+                return "replay_exhausted"
+            if failed_turns >= self.o.max_failed_turns:
+                return "backend_unavailable"
+
+    def _best_score(self) -> ranking.Score | None:
+        best = ranking.best(self.state.candidates)
+        return ranking.score(best.verdict) if best is not None else None
+
+    # --- budgets ---------------------------------------------------------------------------
+    def _stop_reason(self, rounds: int, since_improved: int) -> str:
+        if rounds >= self.o.max_rounds:
+            return "max_rounds"
+        if since_improved >= self.o.patience:
+            return "no_improvement"
+        target = self.o.sol_target
+        sol = ranking.sol_fraction(ranking.best(self.state.candidates))
+        if target is not None and sol is not None and sol >= target:
+            return "sol_target"
+        return self._budget_reason()
+
+    def _budget_reason(self) -> str:
+        min_tokens = 0 if self.caller.live is None else self.o.min_output_tokens
+        return self.budget.exhausted(min_tokens, self.o.reserve_s)
+
+    def _admit(self, turn: int, requests: list) -> list[Slot]:
+        """Slots for the requests that fit the budgets, in order; the first that does not fit ends the turn."""
+        slots = []
+        self._call_grants.clear()
+        self._eval_grants.clear()
+        for sample, req in enumerate(requests):
+            logged = self.caller.logged(turn, sample)
+            eval_grant = None
+            if req.wants_candidate:
+                eval_grant = self.budget.reserve_eval(self.o.reserve_s)
+                if eval_grant is None:
+                    break
+            if logged is not None or self.caller.live is None:
+                if logged is not None:
+                    cost = logged.cost_usd
+                    if cost is None:
+                        cost = self.budget.cost_of(logged.input_tokens, logged.output_tokens) or 0.0
+                    self.budget.charge_call(logged.input_tokens, logged.output_tokens, cost)
+                slots.append(Slot(sample, req, 0, logged))
+            else:
+                grant = self.budget.reserve_call(
+                    req.prompt.worst_input_tokens(), self.o.max_output_tokens, self.o.min_output_tokens
+                )
+                if grant is None:
+                    if eval_grant is not None:
+                        self.budget.release_eval(eval_grant)
+                    break
+                self._call_grants[sample] = grant
+                slots.append(Slot(sample, req, grant.output_tokens))
+            if eval_grant is not None:
+                self._eval_grants[sample] = eval_grant
+        return slots
+
+    def _settle_calls(self, outcomes: list[Outcome]) -> None:
+        for o in outcomes:
+            grant = self._call_grants.pop(o.slot.sample, None)
+            if grant is None:
+                continue
+            if o.completion is None:
+                self.budget.release_call(grant)
+            else:
+                self.budget.settle_call(grant, o.completion.input_tokens, o.completion.output_tokens)
+
+    # --- candidates ------------------------------------------------------------------------
+    def _judge(self, turn: int, outcomes: list[Outcome]) -> list[Candidate]:
+        made: list[Candidate] = []
+        pending: list[tuple[Candidate, EvalGrant]] = []
+        for o in outcomes:
+            grant = self._eval_grants.pop(o.slot.sample)
+            if o.completion is None:
+                self.budget.release_eval(grant)
+                continue
+            c = self._candidate(turn, o)
+            stored = self.s.stored.get(c.id)
+            earlier = self._by_sha.get(c.source_sha256) if c.source_sha256 else None
+            if c.rejection is not None or earlier is not None:
+                self.budget.release_eval(grant)
+                if earlier is not None:
+                    c = dataclasses.replace(c, duplicate_of=earlier)
+            elif (
+                stored is not None and stored.source_sha256 == c.source_sha256 and stored.verdict is not None
+            ):
+                self.budget.settle_eval(grant, stored.verdict.elapsed_s)  # judged before the interruption
+                c = dataclasses.replace(c, verdict=stored.verdict)
+            else:
+                pending.append((c, grant))
+            if c.source_sha256:
+                self._by_sha.setdefault(c.source_sha256, c.id)
+            self._known[c.id] = c
+            made.append(c)
+        self._evaluate(pending)
+        final = []
+        for c in made:
+            c = self._known[c.id]
+            if c.duplicate_of:
+                twin = self._known[c.duplicate_of]
+                c = dataclasses.replace(c, verdict=twin.verdict, rejection=twin.rejection)
+                self._known[c.id] = c
+            self.s.memory.record_candidate(self.s.run_id, c)
+            final.append(c)
+        return final
+
+    def _candidate(self, turn: int, o: Outcome) -> Candidate:
+        req, done = o.slot.request, o.completion
+        assert done is not None
+        cid = candidate_id(turn, o.slot.sample)
+        source, rejection = extract_solution(done.text, done.finish_reason)
+        base = dict(
+            id=cid, turn=turn, sample=o.slot.sample, kind=req.kind, parents=req.parents, idea=req.idea
+        )
+        if source is None:
+            return Candidate(
+                **base, response=done.text, path="", source="", source_sha256="", rejection=rejection
+            )
+        path = self.s.candidates_dir / f"{cid}.py"
+        path.write_text(source)
+        sha = hashlib.sha256(source.encode()).hexdigest()
+        return Candidate(**base, response=done.text, path=str(path), source=source, source_sha256=sha)
+
+    def _evaluate(self, pending: list[tuple[Candidate, EvalGrant]]) -> None:
+        """Evaluate the turn's new candidates concurrently; verdicts are matched by path, then hash."""
+        if not pending:
+            return
+        by_path = {c.path: (c, g) for c, g in pending}
+        by_sha = {c.source_sha256: (c, g) for c, g in pending}
+        pairs = [(self.s.task.path, c.path) for c, _ in pending]
+        done: set[str] = set()
+        for v in self.evaluate(pairs, self.o.eval):
+            hit = by_path.get(str(v.solution.path)) or by_sha.get(v.solution.sha256)
+            if hit is None or hit[0].id in done:
+                continue
+            c, grant = hit
+            self.budget.settle_eval(grant, v.elapsed_s)
+            c = dataclasses.replace(c, verdict=v)
+            self._known[c.id] = c
+            self.s.memory.record_candidate(self.s.run_id, c)
+            done.add(c.id)
+            if v.verdict is VerdictOutcome.ERROR and any(r.code in TASK_CODES for r in v.reasons):
+                self._task_error = True
+        for c, grant in pending:
+            if c.id not in done:  # unknown cost: charge what was reserved
+                self.budget.settle_eval(grant, grant.gpu_seconds)
+                missing = Rejection("not_evaluated", "The evaluator returned no verdict for this candidate.")
+                self._known[c.id] = dataclasses.replace(c, rejection=missing)
+
+    def _turn_line(self, turn: int, new: list[Candidate]) -> str:
+        passed = sum(c.passed for c in new)
+        best = ranking.best(self.state.candidates)
+        return (
+            f"turn {turn}: {len(new)} candidates, {passed} verified; best {best.id if best else '-'} "
+            f"{ranking.speedup_text(best)}; spent {self.budget.tokens} tokens, ${self.budget.dollars:.4f}, "
+            f"{self.budget.gpu_seconds:.1f} GPU s, {self.budget.candidates} evaluated"
+        )

@@ -1,0 +1,72 @@
+"""What an optimisation run is asked to do: one typed options object (house rule 1)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernelproof.agent.budget import Limits, Price
+from kernelproof.agent.errors import ConfigError
+from kernelproof.agent.strategies import STRATEGIES, SearchSettings
+from kernelproof.options import EvalOptions
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    strategy: str = "refine"  # refine | best-of-n | tree | evolve
+    limits: Limits = field(default_factory=Limits)  # candidates, tokens, dollars, GPU seconds
+    search: SearchSettings = field(default_factory=SearchSettings)  # the strategies' knobs
+    eval: EvalOptions = field(default_factory=EvalOptions)  # how each candidate is evaluated
+    max_output_tokens: int = 16384  # cap of one answer (shrunk to fit the token and dollar budgets)
+    min_output_tokens: int = 1024  # a call whose cap would shrink below this is not made
+    patience: int = 4  # stop after this many rounds without a better verified candidate
+    sol_target: float | None = None  # stop once the best reaches this speed-of-light fraction
+    max_rounds: int = 50  # rounds of candidates (a tree round has an ideas turn and an implement turn)
+    max_failed_turns: int = 3  # stop after this many consecutive turns whose calls all failed
+    language: str = "triton"  # triton | cuda | any
+    workers: int = 8  # concurrent LLM calls
+    eval_reserve_s: float | None = None  # GPU seconds reserved per evaluation; None: eval.timeout_s
+    price: Price | None = None  # USD per Mtok; None: the price table's entry for the model
+    ceilings: str | None = None  # a ceilings JSON file describing the device; None: shipped or datasheet
+    out_dir: str | None = None  # the run's folder; None: ./kernelproof-runs/<task>-<run id>
+    db: str | None = None  # SQLite file shared with the verdict store; None: the default; "": in out_dir
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ConfigError(f"unknown strategy {self.strategy!r}; choose from {', '.join(STRATEGIES)}")
+        if self.language not in ("triton", "cuda", "any"):
+            raise ConfigError(f"unknown language {self.language!r}; choose triton, cuda or any")
+        if self.min_output_tokens > self.max_output_tokens:
+            raise ConfigError("min_output_tokens is larger than max_output_tokens")
+        if self.workers < 1 or self.patience < 1 or self.max_rounds < 1:
+            raise ConfigError("workers, patience and max_rounds must be at least 1")
+
+    def replace(self, **changes: Any) -> AgentOptions:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def reserve_s(self) -> float:
+        """GPU seconds reserved for one evaluation before it starts (its worst case)."""
+        return self.eval_reserve_s if self.eval_reserve_s is not None else self.eval.timeout_s
+
+    def to_json(self) -> dict[str, Any]:
+        doc = dataclasses.asdict(self)
+        doc["eval"]["baselines"] = list(self.eval.baselines)
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> AgentOptions:
+        doc = dict(doc)
+        ev = dict(doc.pop("eval"))
+        for key in ("baselines", "distributions"):
+            if ev.get(key) is not None:
+                ev[key] = tuple(ev[key])
+        price = doc.pop("price")
+        return cls(
+            limits=Limits(**doc.pop("limits")),
+            search=SearchSettings(**doc.pop("search")),
+            eval=EvalOptions(**ev),
+            price=Price(**price) if price else None,
+            **doc,
+        )

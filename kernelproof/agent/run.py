@@ -1,0 +1,280 @@
+"""A run's setup and its ending: ids, folders, store rows, the replay log, and the files it leaves.
+
+A run folder holds ``run.json`` (what the run is: id, task, model, options, database), the
+candidates it wrote, ``replay.jsonl``, and at the end ``best.py``, ``best.verdict.json`` and the
+summary (``summary.md``, ``summary.json``, ``summary.png``). ``--resume`` takes the folder or the
+run id; ``--replay`` the folder, its ``replay.jsonl`` or a run id in the store.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelproof.agent import ranking
+from kernelproof.agent.backends import Backend, BackendConfig, make_backend, parse_model
+from kernelproof.agent.budget import Budget, price_for
+from kernelproof.agent.caller import Caller
+from kernelproof.agent.context import TaskInfo, describe_device, read_task
+from kernelproof.agent.errors import ReplayError
+from kernelproof.agent.memory import Memory, now
+from kernelproof.agent.options import AgentOptions
+from kernelproof.agent.prompts import PromptContext
+from kernelproof.agent.records import Candidate, Completion, Prompt
+from kernelproof.agent.replay import ReplayLog, ReplayWriter
+from kernelproof.agent.summary import plot, render_markdown, summarize
+from kernelproof.verdict import Verdict
+
+
+@dataclass(frozen=True)
+class Spend:
+    input_tokens: int  # over every answered call of the run (resumed and replayed ones included)
+    output_tokens: int
+    dollars: float  # at the price table's rates
+    gpu_seconds: float  # sum of the evaluations' elapsed_s
+    evaluated: int  # candidates judged by the evaluator
+    live_calls: int  # calls this process sent to a provider
+    failed_calls: int  # calls that got no answer
+    retries: int  # extra HTTP attempts of answered live calls
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_id: str  # the run's id in the store
+    out_dir: str  # the run's folder
+    stop_reason: str  # why the loop ended: max_candidates, no_improvement, sol_target, ...
+    best: Candidate | None  # the fastest verified candidate (PASS only), None when none passed
+    candidates: tuple[Candidate, ...]  # every candidate, in order
+    spend: Spend  # what the run used
+    diverged: int  # served answers whose prompt hash differs from the logged one
+    summary: dict[str, Any]  # as written to summary.json
+    files: dict[str, str] = field(
+        default_factory=dict
+    )  # best, verdict, summary_md, summary_json, plot, replay
+    error: str = ""  # the backend's message when stop_reason is backend_error
+
+    @property
+    def best_verdict(self) -> Verdict | None:
+        return self.best.verdict if self.best is not None else None
+
+
+class _LazyBackend:
+    """Builds the live backend (importing its SDK) on the first call a run really makes."""
+
+    def __init__(self, config: BackendConfig):
+        self.config = config
+        self.name = config.name
+        self._backend: Backend | None = None
+        self._lock = threading.Lock()
+
+    def complete(self, prompt: Prompt, max_output_tokens: int) -> Completion:
+        with self._lock:
+            if self._backend is None:
+                self._backend = make_backend(self.config)
+        return self._backend.complete(prompt, max_output_tokens)
+
+
+@dataclass
+class Session:
+    run_id: str
+    model: str
+    options: AgentOptions
+    task: TaskInfo
+    ctx: PromptContext
+    memory: Memory
+    budget: Budget
+    caller: Caller
+    out_dir: Path
+    stored: dict[str, Candidate]  # a resumed run's judged candidates, by id
+    error: str = ""
+
+    @property
+    def candidates_dir(self) -> Path:
+        return self.out_dir / "candidates"
+
+    def fail(self, reason: str) -> None:
+        self.memory.update_run(self.run_id, status="failed", stop_reason=reason, finished_at=now())
+
+    def finish(self, candidates: list[Candidate], stop: str, caller: Caller) -> RunResult:
+        best = ranking.best(candidates)
+        files = {"replay": str(self.out_dir / "replay.jsonl")}
+        if best is not None and best.verdict is not None:
+            (self.out_dir / "best.py").write_text(best.source)
+            (self.out_dir / "best.verdict.json").write_text(best.verdict.dumps() + "\n")
+            files.update(best=str(self.out_dir / "best.py"), verdict=str(self.out_dir / "best.verdict.json"))
+        calls = self.memory.calls(self.run_id)
+        answered = [c for c in calls if c["response"] is not None]
+        spend = Spend(
+            input_tokens=sum(c["input_tokens"] for c in answered),
+            output_tokens=sum(c["output_tokens"] for c in answered),
+            dollars=self.budget.dollars,
+            gpu_seconds=self.budget.gpu_seconds,
+            evaluated=self.budget.candidates,
+            live_calls=caller.live_calls,
+            failed_calls=len(calls) - len(answered),
+            retries=sum(max(0, c["attempts"] - 1) for c in answered),
+        )
+        summary = summarize(
+            candidates,
+            calls,
+            run_id=self.run_id,
+            task=self.task.name,
+            model=self.model,
+            strategy=self.options.strategy,
+            stop_reason=stop,
+            diverged=caller.diverged,
+            spend=spend.__dict__,
+        )
+        (self.out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        (self.out_dir / "summary.md").write_text(render_markdown(summary))
+        files.update(
+            summary_json=str(self.out_dir / "summary.json"), summary_md=str(self.out_dir / "summary.md")
+        )
+        png = plot(summary, self.out_dir / "summary.png")
+        if png is not None:
+            files["plot"] = str(png)
+        self.memory.update_run(
+            self.run_id,
+            status="finished",
+            stop_reason=stop,
+            best_id=best.id if best else "",
+            finished_at=now(),
+            summary_json=json.dumps(summary),
+        )
+        return RunResult(
+            self.run_id,
+            str(self.out_dir),
+            stop,
+            best,
+            tuple(candidates),
+            spend,
+            caller.diverged,
+            summary,
+            files,
+            self.error,
+        )
+
+
+def open_session(
+    task: str | Path,
+    model: str,
+    options: AgentOptions,
+    *,
+    backend: Backend | None,
+    resume: str | None,
+    replay: str | Path | None,
+) -> Session:
+    if resume and replay:
+        raise ReplayError(
+            "--resume and --replay do not go together: resume continues a run, replay re-runs one"
+        )
+    info = read_task(task)
+    stored: dict[str, Candidate] = {}
+    log: ReplayLog | None = None
+    if resume:
+        found = load_run(resume, options.db)
+        run_id, out_dir, memory = found["run_id"], Path(found["out_dir"]), found["memory"]
+        if found["task_sha256"] != info.sha256:
+            raise ReplayError(f"run {run_id} was made on another version of {info.name} (its hash differs)")
+        log = ReplayLog(run_id, memory.logged_calls(run_id))
+        stored = memory.stored_candidates(run_id)
+        memory.update_run(
+            run_id, status="running", stop_reason="", options_json=json.dumps(options.to_json())
+        )
+    else:
+        run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+        out_dir = Path(options.out_dir or Path("kernelproof-runs") / f"{info.name}-{run_id}").resolve()
+        out_dir.mkdir(parents=True, exist_ok=True)
+        memory = Memory(_db_path(options.db, out_dir))
+        if replay:
+            log = _load_replay(replay, memory, info)
+            model = model or str(log.header.get("model", ""))
+        memory.create_run(
+            run_id=run_id,
+            task_path=info.path,
+            task_sha256=info.sha256,
+            model=model,
+            strategy=options.strategy,
+            out_dir=str(out_dir),
+            options_json=json.dumps(options.to_json()),
+            replay_of=log.run_id if log else "",
+        )
+        doc = {
+            "run_id": run_id,
+            "db": memory.path,
+            "task": info.path,
+            "task_sha256": info.sha256,
+            "model": model,
+        }
+        (out_dir / "run.json").write_text(json.dumps({**doc, "options": options.to_json()}, indent=2) + "\n")
+    (out_dir / "candidates").mkdir(parents=True, exist_ok=True)
+    live: Backend | None = None
+    if not replay:
+        live = backend if backend is not None else _LazyBackend(parse_model(model))
+    name = live.name if live is not None else model
+    budget = Budget(
+        options.limits, price_for(name.partition(":")[2] or name, options.price), require_price=not replay
+    )
+    header = {"run_id": run_id, "task": info.name, "task_sha256": info.sha256, "model": model}
+    writer = ReplayWriter(out_dir / "replay.jsonl", header)
+    caller = Caller(
+        run_id,
+        memory,
+        writer,
+        live,
+        log,
+        log_origin="resumed" if resume else "replayed",
+        workers=options.workers,
+        cost=budget.cost_of,
+    )
+    ctx = PromptContext(info, describe_device(options.eval.device, options.ceilings), options.language)
+    return Session(run_id, model, options, info, ctx, memory, budget, caller, out_dir, stored)
+
+
+def load_run(run: str, db: str | None = None) -> dict[str, Any]:
+    """Find a run by folder or id: its row in the store, plus the open store (``memory``)."""
+    folder = Path(run)
+    if (folder / "run.json").is_file():
+        doc = json.loads((folder / "run.json").read_text())
+        memory = Memory(doc["db"])
+        run_id = doc["run_id"]
+    else:
+        memory = Memory(_db_path(db, None))
+        run_id = run
+    row = memory.run(run_id)
+    if row is None:
+        raise ReplayError(f"no run {run_id!r} in {memory.path}")
+    return {**row, "memory": memory, "options": AgentOptions.from_json(json.loads(row["options_json"]))}
+
+
+def _load_replay(replay: str | Path, memory: Memory, info: TaskInfo) -> ReplayLog:
+    p = Path(replay)
+    if p.exists():
+        log = ReplayLog.load(p)
+    else:
+        row = memory.run(str(replay))
+        if row is None:
+            raise ReplayError(f"{replay} is neither a replay log, a run folder nor a run id in {memory.path}")
+        log = ReplayLog(str(replay), memory.logged_calls(str(replay)), {**row})
+    logged_sha = log.header.get("task_sha256")
+    if logged_sha and logged_sha != info.sha256:
+        raise ReplayError(
+            f"the replay log {replay} was recorded on another task (its hash differs from {info.name})"
+        )
+    return log
+
+
+def _db_path(db: str | None, out_dir: Path | None) -> str:
+    """The store: the given file; "" means a file in the run's folder; None the default store."""
+    if db:
+        return db
+    if db == "" and out_dir is not None:
+        return str(out_dir / "agent.db")
+    from kernelproof.store import default_db_path
+
+    return default_db_path()

@@ -1,0 +1,239 @@
+"""The run's summary: best speedup against candidates evaluated, and where time and tokens went.
+
+Built from the candidates and the calls table only, so ``kernelproof report`` can rebuild it from
+the store for any finished or interrupted run. Rendered as a Markdown table, a rich table for the
+terminal and a PNG figure (matplotlib, the optional ``report`` extra; skipped when missing).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from kernelproof.agent import ranking
+from kernelproof.agent.records import Candidate
+
+
+def summarize(candidates: list[Candidate], calls: list[dict[str, Any]], **head: Any) -> dict[str, Any]:
+    """A JSON-ready summary; ``head`` adds run-level fields (run id, stop reason, spend)."""
+    best = ranking.best(candidates)
+    progress, best_low = [], -math.inf
+    for c in candidates:
+        if not c.evaluated:
+            continue
+        s = ranking.score(c.verdict)
+        if s is not None and s[0] > best_low:
+            best_low = s[0]
+        sp = c.verdict.speedup.get("best") if c.verdict is not None and c.passed else None
+        progress.append(
+            {
+                "n": len(progress) + 1,
+                "id": c.id,
+                "outcome": c.verdict.verdict.value if c.verdict else "",
+                "speedup": sp.median if sp is not None else None,
+                "best_low": best_low if best_low > -math.inf else None,
+            }
+        )
+    return {
+        **head,
+        "best": None if best is None else _best(best),
+        "candidates": len(candidates),
+        "evaluated": len(progress),
+        "verified": sum(c.passed for c in candidates),
+        "progress": progress,
+        "turns": _turns(candidates, calls),
+        "tokens_by_kind": _tokens_by_kind(calls),
+        "gpu_seconds_by_outcome": _gpu_by_outcome(candidates),
+        "rejected_before_eval": dict(_count(c.rejection.code for c in candidates if c.rejection is not None)),
+    }
+
+
+def _best(c: Candidate) -> dict[str, Any]:
+    v = c.verdict
+    assert v is not None
+    sp = v.speedup.get("best")
+    return {
+        "id": c.id,
+        "speedup": sp.median if sp else None,
+        "ci95": list(sp.ci95) if sp and sp.ci95 else None,
+        "sol_fraction": ranking.sol_fraction(c),
+        "reward": v.reward,
+    }
+
+
+def _turns(candidates: list[Candidate], calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows: dict[int, dict[str, Any]] = defaultdict(
+        lambda: dict(
+            kind="",
+            calls=0,
+            failed_calls=0,
+            input_tokens=0,
+            output_tokens=0,
+            dollars=0.0,
+            llm_s=0.0,
+            candidates=0,
+            verified=0,
+            rejected=0,
+            gpu_s=0.0,
+            best="",
+        )
+    )
+    for r in calls:
+        t = rows[r["turn"]]
+        t["kind"] = r["kind"]
+        t["calls"] += 1
+        t["failed_calls"] += r["response"] is None
+        t["input_tokens"] += r["input_tokens"]
+        t["output_tokens"] += r["output_tokens"]
+        t["dollars"] += r["cost_usd"] or 0.0
+        t["llm_s"] += r["latency_s"]
+    seen: list[Candidate] = []
+    for c in candidates:
+        t = rows[c.turn]
+        t["kind"] = t["kind"] or c.kind
+        t["candidates"] += 1
+        t["verified"] += c.passed
+        t["rejected"] += c.rejection is not None
+        t["gpu_s"] += c.verdict.elapsed_s if c.evaluated and c.verdict else 0.0
+        seen.append(c)
+        best = ranking.best(seen)
+        t["best"] = f"{best.id} {ranking.speedup_text(best)}" if best else "-"
+    return [{"turn": k, **v} for k, v in sorted(rows.items())]
+
+
+def _tokens_by_kind(calls: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = defaultdict(
+        lambda: dict(calls=0, input=0, output=0, dollars=0.0, llm_s=0.0)
+    )
+    for r in calls:
+        k = out[r["kind"]]
+        k["calls"] += 1
+        k["input"] += r["input_tokens"]
+        k["output"] += r["output_tokens"]
+        k["dollars"] += r["cost_usd"] or 0.0
+        k["llm_s"] += r["latency_s"]
+    return dict(out)
+
+
+def _gpu_by_outcome(candidates: list[Candidate]) -> dict[str, float]:
+    out: dict[str, float] = defaultdict(float)
+    for c in candidates:
+        if c.evaluated and c.verdict is not None:
+            key = "pass" if c.passed else (c.verdict.codes[0] if c.verdict.codes else c.verdict.verdict.value)
+            out[key] += c.verdict.elapsed_s
+    return dict(out)
+
+
+def _count(items: Any) -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for i in items:
+        out[i] += 1
+    return out
+
+
+def render_markdown(s: dict[str, Any]) -> str:
+    best = s["best"]
+    lines = [
+        f"# kernelproof optimize: {s.get('task', '')}",
+        "",
+        f"- run `{s.get('run_id', '')}`, model `{s.get('model', '')}`, strategy `{s.get('strategy', '')}`",
+        f"- stopped: {s.get('stop_reason', '')}",
+        f"- candidates: {s['candidates']} ({s['evaluated']} evaluated, {s['verified']} verified)",
+        "- best: " + ("none verified" if best is None else f"{best['id']}, {_speedup(best)}"),
+    ]
+    spend = s.get("spend", {})
+    if spend:
+        lines.append(
+            f"- spent: {spend['input_tokens']} input + {spend['output_tokens']} output tokens, "
+            f"${spend['dollars']:.4f}, {spend['gpu_seconds']:.1f} GPU s, {spend['live_calls']} live calls"
+        )
+    lines += [
+        "",
+        "| turn | kind | calls | in tok | out tok | $ | LLM s | cands | verified | rejected | GPU s | best |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for t in s["turns"]:
+        lines.append(
+            f"| {t['turn']} | {t['kind']} | {t['calls']} | {t['input_tokens']} | {t['output_tokens']} | "
+            f"{t['dollars']:.4f} | {t['llm_s']:.1f} | {t['candidates']} | {t['verified']} | {t['rejected']} | "
+            f"{t['gpu_s']:.1f} | {t['best']} |"
+        )
+    lines += ["", "| call kind | calls | in tok | out tok | $ | LLM s |", "|---|---|---|---|---|---|"]
+    for kind, k in s["tokens_by_kind"].items():
+        lines.append(
+            f"| {kind} | {k['calls']} | {k['input']} | {k['output']} | {k['dollars']:.4f} | {k['llm_s']:.1f} |"
+        )
+    lines += ["", "| GPU time by outcome | seconds |", "|---|---|"]
+    lines += [f"| {k} | {v:.1f} |" for k, v in s["gpu_seconds_by_outcome"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def _speedup(best: dict[str, Any]) -> str:
+    if best["speedup"] is None:
+        return "verified (not timed)"
+    ci = best["ci95"]
+    return f"{best['speedup']:.2f}x" + (f" [95% CI {ci[0]:.2f}-{ci[1]:.2f}]" if ci else "")
+
+
+def rich_table(s: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    table = Table(title=f"{s.get('task', '')}: {s.get('strategy', '')} with {s.get('model', '')}")
+    for col in ("turn", "kind", "calls", "tokens", "$", "cands", "verified", "GPU s", "best so far"):
+        table.add_column(col, justify="left" if col in ("kind", "best so far") else "right")
+    for t in s["turns"]:
+        table.add_row(
+            str(t["turn"]),
+            t["kind"],
+            str(t["calls"]),
+            str(t["input_tokens"] + t["output_tokens"]),
+            f"{t['dollars']:.4f}",
+            str(t["candidates"]),
+            str(t["verified"]),
+            f"{t['gpu_s']:.1f}",
+            t["best"],
+        )
+    return table
+
+
+def plot(s: dict[str, Any], path: str | Path) -> Path | None:
+    """Best verified speedup against candidates evaluated, and tokens and GPU time per turn."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        return None
+    fig = Figure(figsize=(10, 4), dpi=110, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax, ax2 = fig.subplots(1, 2)
+    prog = s["progress"]
+    xs = [p["n"] for p in prog]
+    passed = [(p["n"], p["speedup"]) for p in prog if p["speedup"] is not None]
+    if passed:
+        ax.scatter(*zip(*passed), s=14, color="#1b9e4b", label="verified candidate (median)")
+    steps = [(p["n"], p["best_low"]) for p in prog if p["best_low"] is not None]
+    if steps:
+        ax.step(*zip(*steps), where="post", color="#333333", label="best (lower 95% CI bound)")
+    failed = [p["n"] for p in prog if p["speedup"] is None]
+    if failed:
+        ax.scatter(failed, [0] * len(failed), marker="x", s=14, color="#d1495b", label="rejected")
+    ax.axhline(1.0, color="#999999", lw=0.8, ls="--")
+    ax.set_xlabel("candidates evaluated")
+    ax.set_ylabel("speedup over the best baseline")
+    ax.set_xlim(0, max(xs, default=0) + 1)
+    ax.legend(fontsize=8, loc="upper left")
+    turns = s["turns"]
+    tx = [t["turn"] for t in turns]
+    ax2.bar(tx, [t["input_tokens"] + t["output_tokens"] for t in turns], color="#4c72b0", label="tokens")
+    ax2.set_xlabel("turn")
+    ax2.set_ylabel("tokens")
+    ax3 = ax2.twinx()
+    ax3.plot(tx, [t["gpu_s"] for t in turns], color="#dd8452", marker="o", label="GPU s")
+    ax3.set_ylabel("GPU seconds")
+    ax3.set_ylim(bottom=0)
+    ax2.set_title("where tokens and GPU time went", fontsize=9)
+    out = Path(path)
+    fig.savefig(out, format="png", metadata={"Software": None})
+    return out
