@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import kernelproof
+from kernelproof.errors import UsageError
 from kernelproof.options import EvalOptions
 from kernelproof.verdict import Verdict
 
@@ -47,7 +48,7 @@ _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 
 Evaluator = Callable[[Any, Any, EvalOptions], Verdict]
 
 
-class CertificateError(ValueError):
+class CertificateError(UsageError):
     """A certificate that cannot be made or read (misuse or a damaged file; not a failed claim)."""
 
 

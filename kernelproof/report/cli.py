@@ -51,7 +51,7 @@ def report_command(
     try:
         docs = load_documents(inputs or [], db=db)
         chosen = load_ceilings(ceilings) if ceilings else None
-    except (ReportInputError, KeyError, ValueError) as err:
+    except (ReportInputError, KeyError) as err:
         raise _fail(str(err)) from err
     if not docs:
         raise _fail("no verdict documents found in the inputs")
@@ -72,7 +72,8 @@ def certify_command(
     eval_mode: Annotated[bool, typer.Option("--eval-mode", help="Run models in eval() mode.")] = False,
 ) -> None:
     """Evaluate a solution in independent runs and write a certificate anyone can verify."""
-    from kernelproof.certify import CertificateError, certify, write_certificate
+    from kernelproof.certify import certify, write_certificate
+    from kernelproof.errors import UsageError
 
     if not task.is_file() or not solution.is_file():
         raise _fail(f"{task if not task.is_file() else solution}: no such file")
@@ -85,7 +86,7 @@ def certify_command(
             eval_mode=eval_mode,
         )
         cert = certify(task, solution, options, runs=runs)
-    except (CertificateError, ValueError) as err:
+    except (UsageError, ValueError) as err:
         raise _fail(str(err)) from err
     path = write_certificate(cert, out or solution.with_suffix(".cert.json"))
     claim = cert["claim"]

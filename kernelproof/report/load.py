@@ -8,15 +8,15 @@ something else.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from kernelproof.verdict import SCHEMA, from_json
+from kernelproof.errors import StoreError, UsageError
+from kernelproof.verdict import SCHEMA
 
 
-class ReportInputError(ValueError):
+class ReportInputError(UsageError):
     """A report input that cannot be read as verdict documents (misuse, not a candidate failure)."""
 
 
@@ -35,28 +35,17 @@ def load_documents(paths: Iterable[str | Path] = (), db: str | Path | None = Non
 
 
 def read_store(db: str | Path) -> list[dict[str, Any]]:
-    """Every verdict document held by the SQLite store at ``db``.
+    """Every verdict document held by the results store at ``db`` (the one place that reads it)."""
+    from kernelproof.store import Store
 
-    This is the one place that knows how the store is read: ``kernelproof.store.Store`` when that
-    module exists, otherwise a plain SQLite file with a table ``verdicts(doc TEXT)``.
-    """
     path = Path(db)
     if not path.is_file():
         raise ReportInputError(f"{path}: no such store")
     try:
-        from kernelproof.store import Store  # type: ignore[import-not-found]
-    except ImportError:
-        return _read_plain_sqlite(path)
-    return [_checked(doc, f"{path}") for doc in Store(str(path)).query()]
-
-
-def _read_plain_sqlite(path: Path) -> list[dict[str, Any]]:
-    try:
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
-            rows = conn.execute("SELECT doc FROM verdicts").fetchall()
-    except sqlite3.Error as err:
+        docs = Store(path).query()
+    except StoreError as err:
         raise ReportInputError(f"{path}: not a verdict store ({err})") from err
-    return [_checked(_parse(row[0], f"{path}"), f"{path}") for row in rows]
+    return [_checked(doc, str(path)) for doc in docs]
 
 
 def _read_path(path: Path) -> list[dict[str, Any]]:
@@ -88,10 +77,9 @@ def _parse(text: str, where: str) -> Any:
 def _checked(doc: Any, where: str) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise ReportInputError(f"{where}: expected a {SCHEMA} object, found {type(doc).__name__}")
-    try:
-        return from_json(doc)
-    except ValueError as err:
-        raise ReportInputError(f"{where}: {err}") from err
+    if doc.get("schema") != SCHEMA:
+        raise ReportInputError(f"{where}: not a {SCHEMA} document (schema={doc.get('schema')!r})")
+    return doc
 
 
 def deduplicate(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 
 import pytest
 
 from kernelproof.report.load import ReportInputError, deduplicate, load_documents, read_store
+from kernelproof.store import Store
+from kernelproof.verdict import from_json
 
 
 def test_reads_single_documents_lists_and_json_lines(tmp_path, suite_docs):
@@ -40,21 +41,23 @@ def test_rejects_missing_paths_and_broken_json(tmp_path):
         load_documents([tmp_path / "broken.json"])
 
 
-def test_reads_a_plain_sqlite_store(tmp_path, suite_docs):
+def test_reads_every_verdict_in_the_results_store(tmp_path, suite_docs):
     db = tmp_path / "results.sqlite"
-    with sqlite3.connect(db) as conn:
-        conn.execute("CREATE TABLE verdicts (doc TEXT)")
-        conn.executemany("INSERT INTO verdicts VALUES (?)", [(json.dumps(d),) for d in suite_docs])
+    store = Store(db)
+    for i, doc in enumerate(suite_docs):
+        store.put(f"key{i}", from_json(doc))
     docs = read_store(db)
-    assert len(docs) == len(suite_docs)
+    assert sorted(d["solution"]["path"] for d in docs) == sorted(d["solution"]["path"] for d in suite_docs)
     assert len(load_documents([], db=db)) == len(suite_docs)
 
 
-def test_store_without_a_verdict_table_is_misuse(tmp_path):
+def test_a_store_that_is_not_a_database_is_misuse(tmp_path):
     db = tmp_path / "other.sqlite"
-    sqlite3.connect(db).close()
+    db.write_text("not sqlite " * 100)
     with pytest.raises(ReportInputError, match="not a verdict store"):
         read_store(db)
+    with pytest.raises(ReportInputError, match="no such store"):
+        read_store(tmp_path / "absent.sqlite")
 
 
 def test_keeps_the_newest_evaluation_of_a_pair_whatever_its_seed(make_verdict):
