@@ -479,7 +479,7 @@ def _timing(
                 st.flags.append(f"baseline {name} failed to load: {r.get('message')}")
                 continue
             programs.append(Program(name, bw))
-        timing, reasons = time_variant(ctx, programs, options, rng, tol, options.timeout_s)
+        timing, reasons = time_variant(ctx, programs, options, rng, tol, options.timeout_s, st.flags)
         st.reasons += reasons
         if timing is None:
             return None, {}, None, None

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelproof.agent import ranking
-from kernelproof.agent.backends import Backend
+from kernelproof.agent.backends import Backend, BackendConfig
 from kernelproof.agent.budget import Budget, CallGrant, EvalGrant
 from kernelproof.agent.caller import Caller, Outcome, Slot
 from kernelproof.agent.extract import extract_solution
@@ -35,7 +35,7 @@ TASK_CODES = {ReasonCode.DEGENERATE_TASK, ReasonCode.TASK_ERROR}
 
 def optimize(
     task: str | Path,
-    model: str,
+    model: str | BackendConfig,
     options: AgentOptions | None = None,
     *,
     evaluator: Evaluator | None = None,
@@ -44,7 +44,7 @@ def optimize(
     replay: str | Path | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> RunResult:
-    """Search for a faster verified solution of ``task`` with ``model`` (``PROVIDER:MODEL``).
+    """Search for a faster verified solution of ``task`` with ``model`` (``PROVIDER:MODEL`` or a config).
 
     ``resume``: a run id (or run folder) to continue; its answered calls are served from its log
     and its judged candidates reused, so no paid call is repeated. ``replay``: a replay log (a

@@ -29,6 +29,7 @@ class AgentOptions:
     eval_reserve_s: float | None = None  # GPU seconds reserved per evaluation; None: eval.timeout_s
     price: Price | None = None  # USD per Mtok; None: the price table's entry for the model
     ceilings: str | None = None  # a ceilings JSON file describing the device; None: shipped or datasheet
+    plot: bool = True  # draw summary.png at the end (needs matplotlib)
     out_dir: str | None = None  # the run's folder; None: ./kernelproof-runs/<task>-<run id>
     db: str | None = None  # SQLite file shared with the verdict store; None: the default; "": in out_dir
 

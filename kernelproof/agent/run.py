@@ -135,7 +135,7 @@ class Session:
         files.update(
             summary_json=str(self.out_dir / "summary.json"), summary_md=str(self.out_dir / "summary.md")
         )
-        png = plot(summary, self.out_dir / "summary.png")
+        png = plot(summary, self.out_dir / "summary.png") if self.options.plot else None
         if png is not None:
             files["plot"] = str(png)
         self.memory.update_run(
@@ -162,7 +162,7 @@ class Session:
 
 def open_session(
     task: str | Path,
-    model: str,
+    model: str | BackendConfig,
     options: AgentOptions,
     *,
     backend: Backend | None,
@@ -174,6 +174,8 @@ def open_session(
             "--resume and --replay do not go together: resume continues a run, replay re-runs one"
         )
     info = read_task(task)
+    config = model if isinstance(model, BackendConfig) else None
+    model = config.name if config is not None else str(model or "")
     stored: dict[str, Candidate] = {}
     log: ReplayLog | None = None
     if resume:
@@ -215,7 +217,7 @@ def open_session(
     (out_dir / "candidates").mkdir(parents=True, exist_ok=True)
     live: Backend | None = None
     if not replay:
-        live = backend if backend is not None else _LazyBackend(parse_model(model))
+        live = backend if backend is not None else _LazyBackend(config or parse_model(model))
     name = live.name if live is not None else model
     budget = Budget(
         options.limits, price_for(name.partition(":")[2] or name, options.price), require_price=not replay

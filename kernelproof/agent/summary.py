@@ -223,7 +223,8 @@ def plot(s: dict[str, Any], path: str | Path) -> Path | None:
     ax.set_xlabel("candidates evaluated")
     ax.set_ylabel("speedup over the best baseline")
     ax.set_xlim(0, max(xs, default=0) + 1)
-    ax.legend(fontsize=8, loc="upper left")
+    if prog:
+        ax.legend(fontsize=8, loc="upper left")
     turns = s["turns"]
     tx = [t["turn"] for t in turns]
     ax2.bar(tx, [t["input_tokens"] + t["output_tokens"] for t in turns], color="#4c72b0", label="tokens")

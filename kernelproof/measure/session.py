@@ -53,7 +53,10 @@ def time_variant(
     rng: random.Random,
     tol: Tolerance,
     timeout_s: float,
+    notes: list[str] | None = None,
 ) -> tuple[ShapeTiming | None, list[Reason]]:
+    """Time one shape; baselines that fail are dropped with a note, a failing candidate is rejected."""
+    notes = notes if notes is not None else []
     slots = [s.__dict__ for s in ctx.slots]
     fixed_idx = {str(i): k for k, i in enumerate(ctx.fixed)}
     fixed_tensors = [ctx.fixed[i] for i in ctx.fixed]
@@ -72,19 +75,38 @@ def time_variant(
 
     reasons: list[Reason] = []
     try:
-        for prog in programs:
-            reply, *_ = batch(prog, WARMUP_CALLS)
+        for prog in list(programs):
+            try:
+                reply, *_ = batch(prog, WARMUP_CALLS)
+            except WorkerDied as died:
+                if prog.name == "candidate":
+                    raise
+                reply = {"ok": False, "message": died.message}
             if not reply.get("ok"):
-                return None, [_reason_from(reply, prog.name)]
+                if prog.name == "candidate":
+                    return None, [_reason_from(reply, prog.name)]
+                notes.append(f"baseline {prog.name} was dropped: {reply.get('message', '')}")
+                programs.remove(prog)
         started = time.monotonic()
         stopped_by = "max_rounds"
         rounds = 0
         for r in range(options.max_rounds):
             order = programs[r % len(programs) :] + programs[: r % len(programs)]
             for prog in order:
-                reply, seeds, proj, wall = batch(prog, options.calls_per_round)
+                if prog not in programs:
+                    continue
+                try:
+                    reply, seeds, proj, wall = batch(prog, options.calls_per_round)
+                except WorkerDied as died:
+                    if prog.name == "candidate":
+                        raise
+                    reply = {"ok": False, "message": died.message}
                 if not reply.get("ok"):
-                    return None, [_reason_from(reply, prog.name)]
+                    if prog.name == "candidate":
+                        return None, [_reason_from(reply, prog.name)]
+                    notes.append(f"baseline {prog.name} was dropped mid-run: {reply.get('message', '')}")
+                    programs.remove(prog)  # the others keep one entry per round: still paired
+                    continue
                 spans = [float(x) for x in reply["span_ms"]]
                 prog.samples_ms += spans
                 prog.event_ms += [float(x) for x in reply["event_ms"]]

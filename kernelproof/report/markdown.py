@@ -13,7 +13,9 @@ from kernelproof.report.metrics import (
     Result,
     Summary,
     format_fraction,
+    format_ratio,
     format_speedup,
+    plural,
     task_label,
 )
 
@@ -25,7 +27,8 @@ def render_markdown(summary: Summary) -> str:
     lines = [
         f"# {_cell(s.title)}",
         "",
-        f"{len(s.results)} results on {len(s.tasks)} tasks ({len(s.degenerate)} degenerate, not scored): "
+        f"{plural(len(s.results), 'result')} on {plural(len(s.tasks), 'task')} "
+        f"({len(s.degenerate)} degenerate, not scored): "
         f"{counts['pass']} pass, {counts['fail']} fail, {counts['error']} error. "
         f"Measured on {_cell(', '.join(s.devices) or 'unknown device')}.",
         "",
@@ -36,7 +39,7 @@ def render_markdown(summary: Summary) -> str:
     ]
     for sc in s.scores:
         cells = " | ".join("—" if v is None else f"{100 * v:.1f} %" for _, v in sc.fast_p)
-        geo = "—" if sc.geomean is None else f"{sc.geomean:.2f}x"
+        geo = "—" if sc.geomean is None else f"{format_ratio(sc.geomean)}x"
         lines.append(f"| {_cell(sc.baseline)} | {sc.tasks} | {sc.correct} | {cells} | {geo} |")
     if not s.scores:
         lines.append("| (no timed results) | | | " + "| " * len(STANDARD_P) + "|")

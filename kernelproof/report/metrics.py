@@ -257,14 +257,23 @@ def task_label(summary: Summary, task_key: str) -> str:
     return f"{path} ({task_key[:8]})" if len(same_path) > 1 else path
 
 
+def format_ratio(x: float) -> str:
+    """Two decimals where they say something (2.31), two significant digits below 0.1 (0.0019)."""
+    return f"{x:.2f}" if abs(x) >= 0.1 else f"{x:.2g}"
+
+
 def format_speedup(fig: Figure | None) -> str:
     """``2.31x [2.20, 2.45]``, or an em dash when missing."""
     if fig is None or not is_positive(fig.median):
         return "—"
-    text = f"{fig.median:.2f}x"
+    text = f"{format_ratio(fig.median)}x"
     if fig.ci95 is not None:
-        text += f" [{fig.ci95[0]:.2f}, {fig.ci95[1]:.2f}]"
+        text += f" [{format_ratio(fig.ci95[0])}, {format_ratio(fig.ci95[1])}]"
     return text
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def format_fraction(x: float | None) -> str:

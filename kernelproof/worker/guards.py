@@ -151,7 +151,7 @@ def install(config: GuardConfig, emit: Callable[[str], None] | None = None) -> C
         frame = _getframe(2)
         while frame is not None:
             fn = frame.f_code.co_filename
-            if fn.startswith("<frozen") or (fn.startswith("<") and not fn.startswith("<frozen")):
+            if fn.startswith("<"):
                 frame = frame.f_back
                 continue
             if any(fn.startswith(d) for d in stdlib) and not any(m in fn for m in site_markers):
@@ -214,9 +214,9 @@ def install(config: GuardConfig, emit: Callable[[str], None] | None = None) -> C
                 )
                 if event != "os.system" and name in ALLOWED_EXECUTABLES:
                     return
-                die(f"{event}: starting a process is forbidden ({name or exe!r})")
-            if not state["on"]:
-                return
+                if actor_is_candidate():
+                    die(f"{event}: starting a process is forbidden ({name or exe!r})")
+                return  # a library (Triton, torch) probing its environment on the candidate's behalf
             forbidden = event in CANDIDATE_FORBIDDEN_EVENTS or event.startswith(CANDIDATE_FORBIDDEN_PREFIXES)
             if event == "object.__getattr__" and len(args) > 1 and args[1] in FRAME_ATTRIBUTES:
                 forbidden = True

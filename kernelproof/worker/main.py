@@ -221,7 +221,7 @@ class Worker:
                     "code": "input_mutated",
                     "message": f"forward changed input {i} (inputs are read-only)",
                 }
-        leaked = guards.python_threads() - threads_before
+        leaked = guards.python_threads() - threads_before if self.role == "candidate" else set()
         if leaked:
             return {"code": "thread_leak", "message": f"the call left {len(leaked)} thread(s) running"}
         try:
@@ -274,7 +274,7 @@ class Worker:
                 "detail": detail,
             }, []
         wall_ms = (time.perf_counter() - t0) * 1e3
-        if guards.python_threads() - threads_before:
+        if self.role == "candidate" and guards.python_threads() - threads_before:
             return {"ok": False, "code": "thread_leak", "message": "timed calls left threads running"}, []
         fps = []
         for out, seed in zip(outs, proj):

@@ -1,0 +1,123 @@
+"""The build environment: what besides the source decides what a build produces, and the cache key.
+
+A cached build may only be reused where it would have come out the same: same solution bytes,
+same torch, CUDA and compiler versions, same target architecture and flags. Everything here is
+read in the trusted parent (the device's capability included) and handed to the builder process
+as plain values, so the candidate's build never decides its own key.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass
+
+KEY_VERSION = "kernelproof.build/1"  # bump when the layout of an entry or the build recipe changes
+
+
+@dataclass(frozen=True)
+class BuildEnv:
+    """Build-relevant facts about this machine; part of every cache key."""
+
+    torch_version: str  # torch.__version__
+    torch_cuda: str  # torch.version.cuda ("" on a CPU build)
+    nvcc_version: str  # last line of `nvcc --version` ("" when nvcc is absent)
+    cxx_version: str  # first line of `c++ --version`
+    arch: str  # one TORCH_CUDA_ARCH_LIST entry, e.g. "9.0a"; "" for a CPU-only evaluation
+    python_abi: str  # e.g. "cpython-311"; extensions are tied to it
+
+    def to_json(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def arch_for_capability(major: int, minor: int) -> str:
+    """The one architecture to build for a device of this compute capability.
+
+    Why a single entry: load_inline's default is every arch torch was built for, which multiplies
+    device compile time for code that only ever runs here. Hopper (9.0) and Blackwell (10.x, 12.x)
+    get the "a" suffix: their arch-specific features (wgmma, setmaxnreg, TMA multicast) exist only
+    under sm_90a/sm_100a, and a kernel written for them does not compile for plain sm_90.
+    """
+    suffix = "a" if major >= 9 else ""
+    return f"{major}.{minor}{suffix}"
+
+
+def device_arch(device: str) -> str:
+    """The arch string for `device` ("cuda", "cuda:N" or "cpu"), read from the device itself.
+
+    Called in the trusted parent; the builder receives the result in TORCH_CUDA_ARCH_LIST.
+    """
+    if not device.startswith("cuda"):
+        return ""
+    import torch
+
+    index = int(device.split(":", 1)[1]) if ":" in device else torch.cuda.current_device()
+    major, minor = torch.cuda.get_device_capability(index)
+    return arch_for_capability(major, minor)
+
+
+def sm_name(arch: str) -> str:
+    """ "9.0a" -> "sm_90a", the form nvcc's -gencode and -arch take."""
+    return "sm_" + arch.replace(".", "").replace("+PTX", "")
+
+
+@functools.cache
+def _first_line(cmd: tuple[str, ...], last: bool = False) -> str:
+    exe = shutil.which(cmd[0])
+    if exe is None:
+        return ""
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.strip().splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    if not out:
+        return ""
+    return out[-1] if last else out[0]
+
+
+def nvcc_path() -> str | None:
+    """nvcc from CUDA_HOME or PATH (the same search torch.utils.cpp_extension makes)."""
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home and os.path.isfile(os.path.join(home, "bin", "nvcc")):
+        return os.path.join(home, "bin", "nvcc")
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    default = "/usr/local/cuda/bin/nvcc"
+    return default if os.path.isfile(default) else None
+
+
+def cuda_home() -> str | None:
+    nvcc = nvcc_path()
+    return os.path.dirname(os.path.dirname(os.path.realpath(nvcc))) if nvcc else None
+
+
+def current_env(arch: str) -> BuildEnv:
+    """Read this machine's build environment (subprocess calls are cached for the process)."""
+    import sysconfig
+
+    import torch
+
+    nvcc = nvcc_path()
+    return BuildEnv(
+        torch_version=torch.__version__,
+        torch_cuda=torch.version.cuda or "",
+        nvcc_version=_first_line((nvcc, "--version"), last=True) if nvcc else "",
+        cxx_version=_first_line(("c++", "--version")),
+        arch=arch,
+        python_abi=sysconfig.get_config_var("SOABI") or "",
+    )
+
+
+def build_key(source: bytes, env: BuildEnv, flags: tuple[str, ...] = ()) -> str:
+    """sha256 over the solution's bytes, the environment and the build flags: the cache key."""
+    h = hashlib.sha256()
+    header = {"v": KEY_VERSION, "env": env.to_json(), "flags": list(flags)}
+    h.update(json.dumps(header, sort_keys=True).encode())
+    h.update(b"\0")
+    h.update(source)
+    return h.hexdigest()

@@ -1,0 +1,236 @@
+"""A drop-in load_inline that builds faster and loads prebuilt extensions, for unchanged solutions.
+
+The builder process and the worker both call :func:`install` before importing a solution; the
+solution's own ``from torch.utils.cpp_extension import load_inline`` then gets this function.
+
+- **Where it builds.** Into ``$TORCH_EXTENSIONS_DIR/<tag>/kp-<name>-<digest>`` (the digest covers
+  every argument that changes the build), whatever ``build_directory`` the solution asked for:
+  the build stays inside the private staging directory the parent gave the builder.
+- **Loading prebuilt.** When that directory already holds ``<name>.so`` with a stamp of the same
+  digest (the worker's private copy of a cache entry), the module is imported without running
+  ninja or a compiler. torch's own path would rebuild there, since its ninja file records the
+  builder's absolute paths.
+- **Building faster.** CUDA sources are split (kernelproof.build.split) so nvcc never sees torch's
+  headers, and the C++ files use a precompiled torch header when the parent provided one. Any
+  refusal or failure of that path falls back to torch's own load_inline with the same arguments,
+  so a solution that builds with torch builds here, and its errors read the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kernelproof.build import pch as _pch
+from kernelproof.build.split import split_cuda_source
+
+STAMP = "kp_inline.json"  # written beside <name>.so after a successful build
+_ARG_KEYS = (
+    "name",
+    "cpp_sources",
+    "cuda_sources",
+    "functions",
+    "extra_cflags",
+    "extra_cuda_cflags",
+    "extra_ldflags",
+    "extra_include_paths",
+    "with_cuda",
+    "is_python_module",
+    "with_pytorch_error_handling",
+    "no_implicit_headers",
+)
+_NO_FAST_CUDA_FLAGS = re.compile(r"^(-rdc|--relocatable-device-code|-dc$|-dlink|--device-link|-lto|-dlto)")
+
+_state: dict[str, Any] = {"original": None, "pch_dir": None, "fast": True, "records": []}
+
+
+class _NoFast(Exception):
+    """The fast path does not apply or failed; the reason goes into the build record."""
+
+
+def install(pch_dir: str | None = None, fast: bool = True) -> None:
+    """Make torch.utils.cpp_extension.load_inline this module's load_inline (idempotent).
+
+    `pch_dir` holds this process's private copies of precompiled headers, one folder per
+    identity (kernelproof.build.pch). Call before the solution is imported.
+    """
+    from torch.utils import cpp_extension as ce
+
+    if _state["original"] is None:
+        _state["original"] = ce.load_inline
+    _state["pch_dir"] = pch_dir
+    _state["fast"] = fast
+    ce.load_inline = load_inline
+
+
+def uninstall() -> None:
+    from torch.utils import cpp_extension as ce
+
+    if _state["original"] is not None:
+        ce.load_inline = _state["original"]
+        _state["original"] = None
+
+
+def records() -> list[dict[str, Any]]:
+    """One record per load_inline call in this process: strategy, seconds, why the fast path was not used."""
+    return list(_state["records"])
+
+
+def load_inline(*args: Any, **kwargs: Any) -> Any:
+    """torch.utils.cpp_extension.load_inline, same arguments and result (see the module docstring)."""
+    from torch.utils import cpp_extension as ce
+
+    original = _state["original"] or ce.load_inline
+    bound = inspect.signature(original).bind(*args, **kwargs)
+    bound.apply_defaults()
+    a = dict(bound.arguments)
+    for key in ("cpp_sources", "cuda_sources"):
+        if isinstance(a.get(key), str):
+            a[key] = [a[key]]
+        a[key] = list(a.get(key) or [])
+    digest = _digest(a)
+    dirname = f"kp-{a['name']}-{digest[:16]}"
+    build_dir = ce._get_build_directory(dirname, False)
+    started = time.perf_counter()
+    record: dict[str, Any] = {"name": a["name"], "digest": digest, "build_dir": build_dir}
+    stamp = Path(build_dir) / STAMP
+    so = Path(build_dir) / f"{a['name']}.so"
+    if so.is_file() and stamp.is_file() and _stamp_digest(stamp) == digest and a["is_python_module"]:
+        record.update(strategy="prebuilt", seconds=time.perf_counter() - started)
+        _state["records"].append(record)
+        return ce._import_module_from_library(a["name"], build_dir, True)
+
+    module = None
+    if _state["fast"]:
+        try:
+            strategy, pch_used = _fast_build(a, build_dir)
+            record.update(strategy=strategy, pch_used=pch_used)
+            module = ce._import_module_from_library(a["name"], build_dir, True)
+        except _NoFast as e:
+            record["fast_refused"] = str(e)[-2000:]
+    if module is None:
+        _clean(Path(build_dir))
+        a["build_directory"] = build_dir
+        a["use_pch"] = False  # torch's own header cache lives in torch's install, shared by every build
+        call = {k: v for k, v in a.items() if k in inspect.signature(original).parameters}
+        record["strategy"] = "torch"
+        try:
+            module = original(**call)
+        finally:
+            record["seconds"] = time.perf_counter() - started
+            _state["records"].append(record)
+    else:
+        record["seconds"] = time.perf_counter() - started
+        _state["records"].append(record)
+    stamp.write_text(json.dumps({"digest": digest, "strategy": record["strategy"]}))
+    return module
+
+
+def _digest(a: dict[str, Any]) -> str:
+    doc = {k: a.get(k) for k in _ARG_KEYS}
+    if isinstance(doc["functions"], dict):
+        doc["functions"] = sorted(doc["functions"].items())
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _stamp_digest(stamp: Path) -> str:
+    try:
+        return str(json.loads(stamp.read_text()).get("digest", ""))
+    except (OSError, ValueError, AttributeError):
+        return ""
+
+
+def _main_cpp(a: dict[str, Any]) -> str:
+    """main.cpp exactly as torch's load_inline writes it."""
+    cpp = list(a["cpp_sources"])
+    if not a.get("no_implicit_headers"):
+        cpp.insert(0, "#include <torch/extension.h>")
+    functions = a.get("functions")
+    if functions is not None:
+        if isinstance(functions, str):
+            functions = [functions]
+        if isinstance(functions, list):
+            functions = {f: f for f in functions}
+        cpp.append("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {")
+        for fname, doc in functions.items():
+            if a.get("with_pytorch_error_handling", True):
+                cpp.append(f'm.def("{fname}", torch::wrap_pybind_function({fname}), "{doc}");')
+            else:
+                cpp.append(f'm.def("{fname}", {fname}, "{doc}");')
+        cpp.append("}")
+    return "\n".join(cpp)
+
+
+def _fast_build(a: dict[str, Any], build_dir: str) -> tuple[str, bool]:
+    """Split build; returns (strategy, whether a precompiled header was used). Raises _NoFast."""
+    if not a["cuda_sources"]:
+        raise _NoFast("no CUDA sources")
+    if not a["is_python_module"] or a.get("sycl_sources") or a.get("with_cuda") is False:
+        raise _NoFast("not a CUDA Python module")
+    if any(_NO_FAST_CUDA_FLAGS.match(f.strip()) for f in a.get("extra_cuda_cflags") or []):
+        raise _NoFast("relocatable device code needs a device link")
+    split = split_cuda_source("\n".join(a["cuda_sources"]), implicit_headers=not a.get("no_implicit_headers"))
+    if split is None:
+        raise _NoFast("the CUDA source is outside what the splitter reads safely")
+    try:
+        vars_ = _pch.torch_build_vars(
+            a.get("extra_cflags"),
+            a.get("extra_cuda_cflags"),
+            a.get("extra_ldflags"),
+            a.get("extra_include_paths"),
+            a["name"],
+        )
+    except Exception as e:  # noqa: BLE001 - torch internals moved: use torch's own path
+        raise _NoFast(f"torch build flags unavailable: {e!r}") from None
+    out = Path(build_dir)
+    (out / "main.cpp").write_text(_main_cpp(a))
+    (out / "launch.cpp").write_text(split.launch_cpp)
+    (out / "kernels.cu").write_text(split.kernels_cu)
+    header = vars_["_header"]
+    pch_used = False
+    pch_dir = _state["pch_dir"]
+    if pch_dir:
+        found = Path(pch_dir) / _pch.pch_id(vars_) / _pch.PCH_HEADER
+        if found.with_name(_pch.PCH_HEADER + ".gch").is_file():
+            header = re.sub(
+                r"^cflags = ", f"cflags = -include {found} -Winvalid-pch ", header, count=1, flags=re.M
+            )
+            pch_used = True
+    name = a["name"]
+    builds = (
+        f"\nbuild main.o: compile {out / 'main.cpp'}\n"
+        f"build launch.o: compile {out / 'launch.cpp'}\n"
+        f"build kernels.cuda.o: cuda_compile {out / 'kernels.cu'}\n"
+        f"build {name}.so: link main.o launch.o kernels.cuda.o\n"
+        f"default {name}.so\n"
+    )
+    (out / "build.ninja").write_text(header + "\n" + builds)
+    _run_ninja(out, "kernels.cuda.o")  # device code first: a refusal costs a second, not a full build
+    _run_ninja(out, None)
+    return ("split+pch" if pch_used else "split"), pch_used
+
+
+def _clean(build_dir: Path) -> None:
+    """Remove what a failed fast build left, so torch's build starts from its own files."""
+    for p in build_dir.iterdir():
+        if p.is_file() and (
+            p.suffix in (".o", ".so", ".d") or p.name in ("build.ninja", ".ninja_log", ".ninja_deps")
+        ):
+            p.unlink()
+
+
+def _run_ninja(build_dir: Path, target: str | None) -> None:
+    jobs = os.environ.get("MAX_JOBS") or str((os.cpu_count() or 1) + 2)
+    cmd = ["ninja", "-v", "-j", jobs] + ([target] if target else [])
+    done = subprocess.run(cmd, cwd=build_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if done.returncode != 0:
+        sys.stderr.write(f"kernelproof: fast build of {build_dir.name} failed, building with torch instead\n")
+        raise _NoFast(f"split build failed: {done.stdout[-4000:]}")
