@@ -43,6 +43,7 @@ def report_command(
     """Write an HTML and/or Markdown report of verdicts: scores, fast_p, speedups, roofline."""
     from kernelproof.data import load_ceilings
     from kernelproof.report import ReportInputError, build_report, load_documents
+    from kernelproof.report.metrics import plural
 
     if html is None and md is None:
         raise _fail("give --html PATH and/or --md PATH")
@@ -57,7 +58,9 @@ def report_command(
         raise _fail("no verdict documents found in the inputs")
     summary = build_report(docs, html=html, md=md, title=title, ceilings=chosen)
     written = ", ".join(str(p) for p in (html, md) if p is not None)
-    typer.echo(f"{len(summary.results)} verdicts on {len(summary.tasks)} tasks -> {written}")
+    typer.echo(
+        f"{plural(len(summary.results), 'verdict')} on {plural(len(summary.tasks), 'task')} -> {written}"
+    )
 
 
 def certify_command(
