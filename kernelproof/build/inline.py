@@ -103,35 +103,42 @@ def load_inline(*args: Any, **kwargs: Any) -> Any:
     record: dict[str, Any] = {"name": a["name"], "digest": digest, "build_dir": build_dir}
     stamp = Path(build_dir) / STAMP
     so = Path(build_dir) / f"{a['name']}.so"
-    if so.is_file() and stamp.is_file() and _stamp_digest(stamp) == digest and a["is_python_module"]:
+    if so.is_file() and _stamp_digest(stamp) == digest and a["is_python_module"]:
         record.update(strategy="prebuilt", seconds=time.perf_counter() - started)
         _state["records"].append(record)
         return ce._import_module_from_library(a["name"], build_dir, True)
 
-    module = None
+    try:
+        module = _build_and_import(a, build_dir, original, record)
+    finally:
+        record["seconds"] = time.perf_counter() - started
+        _state["records"].append(record)
+    _write_stamp(build_dir, record)
+    return module
+
+
+def _build_and_import(a: dict[str, Any], build_dir: str, original: Any, record: dict[str, Any]) -> Any:
+    from torch.utils import cpp_extension as ce
+
     if _state["fast"]:
         try:
             strategy, pch_used = _fast_build(a, build_dir)
-            record.update(strategy=strategy, pch_used=pch_used)
-            module = ce._import_module_from_library(a["name"], build_dir, True)
         except _NoFast as e:
             record["fast_refused"] = str(e)[-2000:]
-    if module is None:
-        _clean(Path(build_dir))
-        a["build_directory"] = build_dir
-        a["use_pch"] = False  # torch's own header cache lives in torch's install, shared by every build
-        call = {k: v for k, v in a.items() if k in inspect.signature(original).parameters}
-        record["strategy"] = "torch"
-        try:
-            module = original(**call)
-        finally:
-            record["seconds"] = time.perf_counter() - started
-            _state["records"].append(record)
-    else:
-        record["seconds"] = time.perf_counter() - started
-        _state["records"].append(record)
-    stamp.write_text(json.dumps({"digest": digest, "strategy": record["strategy"]}))
-    return module
+        else:
+            record.update(strategy=strategy, pch_used=pch_used)
+            _write_stamp(build_dir, record)  # built: a worker may load it even if this import fails
+            return ce._import_module_from_library(a["name"], build_dir, True)
+    _clean(Path(build_dir))
+    a["build_directory"] = build_dir
+    a["use_pch"] = False  # torch's own header cache lives in torch's install, shared by every build
+    record["strategy"] = "torch"
+    return original(**{k: v for k, v in a.items() if k in inspect.signature(original).parameters})
+
+
+def _write_stamp(build_dir: str, record: dict[str, Any]) -> None:
+    doc = {"digest": record["digest"], "strategy": record["strategy"]}
+    (Path(build_dir) / STAMP).write_text(json.dumps(doc))
 
 
 def _digest(a: dict[str, Any]) -> str:

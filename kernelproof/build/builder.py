@@ -1,0 +1,228 @@
+"""Build one solution in a separate, killable process that sees only its own staging directory.
+
+Building means importing the solution: load_inline compiles at import, a native solution's
+load_cuda compiles at import, and Triton solutions are checked for import errors (their kernels
+compile at first launch, in the worker). The import runs untrusted code, so it runs in a child
+process (invariant I8) with a scrubbed environment, a timeout that kills its whole process group,
+and every cache and temporary directory pointed inside the staging directory. What it leaves in
+``<staging>/out`` is what the parent may publish (kernelproof.build.cache); nothing it prints or
+writes is trusted beyond being shown as the build log.
+
+Staging layout::
+
+    out/torch_extensions/   TORCH_EXTENSIONS_DIR (load_inline builds)
+    out/triton/             TRITON_CACHE_DIR
+    out/native/             KERNELPROOF_NATIVE_DIR (kernelproof.native cubins)
+    pch/                    the build's private copy of a precompiled torch header
+    tmp/, home/             TMPDIR and HOME for the compilers
+    build.log               the child's stdout and stderr
+    result.json             the child's own account (strategies, seconds): informational only
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernelproof.build.env import cuda_home, device_arch
+
+MAX_LOG_LINES = 40  # error lines kept for the verdict and for agent feedback
+MAX_LOG_CHARS = 6000
+# Variables a build may inherit; everything else (API keys, KERNELPROOF_CACHE_DIR, ...) is dropped.
+_KEEP_ENV = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "LD_LIBRARY_PATH",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CC",
+    "CXX",
+    "PYTHONHASHSEED",
+)
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    arch: str | None = None  # TORCH_CUDA_ARCH_LIST entry; None: read from the device in the parent
+    fast_inline: bool = True  # split CUDA sources and use precompiled headers (kernelproof.build.inline)
+    hide_gpu: bool = True  # CUDA_VISIBLE_DEVICES="" in the builder: builds never touch the GPU
+    max_jobs: int | None = None  # MAX_JOBS for ninja; None: ninja's default (cores + 2)
+    python: str = sys.executable  # interpreter for the builder process
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    ok: bool  # the solution imported and every build it triggered succeeded
+    seconds: float  # wall time of the build (0 for a cache hit)
+    log: str  # the compiler's error lines, verbatim, trimmed (empty on success)
+    backend: str  # triton | cuda | native | torch, read from the source
+    artifacts: tuple[str, ...] = ()  # files left under <staging>/out, relative paths
+    strategy: str = ""  # how load_inline built: split+pch | split | torch | prebuilt; "" when not used
+    timed_out: bool = False  # killed at the timeout
+    cached: bool = False  # served from the build cache
+    key: str = ""  # the build cache key, when a pool built it
+    detail: dict[str, str] = field(default_factory=dict)  # per-extension strategy and seconds, as strings
+
+
+def staging_out(staging_dir: str | Path) -> Path:
+    """The part of a staging directory that is published."""
+    return Path(staging_dir) / "out"
+
+
+def artifact_env(root: str | Path) -> dict[str, str]:
+    """Where load_inline, Triton and kernelproof.native keep their builds under `root`.
+
+    The builder uses it on <staging>/out; the worker uses it on its private copy of the cache
+    entry, so the solution's second import finds its builds and compiles nothing.
+    """
+    root = Path(root)
+    return {
+        "TORCH_EXTENSIONS_DIR": str(root / "torch_extensions"),
+        "TRITON_CACHE_DIR": str(root / "triton"),
+        "KERNELPROOF_NATIVE_DIR": str(root / "native"),
+    }
+
+
+def detect_backend(source: str) -> str:
+    from kernelproof.solution import triage
+
+    try:
+        return triage(source).backend
+    except Exception:  # noqa: BLE001 - triage of unparsable code: the build will say why
+        return "torch"
+
+
+def build_solution(
+    source_path: str | Path,
+    staging_dir: str | Path,
+    device: str,
+    timeout_s: float = 600.0,
+    options: BuildOptions | None = None,
+) -> BuildResult:
+    """Import the solution in a child process so that its builds land in `staging_dir`."""
+    opts = options or BuildOptions()
+    source_path = Path(source_path).resolve()
+    staging = Path(staging_dir).resolve()
+    backend = detect_backend(source_path.read_text(errors="replace"))
+    env = _child_env(staging, device, opts)
+    cmd = [opts.python, "-m", "kernelproof.build.builder_main", str(source_path), str(staging)]
+    if (staging / "pch").is_dir():
+        cmd += ["--pch-dir", str(staging / "pch")]
+    if not opts.fast_inline:
+        cmd.append("--no-fast")
+    started = time.perf_counter()
+    with open(staging / "build.log", "wb") as log:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            _kill_group(proc.pid)  # a build leaves nothing running: compilers, daemons, grandchildren
+            proc.wait()
+    seconds = time.perf_counter() - started
+    text = (staging / "build.log").read_text(errors="replace")
+    out = staging_out(staging)
+    artifacts = tuple(
+        sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and not p.is_symlink())
+    )
+    detail, strategy = _child_account(staging / "result.json")
+    ok = proc.returncode == 0 and not timed_out
+    if timed_out:
+        log_text = f"build did not finish in {timeout_s:g} s and was killed\n" + trim_log(text)
+    else:
+        log_text = "" if ok else trim_log(text)
+    return BuildResult(ok, seconds, log_text, backend, artifacts, strategy, timed_out, detail=detail)
+
+
+def _child_env(staging: Path, device: str, opts: BuildOptions) -> dict[str, str]:
+    env = {k: os.environ[k] for k in _KEEP_ENV if k in os.environ}
+    home = cuda_home()
+    if home and "CUDA_HOME" not in env:
+        env["CUDA_HOME"] = home
+    pkg_root = str(Path(__file__).resolve().parents[2])  # so `-m kernelproof...` imports this checkout
+    env["PYTHONPATH"] = pkg_root
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    for sub in ("out", "tmp", "home"):
+        (staging / sub).mkdir(parents=True, exist_ok=True)
+    env.update(artifact_env(staging_out(staging)))
+    env["TMPDIR"] = str(staging / "tmp")
+    env["HOME"] = str(staging / "home")
+    env["CUPY_CACHE_DIR"] = str(staging / "tmp" / "cupy")
+    arch = opts.arch if opts.arch is not None else device_arch(device)
+    if arch:
+        env["TORCH_CUDA_ARCH_LIST"] = arch
+    if opts.hide_gpu:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    if opts.max_jobs:
+        env["MAX_JOBS"] = str(opts.max_jobs)
+    return env
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _child_account(path: Path) -> tuple[dict[str, str], str]:
+    """The child's records, reduced to short strings (it is untrusted: shown, never acted on)."""
+    try:
+        doc = json.loads(path.read_text()[:100_000])
+        recs = doc.get("inline", []) if isinstance(doc, dict) else []
+    except (OSError, ValueError):
+        return {}, ""
+    detail: dict[str, str] = {}
+    strategies = []
+    for rec in recs[:16]:
+        if not isinstance(rec, dict):
+            continue
+        name = str(rec.get("name", ""))[:64]
+        strategy = str(rec.get("strategy", ""))[:16]
+        strategies.append(strategy)
+        detail[name] = f"{strategy} {float(rec.get('seconds', 0.0)):.1f}s"
+        if rec.get("fast_refused"):
+            detail[name] += f" (fast path: {str(rec['fast_refused']).splitlines()[0][:120]})"
+    return detail, ",".join(dict.fromkeys(strategies))
+
+
+def trim_log(text: str, max_lines: int = MAX_LOG_LINES, max_chars: int = MAX_LOG_CHARS) -> str:
+    """The lines that matter in a build log, verbatim: compiler errors first, then the Python error.
+
+    An agent reads this to fix its code, so the compiler's own words are kept, and the noise
+    (ninja's command lines, warnings, repeated tracebacks) is dropped.
+    """
+    lines = [ln.rstrip() for ln in text.splitlines()]
+    compiler = [
+        ln
+        for ln in lines
+        if re.search(r"(: error|error:|\berror\b.*:|FAILED:|undefined reference|fatal error)", ln)
+    ]
+    compiler = [ln for ln in compiler if not ln.lstrip().startswith("[")][: max_lines // 2]
+    if compiler:
+        tail = [ln for ln in lines if re.match(r"^\w+(\.\w+)*(Error|Exception)\b", ln)][-1:]
+    else:  # a Python error: the last traceback's final frames and its message
+        starts = [i for i, ln in enumerate(lines) if ln.startswith("Traceback")]
+        tail = lines[starts[-1] + 1 :][-8:] if starts else []
+    picked = list(dict.fromkeys(compiler + tail))
+    if not picked:
+        picked = [ln for ln in lines if ln.strip()][-max_lines:]
+    out = "\n".join(picked[:max_lines])
+    return out if len(out) <= max_chars else out[: max_chars - 20] + "\n... (trimmed)"

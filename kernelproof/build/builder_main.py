@@ -1,0 +1,59 @@
+"""Entry point of the builder process: import one solution so that its builds happen here.
+
+Run by kernelproof.build.builder as ``python -m kernelproof.build.builder_main SOLUTION STAGING``.
+This process runs untrusted code (the solution's module level); the parent trusts nothing it
+writes except the artifacts it publishes after its own checks, and reads result.json only to show it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import traceback
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kernelproof.build.builder_main")
+    parser.add_argument("solution")
+    parser.add_argument("staging")
+    parser.add_argument("--pch-dir", default=None)
+    parser.add_argument("--no-fast", action="store_true")
+    args = parser.parse_args(argv)
+
+    from kernelproof.build import inline
+
+    inline.install(pch_dir=args.pch_dir, fast=not args.no_fast)
+    account: dict[str, object] = {"ok": False}
+    code = 1
+    try:
+        spec = importlib.util.spec_from_file_location("kp_solution", args.solution)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot import {args.solution}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["kp_solution"] = module
+        spec.loader.exec_module(module)
+        if not hasattr(module, "ModelNew"):
+            print("the solution defines no ModelNew class", file=sys.stderr)
+        account["ok"] = True
+        code = 0
+    except BaseException:  # noqa: BLE001 - every failure of the import is the build's result
+        traceback.print_exc()
+    finally:
+        account["inline"] = inline.records()
+        try:
+            from kernelproof import native
+
+            account["native"] = native.records()
+        except Exception:  # noqa: BLE001
+            pass
+        Path(args.staging, "result.json").write_text(json.dumps(account, default=str))
+        sys.stdout.flush()
+        sys.stderr.flush()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

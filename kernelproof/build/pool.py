@@ -1,0 +1,164 @@
+"""A pool of builders on the CPU cores, so the GPU never waits for nvcc.
+
+An evaluation batch submits every solution's build up front; builds run in child processes (a
+thread here only waits on one), while the GPU evaluates whatever is already built. Each job:
+
+1. hashes the solution with the build environment (the cache key);
+2. serves a cache hit at once (< 1 s: a manifest read);
+3. otherwise takes the key's lock (a second build of the same key waits and then hits), makes a
+   private staging directory, copies the precompiled torch header the source will want into it,
+   builds (kernelproof.build.builder), and publishes the result from this trusted process.
+
+Compile failures are cached too (an agent often resubmits the same code); timeouts are not,
+since they depend on the machine's load.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+from kernelproof.build import pch as _pch
+from kernelproof.build.builder import BuildOptions, BuildResult, build_solution, detect_backend, staging_out
+from kernelproof.build.cache import BuildCache, CacheTamperError, PublishError
+from kernelproof.build.env import BuildEnv, build_key, current_env, device_arch
+
+# Entries of the staging directory that are never published.
+_PRIVATE = ("pch", "tmp", "home")
+
+
+class BuilderPool:
+    """Builds solutions ahead of evaluation; `submit` returns a Future of a BuildResult."""
+
+    def __init__(
+        self,
+        cache: BuildCache,
+        max_workers: int,
+        device: str = "cuda",
+        timeout_s: float = 600.0,
+        options: BuildOptions | None = None,
+        work_root: str | Path | None = None,
+    ):
+        opts = options or BuildOptions()
+        if opts.arch is None:
+            opts = replace(opts, arch=device_arch(device))  # read once, in this trusted process
+        self.cache = cache
+        self.device = device
+        self.timeout_s = timeout_s
+        self.options = opts
+        self.env: BuildEnv = current_env(opts.arch or "")
+        self._work_root = Path(work_root) if work_root else None
+        self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="kp-build")
+        self._pch_failed: set[str] = set()
+        self._pch_lock = threading.Lock()
+
+    def key_for(self, source: bytes) -> str:
+        flags = (f"fast_inline={self.options.fast_inline}",)
+        return build_key(source, self.env, flags)
+
+    def submit(self, source_path: str | Path) -> Future[BuildResult]:
+        """Queue one build (cache lookup first); the Future never raises for a candidate's failure."""
+        return self._executor.submit(self.build, Path(source_path))
+
+    def build(self, source_path: Path) -> BuildResult:
+        source = source_path.read_bytes()
+        key = self.key_for(source)
+        hit = self._from_cache(key)
+        if hit is not None:
+            return hit
+        with self.cache.lock(key):
+            hit = self._from_cache(key)
+            if hit is not None:
+                return hit
+            return self._build_and_publish(source_path, source, key)
+
+    def materialize(self, result: BuildResult, dest_dir: str | Path) -> None:
+        """Copy a result's verified artifacts into a worker's private directory (CacheTamperError if changed)."""
+        self.cache.materialize(result.key, dest_dir)
+
+    def warm_pch(self, flag_sets: tuple[tuple[str, ...], ...] = ((), ("-O3",))) -> None:
+        """Build the precompiled headers most solutions will want (blocking; once per flag set)."""
+        for flags in flag_sets:
+            self._ensure_pch(list(flags))
+
+    def shutdown(self, wait: bool = True) -> None:
+        self._executor.shutdown(wait=wait)
+
+    def __enter__(self) -> BuilderPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # -- internals ----------------------------------------------------------------------------
+    def _from_cache(self, key: str) -> BuildResult | None:
+        entry = self.cache.lookup(key)
+        if entry is None:
+            return None
+        m = entry.meta
+        return BuildResult(
+            ok=m.get("ok") == "1",
+            seconds=0.0,
+            log=m.get("log", ""),
+            backend=m.get("backend", ""),
+            artifacts=tuple(f.path for f in entry.files),
+            strategy=m.get("strategy", ""),
+            cached=True,
+            key=key,
+        )
+
+    def _build_and_publish(self, source_path: Path, source: bytes, key: str) -> BuildResult:
+        staging = Path(tempfile.mkdtemp(prefix=f"kp-build-{key[:12]}-", dir=self._work_root))
+        try:
+            text = source.decode("utf-8", errors="replace")
+            if self.options.fast_inline and self.options.arch and detect_backend(text) == "cuda":
+                self._give_pch(text, staging / "pch")
+            result = build_solution(source_path, staging, self.device, self.timeout_s, self.options)
+            result = replace(result, key=key)
+            if result.timed_out:
+                return result
+            meta = {
+                "ok": "1" if result.ok else "0",
+                "backend": result.backend,
+                "strategy": result.strategy,
+                "seconds": f"{result.seconds:.2f}",
+                "log": result.log,
+            }
+            out = staging_out(staging)
+            try:
+                if result.ok:
+                    self.cache.publish(key, out, meta)
+                else:
+                    empty = staging / "empty"
+                    empty.mkdir()
+                    self.cache.publish(key, empty, meta)
+            except PublishError as e:
+                return replace(result, ok=False, log=f"build output refused: {e}")
+            return result
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def _give_pch(self, source: str, dest: Path) -> None:
+        """Copy into the staging area the precompiled header(s) this source's load_inline calls want."""
+        for flags in _pch.guess_extra_cflags(source)[:2]:
+            directory = self._ensure_pch(flags)
+            if directory is not None:
+                _pch.copy_pch(self.cache.root, directory.name, dest)
+
+    def _ensure_pch(self, flags: list[str]) -> Path | None:
+        tag = " ".join(flags)
+        if tag in self._pch_failed or not _pch.flags_allowed(flags):
+            return None
+        try:
+            return _pch.ensure_pch(self.cache.root, flags)
+        except Exception:  # noqa: BLE001 - no header: builds still work, only slower
+            with self._pch_lock:
+                self._pch_failed.add(tag)
+            return None
+
+
+__all__ = ["BuilderPool", "CacheTamperError"]
