@@ -17,7 +17,9 @@ from dataclasses import dataclass
 
 import torch
 
-SPIN_CYCLES = 60_000  # ~30 us at 2 GHz: enough for Python to queue a call behind the spin kernel
+MIN_SPIN_US = 30.0  # shortest hold of the stream before a call
+MAX_SPIN_US = 50_000.0  # longest hold (a call whose host side takes longer is host-bound anyway)
+SPIN_MARGIN = 1.5  # the hold outlasts the slowest recent host-side queueing time by this factor
 RANGE_PREFIX = "kernelproof_call_"
 
 
@@ -50,14 +52,24 @@ class CudaClock:
 
     def __init__(self, device: torch.device):
         self.device = device
-        l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 50 * 2**20) or 50 * 2**20)
+        props = torch.cuda.get_device_properties(device)
+        l2 = int(getattr(props, "L2_cache_size", 50 * 2**20) or 50 * 2**20)
         self.flush = torch.empty(2 * l2, dtype=torch.uint8, device=device)  # 2x L2: evicts every line
         self.reset_persisting = _persisting_l2_reset()
+        self.cycles_per_us = float(getattr(props, "clock_rate", 0) or 1_980_000) / 1000.0  # clock_rate is kHz
+        self.host_us: list[float] = []  # host time to queue a call: the spin must outlast it
 
     def flush_l2(self) -> None:
         if self.reset_persisting is not None:
             self.reset_persisting()
         self.flush.zero_()
+
+    def spin_cycles(self) -> int:
+        """Hold the stream longer than the host needs to queue the whole call (nvbench's blocking kernel)."""
+        recent = self.host_us[-8:]
+        host = max(recent) if recent else 200.0
+        us = min(max(MIN_SPIN_US, SPIN_MARGIN * host + 20.0), MAX_SPIN_US)
+        return int(us * self.cycles_per_us)
 
     def run(self, calls: list[Callable[[], object]], prepare: Callable[[int], None] | None = None):
         from torch.profiler import ProfilerActivity, profile, record_function
@@ -65,6 +77,8 @@ class CudaClock:
         outs: list[object] = []
         events = []
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            torch.cuda._sleep(1000)  # the profiler's start-up cost lands here, not in the first call
+            torch.cuda.synchronize(self.device)
             for i, call in enumerate(calls):
                 if prepare is not None:
                     prepare(i)
@@ -72,10 +86,13 @@ class CudaClock:
                 torch.cuda.synchronize(self.device)
                 start = torch.cuda.Event(enable_timing=True)
                 end = torch.cuda.Event(enable_timing=True)
+                cycles = self.spin_cycles()
                 with record_function(f"{RANGE_PREFIX}{i}"):
-                    torch.cuda._sleep(SPIN_CYCLES)
+                    torch.cuda._sleep(cycles)
                     start.record()
+                    h0 = time.perf_counter()
                     out = call()
+                    self.host_us.append((time.perf_counter() - h0) * 1e6)
                     end.record()
                     torch.cuda.synchronize(self.device)
                 outs.append(out)
@@ -101,7 +118,7 @@ def _spans_from_profile(prof, n: int) -> list[tuple[float, int]]:
             except ValueError:
                 continue
             windows[idx] = (ev.start_ns(), ev.end_ns())
-        elif "CUDA" in dt:
+        elif "CUDA" in dt and not name.startswith(RANGE_PREFIX) and not _is_annotation(ev):
             device_acts.append((ev.start_ns(), ev.end_ns(), name))
     out = []
     for i in range(n):
@@ -124,11 +141,18 @@ def _spans_from_profile(prof, n: int) -> list[tuple[float, int]]:
     return out
 
 
+def _is_annotation(ev) -> bool:
+    try:
+        return bool(ev.is_user_annotation())
+    except Exception:  # noqa: BLE001 - older torch: annotations are recognised by name only
+        return False
+
+
 def kernels_of_call(prof) -> list[tuple[str, int, float]]:
     """(name, stream, gpu_ms) of every device activity in the profile, our spin kernel excluded."""
     out = []
     for ev in prof.profiler.kineto_results.events():
-        if "CUDA" in str(ev.device_type()) and "spin_kernel" not in ev.name():
+        if "CUDA" in str(ev.device_type()) and "spin_kernel" not in ev.name() and not _is_annotation(ev):
             out.append((ev.name(), int(ev.device_resource_id()), (ev.end_ns() - ev.start_ns()) / 1e6))
     return out
 
