@@ -243,7 +243,8 @@ def verify(
             run = _timed_run(evaluate, paths["task"], paths["solution"], options.replace(seed=seed))
             docs.append(run["verdict"])
     checks += _compare(claim, docs)
-    return VerifyResult(all(c.passed for c in checks), tuple(checks), _notes(doc), tuple(docs))
+    notes = _notes(doc) + _device_notes(doc, docs)
+    return VerifyResult(all(c.passed for c in checks), tuple(checks), notes, tuple(docs))
 
 
 def _compare(claim: dict[str, Any], docs: list[dict[str, Any]]) -> list[Check]:
@@ -331,6 +332,19 @@ def _notes(doc: dict[str, Any]) -> tuple[str, ...]:
     return tuple(notes)
 
 
+def _device_notes(cert: dict[str, Any], docs: list[dict[str, Any]]) -> tuple[str, ...]:
+    """Say so when the re-run ran on another device: speedups then need not carry over."""
+
+    def name(doc: dict[str, Any]) -> str:
+        return str((doc.get("environment") or {}).get("device_name", ""))
+
+    there = {name(r["verdict"]) for r in cert["runs"]}
+    here = {name(d) for d in docs}
+    if there == here:
+        return ()
+    return (f"device differs: {', '.join(sorted(there))} in the certificate, {', '.join(sorted(here))} here",)
+
+
 # ---------------------------------------------------------------------------------------------
 # Runs, environment, hashes
 
@@ -356,13 +370,17 @@ def _run_seed(base: int | None, index: int) -> int:
 
 
 def _settings_json(options: EvalOptions) -> dict[str, Any]:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(options).items()}
+    """The options as JSON, less the store path (a path on the certifying machine only)."""
+    settings = dataclasses.asdict(options)
+    settings.pop("db")
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()}
 
 
 def _options_from(settings: dict[str, Any]) -> EvalOptions:
-    known = {f.name for f in dataclasses.fields(EvalOptions)}
+    """The certified options for a re-run: fresh, samples kept, nothing read from or written to a store."""
+    known = {f.name for f in dataclasses.fields(EvalOptions)} - {"db"}
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items() if k in known}
-    return EvalOptions(**values).replace(fresh=True, keep_samples=True)
+    return EvalOptions(**values).replace(fresh=True, keep_samples=True, db="")
 
 
 def host_environment() -> dict[str, Any]:

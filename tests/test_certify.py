@@ -176,6 +176,8 @@ def test_rerun_uses_the_certified_seeds_and_settings(pair):
     verify(cert, evaluate=fake, reruns=2)
     assert [o.seed for _, _, o in fake.calls] == cert["seeds"]
     assert all(o.device == "cpu" and o.baselines == ("eager",) and o.fresh for _, _, o in fake.calls)
+    assert all(o.db == "" and o.keep_samples for _, _, o in fake.calls)  # no store on the verifier's side
+    assert "db" not in cert["settings"]  # a path on the certifying machine means nothing elsewhere
     fresh = FakeEvaluator([2.0])
     verify(cert, evaluate=fresh, fresh_seeds=True)
     assert fresh.calls[0][2].seed not in cert["seeds"]
@@ -209,6 +211,14 @@ def test_reads_back_what_it_writes_and_rejects_other_documents(pair, tmp_path):
     (tmp_path / "v.json").write_text(json.dumps({"schema": "kernelproof.verdict/1"}))
     with pytest.raises(CertificateError, match="not a kernelproof.certificate/1"):
         read_certificate(tmp_path / "v.json")
+
+
+def test_a_rerun_on_another_device_is_noted(pair):
+    cert = certify(*pair, EvalOptions(device="cpu"), evaluate=FakeEvaluator([2.0]))
+    for run in cert["runs"]:
+        run["verdict"]["environment"]["device_name"] = "NVIDIA A100"
+    result = verify(cert, evaluate=FakeEvaluator([2.0]))
+    assert any("device differs: NVIDIA A100 in the certificate, NVIDIA H200 here" in n for n in result.notes)
 
 
 def test_verify_result_is_json(pair):
