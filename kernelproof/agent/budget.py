@@ -108,6 +108,7 @@ class Budget:
         self._dollars_held = 0.0
         self._gpu_held = 0.0
         self._candidates_held = 0
+        self.refused = ""  # the limit that refused the last reservation that was refused
 
     # --- calls -----------------------------------------------------------------------------
     def reserve_call(
@@ -117,6 +118,9 @@ class Budget:
         out = max_output_tokens
         if self.limits.max_tokens is not None:
             out = min(out, self.limits.max_tokens - self.tokens - self._tokens_held - worst_input_tokens)
+            if out < min_output_tokens:
+                self.refused = "max_tokens"
+                return None
         if self.limits.max_dollars is not None and self.price is not None:
             room = self.limits.max_dollars - self.dollars - self._dollars_held
             room -= worst_input_tokens * self.price.input_per_mtok / 1e6
@@ -124,8 +128,9 @@ class Budget:
                 out = min(out, math.floor(room * 1e6 / self.price.output_per_mtok * (1 - 1e-9)))
             elif room < 0:
                 out = -1
-        if out < min_output_tokens:
-            return None
+            if out < min_output_tokens:
+                self.refused = "max_dollars"
+                return None
         dollars = self.price.cost(worst_input_tokens, out) if self.price else 0.0
         self._tokens_held += worst_input_tokens + out
         self._dollars_held += dollars
@@ -158,10 +163,12 @@ class Budget:
             lim.max_candidates is not None
             and self.candidates + self._candidates_held + 1 > lim.max_candidates
         ):
+            self.refused = "max_candidates"
             return None
         if lim.max_gpu_seconds is not None and (
             self.gpu_seconds + self._gpu_held + worst_gpu_seconds > lim.max_gpu_seconds
         ):
+            self.refused = "max_gpu_seconds"
             return None
         self._candidates_held += 1
         self._gpu_held += worst_gpu_seconds

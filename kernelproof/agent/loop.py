@@ -93,7 +93,7 @@ class _Loop:
             turn = self.state.turn
             slots = self._admit(turn, requests)
             if not slots:
-                return self._budget_reason() or "budget"
+                return self._budget_reason() or self.budget.refused
             outcomes = self.caller.run(turn, slots)
             self._settle_calls(outcomes)
             answered = [o for o in outcomes if o.completion is not None]

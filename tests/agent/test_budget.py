@@ -63,3 +63,9 @@ def test_prices_match_the_longest_model_prefix_and_can_be_overridden():
     assert parse_price("0.5,2") == Price(0.5, 2.0)
     with pytest.raises(ConfigError):
         parse_price("free")
+
+
+def test_a_refusal_names_its_limit():
+    b = Budget(Limits(max_tokens=100, max_candidates=0), None)
+    assert b.reserve_call(90, 50, 20) is None and b.refused == "max_tokens"
+    assert b.reserve_eval(1) is None and b.refused == "max_candidates"

@@ -1,0 +1,269 @@
+"""The whole optimize loop over the real SDKs and loopback HTTP servers, with a fake evaluator."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from agent_fakes import FakeEvaluator, answer
+from agent_loopback import Drop, Reply, Status
+
+from kernelproof.agent import AgentOptions, Limits, Price, SearchSettings, optimize, parse_model
+from kernelproof.agent.memory import Memory
+from kernelproof.agent.strategies import STRATEGIES
+from kernelproof.options import EvalOptions
+
+IDEAS = "1. Fuse the scale and the add.\n2. Use a larger block.\n"
+
+
+class Script:
+    """Answers in turn from a list of markers; idea requests get a fixed list."""
+
+    def __init__(self, markers: list[str], ideas: str = IDEAS):
+        self.markers = markers
+        self.ideas = ideas
+        self.n = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, req):
+        if "optimisation ideas" in req.last_user:
+            return Reply(self.ideas)
+        with self.lock:
+            i, self.n = self.n, self.n + 1
+        return Reply(answer(self.markers[min(i, len(self.markers) - 1)], tag=str(i)))
+
+
+def options(tmp_path, **kw) -> AgentOptions:
+    base = dict(
+        eval=EvalOptions(device="cpu"), out_dir=str(tmp_path / "run"), db=str(tmp_path / "kp.db"), plot=False
+    )
+    base.update(kw)
+    return AgentOptions(**base)
+
+
+def model(server, provider: str = "openai", **kw):
+    url = server.openai_url if provider == "openai" else server.anthropic_url
+    return parse_model(
+        f"{provider}:loopback-model", base_url=url, timeout_s=5, backoff_s=0.01, api_key="k", **kw
+    )
+
+
+def speed(c) -> float:
+    return c.verdict.speedup["best"].median
+
+
+def test_refine_feeds_each_verdict_back_and_keeps_the_fastest_verified(serve, task_file, tmp_path):
+    script = Script(
+        [
+            "COMPILE_ERROR",
+            "WRONG",
+            "SPEED: 1.5",
+            "CHEAT: stale_output\n# SPEED: 100",
+            "SPEED: 2.5",
+            "SPEED: 2",
+        ]
+    )
+    server = serve(script)
+    ev = FakeEvaluator()
+    res = optimize(task_file, model(server), options(tmp_path, limits=Limits(max_candidates=6)), evaluator=ev)
+    assert res.stop_reason == "max_candidates" and len(res.candidates) == 6
+    prompts = [r.last_user for r in server.requests]
+    assert 'identifier "blockIdx_x" is undefined' in prompts[1]
+    assert "case odd/large/1 (shape odd, large inputs): mismatch" in prompts[2]
+    assert "vs eager 1.50x [95% CI 1.46-1.54]" in prompts[3] and "Make it faster" in prompts[3]
+    assert "stale_output: Rejected as stale_output." in prompts[4]
+    assert res.best.id == "t004s00" and speed(res.best) == 2.5 and res.best.passed
+    assert (tmp_path / "run" / "best.py").read_text() == res.best.source
+    assert res.spend.evaluated == 6 and res.spend.live_calls == 6
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_every_strategy_picks_the_fastest_verified_candidate_and_never_a_cheat(
+    serve, task_file, tmp_path, strategy, provider
+):
+    markers = ["SPEED: 1.2", "CHEAT: timing_tamper\n# SPEED: 300", "WRONG", "SPEED: 1.8", "COMPILE_ERROR",
+               "CHEAT: below_physical_floor\n# SPEED: 900", "SPEED: 1.4", "SPEED: 2.2", "CHEAT: output_aliases_input"]  # fmt: skip
+    server = serve(Script(markers))
+    opts = options(
+        tmp_path, strategy=strategy, limits=Limits(max_candidates=10), search=SearchSettings(samples=3)
+    )
+    ev = FakeEvaluator()
+    res = optimize(task_file, model(server, provider), opts, evaluator=ev)
+    verified = [c for c in res.candidates if c.passed]
+    assert verified and res.best is not None and res.best.verdict.passed
+    assert speed(res.best) == max(speed(c) for c in verified)
+    assert not any(
+        c.verdict and c.verdict.codes and "CHEAT" in c.source and c is res.best for c in res.candidates
+    )
+    assert res.spend.evaluated <= 10 and len(ev.evaluated) == res.spend.evaluated
+    assert {r.path for r in server.requests} == {
+        "/v1/chat/completions" if provider == "openai" else "/v1/messages"
+    }
+
+
+def test_the_candidates_of_a_round_are_evaluated_together(serve, task_file, tmp_path):
+    server = serve(Script([f"SPEED: 1.{i}" for i in range(1, 9)]))
+    ev = FakeEvaluator()
+    opts = options(
+        tmp_path, strategy="best-of-n", limits=Limits(max_candidates=8), search=SearchSettings(samples=4)
+    )
+    res = optimize(task_file, model(server), opts, evaluator=ev)
+    assert [len(b) for b in ev.batches] == [4, 4]
+    assert speed(res.best) == 1.8
+
+
+def test_malformed_answers_are_rejected_before_evaluation_and_explained(serve, task_file, tmp_path):
+    answers = iter(["no code at all", "```python\nimport torch\n```", answer("SPEED: 1.3")])
+    server = serve(lambda req: Reply(next(answers, answer("SPEED: 1.1", "later"))))
+    ev = FakeEvaluator()
+    res = optimize(task_file, model(server), options(tmp_path, limits=Limits(max_candidates=1)), evaluator=ev)
+    assert [c.rejection.code if c.rejection else "evaluated" for c in res.candidates] == [
+        "malformed_answer", "malformed_answer", "evaluated"
+    ]  # fmt: skip
+    assert len(ev.evaluated) == 1 and res.spend.evaluated == 1
+    assert "no Python code block" in server.requests[1].last_user
+    assert "`class ModelNew(nn.Module)`" in server.requests[2].last_user
+
+
+def test_rate_limits_and_a_dropped_connection_are_survived(serve, task_file, tmp_path):
+    script = Script(["SPEED: 1.1", "SPEED: 1.6"])
+    hiccups = iter([Status(429, {"retry-after-ms": "5"}), Drop(), Status(503)])
+    server = serve(lambda req: next(hiccups, None) or script(req))
+    res = optimize(
+        task_file,
+        model(server),
+        options(tmp_path, limits=Limits(max_candidates=2)),
+        evaluator=FakeEvaluator(),
+    )
+    assert speed(res.best) == 1.6 and server.count == 5
+    assert res.spend.retries == 3 and res.spend.failed_calls == 0
+
+
+def test_a_call_that_fails_for_good_costs_a_turn_not_the_run(serve, task_file, tmp_path):
+    script = Script(["SPEED: 1.7"])
+    failures = iter([Status(500)] * 2)
+    server = serve(lambda req: next(failures, None) or script(req))
+    res = optimize(
+        task_file, model(server, max_retries=1), options(tmp_path, limits=Limits(max_candidates=1)),
+        evaluator=FakeEvaluator(),
+    )  # fmt: skip
+    assert res.spend.failed_calls == 1 and speed(res.best) == 1.7
+
+
+def test_a_refused_key_stops_the_run_with_the_backends_message(serve, task_file, tmp_path):
+    server = serve(lambda req: Status(401))
+    res = optimize(task_file, model(server), options(tmp_path), evaluator=FakeEvaluator())
+    assert res.stop_reason == "backend_error" and "401" in res.error or "Authentication" in res.error
+    assert server.count == 1 and res.best is None
+
+
+def test_a_provider_down_for_several_turns_ends_the_run(serve, task_file, tmp_path):
+    server = serve(lambda req: Status(503))
+    res = optimize(
+        task_file,
+        model(server, max_retries=0),
+        options(tmp_path, max_failed_turns=2),
+        evaluator=FakeEvaluator(),
+    )
+    assert res.stop_reason == "backend_unavailable" and server.count == 2
+
+
+def test_identical_answers_are_evaluated_once(serve, task_file, tmp_path):
+    server = serve(lambda req: Reply(answer("SPEED: 1.5", "same")))
+    ev = FakeEvaluator()
+    opts = options(tmp_path, strategy="best-of-n", search=SearchSettings(samples=3), patience=1)
+    res = optimize(task_file, model(server), opts, evaluator=ev)
+    assert len(ev.evaluated) == 1 and res.spend.evaluated == 1
+    assert [c.duplicate_of for c in res.candidates] == ["", "t000s00", "t000s00"] + ["t000s00"] * 3
+    assert all(c.passed for c in res.candidates) and res.best.id == "t000s00"
+
+
+def test_stops_when_nothing_improves_for_patience_rounds(serve, task_file, tmp_path):
+    server = serve(Script(["SPEED: 2.0", "SPEED: 1.5", "WRONG", "SPEED: 1.9"]))
+    res = optimize(task_file, model(server), options(tmp_path, patience=3), evaluator=FakeEvaluator())
+    assert res.stop_reason == "no_improvement" and len(res.candidates) == 4
+
+
+def test_stops_once_the_speed_of_light_target_is_reached(serve, task_file, tmp_path):
+    server = serve(Script(["SPEED: 1.5\n# SOL: 0.5", "SPEED: 2.5\n# SOL: 0.92", "SPEED: 3"]))
+    res = optimize(task_file, model(server), options(tmp_path, sol_target=0.9), evaluator=FakeEvaluator())
+    assert res.stop_reason == "sol_target" and len(res.candidates) == 2
+
+
+def test_a_degenerate_task_ends_the_run(serve, task_file, tmp_path):
+    server = serve(Script(["TASK_ERROR"]))
+    res = optimize(task_file, model(server), options(tmp_path), evaluator=FakeEvaluator())
+    assert res.stop_reason == "task_error" and res.best is None
+
+
+def test_the_store_holds_every_prompt_answer_candidate_and_verdict(serve, task_file, tmp_path):
+    server = serve(Script(["WRONG", "SPEED: 1.4"]))
+    res = optimize(
+        task_file,
+        model(server),
+        options(tmp_path, limits=Limits(max_candidates=2), plot=True),
+        evaluator=FakeEvaluator(),
+    )
+    mem = Memory(tmp_path / "kp.db")
+    run = mem.run(res.run_id)
+    assert (
+        run["status"] == "finished" and run["best_id"] == "t001s00" and run["stop_reason"] == "max_candidates"
+    )
+    calls = mem.calls(res.run_id)
+    assert [c["kind"] for c in calls] == ["draft", "refine"] and all(
+        c["prompt_json"] and c["response"] for c in calls
+    )
+    stored = mem.candidates(res.run_id)
+    assert [c.verdict.verdict.value for c in stored] == ["fail", "pass"]
+    for name in ("best", "verdict", "summary_md", "summary_json", "plot", "replay"):
+        assert (tmp_path / "run").joinpath(res.files[name]).exists()
+
+
+def padded(marker: str, tag: str, pad_chars: int) -> str:
+    return "Reasoning. " * (pad_chars // 11) + "\n\n" + answer(marker, tag)
+
+
+def test_the_token_budget_is_never_exceeded(serve, task_file, tmp_path):
+    n = iter(range(100))
+    server = serve(lambda req: Reply(padded("SPEED: 1.2", str(next(n)), 2400)))
+    opts = options(
+        tmp_path, strategy="best-of-n", search=SearchSettings(samples=1), patience=10,
+        limits=Limits(max_tokens=12000), max_output_tokens=4000, min_output_tokens=200,
+    )  # fmt: skip
+    res = optimize(task_file, model(server), opts, evaluator=FakeEvaluator())
+    assert res.spend.input_tokens + res.spend.output_tokens <= 12000
+    assert res.stop_reason == "max_tokens"
+    caps = [r.body["max_tokens"] for r in server.requests]
+    assert caps[0] == 4000 and caps[-1] < 4000  # the last call's cap shrank to fit
+
+
+def test_the_dollar_budget_is_never_exceeded(serve, task_file, tmp_path):
+    server = serve(Script([f"SPEED: 1.{i}" for i in range(1, 9)]))
+    opts = options(tmp_path, limits=Limits(max_dollars=0.02), price=Price(2.0, 8.0), max_output_tokens=1000,
+                   min_output_tokens=100)  # fmt: skip
+    res = optimize(task_file, model(server), opts, evaluator=FakeEvaluator())
+    assert 0 < res.spend.dollars <= 0.02 and res.stop_reason == "max_dollars"
+    assert abs(res.spend.dollars - (res.spend.input_tokens * 2 + res.spend.output_tokens * 8) / 1e6) < 1e-12
+
+
+def test_the_gpu_budget_admits_no_call_whose_candidate_it_could_not_evaluate(serve, task_file, tmp_path):
+    server = serve(Script(["SPEED: 1.5\n# GPU_S: 4"] * 6))
+    opts = options(
+        tmp_path, strategy="best-of-n", search=SearchSettings(samples=3), limits=Limits(max_gpu_seconds=10),
+        eval_reserve_s=4,
+    )  # fmt: skip
+    res = optimize(task_file, model(server), opts, evaluator=FakeEvaluator())
+    assert server.count == 2 and res.spend.gpu_seconds == 8 and res.stop_reason == "max_gpu_seconds"
+
+
+def test_the_candidate_budget_is_exact_and_trims_the_last_round(serve, task_file, tmp_path):
+    server = serve(Script([f"SPEED: 1.{i}" for i in range(1, 9)]))
+    opts = options(
+        tmp_path, strategy="best-of-n", search=SearchSettings(samples=4), limits=Limits(max_candidates=6)
+    )
+    ev = FakeEvaluator()
+    res = optimize(task_file, model(server), opts, evaluator=ev)
+    assert (
+        server.count == 6 and [len(b) for b in ev.batches] == [4, 2] and res.stop_reason == "max_candidates"
+    )
