@@ -276,8 +276,8 @@ def _compare_speedup(name: str, band: dict[str, Any], docs: list[dict[str, Any]]
     inside = abs(math.log(observed) - math.log(band["center"])) <= half
     where = "inside" if inside else "outside"
     msg = (
-        f"speedup against {name}: certified {band['center']:.3f}x, re-run {observed:.3f}x, "
-        f"{where} the band [{lo:.3f}, {hi:.3f}] (±{100 * rel:.1f} %)"
+        f"speedup against {name}: certified {band['center']:.4g}x, re-run {observed:.4g}x, "
+        f"{where} the band [{lo:.4g}, {hi:.4g}] (±{100 * rel:.1f} %)"
     )
     return Check(f"speedup:{name}", inside, msg, band["center"], observed, rel)
 

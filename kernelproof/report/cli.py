@@ -96,7 +96,7 @@ def certify_command(
     typer.echo(f"{path}: {claim['verdict']} in {runs} runs ({', '.join(claim['outcomes'])})")
     for name, band in claim["speedups"].items():
         typer.echo(
-            f"  speedup vs {name}: {band['center']:.3f}x, re-runs must fall within "
+            f"  speedup vs {name}: {band['center']:.4g}x, re-runs must fall within "
             f"±{100 * band['rel_halfwidth_one_rerun']:.1f} %"
         )
     if not claim["consistent"]:

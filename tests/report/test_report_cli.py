@@ -71,7 +71,7 @@ def test_certify_then_verify_holds_then_fails_with_its_reason(tmp_path, pair, mo
     cert = tmp_path / "c.json"
     result = runner.invoke(app, ["certify", *map(str, pair), "--device", "cpu", "-o", str(cert)])
     assert result.exit_code == 0, result.output
-    assert "pass in 2 runs" in result.output and "speedup vs eager: 2.010x" in result.output
+    assert "pass in 2 runs" in result.output and "speedup vs eager: 2.01x" in result.output
 
     monkeypatch.setattr(kernelproof.certify, "_default_evaluate", lambda: _Fake(make_verdict, [2.03]))
     result = runner.invoke(app, ["verify", str(cert), "--json", str(tmp_path / "v.json")])
