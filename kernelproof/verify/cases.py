@@ -187,13 +187,24 @@ def to_device(args: list[Any], device: torch.device, dtype: torch.dtype | None =
 
 def run_model(model: torch.nn.Module, args: list[Any], precision: str) -> list[torch.Tensor]:
     """Forward under the contract's numeric flags and no_grad; outputs as a flat list."""
-    with numeric_flags.pinned(precision), torch.no_grad():
-        out = model(*args)
+    try:
+        with numeric_flags.pinned(precision), torch.no_grad():
+            out = model(*args)
+    except Exception as exc:
+        raise TaskError(f"the reference raised {type(exc).__name__}{_where(exc)}: {exc}") from None
     flat = list(out) if isinstance(out, (tuple, list)) else [out]
     for t in flat:
         if not isinstance(t, torch.Tensor):
             raise TaskError(f"the reference returned {type(t).__name__}, not a tensor")
     return flat
+
+
+def _where(exc: BaseException) -> str:
+    """' at FILE:LINE' of the deepest frame outside torch (the task's own line, usually)."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/torch/" not in f.filename]
+    return f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
 
 
 def reference_and_oracle(

@@ -1,0 +1,12 @@
+import ctypes
+
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+
+    def forward(self, x):
+        ctypes.string_at(0)  # dereference NULL
+        return x

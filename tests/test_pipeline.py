@@ -1,0 +1,116 @@
+"""End-to-end evaluations on the CPU: a good solution passes; every kind of bad input gets its code.
+
+Each case runs the real pipeline: a spawned, guarded worker, the fp64 oracle in the parent, the
+interleaved timing rounds where asked. Every failure must come back as a verdict with a reason
+code and a message pointing at the cause, within the timeout, and the next evaluation must work.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelproof.api import evaluate
+from kernelproof.options import EvalOptions
+
+DATA = Path(__file__).parent / "data"
+TASK = str(DATA / "tasks" / "scale_relu.py")
+FAST = EvalOptions(device="cpu", db="", seed=11, correctness_only=True, seeds_per_case=1, timeout_s=60)
+
+
+def sol(name: str) -> str:
+    return str(DATA / "solutions" / f"{name}.py")
+
+
+def test_correct_triton_solution_passes_with_timing_and_ci():
+    v = evaluate(
+        TASK, sol("scale_relu_triton"), FAST.replace(correctness_only=False, time_budget_s=2, max_rounds=6)
+    )
+    assert v.passed, v.reasons
+    assert v.correctness.cases_passed == v.correctness.cases_run > 0
+    assert v.solution.backend == "triton"
+    shape = v.timing.shapes[0]
+    assert shape.candidate.n > 0 and shape.baselines["eager"].n > 0
+    eager = v.speedup["eager"]
+    assert eager.median is not None and eager.ci95[0] <= eager.median <= eager.ci95[1]
+    assert v.to_json()["schema"] == "kernelproof.verdict/1"
+
+
+@pytest.mark.parametrize(
+    ("name", "code", "needle"),
+    [
+        ("syntax_error", "compile_error", "line 5"),
+        ("no_modelnew", "compile_error", "ModelNew"),
+        ("wrong_ctor", "runtime_error", "constructing ModelNew"),
+        ("wrong_shape", "wrong_shape", "shape"),
+        ("wrong_dtype", "wrong_dtype", "float64"),
+        ("raises_forward", "runtime_error", "line 13"),
+        ("segfault", "crash", "SIGSEGV"),
+        ("ctypes_crash", "forbidden_construct", "ctypes"),
+    ],
+)
+def test_bad_solution_gets_its_reason_code_and_a_pointer_to_the_cause(name, code, needle):
+    v = evaluate(TASK, sol(name), FAST)
+    assert v.verdict.value == "fail"
+    assert code in v.codes, v.reasons
+    text = " ".join(r.message + " " + r.detail for r in v.reasons)
+    assert needle in text
+
+
+def test_infinite_loop_is_killed_by_the_timeout_and_the_next_evaluation_works():
+    v = evaluate(TASK, sol("infinite_loop"), FAST.replace(timeout_s=8))
+    assert v.codes == ["timeout"]
+    again = evaluate(TASK, sol("scale_relu_triton"), FAST)
+    assert again.passed
+
+
+def test_plain_torch_solution_is_evaluated_and_flagged():
+    v = evaluate(TASK, sol("plain_torch"), FAST)
+    assert v.passed
+    assert v.solution.backend == "torch"
+    assert any(f.startswith("plain_torch") for f in v.flags)
+
+
+def test_task_without_get_inputs_is_a_task_error():
+    v = evaluate(str(DATA / "tasks" / "no_get_inputs.py"), sol("plain_torch"), FAST)
+    assert v.verdict.value == "error"
+    assert v.codes == ["task_error"]
+    assert "get_inputs" in v.reasons[0].message
+
+
+def test_task_whose_reference_raises_is_a_task_error():
+    v = evaluate(str(DATA / "tasks" / "reference_raises.py"), sol("plain_torch"), FAST)
+    assert v.verdict.value == "error"
+    assert v.codes == ["task_error"]
+    assert "RuntimeError" in v.reasons[0].message
+
+
+def test_dropout_reference_is_reported_as_random_not_silently_failed():
+    v = evaluate(str(DATA / "tasks" / "dropout_train.py"), sol("plain_torch"), FAST)
+    assert v.verdict.value == "error"
+    assert any(f.startswith("random_reference") for f in v.flags)
+    assert "--eval-mode" in v.reasons[0].message
+
+
+def test_kernelbench_compat_reports_the_allclose_rule_beside_the_verdict():
+    v = evaluate(TASK, sol("scale_relu_triton"), FAST.replace(kernelbench_compat=True))
+    assert v.passed and v.correctness.kernelbench_compatible is True
+
+
+def test_seed_is_recorded_and_reproduces_the_cases():
+    a = evaluate(TASK, sol("scale_relu_triton"), FAST.replace(seed=123))
+    b = evaluate(TASK, sol("scale_relu_triton"), FAST.replace(seed=123))
+    assert a.settings["seed"] == 123
+    assert [c.rel_norm_err for c in a.correctness.cases] == [c.rel_norm_err for c in b.correctness.cases]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("name", "code"), [("illegal_memory", "crash"), ("gpu_oom", "crash")])
+def test_gpu_faults_cost_one_worker_and_the_next_evaluation_works(name, code):
+    opts = FAST.replace(device="cuda")
+    v = evaluate(TASK, sol(name), opts)
+    assert code in v.codes, v.reasons
+    assert evaluate(TASK, sol("scale_relu_triton"), opts).passed
+    assert torch.cuda.is_available()

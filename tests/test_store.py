@@ -1,0 +1,63 @@
+"""The SQLite store: every verdict kept, concurrent writers never lose a row, JSON round-trips."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+
+from kernelproof.store import Store
+from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode, Speedup, Verdict, from_json
+
+
+def _verdict(i: int) -> Verdict:
+    return Verdict(
+        verdict=Outcome.PASS if i % 2 else Outcome.FAIL,
+        reasons=() if i % 2 else (Reason(ReasonCode.MISMATCH, "values differ"),),
+        task=FileRef(f"suite/t{i % 3}.py", "a" * 64),
+        solution=FileRef(f"sol{i}.py", "b" * 64, "triton"),
+        correctness=None,
+        timing=None,
+        speedup={"eager": Speedup("eager", 1.5, (1.4, 1.6), 1.5)},
+        roofline=None,
+        coverage=None,
+        environment={"device": "cpu"},
+        reward=0.4,
+        created_at="2026-11-30T00:00:00+00:00",
+    )
+
+
+def _writer(path: str, start: int, n: int) -> None:
+    s = Store(path)
+    for i in range(start, start + n):
+        s.put(f"k{i}", _verdict(i))
+
+
+def test_concurrent_writers_from_several_processes_lose_no_row(tmp_path):
+    path = str(tmp_path / "r.sqlite")
+    Store(path)
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(path, k * 50, 50)) for k in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    assert Store(path).count() == 200
+
+
+def test_a_stored_verdict_comes_back_as_the_same_verdict(tmp_path):
+    s = Store(tmp_path / "r.sqlite")
+    v = _verdict(1)
+    s.put("key", v)
+    back = s.get("key")
+    assert back == v
+    assert from_json(v.to_json()) == v
+
+
+def test_query_filters_by_outcome_code_and_path(tmp_path):
+    s = Store(tmp_path / "r.sqlite")
+    for i in range(6):
+        s.put(f"k{i}", _verdict(i))
+    assert len(s.query(outcome="pass")) == 3
+    assert len(s.query(code="mismatch")) == 3
+    assert len(s.query(task="t0")) == 2
+    assert s.query(limit=1)[0]["solution"]["path"] == "sol5.py"
