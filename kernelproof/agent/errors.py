@@ -1,27 +1,31 @@
 """Exceptions of the agent loop: for misuse and for failures the loop cannot survive.
 
 A bad candidate never raises (it is a candidate with a rejection or a failing verdict), and a
-failed LLM call is recorded and survived by the loop. These are for the rest:
+failed LLM call is recorded and survived by the loop. These are for the rest, placed in
+kernelproof's own tree (``kernelproof.errors``) so the CLI maps them to its exit codes:
 
-    AgentError
-    ├── ConfigError          a bad model spec, option or combination (CLI exit 2)
-    ├── MissingDependencyError   an optional SDK is not installed (CLI exit 2; carries the install hint)
-    ├── BackendError         one LLM call failed for good (after its retries, or not retryable)
-    └── ReplayError          a replay log or a run to resume cannot be read, or does not match
+    KernelproofError
+    └── AgentError
+        ├── ConfigError              (also a UsageError) a bad model spec, option or combination: exit 2
+        ├── MissingDependencyError   (also a UsageError) an optional SDK is not installed: exit 2
+        ├── ReplayError              (also a UsageError) a log or run to resume is unreadable or foreign: exit 2
+        └── BackendError             one LLM call failed for good (after its retries, or not retryable)
 """
 
 from __future__ import annotations
 
+from kernelproof.errors import KernelproofError, UsageError
 
-class AgentError(Exception):
+
+class AgentError(KernelproofError):
     """Base of every exception the agent raises on purpose."""
 
 
-class ConfigError(AgentError):
+class ConfigError(AgentError, UsageError):
     """A bad model spec, option or combination of options."""
 
 
-class MissingDependencyError(AgentError):
+class MissingDependencyError(AgentError, UsageError):
     """An optional dependency (an LLM SDK) is not installed; the message says how to install it."""
 
 
@@ -40,5 +44,5 @@ class BackendError(AgentError):
         self.attempts = attempts  # HTTP attempts made
 
 
-class ReplayError(AgentError):
+class ReplayError(AgentError, UsageError):
     """A replay log or a run to resume cannot be read, or belongs to another task."""

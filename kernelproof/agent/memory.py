@@ -27,6 +27,7 @@ CREATE TABLE IF NOT EXISTS agent_runs (
     task_path TEXT NOT NULL,
     task_sha256 TEXT NOT NULL,
     model TEXT NOT NULL,
+    base_url TEXT NOT NULL DEFAULT '',            -- the server, for an OpenAI-compatible one
     strategy TEXT NOT NULL,
     out_dir TEXT NOT NULL,
     options_json TEXT NOT NULL,

@@ -176,6 +176,12 @@ def open_session(
     info = read_task(task)
     config = model if isinstance(model, BackendConfig) else None
     model = config.name if config is not None else str(model or "")
+    live: Backend | None = None  # checked before anything is written: a bad spec or budget leaves no trace
+    if not replay:
+        live = backend if backend is not None else _LazyBackend(config or parse_model(model))
+    name = live.name if live is not None else model
+    price = price_for(name.partition(":")[2] or name, options.price)
+    budget = Budget(options.limits, price, require_price=not replay)
     stored: dict[str, Candidate] = {}
     log: ReplayLog | None = None
     if resume:
@@ -201,6 +207,7 @@ def open_session(
             task_path=info.path,
             task_sha256=info.sha256,
             model=model,
+            base_url=(config.base_url or "") if config is not None else "",
             strategy=options.strategy,
             out_dir=str(out_dir),
             options_json=json.dumps(options.to_json()),
@@ -215,13 +222,6 @@ def open_session(
         }
         (out_dir / "run.json").write_text(json.dumps({**doc, "options": options.to_json()}, indent=2) + "\n")
     (out_dir / "candidates").mkdir(parents=True, exist_ok=True)
-    live: Backend | None = None
-    if not replay:
-        live = backend if backend is not None else _LazyBackend(config or parse_model(model))
-    name = live.name if live is not None else model
-    budget = Budget(
-        options.limits, price_for(name.partition(":")[2] or name, options.price), require_price=not replay
-    )
     header = {"run_id": run_id, "task": info.name, "task_sha256": info.sha256, "model": model}
     writer = ReplayWriter(out_dir / "replay.jsonl", header)
     caller = Caller(

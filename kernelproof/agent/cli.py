@@ -1,0 +1,208 @@
+"""``kernelproof optimize``: a thin layer over :func:`kernelproof.agent.optimize`.
+
+Exit codes: 0 a verified solution was found; 1 the run ended without one; 2 misuse (a bad
+option, model spec, task, replay log, or a missing SDK: the message says how to install it);
+3 an internal error. A run that ends because the provider refused the key or the model
+(``backend_error``) exits 2, since retrying as-is cannot help.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from kernelproof.agent.errors import AgentError
+
+EXIT_FOUND, EXIT_NONE, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+console = Console(stderr=True)
+
+Opt = typer.Option
+
+
+def optimize_command(
+    task: Annotated[
+        Path | None, typer.Argument(help="Task file (KernelBench format). Not needed with --resume.")
+    ] = None,
+    model: Annotated[
+        str | None,
+        Opt("--model", "-m", help="PROVIDER:MODEL: openai, anthropic, vllm, sglang, ollama, openrouter."),
+    ] = None,
+    strategy: Annotated[str, Opt("--strategy", help="refine | best-of-n | tree | evolve")] = "refine",
+    max_candidates: Annotated[
+        int | None, Opt("--max-candidates", help="Candidates evaluated, at most.")
+    ] = None,
+    max_tokens: Annotated[int | None, Opt("--max-tokens", help="Input+output tokens over the run.")] = None,
+    max_dollars: Annotated[
+        float | None, Opt("--max-dollars", help="USD over the run (needs a price).")
+    ] = None,
+    max_gpu_seconds: Annotated[
+        float | None, Opt("--max-gpu-seconds", help="Evaluation seconds over the run.")
+    ] = None,
+    out: Annotated[
+        str | None, Opt("--out", help="The run's folder (default kernelproof-runs/<task>-<run>).")
+    ] = None,
+    resume: Annotated[str | None, Opt("--resume", help="Continue a run (its folder or id).")] = None,
+    replay: Annotated[
+        str | None,
+        Opt("--replay", help="Re-run from a replay log (replay.jsonl, a run folder or id); no network."),
+    ] = None,
+    base_url: Annotated[
+        str | None, Opt("--base-url", help="OpenAI-compatible server URL (vLLM, SGLang...).")
+    ] = None,
+    price: Annotated[
+        str | None, Opt("--price", help="IN,OUT USD per million tokens (overrides the table).")
+    ] = None,
+    temperature: Annotated[float | None, Opt("--temperature", help="Sampling temperature.")] = None,
+    samples: Annotated[int, Opt("--samples", help="Answers per turn (best-of-n, evolve).")] = 4,
+    ideas: Annotated[int, Opt("--ideas", help="Ideas per expanded node (tree).")] = 3,
+    impls: Annotated[int, Opt("--impls", help="Implementations per idea (tree).")] = 2,
+    beam: Annotated[int, Opt("--beam", help="Nodes expanded per round (tree).")] = 2,
+    patience: Annotated[int, Opt("--patience", help="Stop after K rounds without improvement.")] = 4,
+    sol_target: Annotated[
+        float | None, Opt("--sol-target", help="Stop at this speed-of-light fraction (0-1).")
+    ] = None,
+    max_rounds: Annotated[int, Opt("--max-rounds", help="Rounds of candidates, at most.")] = 50,
+    max_output_tokens: Annotated[int, Opt("--max-output-tokens", help="Cap of one answer.")] = 16384,
+    language: Annotated[str, Opt("--language", help="triton | cuda | any")] = "triton",
+    seed: Annotated[int, Opt("--seed", help="Seed of the strategies' random choices.")] = 0,
+    device: Annotated[str, Opt("--device", help="auto | cuda | cuda:N | cpu")] = "auto",
+    baselines: Annotated[
+        str, Opt("--baselines", help="Baselines to time against (comma separated).")
+    ] = "eager",
+    eval_timeout: Annotated[float, Opt("--timeout", help="Seconds one worker step may take.")] = 600.0,
+    eval_reserve: Annotated[
+        float | None, Opt("--eval-reserve", help="GPU seconds reserved per evaluation (default: --timeout).")
+    ] = None,
+    db: Annotated[
+        str | None, Opt("--db", help="SQLite store shared with the verdicts ('' : in the run folder).")
+    ] = None,
+    retries: Annotated[int, Opt("--retries", help="Retries of a failed LLM call.")] = 5,
+    call_timeout: Annotated[float, Opt("--call-timeout", help="Seconds one LLM request may take.")] = 600.0,
+    no_plot: Annotated[bool, Opt("--no-plot", help="Do not draw summary.png.")] = False,
+    json_path: Annotated[
+        str | None, Opt("--json", help="Write the run's result as JSON here ('-': stdout).")
+    ] = None,
+) -> None:
+    """Let an LLM write and improve kernels for TASK; kernelproof verifies every candidate."""
+    from kernelproof.agent import AgentOptions, Limits, SearchSettings, load_run, optimize, parse_model
+    from kernelproof.agent.budget import parse_price
+    from kernelproof.options import EvalOptions, normalize_baselines
+
+    try:
+        limits = Limits(max_candidates, max_tokens, max_dollars, max_gpu_seconds)
+        if resume:
+            found = load_run(resume, db)
+            opts = found["options"]
+            given = {k: v for k, v in limits.__dict__.items() if v is not None}
+            opts = opts.replace(limits=Limits(**{**opts.limits.__dict__, **given}))
+            task = task or Path(found["task_path"])
+            model = model or found["model"]
+            base_url = base_url or found["base_url"] or None
+            resume = found["run_id"]
+            db = found["memory"].path
+            opts = opts.replace(db=db)
+        else:
+            if task is None:
+                raise typer.BadParameter("TASK is needed (or --resume RUN)")
+            if not model and not replay:
+                raise typer.BadParameter("--model PROVIDER:MODEL is needed (or --replay LOG)")
+            evaluation = EvalOptions(
+                device=device,
+                baselines=normalize_baselines(baselines.split(",")),
+                timeout_s=eval_timeout,
+                db=db,
+            )
+            opts = AgentOptions(
+                strategy=strategy,
+                limits=limits,
+                search=SearchSettings(samples=samples, ideas=ideas, impls=impls, beam=beam, seed=seed),
+                eval=evaluation,
+                max_output_tokens=max_output_tokens,
+                min_output_tokens=min(1024, max_output_tokens),
+                patience=patience,
+                sol_target=sol_target,
+                max_rounds=max_rounds,
+                language=language,
+                eval_reserve_s=eval_reserve,
+                price=parse_price(price) if price else None,
+                plot=not no_plot,
+                out_dir=out,
+                db=db,
+            )
+        spec = (
+            parse_model(
+                model, base_url=base_url, temperature=temperature, max_retries=retries, timeout_s=call_timeout
+            )
+            if model and not replay
+            else (model or "")
+        )
+        result = optimize(task, spec, opts, resume=resume, replay=replay, progress=_say)
+    except (AgentError, ValueError) as exc:
+        console.print(f"[red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(EXIT_USAGE) from None
+    _report(result, Console(stderr=json_path == "-"))
+    _write_json(json_path, result)
+    if result.stop_reason == "backend_error":
+        raise typer.Exit(EXIT_USAGE)
+    raise typer.Exit(EXIT_FOUND if result.best is not None else EXIT_NONE)
+
+
+def _say(line: str) -> None:
+    console.print(line, highlight=False, markup=False)
+
+
+def _report(result, out: Console) -> None:
+    from kernelproof.agent import ranking
+    from kernelproof.agent.summary import rich_table
+
+    out.print(rich_table(result.summary))
+    s = result.spend
+    out.print(
+        f"stopped: {result.stop_reason}"
+        + (f" ({result.error})" if result.error else "")
+        + f"; {len(result.candidates)} candidates, {s.evaluated} evaluated; "
+        f"{s.input_tokens}+{s.output_tokens} tokens, ${s.dollars:.4f}, {s.gpu_seconds:.1f} GPU s, "
+        f"{s.live_calls} live calls"
+        + (f"; {result.diverged} replayed answers met a different prompt" if result.diverged else ""),
+        highlight=False,
+    )
+    if result.best is None:
+        out.print("[red]no verified solution[/]", highlight=False)
+    else:
+        out.print(
+            f"[green]best[/] {result.best.id}: {ranking.speedup_text(result.best)} -> {result.files['best']}",
+            highlight=False,
+        )
+    out.print(
+        f"run {result.run_id} in {result.out_dir} (resume with --resume {result.out_dir})", highlight=False
+    )
+
+
+def _write_json(path: str | None, result) -> None:
+    if not path:
+        return
+    doc = {
+        "run_id": result.run_id,
+        "out_dir": result.out_dir,
+        "stop_reason": result.stop_reason,
+        "best": result.files.get("best"),
+        "verdict": result.best_verdict.to_json() if result.best_verdict is not None else None,
+        "files": result.files,
+        "summary": result.summary,
+    }
+    text = json.dumps(doc, indent=2)
+    if path == "-":
+        sys.stdout.write(text + "\n")
+    else:
+        Path(path).write_text(text + "\n")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``optimize`` to a Typer app (what ``kernelproof.cli`` does)."""
+    app.command("optimize")(optimize_command)

@@ -1,0 +1,116 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+import typer
+from agent_fakes import FakeEvaluator, answer
+from agent_loopback import Reply
+from typer.testing import CliRunner
+
+from kernelproof.agent.cli import EXIT_FOUND, EXIT_NONE, EXIT_USAGE, register
+
+
+@pytest.fixture
+def cli(monkeypatch):
+    """Invoke ``kernelproof optimize ...`` with the fake evaluator standing in for evaluate_many."""
+    import kernelproof.api
+
+    ev = FakeEvaluator()
+    monkeypatch.setattr(kernelproof.api, "evaluate_many", ev)
+    app = typer.Typer()
+    register(app)
+
+    @app.command("noop")  # a second command keeps "optimize" a named sub-command
+    def _noop() -> None: ...
+
+    def invoke(*args: str):
+        return CliRunner().invoke(app, ["optimize", *args])
+
+    invoke.evaluator = ev
+    return invoke
+
+
+def counter_server(serve, markers):
+    n = iter(range(1000))
+
+    def respond(req):
+        i = next(n)
+        return Reply(answer(markers[min(i, len(markers) - 1)], str(i)))
+
+    return serve(respond)
+
+
+def test_optimize_runs_against_a_local_server_and_writes_the_best_file(cli, serve, task_file, tmp_path):
+    server = counter_server(serve, ["WRONG", "SPEED: 1.7", "SPEED: 1.2"])
+    out = tmp_path / "run"
+    result = cli(
+        str(task_file), "--model", "vllm:qwen", "--base-url", server.openai_url, "--max-candidates", "3",
+        "--device", "cpu", "--out", str(out), "--db", str(tmp_path / "kp.db"), "--no-plot",
+        "--json", str(tmp_path / "result.json"),
+    )  # fmt: skip
+    assert result.exit_code == EXIT_FOUND, result.output
+    assert "best t001s00: 1.70x" in result.output and "stopped: max_candidates" in result.output
+    doc = json.loads((tmp_path / "result.json").read_text())
+    assert doc["best"] == str(out / "best.py") and doc["verdict"]["verdict"] == "pass"
+    assert server.count == 3
+
+
+def test_resume_by_folder_takes_the_runs_own_settings_and_a_larger_budget(cli, serve, task_file, tmp_path):
+    server = counter_server(serve, ["SPEED: 1.1", "SPEED: 1.3", "SPEED: 1.9"])
+    args = ["--device", "cpu", "--db", str(tmp_path / "kp.db"), "--no-plot"]
+    first = cli(str(task_file), "--model", "vllm:qwen", "--base-url", server.openai_url, "--max-candidates", "2",
+                "--out", str(tmp_path / "run"), *args)  # fmt: skip
+    assert first.exit_code == EXIT_FOUND and server.count == 2
+    more = cli("--resume", str(tmp_path / "run"), "--max-candidates", "3", "--no-plot")
+    assert more.exit_code == EXIT_FOUND, more.output
+    assert server.count == 3 and "best t002s00: 1.90x" in more.output
+
+
+def test_replay_needs_no_model_and_makes_no_call(cli, serve, task_file, tmp_path):
+    server = counter_server(serve, ["SPEED: 1.4"])
+    args = ["--device", "cpu", "--db", str(tmp_path / "kp.db"), "--no-plot", "--max-candidates", "2"]
+    cli(
+        str(task_file),
+        "--model",
+        "vllm:qwen",
+        "--base-url",
+        server.openai_url,
+        "--out",
+        str(tmp_path / "a"),
+        *args,
+    )
+    calls = server.count
+    again = cli(
+        str(task_file), "--replay", str(tmp_path / "a" / "replay.jsonl"), "--out", str(tmp_path / "b"), *args
+    )
+    assert again.exit_code == EXIT_FOUND, again.output
+    assert server.count == calls and "0 live calls" in again.output
+
+
+def test_a_run_without_a_verified_candidate_exits_1(cli, serve, task_file, tmp_path):
+    server = counter_server(serve, ["WRONG"])
+    result = cli(str(task_file), "-m", "vllm:qwen", "--base-url", server.openai_url, "--max-candidates", "2",
+                 "--device", "cpu", "--out", str(tmp_path / "r"), "--db", "", "--no-plot")  # fmt: skip
+    assert result.exit_code == EXIT_NONE and "no verified solution" in result.output
+    assert (tmp_path / "r" / "agent.db").exists()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--model", "gpt-5"], "PROVIDER:MODEL"),
+        (["--model", "openai:gpt-5", "--strategy", "greedy"], "unknown strategy"),
+        (["--model", "openai:gpt-5", "--max-dollars", "1", "--price", "cheap"], "IN,OUT"),
+        (["--model", "vllm:q", "--max-dollars", "1"], "--price"),
+    ],
+)
+def test_misuse_exits_2_with_a_sentence(cli, task_file, tmp_path, args, message):
+    result = cli(str(task_file), *args, "--out", str(tmp_path / "r"), "--db", "", "--device", "cpu")
+    assert result.exit_code == EXIT_USAGE
+    assert message in result.output
+
+
+def test_a_task_is_needed_unless_resuming(cli):
+    result = cli("--model", "openai:gpt-5")
+    assert result.exit_code == EXIT_USAGE and "TASK is needed" in result.output
