@@ -117,6 +117,9 @@ class BuildCache:
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
+        # sha256 of each manifest this object published or verified: a manifest rewritten on
+        # disk afterwards (to match planted files) is refused by the process that remembers it.
+        self._manifests: dict[str, str] = {}
 
     # -- paths -------------------------------------------------------------------------------
     def _entry_dir(self, key: str) -> Path:
@@ -142,17 +145,39 @@ class BuildCache:
     # -- reading -----------------------------------------------------------------------------
     def lookup(self, key: str) -> Entry | None:
         """The published entry for `key` (manifest only, not yet verified), or None on a miss."""
+        entry, _digest = self._read_manifest(key)
+        return entry
+
+    def _read_manifest(self, key: str) -> tuple[Entry | None, str]:
         manifest = self._entry_dir(_check_key(key)) / "manifest.json"
         try:
-            doc = json.loads(manifest.read_text())
+            raw = manifest.read_bytes()
+            doc = json.loads(raw)
         except (OSError, ValueError):
-            return None
-        if doc.get("schema") != MANIFEST_SCHEMA or doc.get("key") != key:
-            return None
-        files = tuple(EntryFile(**f) for f in doc["files"])
-        return Entry(
-            key=key, created_at=float(doc["created_at"]), files=files, meta=dict(doc.get("meta", {}))
-        )
+            return None, ""
+        if not isinstance(doc, dict) or doc.get("schema") != MANIFEST_SCHEMA or doc.get("key") != key:
+            return None, ""
+        try:
+            files = tuple(EntryFile(**f) for f in doc["files"])
+            meta = {str(k): str(v) for k, v in dict(doc.get("meta", {})).items()}
+            entry = Entry(key=key, created_at=float(doc["created_at"]), files=files, meta=meta)
+        except (TypeError, ValueError, KeyError):
+            return None, ""
+        if any(f.path.startswith("/") or ".." in f.path.split("/") for f in files):
+            return None, ""
+        return entry, hashlib.sha256(raw).hexdigest()
+
+    def _trusted_entry(self, key: str) -> Entry:
+        """The entry, its manifest checked against the one this object remembers (KeyError on a miss)."""
+        entry, digest = self._read_manifest(key)
+        if entry is None:
+            raise KeyError(key)
+        known = self._manifests.get(key)
+        if known is not None and known != digest:
+            self.evict(key)
+            raise CacheTamperError(key, "its manifest was rewritten after publication")
+        self._manifests[key] = digest
+        return entry
 
     def _check_file_set(self, key: str, entry: Entry) -> None:
         """Same files as the manifest lists, all regular; evict and raise CacheTamperError if not."""
@@ -171,9 +196,7 @@ class BuildCache:
 
     def verify(self, key: str) -> Entry:
         """Check every file of the entry against its manifest; raise CacheTamperError (and evict) if not."""
-        entry = self.lookup(key)
-        if entry is None:
-            raise KeyError(key)
+        entry = self._trusted_entry(key)
         self._check_file_set(key, entry)
         files_dir = self._entry_dir(key) / "files"
         for f in entry.files:
@@ -192,9 +215,7 @@ class BuildCache:
         """
         dest = Path(dest_dir)
         with self.lock(key, shared=True):
-            entry = self.lookup(key)
-            if entry is None:
-                raise KeyError(key)
+            entry = self._trusted_entry(key)
             self._check_file_set(key, entry)
             src_dir = self._entry_dir(key) / "files"
             written: list[Path] = []
@@ -252,11 +273,13 @@ class BuildCache:
                 "files": [f.__dict__ for f in files],
                 "meta": dict(meta or {}),
             }
-            (tmp / "manifest.json").write_text(json.dumps(doc, indent=1))
+            raw = json.dumps(doc, indent=1).encode()
+            (tmp / "manifest.json").write_bytes(raw)
             final = self._entry_dir(key)
             final.parent.mkdir(parents=True, exist_ok=True)
             try:
                 os.rename(tmp, final)  # atomic; fails if another publisher got there first
+                self._manifests[key] = hashlib.sha256(raw).hexdigest()
             except OSError:
                 shutil.rmtree(tmp, ignore_errors=True)
                 winner = self.lookup(key)

@@ -1,0 +1,107 @@
+"""BuilderPool: cache hits, one build per key, and a poisoning attempt that the parent refuses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelproof.build import BuildCache, BuilderPool, BuildOptions, CacheTamperError
+
+CPU = BuildOptions(arch="")
+
+# A solution whose import leaves an artifact, as a load_inline build does.
+VICTIM = """
+import os, pathlib
+d = pathlib.Path(os.environ["TORCH_EXTENSIONS_DIR"]) / "kp-victim"
+d.mkdir(parents=True, exist_ok=True)
+(d / "victim.so").write_bytes(b"honest library")
+import torch.nn as nn
+class ModelNew(nn.Module):
+    pass
+"""
+
+# A solution whose import hunts for the build cache and plants a library in another entry.
+# It is handed the cache root through a file, standing in for an attacker that found it by
+# scanning the file system (it is root: permission bits do not stop it).
+POISONER = """
+import os, pathlib
+root = pathlib.Path(open({hint!r}).read())
+for so in root.glob("entries/*/*/files/**/*.so"):
+    so.write_bytes(b"planted library")
+for sub in ("entries", "locks"):
+    pathlib.Path(root, sub, "ff" * 32).mkdir(parents=True, exist_ok=True)
+import torch.nn as nn
+class ModelNew(nn.Module):
+    pass
+"""
+
+
+def test_second_submit_of_a_source_is_a_cache_hit(tmp_path):
+    sol = tmp_path / "victim.py"
+    sol.write_text(VICTIM)
+    with BuilderPool(
+        BuildCache(tmp_path / "cache"), 2, device="cpu", options=CPU, work_root=tmp_path
+    ) as pool:
+        first = pool.submit(sol).result()
+        second = pool.submit(sol).result()
+    assert first.ok and not first.cached
+    assert second.ok and second.cached and second.key == first.key
+    assert "torch_extensions/kp-victim/victim.so" in second.artifacts
+
+
+def test_concurrent_submits_of_one_source_build_once(tmp_path):
+    count = tmp_path / "imports.txt"
+    sol = tmp_path / "counted.py"
+    sol.write_text(f"open({str(count)!r}, 'a').write('x')\n")
+    with BuilderPool(
+        BuildCache(tmp_path / "cache"), 3, device="cpu", options=CPU, work_root=tmp_path
+    ) as pool:
+        results = [f.result() for f in [pool.submit(sol) for _ in range(3)]]
+    assert all(r.ok for r in results)
+    assert count.read_text() == "x"
+    assert sum(not r.cached for r in results) == 1
+
+
+def test_poisoning_build_cannot_plant_a_library_in_another_entry(tmp_path):
+    cache = BuildCache(tmp_path / "cache")
+    hint = tmp_path / "hint.txt"
+    hint.write_text(str(cache.root))
+    victim, poisoner = tmp_path / "victim.py", tmp_path / "poisoner.py"
+    victim.write_text(VICTIM)
+    poisoner.write_text(POISONER.format(hint=str(hint)))
+    with BuilderPool(cache, 1, device="cpu", options=CPU, work_root=tmp_path) as pool:
+        built = pool.submit(victim).result()
+        assert built.ok
+        assert pool.submit(poisoner).result().ok  # its build "succeeds": the damage is elsewhere
+        with pytest.raises(CacheTamperError):
+            pool.materialize(built, tmp_path / "worker")
+        assert not (tmp_path / "worker" / "torch_extensions" / "kp-victim" / "victim.so").exists()
+        rebuilt = pool.submit(victim).result()  # the tampered entry was evicted: built again, honestly
+    assert rebuilt.ok and not rebuilt.cached
+    pool.materialize(rebuilt, tmp_path / "worker2")
+    assert (
+        tmp_path / "worker2" / "torch_extensions" / "kp-victim" / "victim.so"
+    ).read_bytes() == b"honest library"
+
+
+def test_failed_builds_are_cached_with_their_log(tmp_path):
+    sol = tmp_path / "bad.py"
+    sol.write_text("raise ImportError('no such kernel')\n")
+    with BuilderPool(
+        BuildCache(tmp_path / "cache"), 1, device="cpu", options=CPU, work_root=tmp_path
+    ) as pool:
+        first = pool.submit(sol).result()
+        again = pool.submit(sol).result()
+    assert not first.ok and "ImportError: no such kernel" in first.log
+    assert again.cached and not again.ok and again.log == first.log
+
+
+def test_staging_directories_are_removed_after_publication(tmp_path):
+    sol = tmp_path / "victim.py"
+    sol.write_text(VICTIM)
+    work = tmp_path / "work"
+    work.mkdir()
+    with BuilderPool(BuildCache(tmp_path / "cache"), 1, device="cpu", options=CPU, work_root=work) as pool:
+        assert pool.submit(sol).result().ok
+    assert list(Path(work).iterdir()) == []
