@@ -1,0 +1,67 @@
+"""A/A fidelity: the reference itself as the candidate, timed against the eager baseline.
+
+Both sides run the same code in separate workers, so every speedup should be 1.00 and about 95 %
+of the confidence intervals should contain 1.00. Target (for kernels >= 20 us): every median
+within 1 % of 1.00, at most one of ten CIs excluding 1.00. Prints a table; writes aa.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from _common import reference_as_solution, suite_pairs, table, write_json
+
+from kernelproof.api import evaluate
+from kernelproof.options import EvalOptions
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tasks", type=int, default=10)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--time-budget", type=float, default=6.0)
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="kp-aa-"))
+    rows, docs = [], []
+    for task, _ in suite_pairs()[: args.tasks]:
+        sol = reference_as_solution(task, tmp)
+        v = evaluate(
+            task, sol, EvalOptions(device=args.device, db="", seed=1, time_budget_s=args.time_budget)
+        )
+        s = v.speedup.get("eager")
+        sh = v.timing.shapes[0] if v.timing and v.timing.shapes else None
+        if s is None or s.median is None or sh is None:
+            rows.append([task.name, "-", "-", "-", ",".join(v.codes)])
+            continue
+        inside = s.ci95[0] <= 1.0 <= s.ci95[1]
+        rows.append(
+            [
+                task.name,
+                f"{sh.candidate.median_ms:.4f}",
+                f"{s.median:.4f}",
+                f"[{s.ci95[0]:.4f}, {s.ci95[1]:.4f}]",
+                "yes" if inside else "NO",
+            ]
+        )
+        docs.append(
+            {
+                "task": task.name,
+                "median_ms": sh.candidate.median_ms,
+                "speedup": s.median,
+                "ci95": s.ci95,
+                "ci_contains_1": inside,
+                "rounds": sh.rounds,
+            }
+        )
+    print(table(rows, ["task", "cand ms", "A/A speedup", "95% CI", "CI has 1"]))
+    n = len(docs)
+    within = sum(abs(d["speedup"] - 1) <= 0.01 for d in docs)
+    excl = sum(not d["ci_contains_1"] for d in docs)
+    print(f"A/A: {within}/{n} medians within 1% of 1.00; {excl}/{n} CIs exclude 1.00")
+    write_json("aa.json", docs)
+
+
+if __name__ == "__main__":
+    main()
