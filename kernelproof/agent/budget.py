@@ -1,4 +1,4 @@
-"""Budgets: candidates, tokens, dollars and GPU seconds, never exceeded.
+"""Budgets: candidates, tokens, dollars and GPU seconds, checked before every step.
 
 Why reservations: calls and evaluations of a turn run concurrently, and their cost is known only
 afterwards. So before each step the loop reserves that step's worst case (a call: the prompt's
@@ -7,6 +7,13 @@ admits the step only if spent + reserved + worst case fits every limit, and sett
 cost when the step ends. Actual cost never exceeds the reservation, so the sum never exceeds the
 limit. A call's output cap shrinks to fit what is left rather than being refused outright, as
 long as at least ``min_output_tokens`` fit.
+
+Tokens, dollars and candidates are bounded exactly: a call's worst case is known before it is
+sent. GPU seconds are bounded exactly only when the reservation per evaluation
+(``--eval-reserve``) is at least what one evaluation can take; the evaluator has no overall
+deadline per evaluation (its timeout applies to each worker step), so by default the loop
+reserves an estimate, the longest evaluation seen in the run (the timing budget of one shape
+before the first), and the summary says whether the GPU budget held.
 """
 
 from __future__ import annotations

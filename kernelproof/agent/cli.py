@@ -77,7 +77,8 @@ def optimize_command(
     ] = "eager",
     eval_timeout: Annotated[float, Opt("--timeout", help="Seconds one worker step may take.")] = 600.0,
     eval_reserve: Annotated[
-        float | None, Opt("--eval-reserve", help="GPU seconds reserved per evaluation (default: --timeout).")
+        float | None,
+        Opt("--eval-reserve", help="GPU seconds reserved per evaluation (default: the longest one seen)."),
     ] = None,
     db: Annotated[
         str | None, Opt("--db", help="SQLite store shared with the verdicts ('' : in the run folder).")
@@ -167,7 +168,7 @@ def _report(result, out: Console) -> None:
         f"stopped: {result.stop_reason}"
         + (f" ({result.error})" if result.error else "")
         + f"; {len(result.candidates)} candidates, {s.evaluated} evaluated; "
-        f"{s.input_tokens}+{s.output_tokens} tokens, ${s.dollars:.4f}, {s.gpu_seconds:.1f} GPU s, "
+        f"{s.input_tokens}+{s.output_tokens} tokens, {_dollars(result)}, {s.gpu_seconds:.1f} GPU s, "
         f"{s.live_calls} live calls"
         + (f"; {result.diverged} replayed answers met a different prompt" if result.diverged else ""),
         highlight=False,
@@ -182,6 +183,12 @@ def _report(result, out: Console) -> None:
     out.print(
         f"run {result.run_id} in {result.out_dir} (resume with --resume {result.out_dir})", highlight=False
     )
+
+
+def _dollars(result) -> str:
+    if result.summary.get("price") is None:
+        return "$? (no price known for the model: --price IN,OUT)"
+    return f"${result.spend.dollars:.4f}"
 
 
 def _write_json(path: str | None, result) -> None:

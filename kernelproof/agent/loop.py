@@ -80,6 +80,7 @@ class _Loop:
         self._call_grants: dict[int, CallGrant] = {}
         self._eval_grants: dict[int, EvalGrant] = {}
         self._task_error = False
+        self._longest_eval_s = 0.0  # the longest evaluation so far: the default reservation
 
     def run(self) -> str:
         rounds = since_improved = failed_turns = 0
@@ -144,7 +145,13 @@ class _Loop:
 
     def _budget_reason(self) -> str:
         min_tokens = 0 if self.caller.live is None else self.o.min_output_tokens
-        return self.budget.exhausted(min_tokens, self.o.reserve_s)
+        return self.budget.exhausted(min_tokens, self._reserve_s())
+
+    def _reserve_s(self) -> float:
+        """GPU seconds to reserve for one evaluation (see budget: a bound only when given)."""
+        if self.o.eval_reserve_s is not None:
+            return self.o.eval_reserve_s
+        return self._longest_eval_s or self.o.eval.time_budget_s
 
     def _admit(self, turn: int, requests: list) -> list[Slot]:
         """Slots for the requests that fit the budgets, in order; the first that does not fit ends the turn."""
@@ -155,7 +162,7 @@ class _Loop:
             logged = self.caller.logged(turn, sample)
             eval_grant = None
             if req.wants_candidate:
-                eval_grant = self.budget.reserve_eval(self.o.reserve_s)
+                eval_grant = self.budget.reserve_eval(self._reserve_s())
                 if eval_grant is None:
                     break
             if logged is not None or self.caller.live is None:
@@ -209,6 +216,7 @@ class _Loop:
                 stored is not None and stored.source_sha256 == c.source_sha256 and stored.verdict is not None
             ):
                 self.budget.settle_eval(grant, stored.verdict.elapsed_s)  # judged before the interruption
+                self._longest_eval_s = max(self._longest_eval_s, stored.verdict.elapsed_s)
                 c = dataclasses.replace(c, verdict=stored.verdict)
             else:
                 pending.append((c, grant))
@@ -259,6 +267,7 @@ class _Loop:
                 continue
             c, grant = hit
             self.budget.settle_eval(grant, v.elapsed_s)
+            self._longest_eval_s = max(self._longest_eval_s, v.elapsed_s)
             c = dataclasses.replace(c, verdict=v)
             self._known[c.id] = c
             self.s.memory.record_candidate(self.s.run_id, c)

@@ -26,7 +26,7 @@ class AgentOptions:
     max_failed_turns: int = 3  # stop after this many consecutive turns whose calls all failed
     language: str = "triton"  # triton | cuda | any
     workers: int = 8  # concurrent LLM calls
-    eval_reserve_s: float | None = None  # GPU seconds reserved per evaluation; None: eval.timeout_s
+    eval_reserve_s: float | None = None  # GPU seconds reserved per evaluation; None: estimated (see budget)
     price: Price | None = None  # USD per Mtok; None: the price table's entry for the model
     ceilings: str | None = None  # a ceilings JSON file describing the device; None: shipped or datasheet
     plot: bool = True  # draw summary.png at the end (needs matplotlib)
@@ -45,11 +45,6 @@ class AgentOptions:
 
     def replace(self, **changes: Any) -> AgentOptions:
         return dataclasses.replace(self, **changes)
-
-    @property
-    def reserve_s(self) -> float:
-        """GPU seconds reserved for one evaluation before it starts (its worst case)."""
-        return self.eval_reserve_s if self.eval_reserve_s is not None else self.eval.timeout_s
 
     def to_json(self) -> dict[str, Any]:
         doc = dataclasses.asdict(self)

@@ -127,6 +127,8 @@ class Session:
             model=self.model,
             strategy=self.options.strategy,
             stop_reason=stop,
+            budgets_held=self.budget.within_limits(),
+            price=None if self.budget.price is None else list(self.budget.price.__dict__.values()),
             diverged=caller.diverged,
             spend=spend.__dict__,
         )

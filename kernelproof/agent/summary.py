@@ -147,7 +147,12 @@ def render_markdown(s: dict[str, Any]) -> str:
     if spend:
         lines.append(
             f"- spent: {spend['input_tokens']} input + {spend['output_tokens']} output tokens, "
-            f"${spend['dollars']:.4f}, {spend['gpu_seconds']:.1f} GPU s, {spend['live_calls']} live calls"
+            + ("$? (no price known)" if s.get("price") is None else f"${spend['dollars']:.4f}")
+            + f", {spend['gpu_seconds']:.1f} GPU s, {spend['live_calls']} live calls"
+        )
+    if s.get("budgets_held") is False:
+        lines.append(
+            "- **a budget was exceeded**: an evaluation took longer than the GPU seconds reserved for it"
         )
     lines += [
         "",

@@ -267,3 +267,19 @@ def test_the_candidate_budget_is_exact_and_trims_the_last_round(serve, task_file
     assert (
         server.count == 6 and [len(b) for b in ev.batches] == [4, 2] and res.stop_reason == "max_candidates"
     )
+
+
+def test_without_a_reservation_bound_the_summary_says_when_the_gpu_budget_did_not_hold(
+    serve, task_file, tmp_path
+):
+    server = serve(Script(["SPEED: 1.5\n# GPU_S: 4"] * 6))
+    opts = options(
+        tmp_path, strategy="best-of-n", search=SearchSettings(samples=3), limits=Limits(max_gpu_seconds=10),
+        eval=EvalOptions(device="cpu", time_budget_s=3),
+    )  # fmt: skip
+    res = optimize(task_file, model(server), opts, evaluator=FakeEvaluator())
+    assert (
+        server.count == 3 and res.spend.gpu_seconds == 12
+    )  # three 3 s estimates were admitted, each took 4 s
+    assert res.summary["budgets_held"] is False
+    assert "a budget was exceeded" in (tmp_path / "run" / "summary.md").read_text()

@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from agent_fakes import make_verdict, solution
+
+from kernelproof.agent.records import Candidate, Rejection
+from kernelproof.agent.summary import plot, render_markdown, rich_table, summarize
+
+
+def cand(turn: int, marker: str, **kw) -> Candidate:
+    src = solution(marker, str(turn))
+    fields = dict(verdict=make_verdict(src, f"{turn}.py"))
+    fields.update(kw)
+    return Candidate(f"t{turn:03d}s00", turn, 0, "refine", (), "", "", f"{turn}.py", src, str(turn), **fields)
+
+
+def call(turn: int, kind: str = "refine", tokens: int = 100, failed: bool = False) -> dict:
+    return dict(turn=turn, kind=kind, response=None if failed else "x", input_tokens=tokens, output_tokens=10,
+                cost_usd=0.001, latency_s=2.0, attempts=1)  # fmt: skip
+
+
+CANDS = [
+    cand(0, "WRONG\n# GPU_S: 2"),
+    cand(1, "SPEED: 1.5\n# GPU_S: 3"),
+    cand(2, "SPEED: 1.2"),
+    cand(3, "x", verdict=None, rejection=Rejection("malformed_answer", "No code.")),
+    cand(4, "SPEED: 2.0"),
+]
+CALLS = [call(0, "draft"), call(1), call(2), call(3), call(4), call(5, failed=True)]
+
+
+def test_progress_tracks_the_best_lower_bound_over_evaluated_candidates():
+    s = summarize(CANDS, CALLS)
+    assert [p["n"] for p in s["progress"]] == [1, 2, 3, 4]  # the malformed answer was not evaluated
+    assert [p["best_low"] for p in s["progress"]] == [None, 1.5 * 0.97, 1.5 * 0.97, 2.0 * 0.97]
+    assert (
+        s["best"]["id"] == "t004s00"
+        and s["verified"] == 3
+        and s["rejected_before_eval"] == {"malformed_answer": 1}
+    )
+
+
+def test_says_where_tokens_and_gpu_time_went():
+    s = summarize(CANDS, CALLS)
+    assert s["tokens_by_kind"]["refine"]["calls"] == 5 and s["tokens_by_kind"]["draft"]["input"] == 100
+    assert s["gpu_seconds_by_outcome"] == {"mismatch": 2.0, "pass": 5.0}
+    turn5 = s["turns"][-1]
+    assert turn5["failed_calls"] == 1 and turn5["candidates"] == 0
+
+
+def test_renders_markdown_a_terminal_table_and_a_figure(tmp_path):
+    s = summarize(CANDS, CALLS, run_id="r", task="scale_add", model="openai:m", strategy="refine",
+                  stop_reason="max_candidates", price=None)  # fmt: skip
+    md = render_markdown(s)
+    assert "- best: t004s00, 2.00x [95% CI 1.94-2.06]" in md
+    assert "| 1 | refine | 1 | 100 | 10 |" in md and "| mismatch | 2.0 |" in md
+    assert rich_table(s).row_count == 6
+    png = plot(s, tmp_path / "s.png")
+    assert png.read_bytes()[:4] == b"\x89PNG"
