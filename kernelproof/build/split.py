@@ -385,7 +385,8 @@ def _rewrite_launches(text: str, kernels: dict[str, Kernel], device_names: set[s
         if j >= len(text) or text[j] != "(":
             raise _Refuse("launch without arguments")
         args_end = _matching_paren(text, j)
-        args = text[j + 1 : args_end].strip()
+        args = text[j + 1 : args_end]
+        args = args if args.strip() else ""
         call = (
             f"kp_launch_{name}(dim3({cfg[0]}), dim3({cfg[1]}), (size_t)({cfg[2]}), (cudaStream_t)({cfg[3]})"
         )
