@@ -165,6 +165,10 @@ def bench_command(
     fresh: Annotated[bool, typer.Option("--fresh")] = False,
     db: Db = None,
     timeout: Annotated[float, typer.Option("--timeout")] = 600.0,
+    executor: Annotated[str, typer.Option("--executor", help="local (one worker per GPU) | ray")] = "local",
+    address: Annotated[
+        str | None, typer.Option("--address", help="Ray cluster address (with --executor ray).")
+    ] = None,
 ) -> None:
     """Evaluate every task of SUITE with its solution (KernelBench run layout); print a table and fast_p."""
     from kernelproof.api import evaluate_many
@@ -185,7 +189,15 @@ def bench_command(
         device, baselines, seed, correctness_only, False, False, time_budget, fresh, db, False, timeout
     )
     verdicts = []
-    for v in evaluate_many(pairs, opts):
+    if executor == "ray":
+        from kernelproof.executors.ray_executor import RayOptions, evaluate_many_ray
+
+        stream = evaluate_many_ray(pairs, opts, RayOptions(address=address))
+    elif executor == "local":
+        stream = evaluate_many(pairs, opts)
+    else:
+        raise UsageError(f"--executor must be local or ray, not {executor!r}")
+    for v in stream:
         verdicts.append(v)
         console.print(
             f"[{len(verdicts)}/{len(pairs)}] {v.verdict.value:5s} {v.task.path} {','.join(v.codes)}",
@@ -343,7 +355,8 @@ class _null:
 def main() -> None:
     _register_optional()
     try:
-        app(standalone_mode=False)
+        rv = app(standalone_mode=False)
+        sys.exit(rv if isinstance(rv, int) else 0)
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except (UsageError, TaskError) as exc:

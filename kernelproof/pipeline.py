@@ -447,6 +447,11 @@ def _timing(
     shapes: list[ShapeTiming] = []
     roof = None
     coverage = None
+    telemetry = None
+    if device.startswith("cuda"):
+        from kernelproof.measure.telemetry import Telemetry
+
+        telemetry = Telemetry(torch.device(device).index or 0)
     for v in timed:
         ctx = contexts[v]
         tol = st.tol_by_variant.get(v)
@@ -479,7 +484,9 @@ def _timing(
                 st.flags.append(f"baseline {name} failed to load: {r.get('message')}")
                 continue
             programs.append(Program(name, bw))
-        timing, reasons = time_variant(ctx, programs, options, rng, tol, options.timeout_s, st.flags)
+        timing, reasons = time_variant(
+            ctx, programs, options, rng, tol, options.timeout_s, st.flags, telemetry
+        )
         st.reasons += reasons
         if timing is None:
             return None, {}, None, None

@@ -54,6 +54,7 @@ def time_variant(
     tol: Tolerance,
     timeout_s: float,
     notes: list[str] | None = None,
+    telemetry: Any = None,
 ) -> tuple[ShapeTiming | None, list[Reason]]:
     """Time one shape; baselines that fail are dropped with a note, a failing candidate is rejected."""
     notes = notes if notes is not None else []
@@ -88,6 +89,7 @@ def time_variant(
                 notes.append(f"baseline {prog.name} was dropped: {reply.get('message', '')}")
                 programs.remove(prog)
         started = time.monotonic()
+        clocks: list[Any] = []
         stopped_by = "max_rounds"
         rounds = 0
         for r in range(options.max_rounds):
@@ -124,6 +126,9 @@ def time_variant(
                         if bad:
                             return None, [bad]
             rounds = r + 1
+            sample = telemetry.sample() if telemetry is not None else None
+            if sample is not None:
+                clocks.append(sample)
             if rounds >= options.min_rounds:
                 speedups = _speedups(programs)
                 if speedups and all(
@@ -156,7 +161,15 @@ def time_variant(
         rounds=rounds,
         stopped_by=stopped_by,
         samples_ms={p.name: p.samples_ms for p in programs} if options.keep_samples else {},
+        throttled_rounds=sum(1 for c in clocks if c.throttle),
     )
+    if clocks:
+        sm = [c.sm_clock_mhz for c in clocks]
+        notes.append(
+            f"clocks during timing of {ctx.variant!r}: SM {min(sm)}-{max(sm)} MHz, "
+            f"{max(c.temperature_c for c in clocks)} C max, {max(c.power_w for c in clocks):.0f} W max, "
+            f"{sum(1 for c in clocks if c.throttle)} of {len(clocks)} rounds throttled"
+        )
     return timing, reasons
 
 
