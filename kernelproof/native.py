@@ -96,7 +96,10 @@ def parse_signature(source: str, kernel: str) -> tuple[Param, ...]:
         )
     before = code[: m.start()]
     decl = code[max(before.rfind(";"), before.rfind("}")) + 1 : m.start()]
-    in_block = re.search(r'extern\s*"C"\s*\{', before) is not None
+    in_block = any(  # inside an extern "C" { ... } block that is still open
+        1 + before.count("{", b.end()) - before.count("}", b.end()) > 0
+        for b in re.finditer(r'extern\s*"C"\s*\{', before)
+    )
     if not re.search(r'extern\s*"C"', decl) and not in_block:
         raise NativeCompileError(
             f'kernel {kernel!r} must be declared extern "C" (its name is looked up unmangled)'

@@ -1,0 +1,189 @@
+"""The load_inline hook: prebuilt modules load without a build, refusals fall back to torch unchanged."""
+
+from __future__ import annotations
+
+import subprocess
+import sysconfig
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelproof.build import inline
+from kernelproof.build.env import nvcc_path
+
+TEMPLATED = r"""
+#include <torch/extension.h>
+template <typename T> __global__ void k(T* x) { x[0] = T(1); }
+torch::Tensor f(torch::Tensor x) { k<float><<<1, 1>>>(x.data_ptr<float>()); return x; }
+"""
+TINY_EXT = r"""
+#include <Python.h>
+static struct PyModuleDef def = {PyModuleDef_HEAD_INIT, "kp_tiny", NULL, -1, NULL};
+PyMODINIT_FUNC PyInit_kp_tiny(void) { PyObject *m = PyModule_Create(&def); PyModule_AddIntConstant(m, "answer", 42); return m; }
+"""
+
+
+class FakeTorchLoadInline:
+    """Stands in for torch's load_inline: records its arguments instead of compiling."""
+
+    def __init__(self, fail: bool = False):
+        self.calls: list[dict] = []
+        self.fail = fail
+
+    def __call__(
+        self,
+        name,
+        cpp_sources,
+        cuda_sources=None,
+        functions=None,
+        extra_cflags=None,
+        extra_cuda_cflags=None,
+        extra_ldflags=None,
+        extra_include_paths=None,
+        build_directory=None,
+        verbose=False,
+        with_cuda=None,
+        is_python_module=True,
+        with_pytorch_error_handling=True,
+        keep_intermediates=True,
+        use_pch=False,
+        no_implicit_headers=False,
+    ):
+        if self.fail:
+            raise AssertionError("torch's load_inline must not run for a prebuilt module")
+        self.calls.append(dict(locals()))
+        return "module"
+
+
+@pytest.fixture
+def hooked(monkeypatch, tmp_path):
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    fake = FakeTorchLoadInline()
+    monkeypatch.setitem(inline._state, "original", fake)
+    monkeypatch.setitem(inline._state, "records", [])
+    monkeypatch.setitem(inline._state, "fast", True)
+    return fake
+
+
+def test_refused_split_falls_back_to_torch_with_the_same_arguments(hooked, tmp_path):
+    out = inline.load_inline(
+        "ext", "torch::Tensor f(torch::Tensor x);", TEMPLATED, functions=["f"], extra_cflags=["-O3"]
+    )
+    assert out == "module"
+    call = hooked.calls[0]
+    assert call["cpp_sources"] == ["torch::Tensor f(torch::Tensor x);"]
+    assert call["cuda_sources"] == [TEMPLATED] and call["extra_cflags"] == ["-O3"]
+    assert call["use_pch"] is False  # torch's header cache lives inside torch's install: never shared
+    assert Path(call["build_directory"]).parent == tmp_path / "ext"
+    rec = inline.records()[0]
+    assert rec["strategy"] == "torch" and "outside what the splitter reads" in rec["fast_refused"]
+
+
+def test_requested_build_directory_is_redirected_into_the_staging_area(hooked, tmp_path):
+    inline.load_inline("ext", "int f();", build_directory="/tmp/elsewhere")
+    assert Path(hooked.calls[0]["build_directory"]).parent == tmp_path / "ext"
+
+
+def test_build_directory_depends_on_every_build_argument(hooked):
+    inline.load_inline("ext", "int f();")
+    inline.load_inline("ext", "int f();", extra_cflags=["-O3"])
+    inline.load_inline("ext", "int g();")
+    inline.load_inline("ext", "int f();")
+    dirs = [c["build_directory"] for c in hooked.calls]
+    assert len(set(dirs[:3])) == 3 and dirs[3] == dirs[0]
+
+
+def test_prebuilt_module_loads_without_torchs_build(hooked, tmp_path, monkeypatch):
+    inline.load_inline("kp_tiny", "int f();")  # learns the directory and stamps it
+    build_dir = Path(hooked.calls[0]["build_directory"])
+    src = tmp_path / "tiny.c"
+    src.write_text(TINY_EXT)
+    subprocess.run(
+        [
+            "cc",
+            "-shared",
+            "-fPIC",
+            f"-I{sysconfig.get_paths()['include']}",
+            str(src),
+            "-o",
+            str(build_dir / "kp_tiny.so"),
+        ],
+        check=True,
+    )
+    monkeypatch.setitem(inline._state, "original", FakeTorchLoadInline(fail=True))
+    module = inline.load_inline("kp_tiny", "int f();")
+    assert module.answer == 42
+    assert inline.records()[-1]["strategy"] == "prebuilt"
+
+
+def test_install_replaces_and_uninstall_restores_torchs_function():
+    from torch.utils import cpp_extension as ce
+
+    before = ce.load_inline
+    inline.install()
+    try:
+        assert ce.load_inline is inline.load_inline
+    finally:
+        inline.uninstall()
+    assert ce.load_inline is before
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(nvcc_path() is None, reason="needs nvcc")
+def test_split_build_compiles_kernelbench_add_without_torch_in_nvcc(tmp_path, monkeypatch):
+    """Real compiles (30-150 s on 2 cores). On a CPU-only torch the link needs stub CUDA libraries
+    and the import fails; the build itself is what is checked."""
+    from test_split import ADD
+    from torch.utils import cpp_extension as ce
+
+    from kernelproof.build.env import cuda_home
+
+    stubs = tmp_path / "stubs"
+    stubs.mkdir()
+    (stubs / "empty.c").write_text("")
+    for lib in ("c10_cuda", "torch_cuda"):  # absent from a CPU-only torch; only the link needs them
+        subprocess.run(
+            ["cc", "-shared", str(stubs / "empty.c"), "-o", str(stubs / f"lib{lib}.so")], check=True
+        )
+    monkeypatch.setenv("LIBRARY_PATH", str(stubs))
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0a")
+    monkeypatch.setattr(ce, "CUDA_HOME", cuda_home())
+    monkeypatch.setitem(inline._state, "original", ce.load_inline)
+    monkeypatch.setitem(inline._state, "records", [])
+    monkeypatch.setitem(inline._state, "fast", True)
+    try:
+        inline.load_inline(
+            "kp_add",
+            "torch::Tensor elementwise_add_cuda(torch::Tensor a, torch::Tensor b);",
+            ADD,
+            functions=["elementwise_add_cuda"],
+        )
+    except ImportError:
+        assert not torch.cuda.is_available()  # CPU torch: the extension cannot load here
+    rec = inline.records()[-1]
+    assert rec["strategy"] == "split", rec
+    assert (Path(rec["build_dir"]) / "kp_add.so").is_file()
+    assert "torch" not in (Path(rec["build_dir"]) / "kernels.cu").read_text()
+
+
+@pytest.mark.gpu
+def test_kernelbench_add_builds_split_and_computes(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    monkeypatch.setitem(inline._state, "records", [])
+    from test_split import ADD
+
+    inline.install()
+    try:
+        mod = inline.load_inline(
+            "kp_add",
+            "torch::Tensor elementwise_add_cuda(torch::Tensor a, torch::Tensor b);",
+            ADD,
+            functions=["elementwise_add_cuda"],
+        )
+    finally:
+        inline.uninstall()
+    a, b = torch.rand(1000, device="cuda"), torch.rand(1000, device="cuda")
+    torch.testing.assert_close(mod.elementwise_add_cuda(a, b), a + b)
+    assert inline.records()[-1]["strategy"] in ("split", "split+pch")
