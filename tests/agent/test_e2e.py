@@ -43,3 +43,19 @@ def test_optimize_with_the_real_evaluator_feeds_a_real_rejection_back_and_keeps_
     assert second.passed and res.best.id == second.id
     assert (tmp_path / "run" / "best.py").read_text() == correct
     assert res.spend.evaluated == 2 and res.spend.gpu_seconds > 0
+
+
+@pytest.mark.gpu
+def test_a_replay_log_carried_to_a_gpu_machine_runs_end_to_end(tmp_path):
+    """The shipped log (recorded against a loopback server, evaluated on CPU) replayed on CUDA."""
+    opts = AgentOptions(
+        limits=Limits(max_candidates=2),
+        eval=EvalOptions(device="cuda", db=""),
+        out_dir=str(tmp_path / "run"),
+        db=str(tmp_path / "kp.db"),
+    )
+    res = optimize(DATA / "scale_add.py", "", opts, replay=DATA / "scale_add.replay.jsonl")
+    assert [c.id for c in res.candidates] == ["t000s00", "t001s00"]
+    assert "mismatch" in res.candidates[0].verdict.codes
+    assert res.best.id == "t001s00" and res.best_verdict.speedup["best"].median > 0
+    assert res.spend.live_calls == 0 and (tmp_path / "run" / "summary.png").exists()

@@ -41,3 +41,11 @@ def test_unreadable_logs_are_replay_errors(tmp_path):
     bad.write_text('{"format": "kernelproof.replay/1", "run_id": "r"}\n{"turn": 0}\n')
     with pytest.raises(ReplayError, match="line 2 is malformed"):
         ReplayLog.load(bad)
+
+
+def test_the_shipped_replay_log_belongs_to_the_shipped_task(task_file):
+    from kernelproof.agent.context import read_task
+
+    log = ReplayLog.load(task_file.parent / "scale_add.replay.jsonl")
+    assert log.header["task_sha256"] == read_task(task_file).sha256  # re-record the log when the task changes
+    assert [(k, e.kind) for k, e in sorted(log.calls.items())] == [((0, 0), "draft"), ((1, 0), "refine")]
