@@ -27,13 +27,14 @@ class Slot:
     request: Request  # what to send
     max_output_tokens: int  # the granted output cap
     logged: LoggedCall | None = None  # the answer already on record, if any
+    failed_before: str = ""  # the recorded run's error, when this call failed there and the run went on
 
 
 @dataclass(frozen=True)
 class Outcome:
     slot: Slot
     completion: Completion | None  # None: the call failed
-    origin: str  # live | resumed | replayed
+    origin: str  # live | resumed | replayed | missing (a replay log without this call)
     error: BackendError | None = None  # why it failed
 
 
@@ -64,15 +65,31 @@ class Caller:
     def logged(self, turn: int, sample: int) -> LoggedCall | None:
         return self.log.get(turn, sample) if self.log is not None else None
 
+    def failed_before(self, turn: int, sample: int) -> str:
+        """The recorded error of a call that failed in the recorded run, if that run went on past it.
+
+        Failing it again keeps the resumed or replayed run on the recorded path; a failure in the
+        recorded run's last turn (where it was interrupted) is asked for again instead.
+        """
+        if self.log is None or (turn, sample) not in self.log.failed:
+            return ""
+        if self.live is not None and self.log.last_turn <= turn:
+            return ""
+        return self.log.failed[(turn, sample)] or "failed in the recorded run"
+
     def run(self, turn: int, slots: list[Slot]) -> list[Outcome]:
         """Answer every slot; outcomes come back in slot order."""
-        live = [s for s in slots if s.logged is None]
-        results: dict[int, Outcome] = {s.sample: self._serve(turn, s) for s in slots if s.logged is not None}
+        results: dict[int, Outcome] = {}
+        for s in slots:
+            if s.logged is not None:
+                results[s.sample] = self._serve(turn, s)
+            elif s.failed_before:
+                results[s.sample] = self._fail_again(turn, s)
+        live = [s for s in slots if s.sample not in results]
         if live and self.live is None:
             for s in live:
-                results[s.sample] = Outcome(
-                    s, None, "replayed", BackendError("not in the replay log", retryable=False)
-                )
+                error = BackendError("not in the replay log", retryable=False)
+                results[s.sample] = Outcome(s, None, "missing", error)
         elif live:
             with ThreadPoolExecutor(max_workers=min(self.workers, len(live))) as pool:
                 futures = {s.sample: pool.submit(self._call, turn, s) for s in live}
@@ -90,25 +107,36 @@ class Caller:
             self._record(turn, slot, done, entry.cost_usd, "replayed")
         return Outcome(slot, done, self.log_origin)
 
+    def _fail_again(self, turn: int, slot: Slot) -> Outcome:
+        if self.log_origin == "replayed":
+            self._record_failure(turn, slot, slot.failed_before, "replayed")
+        return Outcome(slot, None, self.log_origin, BackendError(slot.failed_before, retryable=True))
+
     def _call(self, turn: int, slot: Slot) -> Outcome:
         assert self.live is not None
         self.live_calls += 1
         try:
             done = self.live.complete(slot.request.prompt, slot.max_output_tokens)
         except BackendError as exc:
-            self.memory.record_call(
-                self.run_id,
-                turn,
-                slot.sample,
-                slot.request.kind,
-                slot.request.prompt,
-                None,
-                cost_usd=None,
-                error=str(exc),
-            )
+            self._record_failure(turn, slot, str(exc), "live")
             return Outcome(slot, None, "live", exc)
         self._record(turn, slot, done, self.cost(done.input_tokens, done.output_tokens), "live")
         return Outcome(slot, done, "live")
+
+    def _record_failure(self, turn: int, slot: Slot, error: str, origin: str) -> None:
+        req = slot.request
+        self.memory.record_call(
+            self.run_id,
+            turn,
+            slot.sample,
+            req.kind,
+            req.prompt,
+            None,
+            cost_usd=None,
+            origin=origin,
+            error=error,
+        )
+        self.writer.append_failure(turn, slot.sample, req.kind, req.prompt.digest(), error)
 
     def _record(self, turn: int, slot: Slot, done: Completion, cost: float | None, origin: str) -> None:
         req = slot.request

@@ -122,7 +122,7 @@ class _Loop:
             if fatal is not None and self.caller.live is not None:
                 self.s.error = str(fatal)
                 return "backend_error"
-            if not answered and self.caller.live is None:
+            if self.caller.live is None and all(o.origin == "missing" for o in outcomes):
                 return "replay_exhausted"
             if failed_turns >= self.o.max_failed_turns:
                 return "backend_unavailable"
@@ -165,7 +165,10 @@ class _Loop:
                 eval_grant = self.budget.reserve_eval(self._reserve_s())
                 if eval_grant is None:
                     break
-            if logged is not None or self.caller.live is None:
+            failed_before = "" if logged is not None else self.caller.failed_before(turn, sample)
+            if failed_before:
+                slots.append(Slot(sample, req, 0, None, failed_before))
+            elif logged is not None or self.caller.live is None:
                 if logged is not None:
                     cost = logged.cost_usd
                     if cost is None:
@@ -283,8 +286,9 @@ class _Loop:
     def _turn_line(self, turn: int, new: list[Candidate]) -> str:
         passed = sum(c.passed for c in new)
         best = ranking.best(self.state.candidates)
+        dollars = "$?" if self.budget.price is None else f"${self.budget.dollars:.4f}"
         return (
             f"turn {turn}: {len(new)} candidates, {passed} verified; best {best.id if best else '-'} "
-            f"{ranking.speedup_text(best)}; spent {self.budget.tokens} tokens, ${self.budget.dollars:.4f}, "
+            f"{ranking.speedup_text(best)}; spent {self.budget.tokens} tokens, {dollars}, "
             f"{self.budget.gpu_seconds:.1f} GPU s, {self.budget.candidates} evaluated"
         )

@@ -190,6 +190,13 @@ class Memory:
             for r in rows
         }
 
+    def failed_calls(self, run_id: str) -> dict[tuple[int, int], str]:
+        """Calls of a run that got no answer, with their errors."""
+        rows = self.conn.execute(
+            "SELECT turn, sample, error FROM agent_calls WHERE run_id = ? AND response IS NULL", (run_id,)
+        ).fetchall()
+        return {(r["turn"], r["sample"]): r["error"] for r in rows}
+
     def calls(self, run_id: str) -> list[dict[str, Any]]:
         rows = self.conn.execute(
             "SELECT * FROM agent_calls WHERE run_id = ? ORDER BY turn, sample", (run_id,)

@@ -24,17 +24,27 @@ FORMAT = "kernelproof.replay/1"
 
 
 class ReplayLog:
-    """Answered calls of one earlier run, served by position."""
+    """Answered (and failed) calls of one earlier run, served by position."""
 
     def __init__(
-        self, run_id: str, calls: dict[tuple[int, int], LoggedCall], header: dict[str, Any] | None = None
+        self,
+        run_id: str,
+        calls: dict[tuple[int, int], LoggedCall],
+        header: dict[str, Any] | None = None,
+        failed: dict[tuple[int, int], str] | None = None,
     ):
         self.run_id = run_id  # the run the answers came from
         self.calls = calls
         self.header = header or {}  # what the log says about its run (task hash, model, options)
+        self.failed = failed or {}  # calls that got no answer, with the error: replayed as failures
 
     def get(self, turn: int, sample: int) -> LoggedCall | None:
         return self.calls.get((turn, sample))
+
+    @property
+    def last_turn(self) -> int:
+        """The last turn the recorded run reached (-1 for an empty log)."""
+        return max((t for t, _ in [*self.calls, *self.failed]), default=-1)
 
     def __len__(self) -> int:
         return len(self.calls)
@@ -57,16 +67,22 @@ class ReplayLog:
             raise ReplayError(f"replay log {p} has no header line: {exc}") from exc
         if not isinstance(header, dict) or header.get("format") != FORMAT or "run_id" not in header:
             raise ReplayError(f"{p} is not a {FORMAT} log")
-        calls = {}
+        calls: dict[tuple[int, int], LoggedCall] = {}
+        failed: dict[tuple[int, int], str] = {}
         for number, line in enumerate(lines[1:], start=2):
             if not line.strip():
                 continue
             try:
-                entry = LoggedCall.from_json(json.loads(line))
+                doc = json.loads(line)
+                key = (doc["turn"], doc["sample"])
+                if "text" not in doc:  # a call that got no answer
+                    failed[key] = str(doc["error"])
+                    continue
+                calls[key] = LoggedCall.from_json(doc)  # a later line for the same key wins
+                failed.pop(key, None)
             except (json.JSONDecodeError, KeyError, TypeError) as exc:
                 raise ReplayError(f"replay log {p} line {number} is malformed: {exc}") from exc
-            calls[(entry.turn, entry.sample)] = entry  # a later line for the same key wins
-        return cls(header["run_id"], calls, header)
+        return cls(header["run_id"], calls, header, failed)
 
 
 class ReplayWriter:
@@ -79,7 +95,16 @@ class ReplayWriter:
             self.path.write_text(json.dumps({"format": FORMAT, **header}) + "\n")
 
     def append(self, entry: LoggedCall) -> None:
-        line = json.dumps(entry.to_json(), ensure_ascii=False) + "\n"
+        self._write(entry.to_json())
+
+    def append_failure(self, turn: int, sample: int, kind: str, prompt_hash: str, error: str) -> None:
+        """A call that got no answer: a replay fails it again rather than asking anyone."""
+        self._write(
+            {"turn": turn, "sample": sample, "kind": kind, "prompt_hash": prompt_hash, "error": error}
+        )
+
+    def _write(self, doc: dict[str, Any]) -> None:
+        line = json.dumps(doc, ensure_ascii=False) + "\n"
         with self._lock, self.path.open("a") as f:
             f.write(line)
             f.flush()

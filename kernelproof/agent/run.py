@@ -191,7 +191,7 @@ def open_session(
         run_id, out_dir, memory = found["run_id"], Path(found["out_dir"]), found["memory"]
         if found["task_sha256"] != info.sha256:
             raise ReplayError(f"run {run_id} was made on another version of {info.name} (its hash differs)")
-        log = ReplayLog(run_id, memory.logged_calls(run_id))
+        log = ReplayLog(run_id, memory.logged_calls(run_id), failed=memory.failed_calls(run_id))
         stored = memory.stored_candidates(run_id)
         memory.update_run(
             run_id, status="running", stop_reason="", options_json=json.dumps(options.to_json())
@@ -264,7 +264,9 @@ def _load_replay(replay: str | Path, memory: Memory, info: TaskInfo) -> ReplayLo
         row = memory.run(str(replay))
         if row is None:
             raise ReplayError(f"{replay} is neither a replay log, a run folder nor a run id in {memory.path}")
-        log = ReplayLog(str(replay), memory.logged_calls(str(replay)), {**row})
+        log = ReplayLog(
+            str(replay), memory.logged_calls(str(replay)), {**row}, memory.failed_calls(str(replay))
+        )
     logged_sha = log.header.get("task_sha256")
     if logged_sha and logged_sha != info.sha256:
         raise ReplayError(

@@ -49,3 +49,11 @@ def test_the_shipped_replay_log_belongs_to_the_shipped_task(task_file):
     log = ReplayLog.load(task_file.parent / "scale_add.replay.jsonl")
     assert log.header["task_sha256"] == read_task(task_file).sha256  # re-record the log when the task changes
     assert [(k, e.kind) for k, e in sorted(log.calls.items())] == [((0, 0), "draft"), ((1, 0), "refine")]
+
+
+def test_failed_calls_are_logged_and_read_back_as_failures(tmp_path):
+    w = ReplayWriter(tmp_path / "replay.jsonl", {"run_id": "r1"})
+    w.append(entry(0, 0))
+    w.append_failure(1, 0, "refine", "h" * 64, "503 after 6 attempts")
+    log = ReplayLog.load(tmp_path)
+    assert log.failed == {(1, 0): "503 after 6 attempts"} and log.get(1, 0) is None and log.last_turn == 1

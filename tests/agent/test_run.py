@@ -175,3 +175,37 @@ def test_replay_runs_where_neither_sdk_is_installed(serve, task_file, tmp_path):
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["t003s00", "5", "0"]
+
+
+def failing_second_request(serve):
+    from agent_loopback import Status
+
+    n = iter(range(1000))
+    return serve(lambda req: Status(500) if next(n) == 1 else by_turn(req))
+
+
+def no_retry_model(server):
+    return parse_model(
+        "openai:loopback-model", base_url=server.openai_url, timeout_s=5, api_key="k", max_retries=0
+    )
+
+
+def test_a_call_that_failed_in_the_recorded_run_fails_again_on_resume_and_replay(serve, task_file, tmp_path):
+    first = failing_second_request(serve)
+    original = optimize(task_file, no_retry_model(first), options(tmp_path), evaluator=FakeEvaluator())
+    assert first.count == 6 and original.spend.failed_calls == 1
+    assert "error" in (tmp_path / "run" / "replay.jsonl").read_text()
+
+    again = serve(by_turn)
+    resumed = optimize(
+        task_file, no_retry_model(again), options(tmp_path, limits=Limits(max_candidates=6)),
+        evaluator=FakeEvaluator(), resume=original.run_id,
+    )  # fmt: skip
+    assert again.count == 1  # only the sixth candidate's call; the failed one is not asked again
+    assert sources(resumed)[:5] == sources(original) and resumed.diverged == 0
+
+    replayed = optimize(
+        task_file, "", options(tmp_path, "replayed"), evaluator=FakeEvaluator(), replay=tmp_path / "run"
+    )
+    assert sources(replayed) == sources(original) and replayed.stop_reason == original.stop_reason
+    assert replayed.spend.failed_calls == 1 and replayed.diverged == 0
