@@ -217,6 +217,8 @@ def evaluate_pair(
             started,
         )
 
+    phases: dict[str, float] = {"setup_s": time.monotonic() - started}
+    env["phases"] = phases
     cand = workers.candidate(device)
     timing: Timing | None = None
     speedup: dict[str, Speedup] = {}
@@ -225,12 +227,15 @@ def evaluate_pair(
     try:
         env["worker"] = cand.wait_ready()
         env["limits"] = cand.limits_applied
+        phases["worker_ready_s"] = time.monotonic() - started
         staged = cand.stage_solution(solution_path)
         _correctness(task, contexts, cases, cand, staged, options, st)
+        phases["correctness_done_s"] = time.monotonic() - started
         if not st.reasons and not options.correctness_only:
             timing, speedup, roof, coverage = _timing(
                 task, contexts, timed, cand, staged, options, rng, st, device, workers, sol
             )
+            phases["timing_done_s"] = time.monotonic() - started
     except WorkerDied as died:
         st.reasons.append(Reason(ReasonCode(died.code), died.message, died.detail))
     finally:

@@ -22,6 +22,7 @@ from kernelproof.inputs import InputSlot, dtype_from_name, fingerprint, timed_in
 from kernelproof.worker import guards, program, protocol
 from kernelproof.worker.clock import CpuClock, CudaClock, kernels_of_call
 
+CUDA_FAULTS = ("illegal memory access", "misaligned address", "unspecified launch failure", "illegal instruction")
 POISON_BYTE = 0xFF  # NaN in every float format: unwritten output elements fail (A1-A3)
 
 
@@ -165,8 +166,11 @@ class Worker:
                 self.switch(False)
                 msg, detail = program.describe_exception(exc, self.solution_path)
                 code = "runtime_error"
-                if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc):
+                text = str(exc).lower()
+                if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in text:
                     code = "crash"
+                elif any(k in text for k in CUDA_FAULTS):
+                    code = "crash"  # the CUDA context is lost: this worker is finished
                 return {"ok": False, "code": code, "message": f"forward raised {msg}", "detail": detail}, []
             finally:
                 self.switch(False)

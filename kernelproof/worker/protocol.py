@@ -48,7 +48,7 @@ def encode_tensor(t: torch.Tensor) -> tuple[dict[str, Any], bytes]:
     return {"dtype": name, "shape": list(cpu.shape), "nbytes": len(data)}, data
 
 
-def decode_tensor(meta: dict[str, Any], data: bytes) -> torch.Tensor:
+def decode_tensor(meta: dict[str, Any], data: bytes | bytearray) -> torch.Tensor:
     dtype = _DTYPES.get(str(meta.get("dtype")))
     shape = meta.get("shape")
     if dtype is None or not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
@@ -61,7 +61,8 @@ def decode_tensor(meta: dict[str, Any], data: bytes) -> torch.Tensor:
         raise ProtocolError(f"tensor byte count {len(data)} does not match {shape} {meta.get('dtype')}")
     if not data:
         return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype).reshape(shape)
+    buf = data if isinstance(data, bytearray) else bytearray(data)
+    return torch.frombuffer(buf, dtype=torch.uint8).view(dtype).reshape(shape)
 
 
 def send(sock: socket.socket, header: dict[str, Any], tensors: list[torch.Tensor] | None = None) -> None:
@@ -86,7 +87,7 @@ def recv(sock: socket.socket) -> tuple[dict[str, Any], list[torch.Tensor]]:
     if length > MAX_HEADER_BYTES:
         raise ProtocolError(f"header of {length} bytes exceeds the limit")
     try:
-        header = json.loads(_recv_exact(sock, length))
+        header = json.loads(bytes(_recv_exact(sock, length)))
     except ValueError as exc:
         raise ProtocolError(f"header is not JSON: {exc}") from None
     if not isinstance(header, dict):
@@ -101,11 +102,11 @@ def recv(sock: socket.socket) -> tuple[dict[str, Any], list[torch.Tensor]]:
         nbytes = meta.get("nbytes")
         if not isinstance(nbytes, int) or nbytes < 0 or nbytes > MAX_TENSOR_BYTES:
             raise ProtocolError(f"tensor of {nbytes!r} bytes refused")
-        tensors.append(decode_tensor(meta, _recv_exact(sock, nbytes) if nbytes else b""))
+        tensors.append(decode_tensor(meta, _recv_exact(sock, nbytes) if nbytes else bytearray()))
     return header, tensors
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def _recv_exact(sock: socket.socket, n: int) -> bytearray:
     buf = bytearray(n)
     view = memoryview(buf)
     got = 0
@@ -114,4 +115,4 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
         if k == 0:
             raise ProtocolError("connection closed")
         got += k
-    return bytes(buf)
+    return buf
