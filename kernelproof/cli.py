@@ -306,6 +306,37 @@ def compare_command(
     raise typer.Exit(EXIT_PASS if result.ok else EXIT_REJECTED)
 
 
+@app.command("ceilings")
+def ceilings_command(
+    device: Annotated[str, typer.Option("--device", help="cuda | cuda:N")] = "cuda",
+    refresh: Annotated[bool, typer.Option("--refresh", help="Measure again even if cached.")] = False,
+) -> None:
+    """Measure (once per device model) copy bandwidth and matmul peaks; show them beside the datasheet."""
+    import torch
+
+    from kernelproof.measure import ceilings
+    from kernelproof.measure.roofline import device_spec
+
+    if not torch.cuda.is_available():
+        raise UsageError("ceilings are measured on a CUDA device; none is visible")
+    dev = "cuda:0" if device == "cuda" else device
+    name = torch.cuda.get_device_name(torch.device(dev))
+    doc = None if refresh else ceilings.load(name)
+    if doc is None:
+        with console.status(f"measuring {name}..."):
+            doc = ceilings.measure(dev)
+    spec = device_spec(name)
+    console.print(
+        f"{name}: copy {doc['copy_bandwidth_TBps']:.2f} TB/s"
+        + (f" (datasheet {spec.datasheet_tbps} TB/s)" if spec else ""),
+        highlight=False,
+    )
+    for k, v in doc["matmul_TFLOPs"].items():
+        ds = f" (datasheet {spec.datasheet_tflops.get(k)})" if spec else ""
+        console.print(f"  matmul {k}: {v:.0f} TFLOP/s{ds}", highlight=False)
+    console.print(f"cached at {ceilings.cache_path(name)}", highlight=False)
+
+
 def _register_optional() -> None:
     """Verbs whose modules bring optional dependencies register without importing them eagerly."""
     try:

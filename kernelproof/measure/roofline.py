@@ -66,8 +66,21 @@ MEASURED_UNIT = {"fp32": "fp32", "tf32": "tf32", "bf16": "bf16", "fp16": "fp16"}
 
 
 def device_spec(name: str) -> DeviceSpec | None:
+    """The datasheet table for the device, with this machine's measured ceilings where cached."""
+    import dataclasses
+
+    from kernelproof.measure import ceilings
+
     for key, spec in KNOWN_DEVICES.items():
         if key in name:
+            cached = ceilings.load(name)
+            if cached:
+                return dataclasses.replace(
+                    spec,
+                    measured_tbps=cached["copy_bandwidth_TBps"],
+                    measured_tflops=cached["matmul_TFLOPs"],
+                    source=f"datasheet; measured here ({ceilings.cache_path(name)})",
+                )
             return spec
     return None
 
