@@ -54,7 +54,7 @@ def measure(device: str = "cuda:0") -> dict[str, Any]:
 
     src = torch.randn(COPY_BYTES // 4, device=dev)
     dst = torch.empty_like(src)
-    copy_ms = time_ms(lambda: dst.copy_(src))
+    copy_ms = time_ms(lambda src=src, dst=dst: dst.copy_(src))
     out: dict[str, Any] = {"device": name, "copy_bandwidth_TBps": 2 * COPY_BYTES / (copy_ms * 1e-3) / 1e12}
     del src, dst
     tflops = {}
