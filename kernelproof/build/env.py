@@ -92,8 +92,15 @@ def nvcc_path() -> str | None:
 
 
 def cuda_home() -> str | None:
+    """The CUDA toolkit root: CUDA_HOME/CUDA_PATH, /usr/local/cuda, or the folder above nvcc's bin/."""
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home and os.path.isfile(os.path.join(home, "bin", "nvcc")):
+            return home
     nvcc = nvcc_path()
-    return os.path.dirname(os.path.dirname(os.path.realpath(nvcc))) if nvcc else None
+    if nvcc is None:
+        return None
+    home = os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
+    return home if os.path.isdir(os.path.join(home, "include")) else None
 
 
 def current_env(arch: str) -> BuildEnv:
