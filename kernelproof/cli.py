@@ -107,6 +107,9 @@ def eval_command(
         float, typer.Option("--time-budget", help="Seconds of timing per timed shape (cap).")
     ] = 20.0,
     samples: Annotated[bool, typer.Option("--samples", help="Keep raw timing samples in the JSON.")] = False,
+    steady: Annotated[
+        bool, typer.Option("--steady", help="Also measure the steady (back-to-back) regime, reported apart.")
+    ] = False,
     fresh: Annotated[
         bool, typer.Option("--fresh", help="Do not serve an identical earlier evaluation from the store.")
     ] = False,
@@ -132,6 +135,7 @@ def eval_command(
         samples,
         timeout,
     )
+    opts = opts.replace(steady=steady)
     with (
         console.status("evaluating (building, checking cases, timing)...", spinner="dots")
         if sys.stdout.isatty()
@@ -399,13 +403,11 @@ def main() -> None:
     except KernelproofError as exc:
         console.print(f"[red]error:[/] {exc}", highlight=False)
         sys.exit(EXIT_INTERNAL)
-    except Exception as exc:  # click's usage errors and anything unexpected
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
+    except Exception as exc:  # the CLI parser's usage errors, and anything unexpected
+        if hasattr(exc, "show") and hasattr(exc, "exit_code"):  # click/typer usage errors
             exc.show()
             sys.exit(EXIT_USAGE)
-        if isinstance(exc, click.exceptions.Abort):
+        if type(exc).__name__ == "Abort":
             sys.exit(EXIT_USAGE)
         import traceback
 

@@ -22,7 +22,12 @@ from kernelproof.inputs import InputSlot, dtype_from_name, fingerprint, timed_in
 from kernelproof.worker import guards, program, protocol
 from kernelproof.worker.clock import CpuClock, CudaClock, kernels_of_call
 
-CUDA_FAULTS = ("illegal memory access", "misaligned address", "unspecified launch failure", "illegal instruction")
+CUDA_FAULTS = (
+    "illegal memory access",
+    "misaligned address",
+    "unspecified launch failure",
+    "illegal instruction",
+)
 POISON_BYTE = 0xFF  # NaN in every float format: unwritten output elements fail (A1-A3)
 
 
@@ -308,6 +313,51 @@ class Worker:
                 return self.fn(*args)
         finally:
             self.switch(False)
+
+    def op_steady(self, h: dict[str, Any], tensors: list[torch.Tensor]):
+        """Back-to-back throughput over rotating inputs (warm caches, launch overlap): steady regime."""
+        slots = [InputSlot(**s) for s in h["slots"]]
+        fixed = {int(k): tensors[v] for k, v in h.get("fixed", {}).items()}
+        scalars = {int(k): v for k, v in h.get("scalars", {}).items()}
+        seeds = [int(x) for x in h["seeds"]]
+        sets = [timed_inputs(slots, fixed, scalars, sd, self.device) for sd in seeds]
+        n = int(h["calls"])
+        try:
+            for i in range(3):
+                self._timed(sets[i % len(sets)])
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                for i in range(n):
+                    out = self._timed(sets[i % len(sets)])
+                end.record()
+                torch.cuda.synchronize(self.device)
+                total_ms = start.elapsed_time(end)
+            else:
+                t0 = time.perf_counter()
+                for i in range(n):
+                    out = self._timed(sets[i % len(sets)])
+                total_ms = (time.perf_counter() - t0) * 1e3
+        except BaseException as exc:  # noqa: BLE001
+            self.switch(False)
+            msg, detail = program.describe_exception(exc, self.solution_path)
+            return {
+                "ok": False,
+                "code": "runtime_error",
+                "message": f"a steady-state call raised {msg}",
+                "detail": detail,
+            }, []
+        last = (n - 1) % len(sets)
+        flat = out if isinstance(out, (tuple, list)) else [out]
+        if any(type(t) is not torch.Tensor for t in flat):
+            return {
+                "ok": False,
+                "code": "wrong_type",
+                "message": "a steady-state call returned a non-tensor",
+            }, []
+        fps = [fingerprint(t, int(h["projection_seed"])) for t in flat]
+        return {"ok": True, "per_call_ms": total_ms / n, "last_seed": seeds[last], "fingerprints": fps}, []
 
     def op_fetch(self, h: dict[str, Any], tensors: list[torch.Tensor]):
         """Send back the full output of timed call ``index`` of the last batch (a hidden re-check)."""
