@@ -28,13 +28,15 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kernelproof.build.env import cuda_home, device_arch
 
 MAX_LOG_LINES = 40  # error lines kept for the verdict and for agent feedback
 MAX_LOG_CHARS = 6000
+# A module-level CUDA call fails in a builder that hides the GPU; such a build is retried with it.
+_NEEDS_GPU = re.compile(r"No CUDA GPUs are available|no CUDA-capable device|Found no NVIDIA driver")
 # Variables a build may inherit; everything else (API keys, KERNELPROOF_CACHE_DIR, ...) is dropped.
 _KEEP_ENV = (
     "PATH",
@@ -112,13 +114,45 @@ def build_solution(
     source_path = Path(source_path).resolve()
     staging = Path(staging_dir).resolve()
     backend = detect_backend(source_path.read_text(errors="replace"))
+    started = time.perf_counter()
+    returncode, timed_out, text = _run_child(source_path, staging, device, timeout_s, opts)
+    if (
+        returncode != 0
+        and not timed_out
+        and opts.hide_gpu
+        and device.startswith("cuda")
+        and _NEEDS_GPU.search(text)
+    ):
+        # The solution touches the GPU at import. Its compiled extensions are already in
+        # staging (stamped), so the second import only loads them.
+        remaining = max(1.0, timeout_s - (time.perf_counter() - started))
+        returncode, timed_out, text = _run_child(
+            source_path, staging, device, remaining, replace(opts, hide_gpu=False)
+        )
+    seconds = time.perf_counter() - started
+    out = staging_out(staging)
+    artifacts = tuple(
+        sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and not p.is_symlink())
+    )
+    detail, strategy = _child_account(staging / "result.json")
+    ok = returncode == 0 and not timed_out
+    if timed_out:
+        log_text = f"build did not finish in {timeout_s:g} s and was killed\n" + trim_log(text)
+    else:
+        log_text = "" if ok else trim_log(text)
+    return BuildResult(ok, seconds, log_text, backend, artifacts, strategy, timed_out, detail=detail)
+
+
+def _run_child(
+    source_path: Path, staging: Path, device: str, timeout_s: float, opts: BuildOptions
+) -> tuple[int, bool, str]:
+    """Run builder_main once; returns (exit code, timed out, log text)."""
     env = _child_env(staging, device, opts)
     cmd = [opts.python, "-m", "kernelproof.build.builder_main", str(source_path), str(staging)]
     if (staging / "pch").is_dir():
         cmd += ["--pch-dir", str(staging / "pch")]
     if not opts.fast_inline:
         cmd.append("--no-fast")
-    started = time.perf_counter()
     with open(staging / "build.log", "wb") as log:
         proc = subprocess.Popen(
             cmd,
@@ -136,19 +170,7 @@ def build_solution(
         finally:
             _kill_group(proc.pid)  # a build leaves nothing running: compilers, daemons, grandchildren
             proc.wait()
-    seconds = time.perf_counter() - started
-    text = (staging / "build.log").read_text(errors="replace")
-    out = staging_out(staging)
-    artifacts = tuple(
-        sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and not p.is_symlink())
-    )
-    detail, strategy = _child_account(staging / "result.json")
-    ok = proc.returncode == 0 and not timed_out
-    if timed_out:
-        log_text = f"build did not finish in {timeout_s:g} s and was killed\n" + trim_log(text)
-    else:
-        log_text = "" if ok else trim_log(text)
-    return BuildResult(ok, seconds, log_text, backend, artifacts, strategy, timed_out, detail=detail)
+    return proc.returncode, timed_out, (staging / "build.log").read_text(errors="replace")
 
 
 def _child_env(staging: Path, device: str, opts: BuildOptions) -> dict[str, str]:
