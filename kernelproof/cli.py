@@ -107,6 +107,12 @@ def eval_command(
         float, typer.Option("--time-budget", help="Seconds of timing per timed shape (cap).")
     ] = 20.0,
     samples: Annotated[bool, typer.Option("--samples", help="Keep raw timing samples in the JSON.")] = False,
+    shape_variants: Annotated[
+        str,
+        typer.Option(
+            "--shape-variants", help="task: the task's variants; auto: also perturbed size constants"
+        ),
+    ] = "task",
     steady: Annotated[
         bool, typer.Option("--steady", help="Also measure the steady (back-to-back) regime, reported apart.")
     ] = False,
@@ -135,7 +141,9 @@ def eval_command(
         samples,
         timeout,
     )
-    opts = opts.replace(steady=steady)
+    if shape_variants not in ("task", "auto"):
+        raise UsageError("--shape-variants must be task or auto")
+    opts = opts.replace(steady=steady, shape_variants=shape_variants)
     with (
         console.status("evaluating (building, checking cases, timing)...", spinner="dots")
         if sys.stdout.isatty()

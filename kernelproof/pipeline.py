@@ -27,7 +27,7 @@ from kernelproof.measure.accounting import account
 from kernelproof.measure.session import Program, time_steady, time_variant
 from kernelproof.options import EvalOptions
 from kernelproof.solution import SolutionFile, read_solution
-from kernelproof.task import Task, load_task, variant_source, variants_for
+from kernelproof.task import Task, load_task, variant_source, variants_for, with_auto_variants
 from kernelproof.verdict import (
     CaseResult,
     Correctness,
@@ -145,6 +145,17 @@ def evaluate_pair(
     env["policy"] = task.meta.policy
     env["mode"] = mode
     variants = variants_for(task, dev.type)
+    if options.shape_variants == "auto":
+        task, extra = with_auto_variants(task, variants[0])
+        kept = []
+        for v in extra:
+            try:
+                ctx = build_variant(task, v, dev, mode, init_seed)
+                reference_and_oracle(ctx, make_inputs(ctx, "normal", 1))
+                kept.append(v)
+            except TaskError as exc:
+                st.flags.append(f"auto shape variant {v!r} dropped: the reference rejects it ({exc})")
+        variants = tuple(variants) + tuple(kept)
     timed = [
         v for v in (task.meta.timed if dev.type == "cuda" else task.meta.cpu[:1]) if v in task.meta.variants
     ]

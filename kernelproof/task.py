@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 import hashlib
 import linecache
 import traceback
@@ -141,6 +142,45 @@ def eval_expr(expr: str, constants: dict[str, Any]) -> float:
         return float(eval(expr, {"__builtins__": {}, "math": math}, dict(constants)))  # noqa: S307
     except Exception as exc:
         raise TaskError(f"cannot evaluate expression {expr!r}: {type(exc).__name__}: {exc}") from None
+
+
+AUTO_MIN = 4  # only integer constants at least this large are perturbed (not kernel sizes, strides)
+
+
+def with_auto_variants(task: Task, base: str) -> tuple[Task, tuple[str, ...]]:
+    """Extra shape variants derived from ``base`` by perturbing its integer size constants.
+
+    ``auto_odd`` makes every even size odd (n - 1): tile-multiple assumptions break; ``auto_half``
+    takes n // 2 + 1: smaller, rarely a power of two. The caller keeps only those the reference
+    accepts (``--shape-variants auto``).
+    """
+    consts = dict(task.constants)
+    consts.update(task.meta.variants.get(base, {}))
+    sizes = {
+        k: v for k, v in consts.items() if isinstance(v, int) and not isinstance(v, bool) and v >= AUTO_MIN
+    }
+    sizes = {k: v for k, v in sizes.items() if k in _module_level_assignments(task)}
+    if not sizes:
+        return task, ()
+    extra = {
+        "auto_odd": {k: (v - 1 if v % 2 == 0 else v) for k, v in sizes.items()},
+        "auto_half": {k: v // 2 + 1 for k, v in sizes.items()},
+    }
+    variants = dict(task.meta.variants)
+    for name, ov in extra.items():
+        variants[name] = {**task.meta.variants.get(base, {}), **ov}
+    meta = dataclasses.replace(task.meta, variants=variants)
+    return dataclasses.replace(task, meta=meta), tuple(extra)
+
+
+def _module_level_assignments(task: Task) -> set[str]:
+    names = set()
+    for node in ast.parse(task.source).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            names.add(node.targets[0].id)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            names.add(node.target.id)
+    return names
 
 
 def variants_for(task: Task, device_type: str) -> tuple[str, ...]:

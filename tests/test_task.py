@@ -87,3 +87,15 @@ def test_bad_metadata_is_refused_with_the_key_named(tmp_path, meta, needle):
     )
     with pytest.raises(TaskError, match=needle):
         load_task(t)
+
+
+def test_auto_variants_perturb_size_constants_and_keep_derived_ones_consistent():
+    from kernelproof.task import with_auto_variants
+
+    task = load_task(DATA / "scale_relu.py")
+    task2, extra = with_auto_variants(task, "small")
+    assert extra == ("auto_odd", "auto_half")
+    odd = instantiate(task2, "auto_odd").constants()
+    half = instantiate(task2, "auto_half").constants()
+    assert (odd["batch_size"], odd["features"]) == (7, 31)
+    assert (half["batch_size"], half["features"]) == (5, 17)
