@@ -18,7 +18,7 @@ from kernelproof.agent.errors import (
 from kernelproof.agent.feedback import describe_verdict
 from kernelproof.agent.loop import optimize
 from kernelproof.agent.options import AgentOptions
-from kernelproof.agent.run import RunResult, Spend, load_run
+from kernelproof.agent.run import RunResult, Spend, load_run, recorded_options
 from kernelproof.agent.strategies import STRATEGIES, SearchSettings
 
 __all__ = [
@@ -39,4 +39,5 @@ __all__ = [
     "load_run",
     "optimize",
     "parse_model",
+    "recorded_options",
 ]

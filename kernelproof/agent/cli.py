@@ -50,7 +50,11 @@ def optimize_command(
     resume: Annotated[str | None, Opt("--resume", help="Continue a run (its folder or id).")] = None,
     replay: Annotated[
         str | None,
-        Opt("--replay", help="Re-run from a replay log (replay.jsonl, a run folder or id); no network."),
+        Opt(
+            "--replay",
+            help="Re-run a recorded run from its replay log (replay.jsonl, folder or id): its strategy and budgets, "
+            "evaluated here; no network.",
+        ),
     ] = None,
     base_url: Annotated[
         str | None, Opt("--base-url", help="OpenAI-compatible server URL (vLLM, SGLang...).")
@@ -93,6 +97,7 @@ def optimize_command(
     """Let an LLM write and improve kernels for TASK; kernelproof verifies every candidate."""
     from kernelproof.agent import AgentOptions, Limits, SearchSettings, load_run, optimize, parse_model
     from kernelproof.agent.budget import parse_price
+    from kernelproof.agent.run import recorded_options
     from kernelproof.options import EvalOptions, normalize_baselines
 
     try:
@@ -136,6 +141,16 @@ def optimize_command(
                 out_dir=out,
                 db=db,
             )
+        if replay and not resume:
+            recorded = recorded_options(replay, db)
+            if recorded is not None:  # plan the recorded turns; evaluate as asked here
+                opts = recorded.replace(
+                    eval=opts.eval,
+                    eval_reserve_s=eval_reserve,
+                    plot=opts.plot,
+                    out_dir=opts.out_dir,
+                    db=opts.db,
+                )
         spec = (
             parse_model(
                 model, base_url=base_url, temperature=temperature, max_retries=retries, timeout_s=call_timeout

@@ -97,6 +97,10 @@ class _Loop:
                 return self._budget_reason() or self.budget.refused
             outcomes = self.caller.run(turn, slots)
             self._settle_calls(outcomes)
+            if self.caller.live is None and all(o.origin == "missing" for o in outcomes):
+                for grant in self._eval_grants.values():
+                    self.budget.release_eval(grant)
+                return "replay_exhausted"
             answered = [o for o in outcomes if o.completion is not None]
             failed_turns = 0 if answered else failed_turns + 1
             fatal = next((o.error for o in outcomes if o.error is not None and not o.error.retryable), None)
@@ -122,8 +126,6 @@ class _Loop:
             if fatal is not None and self.caller.live is not None:
                 self.s.error = str(fatal)
                 return "backend_error"
-            if self.caller.live is None and all(o.origin == "missing" for o in outcomes):
-                return "replay_exhausted"
             if failed_turns >= self.o.max_failed_turns:
                 return "backend_unavailable"
 

@@ -90,7 +90,7 @@ class Memory:
     """One database file; a connection per thread, opened on first use."""
 
     def __init__(self, path: str | Path):
-        self.path = str(path)
+        self.path = str(Path(path).resolve())  # recorded in run.json: must hold from any directory
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         with self.conn:

@@ -224,7 +224,13 @@ def open_session(
         }
         (out_dir / "run.json").write_text(json.dumps({**doc, "options": options.to_json()}, indent=2) + "\n")
     (out_dir / "candidates").mkdir(parents=True, exist_ok=True)
-    header = {"run_id": run_id, "task": info.name, "task_sha256": info.sha256, "model": model}
+    header = {
+        "run_id": run_id,
+        "task": info.name,
+        "task_sha256": info.sha256,
+        "model": model,
+        "options": {**options.to_json(), "out_dir": None, "db": None},  # where it ran is not carried
+    }
     writer = ReplayWriter(out_dir / "replay.jsonl", header)
     caller = Caller(
         run_id,
@@ -254,6 +260,21 @@ def load_run(run: str, db: str | None = None) -> dict[str, Any]:
     if row is None:
         raise ReplayError(f"no run {run_id!r} in {memory.path}")
     return {**row, "memory": memory, "options": AgentOptions.from_json(json.loads(row["options_json"]))}
+
+
+def recorded_options(replay: str | Path, db: str | None = None) -> AgentOptions | None:
+    """The options a replay log's run was made with (None for a log that does not record them).
+
+    A faithful replay plans the same turns, so it needs the recorded strategy, search settings
+    and budgets; only how candidates are evaluated (device, baselines) should change.
+    """
+    p = Path(replay)
+    if p.exists():
+        doc = ReplayLog.load(p).header.get("options")
+    else:
+        row = Memory(_db_path(db, None)).run(str(replay))
+        doc = json.loads(row["options_json"]) if row else None
+    return AgentOptions.from_json(doc) if doc else None
 
 
 def _load_replay(replay: str | Path, memory: Memory, info: TaskInfo) -> ReplayLog:

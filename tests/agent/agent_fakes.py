@@ -103,9 +103,15 @@ def make_verdict(source: str, solution_path: str, task_path: str = "task.py") ->
     best = Speedup("best", speed, ci)
     sp = {"eager": Speedup("eager", speed, ci), "best": best}
     shape = ShapeTiming(
-        "default", "cold", "cpu-perf-counter", timestats(1.0 / speed), {"eager": timestats(1.0)},
-        (Speedup("eager", speed, ci), best), 10, "ci_target",
-    )  # fmt: skip
+        "default",
+        "cold",
+        "cpu-perf-counter",
+        timestats(1.0 / speed),
+        {"eager": timestats(1.0)},
+        (Speedup("eager", speed, ci), best),
+        10,
+        "ci_target",
+    )
     corr = Correctness(6, 6, 1e-7, 1e-6, "normwise <= 100x the fp32 reference's error", "fp32")
     sol = _marker(source, "SOL")
     roof = Roofline(1e9, 1e6, 0.01, 1.0, 0.5, float(sol) if sol else None, "datasheet")

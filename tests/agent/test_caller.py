@@ -25,8 +25,15 @@ class Counting:
 
 def make(tmp_path, live, log=None, origin="resumed"):
     mem = Memory(tmp_path / "kp.db")
-    mem.create_run(run_id="r", task_path="t", task_sha256="s", model="m", strategy="refine", out_dir="o",
-                   options_json="{}")  # fmt: skip
+    mem.create_run(
+        run_id="r",
+        task_path="t",
+        task_sha256="s",
+        model="m",
+        strategy="refine",
+        out_dir="o",
+        options_json="{}",
+    )
     writer = ReplayWriter(tmp_path / "replay.jsonl", {"run_id": "r"})
     return Caller(
         "r", mem, writer, live, log, log_origin=origin, workers=4, cost=lambda i, o: (i + o) * 1e-6

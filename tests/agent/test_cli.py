@@ -45,10 +45,23 @@ def test_optimize_runs_against_a_local_server_and_writes_the_best_file(cli, serv
     server = counter_server(serve, ["WRONG", "SPEED: 1.7", "SPEED: 1.2"])
     out = tmp_path / "run"
     result = cli(
-        str(task_file), "--model", "vllm:qwen", "--base-url", server.openai_url, "--max-candidates", "3",
-        "--device", "cpu", "--out", str(out), "--db", str(tmp_path / "kp.db"), "--no-plot",
-        "--json", str(tmp_path / "result.json"),
-    )  # fmt: skip
+        str(task_file),
+        "--model",
+        "vllm:qwen",
+        "--base-url",
+        server.openai_url,
+        "--max-candidates",
+        "3",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+        "--db",
+        str(tmp_path / "kp.db"),
+        "--no-plot",
+        "--json",
+        str(tmp_path / "result.json"),
+    )
     assert result.exit_code == EXIT_FOUND, result.output
     assert "best t001s00: 1.70x" in result.output and "stopped: max_candidates" in result.output
     doc = json.loads((tmp_path / "result.json").read_text())
@@ -59,17 +72,27 @@ def test_optimize_runs_against_a_local_server_and_writes_the_best_file(cli, serv
 def test_resume_by_folder_takes_the_runs_own_settings_and_a_larger_budget(cli, serve, task_file, tmp_path):
     server = counter_server(serve, ["SPEED: 1.1", "SPEED: 1.3", "SPEED: 1.9"])
     args = ["--device", "cpu", "--db", str(tmp_path / "kp.db"), "--no-plot"]
-    first = cli(str(task_file), "--model", "vllm:qwen", "--base-url", server.openai_url, "--max-candidates", "2",
-                "--out", str(tmp_path / "run"), *args)  # fmt: skip
+    first = cli(
+        str(task_file),
+        "--model",
+        "vllm:qwen",
+        "--base-url",
+        server.openai_url,
+        "--max-candidates",
+        "2",
+        "--out",
+        str(tmp_path / "run"),
+        *args,
+    )
     assert first.exit_code == EXIT_FOUND and server.count == 2
     more = cli("--resume", str(tmp_path / "run"), "--max-candidates", "3", "--no-plot")
     assert more.exit_code == EXIT_FOUND, more.output
     assert server.count == 3 and "best t002s00: 1.90x" in more.output
 
 
-def test_replay_needs_no_model_and_makes_no_call(cli, serve, task_file, tmp_path):
+def test_replay_needs_no_model_makes_no_call_and_keeps_the_recorded_budgets(cli, serve, task_file, tmp_path):
     server = counter_server(serve, ["SPEED: 1.4"])
-    args = ["--device", "cpu", "--db", str(tmp_path / "kp.db"), "--no-plot", "--max-candidates", "2"]
+    args = ["--device", "cpu", "--db", str(tmp_path / "kp.db"), "--no-plot"]
     cli(
         str(task_file),
         "--model",
@@ -78,6 +101,12 @@ def test_replay_needs_no_model_and_makes_no_call(cli, serve, task_file, tmp_path
         server.openai_url,
         "--out",
         str(tmp_path / "a"),
+        "--max-candidates",
+        "2",
+        "--strategy",
+        "best-of-n",
+        "--samples",
+        "2",
         *args,
     )
     calls = server.count
@@ -86,12 +115,27 @@ def test_replay_needs_no_model_and_makes_no_call(cli, serve, task_file, tmp_path
     )
     assert again.exit_code == EXIT_FOUND, again.output
     assert server.count == calls and "0 live calls" in again.output
+    assert "stopped: max_candidates" in again.output and "best-of-n" in again.output
 
 
 def test_a_run_without_a_verified_candidate_exits_1(cli, serve, task_file, tmp_path):
     server = counter_server(serve, ["WRONG"])
-    result = cli(str(task_file), "-m", "vllm:qwen", "--base-url", server.openai_url, "--max-candidates", "2",
-                 "--device", "cpu", "--out", str(tmp_path / "r"), "--db", "", "--no-plot")  # fmt: skip
+    result = cli(
+        str(task_file),
+        "-m",
+        "vllm:qwen",
+        "--base-url",
+        server.openai_url,
+        "--max-candidates",
+        "2",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path / "r"),
+        "--db",
+        "",
+        "--no-plot",
+    )
     assert result.exit_code == EXIT_NONE and "no verified solution" in result.output
     assert (tmp_path / "r" / "agent.db").exists()
 

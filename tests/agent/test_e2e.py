@@ -58,4 +58,4 @@ def test_a_replay_log_carried_to_a_gpu_machine_runs_end_to_end(tmp_path):
     assert [c.id for c in res.candidates] == ["t000s00", "t001s00"]
     assert "mismatch" in res.candidates[0].verdict.codes
     assert res.best.id == "t001s00" and res.best_verdict.speedup["best"].median > 0
-    assert res.spend.live_calls == 0 and (tmp_path / "run" / "summary.png").exists()
+    assert res.spend.live_calls == 0 and (tmp_path / "run" / "summary.md").exists()

@@ -82,8 +82,17 @@ def test_refine_feeds_each_verdict_back_and_keeps_the_fastest_verified(serve, ta
 def test_every_strategy_picks_the_fastest_verified_candidate_and_never_a_cheat(
     serve, task_file, tmp_path, strategy, provider
 ):
-    markers = ["SPEED: 1.2", "CHEAT: timing_tamper\n# SPEED: 300", "WRONG", "SPEED: 1.8", "COMPILE_ERROR",
-               "CHEAT: below_physical_floor\n# SPEED: 900", "SPEED: 1.4", "SPEED: 2.2", "CHEAT: output_aliases_input"]  # fmt: skip
+    markers = [
+        "SPEED: 1.2",
+        "CHEAT: timing_tamper\n# SPEED: 300",
+        "WRONG",
+        "SPEED: 1.8",
+        "COMPILE_ERROR",
+        "CHEAT: below_physical_floor\n# SPEED: 900",
+        "SPEED: 1.4",
+        "SPEED: 2.2",
+        "CHEAT: output_aliases_input",
+    ]
     server = serve(Script(markers))
     opts = options(
         tmp_path, strategy=strategy, limits=Limits(max_candidates=10), search=SearchSettings(samples=3)
@@ -119,8 +128,10 @@ def test_malformed_answers_are_rejected_before_evaluation_and_explained(serve, t
     ev = FakeEvaluator()
     res = optimize(task_file, model(server), options(tmp_path, limits=Limits(max_candidates=1)), evaluator=ev)
     assert [c.rejection.code if c.rejection else "evaluated" for c in res.candidates] == [
-        "malformed_answer", "malformed_answer", "evaluated"
-    ]  # fmt: skip
+        "malformed_answer",
+        "malformed_answer",
+        "evaluated",
+    ]
     assert len(ev.evaluated) == 1 and res.spend.evaluated == 1
     assert "no Python code block" in server.requests[1].last_user
     assert "`class ModelNew(nn.Module)`" in server.requests[2].last_user
@@ -145,9 +156,11 @@ def test_a_call_that_fails_for_good_costs_a_turn_not_the_run(serve, task_file, t
     failures = iter([Status(500)] * 2)
     server = serve(lambda req: next(failures, None) or script(req))
     res = optimize(
-        task_file, model(server, max_retries=1), options(tmp_path, limits=Limits(max_candidates=1)),
+        task_file,
+        model(server, max_retries=1),
+        options(tmp_path, limits=Limits(max_candidates=1)),
         evaluator=FakeEvaluator(),
-    )  # fmt: skip
+    )
     assert res.spend.failed_calls == 1 and speed(res.best) == 1.7
 
 
@@ -228,9 +241,14 @@ def test_the_token_budget_is_never_exceeded(serve, task_file, tmp_path):
     n = iter(range(100))
     server = serve(lambda req: Reply(padded("SPEED: 1.2", str(next(n)), 2400)))
     opts = options(
-        tmp_path, strategy="best-of-n", search=SearchSettings(samples=1), patience=10,
-        limits=Limits(max_tokens=12000), max_output_tokens=4000, min_output_tokens=200,
-    )  # fmt: skip
+        tmp_path,
+        strategy="best-of-n",
+        search=SearchSettings(samples=1),
+        patience=10,
+        limits=Limits(max_tokens=12000),
+        max_output_tokens=4000,
+        min_output_tokens=200,
+    )
     res = optimize(task_file, model(server), opts, evaluator=FakeEvaluator())
     assert res.spend.input_tokens + res.spend.output_tokens <= 12000
     assert res.stop_reason == "max_tokens"
@@ -240,8 +258,13 @@ def test_the_token_budget_is_never_exceeded(serve, task_file, tmp_path):
 
 def test_the_dollar_budget_is_never_exceeded(serve, task_file, tmp_path):
     server = serve(Script([f"SPEED: 1.{i}" for i in range(1, 9)]))
-    opts = options(tmp_path, limits=Limits(max_dollars=0.02), price=Price(2.0, 8.0), max_output_tokens=1000,
-                   min_output_tokens=100)  # fmt: skip
+    opts = options(
+        tmp_path,
+        limits=Limits(max_dollars=0.02),
+        price=Price(2.0, 8.0),
+        max_output_tokens=1000,
+        min_output_tokens=100,
+    )
     res = optimize(task_file, model(server), opts, evaluator=FakeEvaluator())
     assert 0 < res.spend.dollars <= 0.02 and res.stop_reason == "max_dollars"
     assert abs(res.spend.dollars - (res.spend.input_tokens * 2 + res.spend.output_tokens * 8) / 1e6) < 1e-12
@@ -250,9 +273,12 @@ def test_the_dollar_budget_is_never_exceeded(serve, task_file, tmp_path):
 def test_the_gpu_budget_admits_no_call_whose_candidate_it_could_not_evaluate(serve, task_file, tmp_path):
     server = serve(Script(["SPEED: 1.5\n# GPU_S: 4"] * 6))
     opts = options(
-        tmp_path, strategy="best-of-n", search=SearchSettings(samples=3), limits=Limits(max_gpu_seconds=10),
+        tmp_path,
+        strategy="best-of-n",
+        search=SearchSettings(samples=3),
+        limits=Limits(max_gpu_seconds=10),
         eval_reserve_s=4,
-    )  # fmt: skip
+    )
     res = optimize(task_file, model(server), opts, evaluator=FakeEvaluator())
     assert server.count == 2 and res.spend.gpu_seconds == 8 and res.stop_reason == "max_gpu_seconds"
 
@@ -274,9 +300,12 @@ def test_without_a_reservation_bound_the_summary_says_when_the_gpu_budget_did_no
 ):
     server = serve(Script(["SPEED: 1.5\n# GPU_S: 4"] * 6))
     opts = options(
-        tmp_path, strategy="best-of-n", search=SearchSettings(samples=3), limits=Limits(max_gpu_seconds=10),
+        tmp_path,
+        strategy="best-of-n",
+        search=SearchSettings(samples=3),
+        limits=Limits(max_gpu_seconds=10),
         eval=EvalOptions(device="cpu", time_budget_s=3),
-    )  # fmt: skip
+    )
     res = optimize(task_file, model(server), opts, evaluator=FakeEvaluator())
     assert (
         server.count == 3 and res.spend.gpu_seconds == 12

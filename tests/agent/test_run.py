@@ -27,9 +27,13 @@ def by_turn(req):
 
 def options(tmp_path, name: str = "run", **kw) -> AgentOptions:
     base = dict(
-        eval=EvalOptions(device="cpu"), out_dir=str(tmp_path / name), db=str(tmp_path / "kp.db"), plot=False,
-        search=SearchSettings(window=20), limits=Limits(max_candidates=5),
-    )  # fmt: skip
+        eval=EvalOptions(device="cpu"),
+        out_dir=str(tmp_path / name),
+        db=str(tmp_path / "kp.db"),
+        plot=False,
+        search=SearchSettings(window=20),
+        limits=Limits(max_candidates=5),
+    )
     base.update(kw)
     return AgentOptions(**base)
 
@@ -91,9 +95,12 @@ def test_resume_with_a_larger_budget_goes_on_from_where_the_run_stopped(serve, t
     done = optimize(task_file, model(serve(by_turn)), options(tmp_path), evaluator=FakeEvaluator())
     more = serve(by_turn)
     res = optimize(
-        task_file, model(more), options(tmp_path, limits=Limits(max_candidates=6)), evaluator=FakeEvaluator(),
+        task_file,
+        model(more),
+        options(tmp_path, limits=Limits(max_candidates=6)),
+        evaluator=FakeEvaluator(),
         resume=done.run_id,
-    )  # fmt: skip
+    )
     assert more.count == 1 and len(res.candidates) == 6 and res.best.id == "t005s00"
 
 
@@ -102,9 +109,12 @@ def test_replay_makes_no_network_call_and_reproduces_the_run(serve, task_file, t
     original = optimize(task_file, model(server), options(tmp_path), evaluator=FakeEvaluator())
     calls = server.count
     res = optimize(
-        task_file, "", options(tmp_path, "replayed"), evaluator=FakeEvaluator(),
+        task_file,
+        "",
+        options(tmp_path, "replayed"),
+        evaluator=FakeEvaluator(),
         replay=tmp_path / "run" / "replay.jsonl",
-    )  # fmt: skip
+    )
     assert server.count == calls
     assert sources(res) == sources(original) and res.best.id == original.best.id
     assert res.run_id != original.run_id and res.diverged == 0 and res.spend.live_calls == 0
@@ -131,9 +141,12 @@ def test_replay_serves_by_position_even_when_fresh_verdicts_change_the_prompts(s
 def test_a_replay_that_outruns_its_log_stops_without_calling_out(serve, task_file, tmp_path):
     optimize(task_file, model(serve(by_turn)), options(tmp_path), evaluator=FakeEvaluator())
     res = optimize(
-        task_file, "", options(tmp_path, "longer", limits=Limits(max_candidates=9)), evaluator=FakeEvaluator(),
+        task_file,
+        "",
+        options(tmp_path, "longer", limits=Limits(max_candidates=9)),
+        evaluator=FakeEvaluator(),
         replay=tmp_path / "run",
-    )  # fmt: skip
+    )
     assert res.stop_reason == "replay_exhausted" and len(res.candidates) == 5
 
 
@@ -198,9 +211,12 @@ def test_a_call_that_failed_in_the_recorded_run_fails_again_on_resume_and_replay
 
     again = serve(by_turn)
     resumed = optimize(
-        task_file, no_retry_model(again), options(tmp_path, limits=Limits(max_candidates=6)),
-        evaluator=FakeEvaluator(), resume=original.run_id,
-    )  # fmt: skip
+        task_file,
+        no_retry_model(again),
+        options(tmp_path, limits=Limits(max_candidates=6)),
+        evaluator=FakeEvaluator(),
+        resume=original.run_id,
+    )
     assert again.count == 1  # only the sixth candidate's call; the failed one is not asked again
     assert sources(resumed)[:5] == sources(original) and resumed.diverged == 0
 

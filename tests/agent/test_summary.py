@@ -14,8 +14,16 @@ def cand(turn: int, marker: str, **kw) -> Candidate:
 
 
 def call(turn: int, kind: str = "refine", tokens: int = 100, failed: bool = False) -> dict:
-    return dict(turn=turn, kind=kind, response=None if failed else "x", input_tokens=tokens, output_tokens=10,
-                cost_usd=0.001, latency_s=2.0, attempts=1)  # fmt: skip
+    return dict(
+        turn=turn,
+        kind=kind,
+        response=None if failed else "x",
+        input_tokens=tokens,
+        output_tokens=10,
+        cost_usd=0.001,
+        latency_s=2.0,
+        attempts=1,
+    )
 
 
 CANDS = [
@@ -48,8 +56,16 @@ def test_says_where_tokens_and_gpu_time_went():
 
 
 def test_renders_markdown_a_terminal_table_and_a_figure(tmp_path):
-    s = summarize(CANDS, CALLS, run_id="r", task="scale_add", model="openai:m", strategy="refine",
-                  stop_reason="max_candidates", price=None)  # fmt: skip
+    s = summarize(
+        CANDS,
+        CALLS,
+        run_id="r",
+        task="scale_add",
+        model="openai:m",
+        strategy="refine",
+        stop_reason="max_candidates",
+        price=None,
+    )
     md = render_markdown(s)
     assert "- best: t004s00, 2.00x [95% CI 1.94-2.06]" in md
     assert "| 1 | refine | 1 | 100 | 10 |" in md and "| mismatch | 2.0 |" in md
