@@ -118,7 +118,11 @@ class _SdkBackend:
         self._sleep = sleep
         self._rng = random.Random()
         self._sdk = import_sdk(config.sdk)
-        self._client = self._make_client()
+        base_error = self._sdk.OpenAIError if config.sdk == "openai" else self._sdk.AnthropicError
+        try:
+            self._client = self._make_client()
+        except base_error as exc:  # a missing key, above all
+            raise ConfigError(f"{self.name}: the client cannot be made: {_one_line(exc)}") from exc
 
     def _make_client(self) -> Any:
         raise NotImplementedError

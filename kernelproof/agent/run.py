@@ -180,7 +180,10 @@ def open_session(
     model = config.name if config is not None else str(model or "")
     live: Backend | None = None  # checked before anything is written: a bad spec or budget leaves no trace
     if not replay:
-        live = backend if backend is not None else _LazyBackend(config or parse_model(model))
+        config = config or parse_model(model)
+        # a fresh run needs the provider at once: a missing SDK or key fails here, before any work;
+        # a resumed one may be served entirely from its log, so its SDK is imported only when needed
+        live = backend or (_LazyBackend(config) if resume else make_backend(config))
     name = live.name if live is not None else model
     price = price_for(name.partition(":")[2] or name, options.price)
     budget = Budget(options.limits, price, require_price=not replay)

@@ -133,3 +133,10 @@ def test_retry_after_reads_milliseconds_seconds_and_dates():
     assert retry_after_s({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0
     assert retry_after_s({"retry-after": "soon"}) is None
     assert retry_after_s({}) is None
+
+
+def test_a_missing_key_is_a_config_error_before_any_call(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_ADMIN_KEY", raising=False)
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
+        make_backend(parse_model("openai:gpt-5"))
