@@ -74,6 +74,9 @@ Seed = Annotated[
     int | None,
     typer.Option("--seed", help="Reproduce a run (default: a secret seed, recorded in the verdict)."),
 ]
+SeedsPerCase = Annotated[
+    int, typer.Option("--seeds-per-case", help="Hidden seeds per (shape, distribution).")
+]
 Db = Annotated[
     str | None,
     typer.Option(
@@ -177,6 +180,7 @@ def bench_command(
     fresh: Annotated[bool, typer.Option("--fresh")] = False,
     db: Db = None,
     timeout: Annotated[float, typer.Option("--timeout")] = 600.0,
+    seeds_per_case: SeedsPerCase = 2,
     executor: Annotated[str, typer.Option("--executor", help="local (one worker per GPU) | ray")] = "local",
     address: Annotated[
         str | None, typer.Option("--address", help="Ray cluster address (with --executor ray).")
@@ -199,7 +203,7 @@ def bench_command(
         raise UsageError(f"no task in {suite} has a solution of the same relative path under {solutions}")
     opts = _options(
         device, baselines, seed, correctness_only, False, False, time_budget, fresh, db, False, timeout
-    )
+    ).replace(seeds_per_case=seeds_per_case)
     verdicts = []
     if executor == "ray":
         from kernelproof.executors.ray_executor import RayOptions, evaluate_many_ray
