@@ -110,6 +110,9 @@ def eval_command(
         float, typer.Option("--time-budget", help="Seconds of timing per timed shape (cap).")
     ] = 20.0,
     samples: Annotated[bool, typer.Option("--samples", help="Keep raw timing samples in the JSON.")] = False,
+    sanitize: Annotated[
+        bool, typer.Option("--sanitize", help="Run the first case under compute-sanitizer (GPU; slow).")
+    ] = False,
     shape_variants: Annotated[
         str,
         typer.Option(
@@ -146,7 +149,7 @@ def eval_command(
     )
     if shape_variants not in ("task", "auto"):
         raise UsageError("--shape-variants must be task or auto")
-    opts = opts.replace(steady=steady, shape_variants=shape_variants)
+    opts = opts.replace(steady=steady, shape_variants=shape_variants, sanitize=sanitize)
     with (
         console.status("evaluating (building, checking cases, timing)...", spinner="dots")
         if sys.stdout.isatty()

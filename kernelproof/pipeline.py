@@ -242,6 +242,8 @@ def evaluate_pair(
         staged = cand.stage_solution(solution_path)
         _correctness(task, contexts, cases, cand, staged, options, st)
         phases["correctness_done_s"] = time.monotonic() - started
+        if options.sanitize and not st.reasons and dev.type == "cuda":
+            _sanitize(task, contexts, cases, options, st, device, solution_path)
         if not st.reasons and not options.correctness_only:
             timing, speedup, roof, coverage = _timing(
                 task, contexts, timed, cand, staged, options, rng, st, device, workers, sol
@@ -359,6 +361,32 @@ def _correctness(
         st.cases.append(result)
         if not result.passed:
             return
+
+
+def _sanitize(
+    task: Task, contexts, cases, options: EvalOptions, st: _State, device: str, solution_path: str
+) -> None:
+    from kernelproof.verify.sanitize import sanitize
+
+    case = cases[-1]  # the last planned case: a small variant
+    ctx = contexts[case.variant]
+
+    def run_first_case(worker: WorkerProcess) -> None:
+        worker.wait_ready()
+        staged = worker.stage_solution(solution_path)
+        reply = _load(worker, ctx, staged, "candidate", options, {"deny_read": [task.path]})
+        if not reply.get("ok"):
+            return
+        spec, tensors = _encode_args(make_inputs(ctx, case.distribution, case.seed))
+        worker.request(
+            {"op": "run", "args": spec, "repeats": 1, "poison_bytes": ctx.output_nbytes},
+            tensors,
+            options.timeout_s,
+        )
+
+    reasons, notes = sanitize(run_first_case, device)
+    st.reasons += reasons
+    st.flags += notes
 
 
 def _judge_case(ctx, case, args, ref, orc, run1, run2, options, st: _State) -> CaseResult:

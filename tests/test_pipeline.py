@@ -114,3 +114,12 @@ def test_gpu_faults_cost_one_worker_and_the_next_evaluation_works(name, code):
     assert code in v.codes, v.reasons
     assert evaluate(TASK, sol("scale_relu_triton"), opts).passed
     assert torch.cuda.is_available()
+
+
+@pytest.mark.gpu
+def test_sanitize_rejects_an_out_of_bounds_read_that_the_comparison_cannot_see():
+    opts = FAST.replace(device="cuda", sanitize=True)
+    plain = evaluate(TASK, sol("oob_read"), FAST.replace(device="cuda"))
+    assert plain.passed  # the outputs are right
+    v = evaluate(TASK, sol("oob_read"), opts)
+    assert "sanitizer_error" in v.codes, (v.reasons, v.flags)

@@ -63,6 +63,7 @@ class SpawnSpec:
     device: str  # "cpu" | "cuda:N"
     deny_read: tuple[str, ...] = ()  # paths the worker must not read
     env: dict[str, str] = field(default_factory=dict)  # extra environment (build cache materialisations)
+    wrapper: tuple[str, ...] = ()  # a command the worker runs under (compute-sanitizer)
 
 
 class WorkerProcess:
@@ -75,6 +76,7 @@ class WorkerProcess:
         parent_sock, child_sock = socket.socketpair()
         env = _worker_env(spec, self.private)
         cmd = [
+            *spec.wrapper,
             sys.executable,
             "-m",
             "kernelproof.worker",
@@ -189,6 +191,20 @@ class WorkerProcess:
         except OSError:
             return ""
         return data[-max_bytes:].decode("utf-8", errors="replace")
+
+    def finish(self, timeout_s: float = 300.0) -> int | None:
+        """Ask the worker to exit and wait for it (a wrapper prints its report at exit)."""
+        try:
+            self.sock.settimeout(10.0)
+            protocol.send(self.sock, {"op": "bye"})
+            protocol.recv(self.sock)
+        except Exception:  # noqa: BLE001 - it may already be gone
+            pass
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
 
     def kill(self) -> None:
         try:
