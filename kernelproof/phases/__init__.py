@@ -1,0 +1,1 @@
+"""The phases of one evaluation, in the order they run: correctness, then timing."""

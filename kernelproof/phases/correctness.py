@@ -1,0 +1,191 @@
+"""The correctness phase: every case run twice in the candidate's worker, judged in the parent against the oracle."""
+
+from __future__ import annotations
+
+import torch
+
+from kernelproof.executors.process import WorkerProcess
+from kernelproof.options import EvalOptions
+from kernelproof.phases.common import State, encode_args, load_program, reason_from_reply
+from kernelproof.task import Task
+from kernelproof.verdict import (
+    CaseResult,
+    Reason,
+    ReasonCode,
+)
+from kernelproof.verify.cases import (
+    LOWER_PRECISIONS,
+    lower_precision_outputs,
+    make_inputs,
+    reference_and_oracle,
+)
+from kernelproof.verify.compare import (
+    DOWNGRADE_FACTOR,
+    compare,
+    kernelbench_accepts,
+    rel_norm_error,
+    tolerance_for,
+)
+
+
+def run_correctness(
+    task: Task, contexts, cases, cand: WorkerProcess, staged: str, options: EvalOptions, st: State
+) -> None:
+    loaded = None
+    for case in cases:
+        ctx = contexts[case.variant]
+        if loaded != case.variant:
+            reply = load_program(cand, ctx, staged, "candidate", options, {"deny_read": [task.path]})
+            if not reply.get("ok"):
+                st.reasons.append(reason_from_reply(reply))
+                return
+            if reply.get("weights") == "not_copied":
+                st.flags.append(
+                    "weights_not_copied: ModelNew's parameters match the reference's by neither name nor order"
+                )
+            loaded = case.variant
+        args = None
+        ref = orc = None
+        for attempt in range(3):
+            seed = case.seed + attempt
+            args = make_inputs(ctx, case.distribution, seed)
+            ref, orc = reference_and_oracle(ctx, args)
+            if all(torch.isfinite(t).all() for t in ref if t.is_floating_point()):
+                break
+        else:
+            st.flags.append(
+                f"case {case.case_id} skipped: the reference output is not finite on this distribution"
+            )
+            continue
+        spec, tensors = encode_args(args)
+        header = {"op": "run", "args": spec, "repeats": 2, "poison_bytes": ctx.output_nbytes}
+        reply, outs = cand.request(header, tensors, options.timeout_s)
+        if not reply.get("ok"):
+            st.reasons.append(reason_from_reply(reply, case.case_id))
+            return
+        per_run = len(ref)
+        if len(outs) != 2 * per_run:
+            st.reasons.append(
+                Reason(
+                    ReasonCode.WRONG_SHAPE,
+                    f"case {case.case_id}: forward returned {len(outs) // 2} "
+                    f"outputs, the reference returns {per_run}",
+                )
+            )
+            return
+        result = judge_case(ctx, case, args, ref, orc, outs[:per_run], outs[per_run:], options, st)
+        st.cases.append(result)
+        if not result.passed:
+            return
+
+
+def run_sanitizer(
+    task: Task, contexts, cases, options: EvalOptions, st: State, device: str, solution_path: str
+) -> None:
+    from kernelproof.verify.sanitize import sanitize
+
+    case = cases[-1]  # the last planned case: a small variant
+    ctx = contexts[case.variant]
+
+    def run_first_case(worker: WorkerProcess) -> None:
+        worker.wait_ready()
+        staged = worker.stage_solution(solution_path)
+        reply = load_program(worker, ctx, staged, "candidate", options, {"deny_read": [task.path]})
+        if not reply.get("ok"):
+            return
+        spec, tensors = encode_args(make_inputs(ctx, case.distribution, case.seed))
+        worker.request(
+            {"op": "run", "args": spec, "repeats": 1, "poison_bytes": ctx.output_nbytes},
+            tensors,
+            options.timeout_s,
+        )
+
+    reasons, notes = sanitize(run_first_case, device)
+    st.reasons += reasons
+    st.flags += notes
+
+
+def judge_case(ctx, case, args, ref, orc, run1, run2, options, st: State) -> CaseResult:
+    worst = None
+    for r, o, c1, c2 in zip(ref, orc, run1, run2):
+        tol = tolerance_for(r, o, ctx.dtype)
+        prev = st.tol_by_variant.get(ctx.variant)
+        if prev is None or tol.rel_norm > prev.rel_norm:
+            st.tol_by_variant[ctx.variant] = tol
+        for run_index, c in ((1, c1), (2, c2)):
+            cmp = compare(c.to(r.device), o, r, tol)
+            if options.kernelbench_compat and run_index == 1:
+                st.kb_ok = st.kb_ok and kernelbench_accepts(c.to(r.device), r)
+            if not cmp.passed:
+                code = cmp.code
+                message = cmp.message
+                if code == "mismatch":
+                    code, message = classify_downgrade(ctx, args, c, o, cmp.rel_norm_err, message)
+                st.reasons.append(
+                    Reason(ReasonCode(code), f"case {case.case_id} (run {run_index}): {message}")
+                )
+                return CaseResult(
+                    case.case_id,
+                    case.variant,
+                    case.distribution,
+                    False,
+                    cmp.max_abs_err,
+                    cmp.rel_norm_err,
+                    tol.rel_norm,
+                    tol.ref_rel_norm_err,
+                    code,
+                )
+            worst = cmp if worst is None or cmp.rel_norm_err > worst.rel_norm_err else worst
+        if c1.dtype.is_floating_point:
+            spread = rel_norm_error(c1.to(torch.float64), c2.to(torch.float64))
+            if not spread <= tol.rel_norm:
+                msg = (
+                    f"case {case.case_id}: two runs on the same inputs differ by {spread:.3g} (tolerance "
+                    f"{tol.rel_norm:.3g}): uninitialised reads or a race"
+                )
+                st.reasons.append(Reason(ReasonCode.NONDETERMINISTIC, msg))
+                return CaseResult(
+                    case.case_id,
+                    case.variant,
+                    case.distribution,
+                    False,
+                    0.0,
+                    spread,
+                    tol.rel_norm,
+                    tol.ref_rel_norm_err,
+                    "nondeterministic",
+                )
+        elif not torch.equal(c1, c2):
+            st.reasons.append(Reason(ReasonCode.NONDETERMINISTIC, f"case {case.case_id}: two runs differ"))
+            return CaseResult(
+                case.case_id, case.variant, case.distribution, False, 0.0, 0.0, 0.0, 0.0, "nondeterministic"
+            )
+    tol = st.tol_by_variant[ctx.variant]
+    return CaseResult(
+        case.case_id,
+        case.variant,
+        case.distribution,
+        True,
+        worst.max_abs_err if worst else 0.0,
+        worst.rel_norm_err if worst else 0.0,
+        tol.rel_norm,
+        tol.ref_rel_norm_err,
+    )
+
+
+def classify_downgrade(ctx, args, cand, oracle, err: float, message: str) -> tuple[str, str]:
+    """Is a too-large error the error of a lower precision? Then say so (A9)."""
+    for low in LOWER_PRECISIONS.get(ctx.precision, ()):
+        try:
+            outs = lower_precision_outputs(ctx, args, low)
+        except Exception:  # noqa: BLE001 - a lower-precision reference that does not run explains nothing
+            continue
+        if not outs:
+            continue
+        low_err = rel_norm_error(outs[0].to(torch.float64), oracle)
+        if low_err > 0 and err <= DOWNGRADE_FACTOR * low_err:
+            return "precision_downgrade", (
+                f"{message}. The error matches {low} arithmetic ({low} reference error {low_err:.3g}), "
+                f"below the task's {ctx.precision} contract"
+            )
+    return "mismatch", message
