@@ -29,7 +29,7 @@ class Limits:
     max_candidates: int | None = None  # candidates sent to the evaluator
     max_tokens: int | None = None  # input + output tokens over every call
     max_dollars: float | None = None  # USD over every call, at the price table's rates
-    max_gpu_seconds: float | None = None  # sum of the evaluations' elapsed_s
+    max_gpu_seconds: float | None = None  # sum of the evaluations' elapsed_s (store hits cost 0)
 
 
 @dataclass(frozen=True)

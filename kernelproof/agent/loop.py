@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -220,9 +221,9 @@ class _Loop:
             elif (
                 stored is not None and stored.source_sha256 == c.source_sha256 and stored.verdict is not None
             ):
-                self.budget.settle_eval(grant, stored.verdict.elapsed_s)  # judged before the interruption
-                self._longest_eval_s = max(self._longest_eval_s, stored.verdict.elapsed_s)
-                c = dataclasses.replace(c, verdict=stored.verdict)
+                self.budget.settle_eval(grant, stored.gpu_s)  # judged before the interruption
+                self._longest_eval_s = max(self._longest_eval_s, stored.gpu_s)
+                c = dataclasses.replace(c, verdict=stored.verdict, gpu_s=stored.gpu_s)
             else:
                 pending.append((c, grant))
             if c.source_sha256:
@@ -266,14 +267,16 @@ class _Loop:
         by_sha = {c.source_sha256: (c, g) for c, g in pending}
         pairs = [(self.s.task.path, c.path) for c, _ in pending]
         done: set[str] = set()
+        started = datetime.now(timezone.utc).replace(microsecond=0)
         for v in self.evaluate(pairs, self.o.eval):
             hit = by_path.get(str(v.solution.path)) or by_sha.get(v.solution.sha256)
             if hit is None or hit[0].id in done:
                 continue
             c, grant = hit
-            self.budget.settle_eval(grant, v.elapsed_s)
-            self._longest_eval_s = max(self._longest_eval_s, v.elapsed_s)
-            c = dataclasses.replace(c, verdict=v)
+            gpu_s = v.elapsed_s if _decided_since(v, started) else 0.0  # else served from the store
+            self.budget.settle_eval(grant, gpu_s)
+            self._longest_eval_s = max(self._longest_eval_s, gpu_s)
+            c = dataclasses.replace(c, verdict=v, gpu_s=gpu_s)
             self._known[c.id] = c
             self.s.memory.record_candidate(self.s.run_id, c)
             done.add(c.id)
@@ -283,7 +286,7 @@ class _Loop:
             if c.id not in done:  # unknown cost: charge what was reserved
                 self.budget.settle_eval(grant, grant.gpu_seconds)
                 missing = Rejection("not_evaluated", "The evaluator returned no verdict for this candidate.")
-                self._known[c.id] = dataclasses.replace(c, rejection=missing)
+                self._known[c.id] = dataclasses.replace(c, rejection=missing, gpu_s=grant.gpu_seconds)
 
     def _turn_line(self, turn: int, new: list[Candidate]) -> str:
         passed = sum(c.passed for c in new)
@@ -294,3 +297,11 @@ class _Loop:
             f"{ranking.speedup_text(best)}; spent {self.budget.tokens} tokens, {dollars}, "
             f"{self.budget.gpu_seconds:.1f} GPU s, {self.budget.candidates} evaluated"
         )
+
+
+def _decided_since(v: Verdict, started: datetime) -> bool:
+    """Whether a verdict was decided by this evaluation, not served from the store's earlier one."""
+    try:
+        return datetime.fromisoformat(v.created_at) >= started
+    except (TypeError, ValueError):
+        return True  # no usable time: charge it

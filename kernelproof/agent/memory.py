@@ -224,7 +224,7 @@ class Memory:
             c.duplicate_of,
             outcome,
             s[0] if s is not None and s[0] > float("-inf") else None,
-            v.elapsed_s if v is not None and c.evaluated else 0.0,
+            c.gpu_s,
             now(),
         )
         with self.conn:
@@ -263,4 +263,5 @@ def _candidate(r: sqlite3.Row) -> Candidate:
         rejection=rejection,
         verdict=verdict,
         duplicate_of=r["duplicate_of"],
+        gpu_s=r["gpu_seconds"],
     )

@@ -49,6 +49,8 @@ RULES: dict[ReasonCode, str | None] = {
     ReasonCode.TASK_ERROR: None,
     ReasonCode.FLAGS_CHANGED: "Do not change numeric flags (TF32, cuDNN, matmul precision).",
     ReasonCode.BUILD_CACHE_TAMPER: "Do not write files, and never into the build cache.",
+    ReasonCode.SANITIZER_ERROR: "Memory errors and races are found by compute-sanitizer: no out-of-bounds or "
+    "uninitialised accesses, no missing barriers.",
 }
 
 LANGUAGES = {

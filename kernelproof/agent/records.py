@@ -102,6 +102,7 @@ class Candidate:
     rejection: Rejection | None = None  # set when it was never evaluated
     verdict: Verdict | None = None  # the evaluator's judgement
     duplicate_of: str = ""  # id of an earlier candidate with the same source, whose verdict it shares
+    gpu_s: float = 0.0  # GPU seconds charged: its verdict's elapsed_s, 0 when the store served an earlier one
 
     @property
     def passed(self) -> bool:

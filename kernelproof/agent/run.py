@@ -36,7 +36,7 @@ class Spend:
     input_tokens: int  # over every answered call of the run (resumed and replayed ones included)
     output_tokens: int
     dollars: float  # at the price table's rates
-    gpu_seconds: float  # sum of the evaluations' elapsed_s
+    gpu_seconds: float  # sum of the evaluations' elapsed_s (a verdict served from the store costs 0)
     evaluated: int  # candidates judged by the evaluator
     live_calls: int  # calls this process sent to a provider
     failed_calls: int  # calls that got no answer

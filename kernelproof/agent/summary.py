@@ -96,7 +96,7 @@ def _turns(candidates: list[Candidate], calls: list[dict[str, Any]]) -> list[dic
         t["candidates"] += 1
         t["verified"] += c.passed
         t["rejected"] += c.rejection is not None
-        t["gpu_s"] += c.verdict.elapsed_s if c.evaluated and c.verdict else 0.0
+        t["gpu_s"] += c.gpu_s
         seen.append(c)
         best = ranking.best(seen)
         t["best"] = f"{best.id} {ranking.speedup_text(best)}" if best else "-"
@@ -122,7 +122,7 @@ def _gpu_by_outcome(candidates: list[Candidate]) -> dict[str, float]:
     for c in candidates:
         if c.evaluated and c.verdict is not None:
             key = "pass" if c.passed else (c.verdict.codes[0] if c.verdict.codes else c.verdict.verdict.value)
-            out[key] += c.verdict.elapsed_s
+            out[key] += c.gpu_s
     return dict(out)
 
 

@@ -312,3 +312,16 @@ def test_without_a_reservation_bound_the_summary_says_when_the_gpu_budget_did_no
     )  # three 3 s estimates were admitted, each took 4 s
     assert res.summary["budgets_held"] is False
     assert "a budget was exceeded" in (tmp_path / "run" / "summary.md").read_text()
+
+
+def test_a_verdict_served_from_the_store_costs_no_gpu_seconds(serve, task_file, tmp_path):
+    class FromStore(FakeEvaluator):
+        def __call__(self, pairs, options=None):
+            for v in super().__call__(pairs, options):
+                yield v.__class__(**{**v.__dict__, "created_at": "2020-01-01T00:00:00+00:00"})
+
+    server = serve(Script(["SPEED: 1.5\n# GPU_S: 7"]))
+    res = optimize(
+        task_file, model(server), options(tmp_path, limits=Limits(max_candidates=1)), evaluator=FromStore()
+    )
+    assert res.spend.gpu_seconds == 0 and res.best.gpu_s == 0 and res.best.verdict.elapsed_s == 7

@@ -8,7 +8,8 @@ from kernelproof.agent.summary import plot, render_markdown, rich_table, summari
 
 def cand(turn: int, marker: str, **kw) -> Candidate:
     src = solution(marker, str(turn))
-    fields = dict(verdict=make_verdict(src, f"{turn}.py"))
+    v = make_verdict(src, f"{turn}.py")
+    fields = dict(verdict=v, gpu_s=v.elapsed_s)
     fields.update(kw)
     return Candidate(f"t{turn:03d}s00", turn, 0, "refine", (), "", "", f"{turn}.py", src, str(turn), **fields)
 
