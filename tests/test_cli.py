@@ -1,0 +1,113 @@
+"""The command line: documented exit codes, JSON output, the audit verb, the store listing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+DATA = Path(__file__).parent / "data"
+TASK = str(DATA / "tasks" / "scale_relu.py")
+
+
+def kp(*args: str, db: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kernelproof.cli", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+def test_eval_pass_exits_0_and_writes_the_verdict_json(tmp_path):
+    out = tmp_path / "v.json"
+    r = kp(
+        "eval",
+        TASK,
+        str(DATA / "solutions" / "scale_relu_triton.py"),
+        "--device",
+        "cpu",
+        "--db",
+        "",
+        "--correctness-only",
+        "--json",
+        str(out),
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "kernelproof.verdict/1" and doc["verdict"] == "pass"
+
+
+def test_eval_rejection_exits_1_with_the_reason_printed():
+    r = kp(
+        "eval",
+        TASK,
+        str(DATA / "solutions" / "wrong_shape.py"),
+        "--device",
+        "cpu",
+        "--db",
+        "",
+        "--correctness-only",
+    )
+    assert r.returncode == 1
+    assert "wrong_shape" in r.stdout
+
+
+def test_missing_file_and_bad_option_exit_2():
+    assert kp("eval", "nope.py", "nope2.py").returncode == 2
+    assert kp("eval", TASK, TASK, "--baselines", "turbo").returncode == 2
+    assert kp("eval", TASK, TASK, "--no-such-flag").returncode == 2
+
+
+def test_broken_task_exits_2():
+    r = kp(
+        "eval",
+        str(DATA / "tasks" / "reference_raises.py"),
+        str(DATA / "solutions" / "plain_torch.py"),
+        "--device",
+        "cpu",
+        "--db",
+        "",
+        "--correctness-only",
+    )
+    assert r.returncode == 2 and "task_error" in r.stdout
+
+
+def test_audit_json_names_every_control(tmp_path):
+    out = tmp_path / "a.json"
+    r = kp("audit", TASK, "--device", "cpu", "--json", str(out), "--seed", "3")
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["task"].endswith("scale_relu.py") and doc["degenerate"] is False
+    names = {c["name"] for c in doc["controls"]}
+    assert {"zeros", "mean", "other_seed", "other_weights", "bf16_reference"} <= names
+    assert all(c["failed_as_it_should"] for c in doc["controls"])
+
+
+def test_a_constant_output_task_fails_its_audit(tmp_path):
+    # softmax rows sum to one whatever the input: the mean and another seed's output both pass.
+    t = tmp_path / "tiny.py"
+    t.write_text(
+        "import torch\nimport torch.nn as nn\nn = 64\n"
+        "class Model(nn.Module):\n    def forward(self, x):\n        return torch.softmax(x, dim=-1).sum(dim=-1)\n"
+        "def get_inputs():\n    return [torch.rand(8, n)]\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    r = kp("audit", str(t), "--device", "cpu", "--json", "-", "--seed", "1")
+    assert r.returncode == 1
+    assert json.loads(r.stdout)["degenerate"] is True
+
+
+def test_results_lists_what_eval_stored(tmp_path):
+    db = str(tmp_path / "r.sqlite")
+    kp(
+        "eval",
+        TASK,
+        str(DATA / "solutions" / "wrong_dtype.py"),
+        "--device",
+        "cpu",
+        "--db",
+        db,
+        "--correctness-only",
+    )
+    r = kp("results", "--db", db, "--json", "-", "--code", "wrong_dtype")
+    docs = json.loads(r.stdout)
+    assert len(docs) == 1 and docs[0]["reasons"][0]["code"] == "wrong_dtype"
