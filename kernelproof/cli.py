@@ -184,6 +184,10 @@ def bench_command(
     db: Db = None,
     timeout: Annotated[float, typer.Option("--timeout")] = 600.0,
     seeds_per_case: SeedsPerCase = 2,
+    only: Annotated[
+        list[str] | None,
+        typer.Option("--only", help="Keep tasks whose relative path contains this (repeatable)."),
+    ] = None,
     executor: Annotated[str, typer.Option("--executor", help="local (one worker per GPU) | ray")] = "local",
     address: Annotated[
         str | None, typer.Option("--address", help="Ray cluster address (with --executor ray).")
@@ -199,6 +203,9 @@ def bench_command(
     pairs, missing = [], []
     for task in sorted(suite.rglob("*.py")):
         if task.name.startswith("_"):
+            continue
+        rel = str(task.relative_to(suite))
+        if only and not any(o in rel for o in only):
             continue
         sol = solutions / task.relative_to(suite)
         (pairs if sol.is_file() else missing).append((task, sol))
