@@ -11,12 +11,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from kernelproof.agent.errors import AgentError
+
+if TYPE_CHECKING:
+    from kernelproof.agent.budget import Limits
 
 EXIT_FOUND, EXIT_NONE, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -95,7 +98,7 @@ def optimize_command(
     ] = None,
 ) -> None:
     """Let an LLM write and improve kernels for TASK; kernelproof verifies every candidate."""
-    from kernelproof.agent import AgentOptions, Limits, SearchSettings, load_run, optimize, parse_model
+    from kernelproof.agent import AgentOptions, Limits, SearchSettings, optimize, parse_model
     from kernelproof.agent.budget import parse_price
     from kernelproof.agent.run import recorded_options
     from kernelproof.options import EvalOptions, normalize_baselines
@@ -103,16 +106,11 @@ def optimize_command(
     try:
         limits = Limits(max_candidates, max_tokens, max_dollars, max_gpu_seconds)
         if resume:
-            found = load_run(resume, db)
-            opts = found["options"]
-            given = {k: v for k, v in limits.__dict__.items() if v is not None}
-            opts = opts.replace(limits=Limits(**{**opts.limits.__dict__, **given}))
+            found = _resumed(resume, db, limits, no_plot)
+            opts, resume = found["options"], found["run_id"]
             task = task or Path(found["task_path"])
             model = model or found["model"]
             base_url = base_url or found["base_url"] or None
-            resume = found["run_id"]
-            db = found["memory"].path
-            opts = opts.replace(db=db)
         else:
             if task is None:
                 raise typer.BadParameter("TASK is needed (or --resume RUN)")
@@ -167,6 +165,18 @@ def optimize_command(
     if result.stop_reason == "backend_error":
         raise typer.Exit(EXIT_USAGE)
     raise typer.Exit(EXIT_FOUND if result.best is not None else EXIT_NONE)
+
+
+def _resumed(run: str, db: str | None, limits: Limits, no_plot: bool) -> dict:
+    """The run to resume, with its recorded options; budgets given on the command line replace its own."""
+    from kernelproof.agent import Limits, load_run
+
+    found = load_run(run, db)
+    opts = found["options"]
+    given = {k: v for k, v in limits.__dict__.items() if v is not None}
+    opts = opts.replace(limits=Limits(**{**opts.limits.__dict__, **given}), db=found["memory"].path)
+    found["options"] = opts.replace(plot=False) if no_plot else opts
+    return found
 
 
 def _say(line: str) -> None:
