@@ -53,6 +53,11 @@ def torch_build_vars(
     from torch.utils import cpp_extension as ce
 
     writer = ce._write_ninja_file_to_build_library
+    # torch adds its own libraries (-ltorch_cpu, -lc10_cuda, -lcudart, ...) before writing the file
+    prepare = ce._prepare_ldflags
+    ld_args = {"extra_ldflags": list(extra_ldflags or []), "with_cuda": True, "with_sycl": False}
+    ld_args.update(verbose=False, is_standalone=False)
+    ldflags = prepare(**{k: v for k, v in ld_args.items() if k in inspect.signature(prepare).parameters})
     with tempfile.TemporaryDirectory(prefix="kp-flags-") as tmp:
         path = os.path.join(tmp, "build.ninja")
         args = {
@@ -62,7 +67,7 @@ def torch_build_vars(
             "extra_cflags": list(extra_cflags or []),
             "extra_cuda_cflags": list(extra_cuda_cflags or []),
             "extra_sycl_cflags": [],
-            "extra_ldflags": list(extra_ldflags or []),
+            "extra_ldflags": ldflags,
             "extra_include_paths": list(extra_include_paths or []),
             "with_cuda": True,
             "with_sycl": False,

@@ -67,3 +67,17 @@ def test_header_is_built_once_and_copied_privately(tmp_path, monkeypatch):
     copy = pch.copy_pch(tmp_path / "cache", first.name, tmp_path / "private")
     assert copy != first and (copy / (pch.PCH_HEADER + ".gch")).is_file()
     assert pch.ensure_pch(tmp_path / "cache", ["-fplugin=x.so"]) is None
+
+
+@pytest.mark.skipif(nvcc_path() is None, reason="needs a CUDA toolkit for torch's include paths")
+def test_torch_build_vars_match_torchs_own_link_line(monkeypatch):
+    from torch.utils import cpp_extension as ce
+
+    from kernelproof.build.env import cuda_home
+
+    monkeypatch.setattr(ce, "CUDA_HOME", cuda_home())
+    v = pch.torch_build_vars(extra_cflags=["-O3"], extra_cuda_cflags=["-arch=sm_90"], name="probe")
+    assert "-DTORCH_EXTENSION_NAME=probe" in v["cflags"] and "-O3" in v["cflags"]
+    for lib in ("-lc10", "-ltorch_cpu", "-ltorch_python", "-lcudart"):
+        assert lib in v["ldflags"].split()
+    assert "-arch=sm_90" in v["cuda_cflags"]
