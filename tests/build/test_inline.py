@@ -166,6 +166,10 @@ def test_split_build_compiles_kernelbench_add_without_torch_in_nvcc(tmp_path, mo
     assert rec["strategy"] == "split", rec
     assert (Path(rec["build_dir"]) / "kp_add.so").is_file()
     assert "torch" not in (Path(rec["build_dir"]) / "kernels.cu").read_text()
+    needed = subprocess.run(
+        ["readelf", "-d", str(Path(rec["build_dir"]) / "kp_add.so")], capture_output=True, text=True
+    )
+    assert "libtorch_cpu.so" in needed.stdout and "libcudart" in needed.stdout  # linked like torch links it
 
 
 @pytest.mark.gpu
