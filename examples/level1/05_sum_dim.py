@@ -1,10 +1,10 @@
 """Sum over one dimension with a single Triton reduction kernel, fp32.
 
 The input is viewed as (outer, reduced, inner) without copying. Each program owns one outer index
-and a 64-wide strip of the contiguous inner axis, walks the reduced axis in 64-row tiles
+and a 64-wide strip of the contiguous inner axis, walks the reduced axis in 32-row tiles
 (coalesced 256-byte row segments) and keeps a (32 x 64) tile of partial sums, reduced once at the end.
-The partial sums are fp64, so the result is the correctly rounded sum; the kernel is memory-bound,
-so the fp64 adds cost nothing measurable.
+The partial sums are fp64, so the only error of note is the final rounding to fp32; the kernel is
+memory-bound, so the fp64 adds cost nothing measurable.
 """
 
 import math

@@ -2,8 +2,9 @@
 
 A program holds a whole row in registers (rows of 16384 fit in 16 warps), so max, exponentials, sum
 and normalisation need no second pass over memory. exp is computed by Cody-Waite reduction
-(x = n ln2 + r, 2^n built exactly from its bits) so it stays within about one ulp for any argument,
-and the normalising division is IEEE-rounded, to match the reference's own accuracy.
+(x = n ln2 + r, 2^n built exactly from its bits, only 2^r left to the hardware exp2) so it stays
+within a couple of ulp for any argument, and the normalising division is IEEE-rounded, to match
+the reference's own accuracy.
 """
 
 import torch

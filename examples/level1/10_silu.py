@@ -1,7 +1,7 @@
 """SiLU, x / (1 + exp(-x)), as one elementwise Triton kernel, fp32.
 
 One read and one write per element. exp is computed by Cody-Waite reduction (x = n ln2 + r, 2^n built
-exactly from its bits) so it stays within about one ulp for large |x|, where exp2(x * log2 e) would
+exactly from its bits) so it stays within a couple of ulp for large |x|, where exp2(x * log2 e) would
 lose |x| * 2^-24 to the rounded product; exp(-x) overflowing to inf gives the correct -0 for very
 negative x. The division is IEEE-rounded, as in the reference.
 """

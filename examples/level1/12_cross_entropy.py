@@ -2,7 +2,7 @@
 
 Each program holds one row of logits in registers and computes loss = (max + log(sum(exp(x - max))))
 - x[target], the reference's log-softmax and NLL without writing the log-probabilities out. exp is
-computed by Cody-Waite reduction (about one ulp for any argument). Targets are read as int64.
+computed by Cody-Waite reduction (a couple of ulp for any argument). Targets are read as int64.
 """
 
 import torch

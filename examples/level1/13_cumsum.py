@@ -2,8 +2,9 @@
 
 One program scans one row in 1024-element blocks: tl.cumsum scans the block in registers and a
 running carry holds the total of the blocks before it. The scan and the carry are kept in fp64, so
-each output is the correctly rounded prefix sum (an fp32 carry would grow an error along the row);
-the kernel is memory-bound, so the fp64 adds cost nothing measurable. One read and one write per element.
+the only error of note in each output is its final rounding to fp32 (an fp32 carry would grow an
+error along the row); the kernel is memory-bound, so the fp64 adds cost nothing measurable. One
+read and one write per element.
 """
 
 import torch

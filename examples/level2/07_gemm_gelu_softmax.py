@@ -2,8 +2,8 @@
 
 Under the library-ok policy the GEMM (with its bias) stays in the library. One program per row
 holds the 4096 features in registers, applies GELU, then the softmax (max, exponentials, sum,
-IEEE-rounded division) and stores once. exp is computed by Cody-Waite reduction (about one ulp for
-any argument).
+IEEE-rounded division) and stores once. exp is computed by Cody-Waite reduction (a couple of ulp
+for any argument).
 """
 
 import torch
