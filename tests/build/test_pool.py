@@ -105,3 +105,66 @@ def test_staging_directories_are_removed_after_publication(tmp_path):
     with BuilderPool(BuildCache(tmp_path / "cache"), 1, device="cpu", options=CPU, work_root=work) as pool:
         assert pool.submit(sol).result().ok
     assert list(Path(work).iterdir()) == []
+
+
+KERNELBENCH_ADD = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+src = """
+#include <torch/extension.h>
+__global__ void add_kernel(const float* a, const float* b, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a[i] + b[i];
+}
+torch::Tensor add_cuda(torch::Tensor a, torch::Tensor b) {
+    auto out = torch::empty_like(a);
+    int n = a.numel();
+    add_kernel<<<(n + 255) / 256, 256>>>(a.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>(), n);
+    return out;
+}
+"""
+ext = load_inline(name="kp_pool_add", cpp_sources="torch::Tensor add_cuda(torch::Tensor a, torch::Tensor b);",
+                  cuda_sources=src, functions=["add_cuda"], extra_cflags=["-O3"])
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        return ext.add_cuda(a, b)
+'''
+
+WORKER = """
+import importlib.util, json, sys, torch
+from kernelproof.build import install_load_inline
+from kernelproof.build import inline
+install_load_inline()
+spec = importlib.util.spec_from_file_location("sol", sys.argv[1])
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+a, b = torch.rand(5000, device="cuda"), torch.rand(5000, device="cuda")
+torch.testing.assert_close(mod.ModelNew()(a, b), a + b)
+print(json.dumps([r["strategy"] for r in inline.records()]))
+"""
+
+
+@pytest.mark.gpu
+def test_cuda_build_is_published_and_the_worker_loads_it_without_compiling(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from kernelproof.build import artifact_env
+
+    sol = tmp_path / "add.py"
+    sol.write_text(KERNELBENCH_ADD)
+    with BuilderPool(BuildCache(tmp_path / "cache"), 1, device="cuda", work_root=tmp_path) as pool:
+        result = pool.submit(sol).result()
+        assert result.ok, result.log
+        assert result.strategy in ("split", "split+pch")
+        pool.materialize(result, tmp_path / "worker")
+    env = dict(os.environ, **artifact_env(tmp_path / "worker"))
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run([sys.executable, "-c", WORKER, str(sol)], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["prebuilt"]
