@@ -59,3 +59,10 @@ def test_a_closed_connection_is_a_protocol_error():
     a.close()
     with pytest.raises(protocol.ProtocolError, match="closed"):
         protocol.recv(b)
+
+
+def test_zero_dimensional_tensors_cross_the_wire():
+    a, b = _pair()
+    protocol.send(a, {}, [torch.tensor(7, dtype=torch.int64), torch.tensor(2.5)])
+    _, (i, f) = protocol.recv(b)
+    assert i.shape == () and int(i) == 7 and float(f) == 2.5

@@ -44,7 +44,7 @@ def encode_tensor(t: torch.Tensor) -> tuple[dict[str, Any], bytes]:
     if name not in _DTYPES:
         raise ProtocolError(f"dtype {name} cannot cross the wire")
     cpu = t.detach().to("cpu").contiguous()
-    data = cpu.view(torch.uint8).numpy().tobytes() if cpu.numel() else b""
+    data = cpu.reshape(-1).view(torch.uint8).numpy().tobytes() if cpu.numel() else b""
     return {"dtype": name, "shape": list(cpu.shape), "nbytes": len(data)}, data
 
 
