@@ -108,10 +108,36 @@ def _evaluate_on(task: str, solution: str, options: EvalOptions, device: str, po
         if cached is not None:
             return cached
     with pool.device_lock(device):
-        verdict = evaluate_pair(task, solution, options, device, pool)
+        try:
+            verdict = evaluate_pair(task, solution, options, device, pool)
+        except (UsageError, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # a harness bug must not lose the run: it becomes an error verdict
+            verdict = internal_error_verdict(task, solution, device, exc)
     if store is not None:
         store.put(key, verdict)
     return verdict
+
+
+def internal_error_verdict(task: str, solution: str, device: str, exc: BaseException) -> Verdict:
+    import traceback
+
+    from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode
+
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
+    return Verdict(
+        verdict=Outcome.ERROR,
+        reasons=(Reason(ReasonCode.INTERNAL_ERROR, f"kernelproof failed: {type(exc).__name__}: {exc}", tb),),
+        task=FileRef(task, hashlib.sha256(Path(task).read_bytes()).hexdigest()),
+        solution=FileRef(solution, hashlib.sha256(Path(solution).read_bytes()).hexdigest()),
+        correctness=None,
+        timing=None,
+        speedup={},
+        roofline=None,
+        coverage=None,
+        environment={"device": device},
+        reward=0.0,
+    )
 
 
 def evaluation_key(task: str, solution: str, options: EvalOptions, device: str) -> str:
