@@ -105,7 +105,7 @@ def _evaluate_on(task: str, solution: str, options: EvalOptions, device: str, po
     key = evaluation_key(task, solution, options, device)
     if store is not None and not options.fresh:
         cached = store.get(key)
-        if cached is not None:
+        if cached is not None and "internal_error" not in cached.codes:
             return cached
     with pool.device_lock(device):
         try:
