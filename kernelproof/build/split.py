@@ -38,6 +38,24 @@ _TORCH_WORDS = re.compile(
 _DEVICE_WORDS = re.compile(
     r"\b(__device__|__constant__|__managed__|__shared__|nvcuda|wmma|cooperative_groups|cg\s*::|cuda\s*::)"
 )
+# What torch's headers bring into a .cu besides torch itself (c10/util/Half.h includes cuda_fp16.h
+# under nvcc; <cmath>, <cfloat>, <climits>, <algorithm> come with ATen): device code that relies on
+# them unknowingly (FLT_MAX, INT_MAX, std::min, __half) still compiles without torch.
+_KERNEL_PRELUDE = "".join(
+    f"#include <{h}>\n"
+    for h in (
+        "cuda.h",
+        "cuda_runtime.h",
+        "cuda_fp16.h",
+        "cuda_bf16.h",
+        "cmath",
+        "cfloat",
+        "climits",
+        "cstdint",
+        "cstdio",
+        "algorithm",
+    )
+)
 _CONDITIONAL = re.compile(r"#\s*(if|ifdef|ifndef|elif|else|endif)\b")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _LAUNCH = re.compile(r"\b([A-Za-z_]\w*)\s*<<<")
@@ -103,8 +121,10 @@ def _split(source: str, implicit_headers: bool) -> SplitSource:
                 code = f'#line {item.line} "cuda.cu"\n{_rewrite_launches(item.text, kernels, device_names)}\n'
             launch_parts.append(code)
     kernel_parts.append("\n".join(_wrapper(k) for k in kernels.values()))
-    prelude_k = "#include <cuda.h>\n#include <cuda_runtime.h>\n"
-    prelude_l = ("#include <torch/types.h>\n" if implicit_headers else "") + prelude_k
+    prelude_l = (
+        "#include <torch/types.h>\n" if implicit_headers else ""
+    ) + "#include <cuda.h>\n#include <cuda_runtime.h>\n"
+    prelude_k = _KERNEL_PRELUDE if implicit_headers else "#include <cuda.h>\n#include <cuda_runtime.h>\n"
     return SplitSource(
         prelude_k + "".join(kernel_parts), prelude_l + "".join(launch_parts), tuple(kernels.values())
     )

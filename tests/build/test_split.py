@@ -69,6 +69,38 @@ torch::Tensor softmax(torch::Tensor x) {
 """
 
 
+# Idioms seen in agent-written solutions that lean on what torch's headers include (FLT_MAX,
+# INT_MAX, M_PI, std::max in device code) and host-side C++17.
+IDIOMS = r"""
+#include <torch/extension.h>
+#include <cuda_runtime.h>
+#define TILE 16
+#define CHECK_INPUT(x) TORCH_CHECK(x.is_cuda(), #x " must be a CUDA tensor")
+
+__device__ float gelu(float v) { return 0.5f * v * (1.0f + tanhf(sqrtf(2.0f / M_PI) * (v + 0.044715f * v * v * v))); }
+
+__global__ void rowmax_kernel(const float* __restrict__ x, float* __restrict__ out, int rows, int cols) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    float m = -FLT_MAX;
+    for (int c = 0; c < cols; ++c) m = std::max(m, gelu(x[r * cols + c]));
+    __half h = __float2half(m);
+    out[r] = fminf(__half2float(h), (float)INT_MAX);
+}
+
+std::vector<torch::Tensor> rowmax_cuda(torch::Tensor x, std::tuple<int, int> tile) {
+    CHECK_INPUT(x);
+    const auto [th, tw] = tile;
+    auto out = torch::empty({x.size(0)}, x.options());
+    int rows = x.size(0), cols = x.size(1);
+    dim3 block(TILE * TILE);
+    dim3 grid((rows + block.x - 1) / block.x);
+    rowmax_kernel<<<grid, block, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), out.data_ptr<float>(), rows, cols);
+    return {out};
+}
+"""
+
+
 def test_splits_kernelbench_elementwise_add():
     s = split_cuda_source(ADD)
     assert s is not None
@@ -154,16 +186,20 @@ def test_refuses_source_without_kernels():
 
 
 @pytest.mark.skipif(nvcc_path() is None, reason="needs nvcc")
-def test_kernel_file_compiles_with_nvcc_without_torch(tmp_path):
-    s = split_cuda_source(SOFTMAX)
+@pytest.mark.parametrize("source", [SOFTMAX, IDIOMS], ids=["softmax", "agent-idioms"])
+def test_kernel_file_compiles_with_nvcc_without_torch(tmp_path, source):
+    s = split_cuda_source(source)
+    assert s is not None
     src = tmp_path / "kernels.cu"
     src.write_text(s.kernels_cu)
+    flags = ["--expt-relaxed-constexpr", "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__"]
     done = subprocess.run(
         [
             nvcc_path(),
             "-c",
             "-gencode=arch=compute_90a,code=sm_90a",
             "-std=c++17",
+            *flags,
             str(src),
             "-o",
             str(tmp_path / "k.o"),
