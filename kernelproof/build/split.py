@@ -370,18 +370,23 @@ def _split_top(text: str) -> list[str]:
 
 
 # -- writing ----------------------------------------------------------------------------------------
+# The wrappers stay inside their own extension: two extensions loaded in one process may both
+# have a kernel of the same name.
+_HIDDEN = '__attribute__((visibility("hidden")))'
+
+
 def _wrapper(k: Kernel) -> str:
     params = "".join(", " + p for p in k.params)
     args = ", ".join(k.param_names)
     return (
-        f"void kp_launch_{k.name}(dim3 kp_grid, dim3 kp_block, size_t kp_smem, cudaStream_t kp_stream{params}) {{\n"
+        f"{_HIDDEN} void kp_launch_{k.name}(dim3 kp_grid, dim3 kp_block, size_t kp_smem, cudaStream_t kp_stream{params}) {{\n"
         f"    {k.name}<<<kp_grid, kp_block, kp_smem, kp_stream>>>({args});\n}}\n"
     )
 
 
 def _prototype(k: Kernel) -> str:
     params = "".join(", " + p for p in k.params)
-    return f"void kp_launch_{k.name}(dim3, dim3, size_t, cudaStream_t{params});\n"
+    return f"{_HIDDEN} void kp_launch_{k.name}(dim3, dim3, size_t, cudaStream_t{params});\n"
 
 
 def _rewrite_launches(text: str, kernels: dict[str, Kernel], device_names: set[str]) -> str:
