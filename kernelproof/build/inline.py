@@ -18,6 +18,7 @@ solution's own ``from torch.utils.cpp_extension import load_inline`` then gets t
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import inspect
 import json
@@ -109,7 +110,12 @@ def load_inline(*args: Any, **kwargs: Any) -> Any:
         return ce._import_module_from_library(a["name"], build_dir, True)
 
     try:
-        module = _build_and_import(a, build_dir, original, record)
+        with open(Path(build_dir) / "kp.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # two processes sharing a build directory build once
+            if so.is_file() and _stamp_digest(stamp) == digest:
+                record["strategy"] = "prebuilt"
+                return ce._import_module_from_library(a["name"], build_dir, True)
+            module = _build_and_import(a, build_dir, original, record)
     finally:
         record["seconds"] = time.perf_counter() - started
         _state["records"].append(record)
