@@ -244,7 +244,7 @@ def main() -> int:
         # Cache hit: a worker's fresh process importing a prebuilt module (materialized copy).
         from kernelproof.build import BuildCache, BuilderPool
 
-        with BuilderPool(BuildCache(work / "pool-cache"), 2, device="cuda", work_root=work) as pool:
+        with BuilderPool(BuildCache(cache_root), 2, device="cuda", work_root=work) as pool:
             pool.warm_pch()
             t = time.perf_counter()
             results = [f.result() for f in [pool.submit(s) for s in sols]]
