@@ -224,6 +224,9 @@ def evaluate_pair(
         st.reasons.append(Reason(ReasonCode(died.code), died.message, died.detail))
     finally:
         cand.close()
+        if dev.type == "cuda":
+            contexts.clear()
+            torch.cuda.empty_cache()  # the parent's references and oracles: give the memory back
     correctness = Correctness(
         cases_run=len(st.cases),
         cases_passed=sum(c.passed for c in st.cases),

@@ -72,13 +72,21 @@ class LocalPool(WorkerSource):
             old.close()
 
     def baseline(self, key: tuple, device: str) -> WorkerProcess:
+        """A persistent baseline worker for (task, variant, baseline, device, ...).
+
+        Only the current task's baselines stay alive on a device: each holds the task's weights and
+        its allocator's cache on the GPU, and a bench over a whole suite would otherwise fill it.
+        """
         with self._lock:
             w = self._baselines.get(key)
             if w is not None and w.proc.poll() is None:
                 self._order.remove(key)
                 self._order.append(key)
                 return w
-            evict = []
+            evict = [
+                self._baselines.pop(k) for k in list(self._baselines) if k[3] == device and k[0] != key[0]
+            ]
+            self._order = [k for k in self._order if k in self._baselines]
             while len(self._order) >= MAX_BASELINE_WORKERS:
                 k = self._order.pop(0)
                 evict.append(self._baselines.pop(k))

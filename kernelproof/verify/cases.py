@@ -17,7 +17,7 @@ import torch
 
 from kernelproof import flags as numeric_flags
 from kernelproof.errors import TaskError
-from kernelproof.inputs import DOMAIN_DISTRIBUTIONS, InputSlot, draw, dtype_name
+from kernelproof.inputs import DOMAIN_DISTRIBUTIONS, InputSlot, draw, dtype_from_name, dtype_name
 from kernelproof.task import Task, TaskModule, eval_expr, instantiate
 
 CONTRACT_DTYPE = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -145,7 +145,27 @@ def allowed_distributions(task: Task, n_inputs: int, requested: tuple[str, ...] 
 
 
 def make_inputs(ctx: VariantContext, distribution: str, seed: int) -> list[Any]:
-    """The inputs of one case, on the CPU, floats in the contract dtype, integers untouched."""
+    """The inputs of one case: floats in the contract dtype, integers untouched.
+
+    ``get_inputs()`` (the task's own code, on the CPU, as KernelBench runs it) is called for the
+    "task" distribution and whenever the task has integer or fixed inputs; otherwise the shapes are
+    known from an earlier call and every float input is drawn directly on the device, which keeps
+    multi-GB cases from spending seconds in the CPU's random number generator.
+    """
+    if distribution != "task" and ctx.slots and all(s.kind in ("float", "scalar") for s in ctx.slots):
+        return [
+            draw(
+                s.shape,
+                distribution if distribution in DOMAIN_DISTRIBUTIONS[s.domain] else "normal",
+                s.domain,
+                seed * 1009 + s.index,
+                ctx.device,
+                dtype_from_name(s.dtype),
+            )
+            if s.kind == "float"
+            else ctx.scalars[s.index]
+            for s in ctx.slots
+        ]
     torch.manual_seed(seed)
     try:
         raw = ctx.module.get_inputs()
@@ -157,7 +177,7 @@ def make_inputs(ctx: VariantContext, distribution: str, seed: int) -> list[Any]:
         domain = ctx.task.meta.domain_of(i)
         if isinstance(x, torch.Tensor) and x.is_floating_point():
             if domain != "fixed" and distribution != "task" and distribution in DOMAIN_DISTRIBUTIONS[domain]:
-                x = draw(tuple(x.shape), distribution, domain, seed * 1009 + i, "cpu", ctx.dtype)
+                x = draw(tuple(x.shape), distribution, domain, seed * 1009 + i, ctx.device, ctx.dtype)
             else:
                 x = x.to(ctx.dtype)
             kind = "fixed" if domain == "fixed" else "float"
