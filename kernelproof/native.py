@@ -30,7 +30,6 @@ import os
 import re
 import struct
 import subprocess
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -181,10 +180,12 @@ def compile_cubin(source: str, arch: str, options: Sequence[str] = DEFAULT_OPTIO
         _records.append({"cubin": cubin.name, "cached": True, "seconds": time.perf_counter() - started})
         return cubin
     out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="kp-native-", dir=out_dir) as tmp:
-        src = Path(tmp) / "kernels.cu"
-        src.write_text(source)
-        target = Path(tmp) / "kernels.cubin"
+    # Plain files with absolute paths (no TemporaryDirectory): its cleanup removes by relative
+    # name, which the worker's write guard cannot place inside the private directory.
+    stem = out_dir / f"{cubin.stem}.{os.getpid()}.tmp"
+    src, target = stem.with_suffix(".cu"), stem.with_suffix(".cubin")
+    src.write_text(source)
+    try:
         done = subprocess.run([nvcc, *cmd_flags, str(src), "-o", str(target)], capture_output=True, text=True)
         if done.returncode != 0:
             lines = [ln for ln in (done.stderr + done.stdout).splitlines() if ln.strip()]
@@ -193,6 +194,10 @@ def compile_cubin(source: str, arch: str, options: Sequence[str] = DEFAULT_OPTIO
             ]
             raise NativeCompileError("nvcc failed:\n" + "\n".join(errors[:30]))
         os.replace(target, cubin)  # atomic: a concurrent compile of the same source writes the same bytes
+    finally:
+        for leftover in (src, target):
+            if leftover.exists():
+                os.remove(leftover)
     _records.append({"cubin": cubin.name, "cached": False, "seconds": time.perf_counter() - started})
     return cubin
 

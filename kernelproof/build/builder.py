@@ -35,6 +35,7 @@ from kernelproof.build.env import cuda_home, device_arch
 
 MAX_LOG_LINES = 40  # error lines kept for the verdict and for agent feedback
 MAX_LOG_CHARS = 6000
+_VIOLATION = "KERNELPROOF-VIOLATION: "  # kernelproof.worker.guards.VIOLATION_PREFIX, as the guards print it
 # A module-level CUDA call fails in a builder that hides the GPU; such a build is retried with it.
 _NEEDS_GPU = re.compile(r"No CUDA GPUs are available|no CUDA-capable device|Found no NVIDIA driver")
 # Variables a build may inherit; everything else (API keys, KERNELPROOF_CACHE_DIR, ...) is dropped.
@@ -55,6 +56,7 @@ _KEEP_ENV = (
 class BuildOptions:
     arch: str | None = None  # TORCH_CUDA_ARCH_LIST entry; None: read from the device in the parent
     fast_inline: bool = True  # split CUDA sources and use precompiled headers (kernelproof.build.inline)
+    guard: bool = True  # arm the worker's runtime guards (audit hook) in the builder process
     hide_gpu: bool = True  # CUDA_VISIBLE_DEVICES="" in the builder: builds never touch the GPU
     max_jobs: int | None = None  # MAX_JOBS for ninja; None: ninja's default (cores + 2)
     python: str = sys.executable  # interpreter for the builder process
@@ -71,6 +73,7 @@ class BuildResult:
     timed_out: bool = False  # killed at the timeout
     cached: bool = False  # served from the build cache
     key: str = ""  # the build cache key, when a pool built it
+    violation: str = ""  # the guards' account of a forbidden action (-> forbidden_construct), if any
     detail: dict[str, str] = field(default_factory=dict)  # per-extension strategy and seconds, as strings
 
 
@@ -140,7 +143,13 @@ def build_solution(
         log_text = f"build did not finish in {timeout_s:g} s and was killed\n" + trim_log(text)
     else:
         log_text = "" if ok else trim_log(text)
-    return BuildResult(ok, seconds, log_text, backend, artifacts, strategy, timed_out, detail=detail)
+    violation = next((ln.split(_VIOLATION, 1)[1].strip() for ln in text.splitlines() if _VIOLATION in ln), "")
+    if violation:
+        ok = False
+        log_text = f"forbidden during the build: {violation}\n" + log_text
+    return BuildResult(
+        ok, seconds, log_text, backend, artifacts, strategy, timed_out, detail=detail, violation=violation
+    )
 
 
 def _run_child(
@@ -153,6 +162,8 @@ def _run_child(
         cmd += ["--pch-dir", str(staging / "pch")]
     if not opts.fast_inline:
         cmd.append("--no-fast")
+    if not opts.guard:
+        cmd.append("--no-guard")
     with open(staging / "build.log", "wb") as log:
         proc = subprocess.Popen(
             cmd,

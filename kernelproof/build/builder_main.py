@@ -21,11 +21,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("staging")
     parser.add_argument("--pch-dir", default=None)
     parser.add_argument("--no-fast", action="store_true")
+    parser.add_argument("--no-guard", action="store_true")
     args = parser.parse_args(argv)
 
     from kernelproof.build import inline
 
     inline.install(pch_dir=args.pch_dir, fast=not args.no_fast)
+    if not args.no_guard:
+        _arm_guards(args.solution, args.staging)
     account: dict[str, object] = {"ok": False}
     code = 1
     try:
@@ -53,6 +56,16 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         sys.stderr.flush()
     return code
+
+
+def _arm_guards(solution: str, staging: str) -> None:
+    """The worker's runtime guards, armed here too: the import that builds is the same untrusted
+    code the worker imports, and a write outside the staging directory (the shared build cache,
+    say) ends this process with the guards' violation status before the parent publishes anything."""
+    from kernelproof.worker.guards import GuardConfig, install
+
+    switch = install(GuardConfig(solution_path=solution, private_dir=staging))
+    switch(True)
 
 
 if __name__ == "__main__":

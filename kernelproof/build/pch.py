@@ -58,8 +58,9 @@ def torch_build_vars(
     ld_args = {"extra_ldflags": list(extra_ldflags or []), "with_cuda": True, "with_sycl": False}
     ld_args.update(verbose=False, is_standalone=False)
     ldflags = prepare(**{k: v for k, v in ld_args.items() if k in inspect.signature(prepare).parameters})
-    with tempfile.TemporaryDirectory(prefix="kp-flags-") as tmp:
-        path = os.path.join(tmp, "build.ninja")
+    tmp = tempfile.mkdtemp(prefix="kp-flags-")
+    path = os.path.join(tmp, "build.ninja")
+    try:
         args = {
             "path": path,
             "name": name,
@@ -76,6 +77,10 @@ def torch_build_vars(
         accepted = inspect.signature(writer).parameters
         writer(**{k: v for k, v in args.items() if k in accepted})
         text = Path(path).read_text()
+    finally:  # absolute paths: the worker's write guard places relative removals in the wrong place
+        if os.path.exists(path):
+            os.remove(path)
+        os.rmdir(tmp)
     return parse_ninja_vars(text)
 
 

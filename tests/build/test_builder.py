@@ -13,6 +13,9 @@ from kernelproof.build.env import nvcc_path
 HAVE_NVCC = nvcc_path() is not None
 
 CPU = BuildOptions(arch="")
+# For tests whose solution must write outside its staging directory or start a process (to be
+# observed): the guards would rightly stop it.
+CPU_UNGUARDED = BuildOptions(arch="", guard=False)
 
 
 def _write(tmp_path: Path, name: str, text: str) -> Path:
@@ -45,7 +48,7 @@ def test_build_that_never_ends_is_killed_by_the_timeout(tmp_path):
         f"p = subprocess.Popen(['sleep', '300'])\nopen({str(marker)!r}, 'w').write(str(p.pid))\n"
         "while True:\n    pass\n",
     )
-    result = build_solution(sol, tmp_path / "staging", "cpu", 8, CPU)
+    result = build_solution(sol, tmp_path / "staging", "cpu", 8, CPU_UNGUARDED)
     assert result.timed_out and not result.ok
     assert "did not finish in 8 s" in result.log
     pid = int(marker.read_text())
@@ -60,7 +63,7 @@ def test_builder_sees_only_its_staging_directories(tmp_path, monkeypatch):
         tmp_path, "env.py", f"import json, os\njson.dump(dict(os.environ), open({str(dump)!r}, 'w'))\n"
     )
     staging = tmp_path / "staging"
-    assert build_solution(sol, staging, "cpu", 120, BuildOptions(arch="9.0a")).ok
+    assert build_solution(sol, staging, "cpu", 120, BuildOptions(arch="9.0a", guard=False)).ok
     env = json.loads(dump.read_text())
     assert "KERNELPROOF_CACHE_DIR" not in env and "OPENAI_API_KEY" not in env
     assert env["TORCH_EXTENSIONS_DIR"].startswith(str(staging.resolve()))
@@ -100,3 +103,16 @@ def test_trim_log_keeps_compiler_errors_verbatim_and_drops_noise():
     assert 'cuda.cu(12): error: identifier "blockIdx_x" is undefined' in trimmed.splitlines()
     assert "RuntimeError: Error building extension 'add'" in trimmed
     assert "[1/3]" not in trimmed
+
+
+def test_write_outside_staging_during_the_build_is_a_violation(tmp_path):
+    target = tmp_path / "shared-cache" / "entries" / "planted.so"
+    sol = _write(
+        tmp_path,
+        "plant.py",
+        f"import os\nos.makedirs({str(target.parent)!r}, exist_ok=True)\nopen({str(target)!r}, 'wb').write(b'x')\n",
+    )
+    result = build_solution(sol, tmp_path / "staging", "cpu", 120, CPU)
+    assert not result.ok
+    assert "outside the worker's private directory" in result.violation
+    assert not target.exists()

@@ -176,3 +176,20 @@ def test_info_counts_and_clear_removes_entries(tmp_path):
 def test_rejects_keys_that_are_not_hex(tmp_path):
     with pytest.raises(ValueError):
         BuildCache(tmp_path).lookup("../../etc/passwd")
+
+
+def test_cache_commands_report_and_clear(tmp_path):
+    from typer.testing import CliRunner
+
+    from kernelproof.build.cli import cache_app
+
+    cache = BuildCache(tmp_path / "cache")
+    cache.publish(KEY, _staging(tmp_path), {"backend": "cuda"})
+    runner = CliRunner()
+    shown = runner.invoke(cache_app, ["info", "--root", str(tmp_path / "cache"), "--json"])
+    assert shown.exit_code == 0 and json.loads(shown.output)["entries"] == 1
+    text = runner.invoke(cache_app, ["info", "--root", str(tmp_path / "cache")])
+    assert "entries      1" in text.output and "cuda 1" in text.output
+    cleared = runner.invoke(cache_app, ["clear", "--root", str(tmp_path / "cache")])
+    assert cleared.exit_code == 0 and "removed 1 entries" in cleared.output
+    assert cache.keys() == []

@@ -9,6 +9,7 @@ import pytest
 from kernelproof.build import BuildCache, BuilderPool, BuildOptions, CacheTamperError
 
 CPU = BuildOptions(arch="")
+CPU_UNGUARDED = BuildOptions(arch="", guard=False)  # lets a test solution write outside its staging area
 
 # A solution whose import leaves an artifact, as a load_inline build does.
 VICTIM = """
@@ -55,7 +56,7 @@ def test_concurrent_submits_of_one_source_build_once(tmp_path):
     sol = tmp_path / "counted.py"
     sol.write_text(f"open({str(count)!r}, 'a').write('x')\n")
     with BuilderPool(
-        BuildCache(tmp_path / "cache"), 3, device="cpu", options=CPU, work_root=tmp_path
+        BuildCache(tmp_path / "cache"), 3, device="cpu", options=CPU_UNGUARDED, work_root=tmp_path
     ) as pool:
         results = [f.result() for f in [pool.submit(sol) for _ in range(3)]]
     assert all(r.ok for r in results)
@@ -63,14 +64,33 @@ def test_concurrent_submits_of_one_source_build_once(tmp_path):
     assert sum(not r.cached for r in results) == 1
 
 
-def test_poisoning_build_cannot_plant_a_library_in_another_entry(tmp_path):
+def _poison_setup(tmp_path):
     cache = BuildCache(tmp_path / "cache")
     hint = tmp_path / "hint.txt"
     hint.write_text(str(cache.root))
     victim, poisoner = tmp_path / "victim.py", tmp_path / "poisoner.py"
     victim.write_text(VICTIM)
     poisoner.write_text(POISONER.format(hint=str(hint)))
+    return cache, victim, poisoner
+
+
+def test_poisoning_build_is_stopped_by_the_guards_before_it_writes(tmp_path):
+    cache, victim, poisoner = _poison_setup(tmp_path)
     with BuilderPool(cache, 1, device="cpu", options=CPU, work_root=tmp_path) as pool:
+        built = pool.submit(victim).result()
+        poisoned = pool.submit(poisoner).result()
+        assert not poisoned.ok and "outside the worker's private directory" in poisoned.violation
+        pool.materialize(built, tmp_path / "worker")  # the victim's entry is intact
+    assert (
+        tmp_path / "worker" / "torch_extensions" / "kp-victim" / "victim.so"
+    ).read_bytes() == b"honest library"
+
+
+def test_poisoned_entry_is_refused_when_the_guards_are_off(tmp_path):
+    """The second line of defence: a write the guards miss (native code, a compiler plugin)
+    is caught by the parent's hash check when the entry is materialised."""
+    cache, victim, poisoner = _poison_setup(tmp_path)
+    with BuilderPool(cache, 1, device="cpu", options=CPU_UNGUARDED, work_root=tmp_path) as pool:
         built = pool.submit(victim).result()
         assert built.ok
         assert pool.submit(poisoner).result().ok  # its build "succeeds": the damage is elsewhere
