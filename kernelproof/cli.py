@@ -231,7 +231,9 @@ def bench_command(
         )
     console.print(bench_table(verdicts))
     passed = sum(v.passed for v in verdicts)
-    console.print(f"correct: {passed}/{len(verdicts)} ({sum(v.verdict.value == 'error' for v in verdicts)} errors)")
+    console.print(
+        f"correct: {passed}/{len(verdicts)} ({sum(v.verdict.value == 'error' for v in verdicts)} errors)"
+    )
     results = results_from([v.to_json() for v in verdicts])
     for base in ("eager", "best"):
         line = ", ".join(f"fast_{p:g}={_pct(fast_p(results, p, base))}" for p in (0.0, 1.0, 1.5, 2.0))

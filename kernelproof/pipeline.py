@@ -9,6 +9,7 @@ can do wrong becomes a Reason; only the user's own mistakes and kernelproof's bu
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import platform
 import random
 import secrets
@@ -360,7 +361,9 @@ def compare_pair(
         programs = []
         for name, w, path in (("candidate", wb, b), ("A", wa, a)):
             staged = w.stage_solution(path)
-            reply = load_program(w, ctx, staged, "candidate", options, {"deny_read": [task.path]})
+            reply = load_program(
+                w, ctx, staged, "candidate", options, {"deny_read": [os.path.realpath(task.path)]}
+            )
             if not reply.get("ok"):
                 return ComparePair(False, f"{path}: {reply.get('message')}", None, None, None)
             programs.append(Program(name, w))

@@ -49,7 +49,9 @@ class ReasonCode(str, enum.Enum):
     TASK_ERROR = "task_error"  # the task itself does not load or run
     FLAGS_CHANGED = "flags_changed"  # numeric flags (TF32, cuDNN) differ after the candidate ran
     BUILD_CACHE_TAMPER = "build_cache_tamper"  # the candidate wrote into the build cache
-    SANITIZER_ERROR = "sanitizer_error"  # compute-sanitizer found invalid accesses, races or uninitialised reads
+    SANITIZER_ERROR = (
+        "sanitizer_error"  # compute-sanitizer found invalid accesses, races or uninitialised reads
+    )
     INTERNAL_ERROR = "internal_error"  # kernelproof itself failed; the verdict says where (please report it)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from kernelproof.executors.process import WorkerProcess
@@ -35,7 +37,9 @@ def run_correctness(
     for case in cases:
         ctx = contexts[case.variant]
         if loaded != case.variant:
-            reply = load_program(cand, ctx, staged, "candidate", options, {"deny_read": [task.path]})
+            reply = load_program(
+                cand, ctx, staged, "candidate", options, {"deny_read": [os.path.realpath(task.path)]}
+            )
             if not reply.get("ok"):
                 st.reasons.append(reason_from_reply(reply))
                 return
@@ -90,7 +94,9 @@ def run_sanitizer(
     def run_first_case(worker: WorkerProcess) -> None:
         worker.wait_ready()
         staged = worker.stage_solution(solution_path)
-        reply = load_program(worker, ctx, staged, "candidate", options, {"deny_read": [task.path]})
+        reply = load_program(
+            worker, ctx, staged, "candidate", options, {"deny_read": [os.path.realpath(task.path)]}
+        )
         if not reply.get("ok"):
             return
         spec, tensors = encode_args(make_inputs(ctx, case.distribution, case.seed))

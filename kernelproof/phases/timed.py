@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from kernelproof.executors.process import WorkerDied
@@ -52,7 +54,9 @@ def run_timing(
         tol = st.tol_by_variant.get(v)
         if tol is None:
             continue
-        reply = load_program(cand, ctx, staged, "candidate", options, {"deny_read": [task.path]})
+        reply = load_program(
+            cand, ctx, staged, "candidate", options, {"deny_read": [os.path.realpath(task.path)]}
+        )
         if not reply.get("ok"):
             st.reasons.append(reason_from_reply(reply))
             return None, {}, None, None

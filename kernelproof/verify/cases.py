@@ -92,6 +92,7 @@ def build_variant(
     for p in list(reference.parameters()) + list(reference.buffers()):
         if p.is_floating_point():
             p.data = p.data.to(dtype)
+    _perturb_constant_parameters(reference, init_seed)
     reference.train(mode == "train")
     oracle = copy.deepcopy(reference).to(torch.float64)
     oracle.train(mode == "train")
@@ -113,6 +114,29 @@ def build_variant(
         weight_names=names,
         weight_tensors=tensors,
     )
+
+
+PERTURB_SCALE = 0.1  # constant-initialised parameters get this much random spread
+
+
+def _perturb_constant_parameters(model: torch.nn.Module, seed: int) -> None:
+    """Give parameters initialised to a constant (LayerNorm's ones and zeros) random values.
+
+    The harness owns the weights (I3). With the defaults a kernel that ignores the affine part of
+    a normalisation computes the same numbers as one that applies it (A13); after this it does not.
+    Randomly initialised parameters are left as they are.
+    """
+    gen = torch.Generator().manual_seed(int(seed) ^ 0x5EED)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.is_floating_point() and p.numel() > 0 and bool((p == p.reshape(-1)[0]).all()):
+                base = float(p.reshape(-1)[0])
+                noise = (
+                    torch.randn(p.shape, generator=gen, dtype=torch.float32)
+                    * PERTURB_SCALE
+                    * max(abs(base), 1.0)
+                )
+                p.add_(noise.to(device=p.device, dtype=p.dtype))
 
 
 def plan_cases(
@@ -195,10 +219,11 @@ def make_inputs(ctx: VariantContext, distribution: str, seed: int) -> list[Any]:
 
 
 def to_device(args: list[Any], device: torch.device, dtype: torch.dtype | None = None) -> list[Any]:
+    """Fresh copies on the device: a reference that updates its inputs must not change the case."""
     out = []
     for a in args:
         if isinstance(a, torch.Tensor):
-            a = a.to(device)
+            a = a.to(device, copy=True)
             if dtype is not None and a.is_floating_point():
                 a = a.to(dtype)
         out.append(a)

@@ -39,6 +39,7 @@ class Worker:
         self.deny_read = deny_read
         self.switch = lambda on: None  # turns the candidate phase of the audit hook on/off
         self.armed = False
+        self.integrity = lambda: []  # names of harness functions the solution replaced
         self.model: Any = None
         self.fn: Any = None
         self.device = torch.device("cpu")
@@ -66,6 +67,19 @@ class Worker:
                 protocol.send(self.sock, {"ok": True})
                 return
             reply, out = handler(header, tensors)
+            # Checked here, in the loop that is already running (a replaced method cannot skip it):
+            # any harness function or method the solution swapped during the request fails it.
+            tampered = self.integrity()
+            if tampered:
+                code = "timing_tamper" if op in ("time", "steady") else "forbidden_construct"
+                reply, out = (
+                    {
+                        "ok": False,
+                        "code": code,
+                        "message": "the solution replaced harness code: " + ", ".join(tampered),
+                    },
+                    [],
+                )
             protocol.send(self.sock, reply, out)
 
     def environment(self) -> dict[str, Any]:
@@ -106,11 +120,26 @@ class Worker:
             # Armed before the first line of candidate code runs (I1); it cannot be removed.
             if not self.armed:
                 deny = tuple(self.deny_read) + tuple(h.get("deny_read", ()))
+                self.integrity = guards.integrity_check(_harness_functions())
                 self.switch = guards.install(guards.GuardConfig(self.solution_path, self.private_dir, deny))
                 self.armed = True
+            threads_before = guards.python_threads()
             self.switch(True)
             model, failure = program.load_candidate(self.solution_path, init_args)
             self.switch(False)
+            tampered = self.integrity()
+            if tampered:
+                return {
+                    "ok": False,
+                    "code": "forbidden_construct",
+                    "message": f"the solution replaced harness functions: {', '.join(tampered)}",
+                }, []
+            if guards.python_threads() - threads_before:
+                return {
+                    "ok": False,
+                    "code": "thread_leak",
+                    "message": "importing the solution started threads",
+                }, []
             if failure is not None:
                 return {
                     "ok": False,
@@ -202,6 +231,12 @@ class Worker:
         del blocks  # back to the caching allocator, NaN-filled, for the candidate's empty() to find
 
     def _observe(self, out, args, originals, threads_before, expected_flags) -> dict[str, Any]:
+        tampered = self.integrity()
+        if tampered:
+            return {
+                "code": "forbidden_construct",
+                "message": f"the solution replaced harness functions: {', '.join(tampered)}",
+            }
         flat = out if isinstance(out, (tuple, list)) else [out]
         for t in flat:
             if type(t) is not torch.Tensor:
@@ -283,6 +318,13 @@ class Worker:
                 "detail": detail,
             }, []
         wall_ms = (time.perf_counter() - t0) * 1e3
+        tampered = self.integrity()
+        if tampered:
+            return {
+                "ok": False,
+                "code": "timing_tamper",
+                "message": f"the solution replaced timing or harness functions: {', '.join(tampered)}",
+            }, []
         if self.role == "candidate" and guards.python_threads() - threads_before:
             return {"ok": False, "code": "thread_leak", "message": "timed calls left threads running"}, []
         fps = []
@@ -348,6 +390,13 @@ class Worker:
                 "message": f"a steady-state call raised {msg}",
                 "detail": detail,
             }, []
+        tampered = self.integrity()
+        if tampered:
+            return {
+                "ok": False,
+                "code": "timing_tamper",
+                "message": f"the solution replaced timing or harness functions: {', '.join(tampered)}",
+            }, []
         last = (n - 1) % len(sets)
         flat = out if isinstance(out, (tuple, list)) else [out]
         if any(type(t) is not torch.Tensor for t in flat):
@@ -383,6 +432,60 @@ class Worker:
             self._timed(args)
             torch.cuda.synchronize(self.device)
         return {"ok": True, "kernels": kernels_of_call(prof)}, []
+
+
+def _harness_functions() -> list[tuple[object, str]]:
+    """Module-level functions the worker's judgement rests on (checked by identity after each call)."""
+    import sys as _sys
+
+    import kernelproof.flags as kflags
+    import kernelproof.inputs as kinputs
+    from kernelproof.worker import clock as kclock
+
+    me = _sys.modules[__name__]
+    methods = [
+        (cls, name)
+        for cls in (Worker, kclock.CpuClock, kclock.CudaClock)
+        for name in vars(cls)
+        if callable(vars(cls)[name])
+    ]
+    pairs: list[tuple[object, str]] = methods + [
+        (time, "perf_counter"),
+        (time, "perf_counter_ns"),
+        (time, "monotonic"),
+        (time, "time"),
+        (torch, "equal"),
+        (torch, "no_grad"),
+        (torch.cuda, "synchronize"),
+        (torch.cuda, "Event"),
+        (torch.cuda, "_sleep"),
+        (kinputs, "fingerprint"),
+        (kinputs, "timed_inputs"),
+        (kinputs, "draw"),
+        (kflags, "read"),
+        (kflags, "target"),
+        (kflags, "differences"),
+        (guards, "python_threads"),
+        (protocol, "send"),
+        (protocol, "recv"),
+        (protocol, "encode_tensor"),
+        (program, "describe_exception"),
+        (kclock, "_spans_from_profile"),
+        (kclock, "kernels_of_call"),
+        (kclock, "_perf_counter_ns"),
+        (kclock, "_perf_counter"),
+        (me, "fingerprint"),
+        (me, "timed_inputs"),
+        (me, "_overlaps"),
+        (me, "_harness_functions"),
+    ]
+    try:
+        import torch.profiler as tprof
+
+        pairs += [(tprof, "profile"), (tprof, "record_function")]
+    except ImportError:
+        pass
+    return pairs
 
 
 def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
