@@ -51,6 +51,7 @@ RULES: dict[ReasonCode, str | None] = {
     ReasonCode.BUILD_CACHE_TAMPER: "Do not write files, and never into the build cache.",
     ReasonCode.SANITIZER_ERROR: "Memory errors and races are found by compute-sanitizer: no out-of-bounds or "
     "uninitialised accesses, no missing barriers.",
+    ReasonCode.INTERNAL_ERROR: None,  # kernelproof's own failure: nothing for the model to fix
 }
 
 LANGUAGES = {
