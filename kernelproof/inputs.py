@@ -125,6 +125,39 @@ def apply_domain(x: torch.Tensor, domain: str) -> torch.Tensor:
     return x
 
 
+def case_inputs(
+    slots: list[InputSlot],
+    scalars: dict[int, object],
+    distribution: str,
+    seed: int,
+    device: torch.device | str,
+) -> list[object]:
+    """The inputs of a correctness case whose every tensor is a float drawn on the device.
+
+    The parent and the worker both call this with the same arguments, so a large case is drawn in
+    the worker instead of crossing the wire (and never exists there before the call that uses it).
+    """
+    out: list[object] = []
+    for s in slots:
+        if s.kind == "float":
+            dist = distribution if distribution in DOMAIN_DISTRIBUTIONS[s.domain] else "normal"
+            out.append(draw(s.shape, dist, s.domain, seed * 1009 + s.index, device, dtype_from_name(s.dtype)))
+        elif s.kind == "scalar":
+            out.append(scalars[s.index])
+        else:
+            raise ValueError("case_inputs draws float inputs only")
+    return out
+
+
+def checksum(args: list[object]) -> float:
+    """Sum of every float input in float64: both sides must have drawn the same values."""
+    total = 0.0
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.is_floating_point():
+            total += float(a.detach().to(torch.float64).sum())
+    return total
+
+
 def timed_inputs(
     slots: list[InputSlot],
     fixed: dict[int, torch.Tensor],

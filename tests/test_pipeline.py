@@ -123,3 +123,13 @@ def test_sanitize_rejects_an_out_of_bounds_read_that_the_comparison_cannot_see()
     assert plain.passed  # the outputs are right
     v = evaluate(TASK, sol("oob_read"), opts)
     assert "sanitizer_error" in v.codes, (v.reasons, v.flags)
+
+
+def test_large_cases_are_drawn_in_the_worker_and_the_second_run_answers_by_fingerprint(monkeypatch):
+    import kernelproof.phases.correctness as correctness
+
+    monkeypatch.setattr(correctness, "LARGE_CASE_BYTES", 0)  # every case takes the large-case path
+    good = evaluate(TASK, sol("scale_relu_triton"), FAST)
+    assert good.passed, good.reasons
+    bad = evaluate(TASK, sol("wrong_dtype"), FAST)
+    assert "wrong_dtype" in bad.codes

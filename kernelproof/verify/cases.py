@@ -17,7 +17,7 @@ import torch
 
 from kernelproof import flags as numeric_flags
 from kernelproof.errors import TaskError
-from kernelproof.inputs import DOMAIN_DISTRIBUTIONS, InputSlot, draw, dtype_from_name, dtype_name
+from kernelproof.inputs import DOMAIN_DISTRIBUTIONS, InputSlot, case_inputs, draw, dtype_name
 from kernelproof.task import Task, TaskModule, eval_expr, instantiate
 
 CONTRACT_DTYPE = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -168,6 +168,13 @@ def allowed_distributions(task: Task, n_inputs: int, requested: tuple[str, ...] 
     return tuple(seen) or ("task",)
 
 
+def drawable(ctx: VariantContext, distribution: str) -> bool:
+    """Can this case be drawn from a seed alone (every tensor a float, not get_inputs' own values)?"""
+    return (
+        distribution != "task" and bool(ctx.slots) and all(s.kind in ("float", "scalar") for s in ctx.slots)
+    )
+
+
 def make_inputs(ctx: VariantContext, distribution: str, seed: int) -> list[Any]:
     """The inputs of one case: floats in the contract dtype, integers untouched.
 
@@ -176,20 +183,8 @@ def make_inputs(ctx: VariantContext, distribution: str, seed: int) -> list[Any]:
     known from an earlier call and every float input is drawn directly on the device, which keeps
     multi-GB cases from spending seconds in the CPU's random number generator.
     """
-    if distribution != "task" and ctx.slots and all(s.kind in ("float", "scalar") for s in ctx.slots):
-        return [
-            draw(
-                s.shape,
-                distribution if distribution in DOMAIN_DISTRIBUTIONS[s.domain] else "normal",
-                s.domain,
-                seed * 1009 + s.index,
-                ctx.device,
-                dtype_from_name(s.dtype),
-            )
-            if s.kind == "float"
-            else ctx.scalars[s.index]
-            for s in ctx.slots
-        ]
+    if drawable(ctx, distribution):
+        return case_inputs(ctx.slots, ctx.scalars, distribution, seed, ctx.device)
     torch.manual_seed(seed)
     try:
         raw = ctx.module.get_inputs()

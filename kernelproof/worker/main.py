@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from kernelproof import flags as numeric_flags
-from kernelproof.inputs import InputSlot, dtype_from_name, fingerprint, timed_inputs
+from kernelproof.inputs import InputSlot, case_inputs, checksum, dtype_from_name, fingerprint, timed_inputs
 from kernelproof.worker import guards, program, protocol
 from kernelproof.worker.clock import CpuClock, CudaClock, kernels_of_call
 
@@ -179,9 +179,20 @@ class Worker:
         observations: list[dict[str, Any]] = []
         expected_flags = numeric_flags.target(self.precision)
         keep = []
-        for _ in range(int(h.get("repeats", 2))):
-            args = [tensors[a["t"]].to(self.device, copy=True) if "t" in a else a["v"] for a in spec]
-            originals = [(i, tensors[a["t"]]) for i, a in enumerate(spec) if "t" in a]
+        drawn = h.get("draw")  # a large case: drawn here from its seed instead of sent
+        second_fp = h.get("second_run_projection")  # a large output: run 2 answers with a fingerprint
+        fingerprints: list[list[float]] = []
+        checksums: list[float] = []
+        for repeat in range(int(h.get("repeats", 2))):
+            if drawn:
+                slots = [InputSlot(**x) for x in drawn["slots"]]
+                scalars = {int(k): v for k, v in drawn["scalars"].items()}
+                args = case_inputs(slots, scalars, drawn["distribution"], int(drawn["seed"]), self.device)
+                checksums.append(checksum(args))
+                originals = [(i, a.clone()) for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+            else:
+                args = [tensors[a["t"]].to(self.device, copy=True) if "t" in a else a["v"] for a in spec]
+                originals = [(i, tensors[a["t"]]) for i, a in enumerate(spec) if "t" in a]
             self._poison(h.get("poison_bytes", []))
             threads_before = guards.python_threads()
             try:
@@ -213,10 +224,13 @@ class Worker:
             if obs.get("code"):
                 return {"ok": False, **obs}, []
             flat = out if isinstance(out, (tuple, list)) else [out]
-            outs.extend(t.detach().to("cpu") for t in flat)
+            if second_fp is not None and repeat == 1:
+                fingerprints = [fingerprint(t, int(second_fp)) for t in flat]
+            else:
+                outs.extend(t.detach().to("cpu") for t in flat)
             keep.append((args, out))
         self.keep = keep
-        return {"ok": True, "outputs_per_run": len(outs) // max(1, len(observations))}, outs
+        return {"ok": True, "second_run_fingerprints": fingerprints, "checksums": checksums}, outs
 
     def _poison(self, sizes: list[int]) -> None:
         if self.device.type != "cuda":
@@ -257,7 +271,7 @@ class Worker:
                         "message": "the output shares memory with an input",
                     }
         for i, orig in originals:
-            now = args[i].detach().to("cpu")
+            now = args[i].detach().to(orig.device)
             if now.shape != orig.shape or not torch.equal(
                 now.view(-1).view(torch.uint8), orig.reshape(-1).view(torch.uint8)
             ):
