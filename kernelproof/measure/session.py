@@ -139,7 +139,7 @@ def time_variant(
                 if not speedups and rounds >= options.min_rounds:
                     stopped_by = "ci_target"
                     break
-            if time.monotonic() - started > options.time_budget_s:
+            if rounds >= options.min_rounds and time.monotonic() - started > options.time_budget_s:
                 stopped_by = "max_time"
                 break
     except WorkerDied as died:
