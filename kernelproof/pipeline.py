@@ -68,46 +68,25 @@ def evaluate_pair(
     sol_ref = FileRef(str(solution_path), sol.sha256, sol.triage.backend)
     env: dict[str, Any] = _environment(device)
     settings = {**_jsonable(options.cache_key_fields()), "seed": seed, "device": device}
+    st = State()
+
+    def stop(outcome: Outcome, reason: Reason, task_ref: FileRef) -> Verdict:
+        """A verdict decided before any candidate code ran (a broken task, a solution that does not parse)."""
+        return _finish(
+            outcome, [reason], task_ref, sol_ref, None, None, {}, None, None, env, st.flags, settings, started
+        )
+
     try:
         task = load_task(task_path)
     except TaskError as exc:
-        return _finish(
-            Outcome.ERROR,
-            [Reason(ReasonCode.TASK_ERROR, str(exc))],
-            FileRef(str(task_path), ""),
-            sol_ref,
-            None,
-            None,
-            {},
-            None,
-            None,
-            env,
-            [],
-            settings,
-            started,
-        )
+        return stop(Outcome.ERROR, Reason(ReasonCode.TASK_ERROR, str(exc)), FileRef(str(task_path), ""))
     task_ref = FileRef(str(task_path), task.sha256, "")
-    st = State()
     st.flags += [f"triage {f.render()}" for f in sol.triage.findings]
     if sol.triage.backend == "torch":
         st.flags.append("plain_torch: the solution defines no Triton or CUDA kernel")
     if sol.triage.syntax_error:
         reason = Reason(ReasonCode.COMPILE_ERROR, f"the solution does not parse: {sol.triage.syntax_error}")
-        return _finish(
-            Outcome.FAIL,
-            [reason],
-            task_ref,
-            sol_ref,
-            None,
-            None,
-            {},
-            None,
-            None,
-            env,
-            st.flags,
-            settings,
-            started,
-        )
+        return stop(Outcome.FAIL, reason, task_ref)
 
     rng = random.Random(seed)
     init_seed = rng.getrandbits(31)
@@ -144,61 +123,19 @@ def evaluate_pair(
                 "the reference is random (dropout in training mode?): outputs cannot be "
                 "compared element by element; evaluate with --eval-mode",
             )
-            return _finish(
-                Outcome.ERROR,
-                [reason],
-                task_ref,
-                sol_ref,
-                None,
-                None,
-                {},
-                None,
-                None,
-                env,
-                st.flags,
-                settings,
-                started,
-            )
+            return stop(Outcome.ERROR, reason, task_ref)
         for v in variants:
             report = task_audit.audit_variant(task, contexts[v], rng.getrandbits(62))
             if report.degenerate:
                 reason = Reason(
                     ReasonCode.DEGENERATE_TASK, f"shape variant {v!r} fails its audit: {report.summary()}"
                 )
-                return _finish(
-                    Outcome.ERROR,
-                    [reason],
-                    task_ref,
-                    sol_ref,
-                    None,
-                    None,
-                    {},
-                    None,
-                    None,
-                    env,
-                    st.flags,
-                    settings,
-                    started,
-                )
+                return stop(Outcome.ERROR, reason, task_ref)
         dists = allowed_distributions(task, len(probe), options.distributions)
         light = set(timed) if dev.type == "cuda" else set()
         cases = plan_cases(variants, light, dists, options.seeds_per_case, rng)
     except TaskError as exc:
-        return _finish(
-            Outcome.ERROR,
-            [Reason(ReasonCode.TASK_ERROR, str(exc))],
-            task_ref,
-            sol_ref,
-            None,
-            None,
-            {},
-            None,
-            None,
-            env,
-            st.flags,
-            settings,
-            started,
-        )
+        return stop(Outcome.ERROR, Reason(ReasonCode.TASK_ERROR, str(exc)), task_ref)
 
     phases: dict[str, float] = {"setup_s": time.monotonic() - started}
     env["phases"] = phases
