@@ -97,11 +97,12 @@ def _stdlib_dirs() -> tuple[str, ...]:
 
 
 def install(config: GuardConfig, emit: Callable[[str], None] | None = None) -> Callable[[bool], None]:
-    """Arm the audit hook; return the switch that turns the candidate phase on and off.
+    """Arm the audit hook; return the switch that marks when solution code is running.
 
-    Before the switch is turned on (harness set-up) nothing is forbidden except writes outside
-    the private dir. The switch is returned, not stored in a module, so candidate code cannot
-    reach it without frame walking.
+    What is forbidden is decided by who acted (the stack), not by the phase, so a finaliser or
+    callback of the solution that runs inside harness code is judged the same; the phase only
+    labels the violation message. The switch is returned, not stored in a module, so candidate
+    code cannot reach it without frame walking.
     """
     stdlib = _stdlib_dirs()
     site_markers = ("site-packages", "dist-packages")
@@ -130,8 +131,9 @@ def install(config: GuardConfig, emit: Callable[[str], None] | None = None) -> C
     _getframe = sys._getframe
 
     def die(reason: str) -> None:
+        phase = " (in solution code)" if state["on"] else " (outside solution code)"
         try:
-            _write(2, (VIOLATION_PREFIX + reason.replace("\n", " ")[:500] + "\n").encode())
+            _write(2, (VIOLATION_PREFIX + reason.replace("\n", " ")[:480] + phase + "\n").encode())
             if emit is not None:
                 emit(reason)
         finally:
