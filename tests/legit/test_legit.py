@@ -54,15 +54,11 @@ CASES = (
 )
 
 INPLACE_XFAIL = (
-    "kernelproof cannot express a task that is in place by contract. The reference runs in the "
-    "parent on the case's own input tensors (on the CPU, to_device() returns them unchanged), so "
-    "it updates them in place: the float64 oracle then sees twice-updated inputs, the tolerance "
-    "taken from the reference's 'error' becomes huge, and the audit calls the task degenerate. "
-    "On a GPU the reference stays consistent, but the solution's output aliases its input and "
-    "the input changed (output_aliases_input / input_mutated). The harness needs a KERNELPROOF "
-    "key naming the inputs a task updates in place, clones of the inputs for the reference and "
-    "for the oracle, and, for those inputs only, the aliasing and mutation checks replaced by a "
-    "comparison of the updated input against the reference's."
+    "kernelproof cannot express a task that is in place by contract. The reference and the oracle "
+    "now get copies of the inputs, but the solution's output aliases its input and the input "
+    "changes (output_aliases_input / input_mutated). The harness needs a KERNELPROOF key naming "
+    "the inputs a task updates in place and, for those inputs only, the aliasing and mutation "
+    "checks replaced by a comparison of the updated input against the reference's."
 )
 
 
