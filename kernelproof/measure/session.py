@@ -74,15 +74,19 @@ def time_variant(
         wall = (time.perf_counter() - t0) * 1e3
         return reply, seeds, proj, wall
 
+    def attempt(prog: Program, n: int):
+        """A batch; a baseline whose worker died answers like a failed reply (and is dropped)."""
+        try:
+            return batch(prog, n)
+        except WorkerDied as died:
+            if prog.name == "candidate":
+                raise
+            return {"ok": False, "message": died.message}, [], [], 0.0
+
     reasons: list[Reason] = []
     try:
         for prog in list(programs):
-            try:
-                reply, *_ = batch(prog, WARMUP_CALLS)
-            except WorkerDied as died:
-                if prog.name == "candidate":
-                    raise
-                reply = {"ok": False, "message": died.message}
+            reply, *_ = attempt(prog, WARMUP_CALLS)
             if not reply.get("ok"):
                 if prog.name == "candidate":
                     return None, [_reason_from(reply, prog.name)]
@@ -97,12 +101,7 @@ def time_variant(
             for prog in order:
                 if prog not in programs:
                     continue
-                try:
-                    reply, seeds, proj, wall = batch(prog, options.calls_per_round)
-                except WorkerDied as died:
-                    if prog.name == "candidate":
-                        raise
-                    reply = {"ok": False, "message": died.message}
+                reply, seeds, proj, wall = attempt(prog, options.calls_per_round)
                 if not reply.get("ok"):
                     if prog.name == "candidate":
                         return None, [_reason_from(reply, prog.name)]

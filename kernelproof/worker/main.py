@@ -200,23 +200,9 @@ class Worker:
                 out = self._call(args)
                 if self.device.type == "cuda":
                     torch.cuda.synchronize(self.device)
-            except SystemExit:
+            except BaseException as exc:  # noqa: BLE001 - every failure of solution code is a reply
                 self.switch(False)
-                return {
-                    "ok": False,
-                    "code": "forbidden_construct",
-                    "message": "the solution called sys.exit",
-                }, []
-            except BaseException as exc:  # noqa: BLE001
-                self.switch(False)
-                msg, detail = program.describe_exception(exc, self.solution_path)
-                code = "runtime_error"
-                text = str(exc).lower()
-                if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in text:
-                    code = "crash"
-                elif any(k in text for k in CUDA_FAULTS):
-                    code = "crash"  # the CUDA context is lost: this worker is finished
-                return {"ok": False, "code": code, "message": f"forward raised {msg}", "detail": detail}, []
+                return call_failure(exc, "forward", self.solution_path), []
             finally:
                 self.switch(False)
             obs = self._observe(out, args, originals, threads_before, expected_flags)
@@ -324,13 +310,7 @@ class Worker:
                     samples += s
         except BaseException as exc:  # noqa: BLE001
             self.switch(False)
-            msg, detail = program.describe_exception(exc, self.solution_path)
-            return {
-                "ok": False,
-                "code": "runtime_error",
-                "message": f"a timed call raised {msg}",
-                "detail": detail,
-            }, []
+            return call_failure(exc, "a timed call", self.solution_path), []
         wall_ms = (time.perf_counter() - t0) * 1e3
         tampered = self.integrity()
         if tampered:
@@ -397,13 +377,7 @@ class Worker:
                 total_ms = (time.perf_counter() - t0) * 1e3
         except BaseException as exc:  # noqa: BLE001
             self.switch(False)
-            msg, detail = program.describe_exception(exc, self.solution_path)
-            return {
-                "ok": False,
-                "code": "runtime_error",
-                "message": f"a steady-state call raised {msg}",
-                "detail": detail,
-            }, []
+            return call_failure(exc, "a steady-state call", self.solution_path), []
         tampered = self.integrity()
         if tampered:
             return {
@@ -446,6 +420,22 @@ class Worker:
             self._timed(args)
             torch.cuda.synchronize(self.device)
         return {"ok": True, "kernels": kernels_of_call(prof)}, []
+
+
+def call_failure(exc: BaseException, what: str, path: str) -> dict[str, Any]:
+    """The reply for an exception out of solution code: a lost CUDA context or memory is a crash."""
+    if isinstance(exc, SystemExit):
+        return {"ok": False, "code": "forbidden_construct", "message": "the solution called sys.exit"}
+    msg, detail = program.describe_exception(exc, path)
+    text = str(exc).lower()
+    code = "runtime_error"
+    if (
+        isinstance(exc, torch.OutOfMemoryError)
+        or "out of memory" in text
+        or any(k in text for k in CUDA_FAULTS)
+    ):
+        code = "crash"  # the CUDA context (or the memory) is gone: this worker is finished
+    return {"ok": False, "code": code, "message": f"{what} raised {msg}", "detail": detail}
 
 
 def _harness_functions() -> list[tuple[object, str]]:
