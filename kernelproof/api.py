@@ -13,13 +13,13 @@ import json
 import os
 from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from kernelproof.errors import UsageError
 from kernelproof.executors.local import LocalPool, default_pool, resolve_devices, run_many
 from kernelproof.options import EvalOptions, normalize_baselines
+from kernelproof.phases.common import device_name
 from kernelproof.pipeline import evaluate_pair
 from kernelproof.verdict import Verdict
 
@@ -145,21 +145,9 @@ def evaluation_key(task: str, solution: str, options: EvalOptions, device: str) 
     h = hashlib.sha256()
     for p in (task, solution):
         h.update(hashlib.sha256(Path(p).read_bytes()).digest())
-    env = {"torch": torch.__version__, "device": device, "device_name": _device_name(device)}
-    h.update(
-        json.dumps({"settings": _plain(options.cache_key_fields()), "env": env}, sort_keys=True).encode()
-    )
+    env = {"torch": torch.__version__, "device": device, "device_name": device_name(device)}
+    h.update(json.dumps({"settings": options.cache_key_fields(), "env": env}, sort_keys=True).encode())
     return h.hexdigest()
-
-
-def _device_name(device: str) -> str:
-    if device.startswith("cuda") and torch.cuda.is_available():
-        return torch.cuda.get_device_name(torch.device(device))
-    return "cpu"
-
-
-def _plain(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in d.items()}
 
 
 def _open_store(options: EvalOptions):

@@ -45,6 +45,7 @@ SPIKE_FRACTION = 1.0e-3  # share of elements replaced by large spikes in "spiky"
 SPIKE_SCALE = 1.0e3  # magnitude of the spikes
 POSITIVE_FLOOR = 1.0e-3  # "positive" maps x -> |x| + this
 NONZERO_GAP = 1.0e-2  # "nonzero" pushes |x| below this out to it
+FINGERPRINT_SIGMAS = 6.0  # fingerprints may differ by this many normwise tolerances before they disagree
 
 
 @dataclass(frozen=True)

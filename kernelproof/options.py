@@ -43,9 +43,14 @@ class EvalOptions:
         return dataclasses.replace(self, **changes)
 
     def cache_key_fields(self) -> dict[str, Any]:
-        """Settings that change a verdict (used to serve identical evaluations from the store)."""
+        """Settings that change a verdict, JSON-ready (store keys, the verdict's ``settings``)."""
         skip = {"fresh", "db", "timeout_s"}
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip}
+        out = {}
+        for f in dataclasses.fields(self):
+            if f.name not in skip:
+                value = getattr(self, f.name)
+                out[f.name] = list(value) if isinstance(value, tuple) else value
+        return out
 
 
 def normalize_baselines(names: list[str] | tuple[str, ...]) -> tuple[str, ...]:

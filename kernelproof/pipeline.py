@@ -67,7 +67,7 @@ def evaluate_pair(
     sol = read_solution(solution_path)
     sol_ref = FileRef(str(solution_path), sol.sha256, sol.triage.backend)
     env: dict[str, Any] = _environment(device)
-    settings = {**_jsonable(options.cache_key_fields()), "seed": seed, "device": device}
+    settings = {**options.cache_key_fields(), "seed": seed, "device": device}
     st = State()
 
     def stop(outcome: Outcome, reason: Reason, task_ref: FileRef) -> Verdict:
@@ -210,10 +210,6 @@ def _environment(device: str) -> dict[str, Any]:
     if device.startswith("cuda"):
         env["cuda"] = torch.version.cuda
     return env
-
-
-def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in d.items()}
 
 
 def _finish(

@@ -226,7 +226,7 @@ def ray_evaluation_key(
     h = hashlib.sha256()
     for data in (task_bytes, solution_bytes):
         h.update(hashlib.sha256(data).digest())
-    fields = {k: list(v) if isinstance(v, tuple) else v for k, v in options.cache_key_fields().items()}
+    fields = options.cache_key_fields()
     h.update(
         json.dumps(
             {"executor": "ray", "settings": fields, "accelerators": accelerators}, sort_keys=True

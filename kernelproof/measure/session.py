@@ -21,14 +21,13 @@ import numpy as np
 import torch
 
 from kernelproof.executors.process import WorkerDied, WorkerProcess
-from kernelproof.inputs import fingerprint, timed_inputs
+from kernelproof.inputs import FINGERPRINT_SIGMAS, fingerprint, timed_inputs
 from kernelproof.measure import stats
 from kernelproof.options import EvalOptions
 from kernelproof.verdict import Reason, ReasonCode, ShapeTiming, Speedup
 from kernelproof.verify.cases import VariantContext, run_model
 from kernelproof.verify.compare import Tolerance, compare
 
-FINGERPRINT_SIGMAS = 6.0  # a projection may differ by this many normwise tolerances before it is stale
 HIDDEN_FETCH_PROBABILITY = 0.2  # chance per candidate batch that one call's full output is re-checked
 TAMPER_FLOOR_MS = 2.0  # per-call time outside the window the parent tolerates beyond the baseline's
 TAMPER_FRACTION = 0.5  # ... or this fraction of the candidate's own per-call time, whichever is larger

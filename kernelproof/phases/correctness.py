@@ -8,7 +8,7 @@ import torch
 
 from kernelproof.errors import WorkerError
 from kernelproof.executors.process import WorkerProcess
-from kernelproof.inputs import checksum, fingerprint
+from kernelproof.inputs import FINGERPRINT_SIGMAS, checksum, fingerprint
 from kernelproof.options import EvalOptions
 from kernelproof.phases.common import State, encode_args, load_program, reason_from_reply
 from kernelproof.task import Task
@@ -147,9 +147,6 @@ def run_sanitizer(
 
 
 LARGE_CASE_BYTES = 64 * 2**20  # above this, inputs are drawn in the worker and run 2 answers by fingerprint
-
-
-FINGERPRINT_SIGMAS = 6.0  # a projection of a difference within tolerance stays within this many norms
 
 
 def _same_checksums(theirs: list, ours: float) -> bool:

@@ -270,14 +270,6 @@ def python_threads() -> set[int]:
     return {t.ident or 0 for t in threading.enumerate()}
 
 
-def native_thread_count() -> int:
-    """OS threads of this process (Linux); -1 where unknown."""
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return -1
-
-
 def integrity_check(targets: list[tuple[object, str]]) -> Callable[[], list[str]]:
     """Snapshot ``(owner, attribute)`` pairs now; the returned function names those since replaced.
 
