@@ -38,15 +38,8 @@ def account(
 ) -> Coverage:
     if ctx.device.type != "cuda":
         return Coverage(None, (), policy, "launch accounting needs CUDA; skipped on the CPU")
-    fixed_idx = {str(i): k for k, i in enumerate(ctx.fixed)}
-    header = {
-        "op": "profile",
-        "slots": [s.__dict__ for s in ctx.slots],
-        "fixed": fixed_idx,
-        "scalars": {str(k): v for k, v in ctx.scalars.items()},
-        "seed": seed,
-    }
-    reply, _ = worker.request(header, [ctx.fixed[i] for i in ctx.fixed], timeout_s)
+    spec, fixed_tensors = ctx.input_spec()
+    reply, _ = worker.request({"op": "profile", **spec, "seed": seed}, fixed_tensors, timeout_s)
     if not reply.get("ok"):
         return Coverage(None, (), policy, f"profiling failed: {reply.get('message', '')}")
     rows = [(str(n), origin_of(str(n), own), float(ms)) for n, _stream, ms in reply.get("kernels", [])]

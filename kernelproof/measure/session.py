@@ -57,11 +57,8 @@ def time_variant(
 ) -> tuple[ShapeTiming | None, list[Reason]]:
     """Time one shape; baselines that fail are dropped with a note, a failing candidate is rejected."""
     notes = notes if notes is not None else []
-    slots = [s.__dict__ for s in ctx.slots]
-    fixed_idx = {str(i): k for k, i in enumerate(ctx.fixed)}
-    fixed_tensors = [ctx.fixed[i] for i in ctx.fixed]
-    scalars = {str(k): v for k, v in ctx.scalars.items()}
-    base = {"op": "time", "slots": slots, "fixed": fixed_idx, "scalars": scalars}
+    spec, fixed_tensors = ctx.input_spec()
+    base = {"op": "time", **spec}
 
     def batch(prog: Program, n: int) -> tuple[dict[str, Any], list[int], list[int], float]:
         seeds = [rng.getrandbits(62) for _ in range(n)]
@@ -274,13 +271,8 @@ def time_steady(
     Reported beside the cold figures, never mixed with them: warm L2 and overlapped launches are
     what a serving loop sees, not what one call costs.
     """
-    base = {
-        "op": "steady",
-        "slots": [s.__dict__ for s in ctx.slots],
-        "fixed": {str(i): k for k, i in enumerate(ctx.fixed)},
-        "scalars": {str(k): v for k, v in ctx.scalars.items()},
-    }
-    fixed_tensors = [ctx.fixed[i] for i in ctx.fixed]
+    spec, fixed_tensors = ctx.input_spec()
+    base = {"op": "steady", **spec}
     per_call = max(cold.candidate.median_ms, 1e-3)
     calls = int(min(10_000, max(20, STEADY_TARGET_MS / per_call)))
     rounds: dict[str, list[float]] = {p.name: [] for p in programs}

@@ -60,6 +60,15 @@ class VariantContext:
     def constants(self) -> dict[str, Any]:
         return self.module.constants()
 
+    def input_spec(self) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        """How a worker makes this variant's inputs from a seed: header fields and the fixed tensors."""
+        fields = {
+            "slots": [s.__dict__ for s in self.slots],
+            "fixed": {str(i): k for k, i in enumerate(self.fixed)},
+            "scalars": {str(k): v for k, v in self.scalars.items()},
+        }
+        return fields, [self.fixed[i] for i in self.fixed]
+
     def flops(self) -> float | None:
         expr = self.task.meta.flops
         return eval_expr(expr, self.constants()) if expr else None

@@ -285,9 +285,7 @@ class Worker:
 
     def op_time(self, h: dict[str, Any], tensors: list[torch.Tensor]):
         """Timed calls: fresh inputs from per-call seeds, one window each, a fingerprint of each output."""
-        slots = [InputSlot(**s) for s in h["slots"]]
-        fixed = {int(k): tensors[v] for k, v in h.get("fixed", {}).items()}
-        scalars = {int(k): v for k, v in h.get("scalars", {}).items()}
+        slots, fixed, scalars = _input_spec(h, tensors)
         seeds = [int(s) for s in h["seeds"]]
         proj = [int(s) for s in h["projection_seeds"]]
         prepared: list[list[Any]] = [None] * len(seeds)  # type: ignore[list-item]
@@ -352,9 +350,7 @@ class Worker:
 
     def op_steady(self, h: dict[str, Any], tensors: list[torch.Tensor]):
         """Back-to-back throughput over rotating inputs (warm caches, launch overlap): steady regime."""
-        slots = [InputSlot(**s) for s in h["slots"]]
-        fixed = {int(k): tensors[v] for k, v in h.get("fixed", {}).items()}
-        scalars = {int(k): v for k, v in h.get("scalars", {}).items()}
+        slots, fixed, scalars = _input_spec(h, tensors)
         seeds = [int(x) for x in h["seeds"]]
         sets = [timed_inputs(slots, fixed, scalars, sd, self.device) for sd in seeds]
         n = int(h["calls"])
@@ -411,9 +407,7 @@ class Worker:
             return {"ok": True, "kernels": [], "skipped": "launch accounting needs CUDA"}, []
         from torch.profiler import ProfilerActivity, profile
 
-        slots = [InputSlot(**s) for s in h["slots"]]
-        fixed = {int(k): tensors[v] for k, v in h.get("fixed", {}).items()}
-        scalars = {int(k): v for k, v in h.get("scalars", {}).items()}
+        slots, fixed, scalars = _input_spec(h, tensors)
         args = timed_inputs(slots, fixed, scalars, int(h["seed"]), self.device)
         torch.cuda.synchronize(self.device)
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -481,6 +475,7 @@ def _harness_functions() -> list[tuple[object, str]]:
         (me, "fingerprint"),
         (me, "timed_inputs"),
         (me, "_overlaps"),
+        (me, "_input_spec"),
         (me, "_harness_functions"),
     ]
     try:
@@ -496,6 +491,14 @@ def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
     sa, sb = a.untyped_storage(), b.untyped_storage()
     a0, b0 = sa.data_ptr(), sb.data_ptr()
     return a0 < b0 + sb.nbytes() and b0 < a0 + sa.nbytes()
+
+
+def _input_spec(h: dict[str, Any], tensors: list[torch.Tensor]):
+    """The parent's recipe for a call's inputs (VariantContext.input_spec), decoded."""
+    slots = [InputSlot(**s) for s in h["slots"]]
+    fixed = {int(k): tensors[v] for k, v in h.get("fixed", {}).items()}
+    scalars = {int(k): v for k, v in h.get("scalars", {}).items()}
+    return slots, fixed, scalars
 
 
 def _decode_args(spec: list[dict[str, Any]], tensors: list[torch.Tensor]) -> list[Any]:
