@@ -109,7 +109,7 @@ def install(config: GuardConfig, emit: Callable[[str], None] | None = None) -> C
     solution = os.path.realpath(config.solution_path)
     private = os.path.realpath(config.private_dir)
     denied = tuple(os.path.realpath(p) for p in config.denied_reads)
-    state = {"on": False, "busy": False}
+    state = {"on": False, "busy": False, "threads": 0}
     write_ok = (private, "/dev/null", "/dev/nvidia", "/dev/tty")
     writable = tuple(dict.fromkeys((private, "/tmp", "/var/tmp", "/dev/shm", os.path.realpath("/tmp"))))
     # Code that is never the solution's, wherever it lives (a checkout under /tmp included).
@@ -258,11 +258,53 @@ def install(config: GuardConfig, emit: Callable[[str], None] | None = None) -> C
             state["busy"] = False
 
     sys.addaudithook(hook)
+    _count_thread_starts(state, actor_is_candidate)
 
     def switch(on: bool) -> None:
         state["on"] = bool(on)
 
+    # How many threads solution code has started so far. A thread that finishes before a call
+    # returns leaves no trace in a census of live threads; the count sees it (C2).
+    switch.thread_starts = lambda: state["threads"]  # type: ignore[attr-defined]
     return switch
+
+
+THREAD_START_FUNCTIONS = (  # (module name, attribute): every way threading starts an OS thread
+    ("_thread", "start_new_thread"),
+    ("_thread", "start_new"),
+    ("_thread", "start_joinable_thread"),  # Python 3.13
+    ("threading", "_start_new_thread"),
+    ("threading", "_start_joinable_thread"),
+)
+
+
+def _count_thread_starts(state: dict, actor_is_candidate: Callable[[], bool]) -> None:
+    """Wrap the thread-start functions so that starts by solution code are counted.
+
+    Python 3.11 raises no audit event for a new thread. The wrappers replace the module attributes;
+    the worker checks them by identity after every request, so restoring the originals is caught.
+    """
+    for modname, attr in THREAD_START_FUNCTIONS:
+        module = sys.modules.get(modname)
+        original = getattr(module, attr, None) if module is not None else None
+        if original is None:
+            continue
+
+        def counted(*args, _original=original, **kwargs):
+            if actor_is_candidate():
+                state["threads"] += 1
+            return _original(*args, **kwargs)
+
+        setattr(module, attr, counted)
+
+
+def thread_start_targets() -> list[tuple[object, str]]:
+    """The wrapped thread-start attributes, for the worker's identity check."""
+    return [
+        (sys.modules[m], a)
+        for m, a in THREAD_START_FUNCTIONS
+        if m in sys.modules and hasattr(sys.modules[m], a)
+    ]
 
 
 def python_threads() -> set[int]:

@@ -120,10 +120,11 @@ class Worker:
             # Armed before the first line of candidate code runs (I1); it cannot be removed.
             if not self.armed:
                 deny = tuple(self.deny_read) + tuple(h.get("deny_read", ()))
-                self.integrity = guards.integrity_check(_harness_functions())
                 self.switch = guards.install(guards.GuardConfig(self.solution_path, self.private_dir, deny))
+                # After install: the snapshot holds the thread-start wrappers the hook put in place.
+                self.integrity = guards.integrity_check(_harness_functions() + guards.thread_start_targets())
                 self.armed = True
-            threads_before = guards.python_threads()
+            threads_before = self._thread_state()
             self.switch(True)
             model, failure = program.load_candidate(self.solution_path, init_args)
             self.switch(False)
@@ -134,7 +135,7 @@ class Worker:
                     "code": "forbidden_construct",
                     "message": f"the solution replaced harness functions: {', '.join(tampered)}",
                 }, []
-            if guards.python_threads() - threads_before:
+            if self._threads_started(threads_before):
                 return {
                     "ok": False,
                     "code": "thread_leak",
@@ -168,6 +169,16 @@ class Worker:
         load_s = time.perf_counter() - t0
         return {"ok": True, "load_s": load_s, "weights": how, "flags": numeric_flags.read()}, []
 
+    def _thread_state(self) -> tuple[set[int], int]:
+        """Live Python threads, and how many threads solution code has started so far."""
+        starts = getattr(self.switch, "thread_starts", None)
+        return guards.python_threads(), (starts() if starts else 0)
+
+    def _threads_started(self, before: tuple[set[int], int]) -> int:
+        """Threads started since ``before``: new live ones, or ones started and already finished (C2)."""
+        live, starts = self._thread_state()
+        return max(len(live - before[0]), starts - before[1])
+
     def _call(self, args: list[Any]):
         with torch.no_grad():
             return self.fn(*args)
@@ -194,7 +205,7 @@ class Worker:
                 args = [tensors[a["t"]].to(self.device, copy=True) if "t" in a else a["v"] for a in spec]
                 originals = [(i, tensors[a["t"]]) for i, a in enumerate(spec) if "t" in a]
             self._poison(h.get("poison_bytes", []))
-            threads_before = guards.python_threads()
+            threads_before = self._thread_state()
             try:
                 self.switch(self.role == "candidate")
                 out = self._call(args)
@@ -265,9 +276,9 @@ class Worker:
                     "code": "input_mutated",
                     "message": f"forward changed input {i} (inputs are read-only)",
                 }
-        leaked = guards.python_threads() - threads_before if self.role == "candidate" else set()
+        leaked = self._threads_started(threads_before) if self.role == "candidate" else 0
         if leaked:
-            return {"code": "thread_leak", "message": f"the call left {len(leaked)} thread(s) running"}
+            return {"code": "thread_leak", "message": f"the call started or left {leaked} thread(s)"}
         try:
             now_flags = numeric_flags.read()
         except Exception as exc:  # noqa: BLE001
@@ -294,7 +305,7 @@ class Worker:
             prepared[i] = timed_inputs(slots, fixed, scalars, seeds[i], self.device)
 
         calls = [(lambda i=i: self._timed(prepared[i])) for i in range(len(seeds))]
-        threads_before = guards.python_threads()
+        threads_before = self._thread_state()
         t0 = time.perf_counter()
         try:
             if isinstance(self.clock, CudaClock):
@@ -317,7 +328,7 @@ class Worker:
                 "code": "timing_tamper",
                 "message": f"the solution replaced timing or harness functions: {', '.join(tampered)}",
             }, []
-        if self.role == "candidate" and guards.python_threads() - threads_before:
+        if self.role == "candidate" and self._threads_started(threads_before):
             return {"ok": False, "code": "thread_leak", "message": "timed calls left threads running"}, []
         fps = []
         for out, seed in zip(outs, proj):
