@@ -126,8 +126,8 @@ def run_sanitizer(
     case = cases[-1]  # the last planned case: a small variant
     ctx = contexts[case.variant]
 
-    def run_first_case(worker: WorkerProcess) -> None:
-        worker.wait_ready()
+    def run_first_case(worker: WorkerProcess, timeout_s: float) -> None:
+        worker.wait_ready(timeout_s)
         staged = worker.stage_solution(solution_path)
         reply = load_program(
             worker, ctx, staged, "candidate", options, {"deny_read": [os.path.realpath(task.path)]}
@@ -138,7 +138,7 @@ def run_sanitizer(
         worker.request(
             {"op": "run", "args": spec, "repeats": 1, "poison_bytes": ctx.output_nbytes},
             tensors,
-            options.timeout_s,
+            timeout_s,
         )
 
     reasons, notes = sanitize(run_first_case, device)

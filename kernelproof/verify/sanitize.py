@@ -10,47 +10,77 @@ opt-in.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import time
 
 from kernelproof.executors.process import SpawnSpec, WorkerDied, WorkerProcess
 from kernelproof.verdict import Reason, ReasonCode
 
 TOOLS = ("memcheck", "racecheck", "initcheck")
 SUMMARY = re.compile(r"ERROR SUMMARY:\s+(\d+)\s+error")
+BUDGET_S = (
+    420.0  # the whole gate; torch starts 3-10x slower under a tool, and a stuck tool must not hang a run
+)
+EXIT_WAIT_S = 60.0  # a tool prints its summary when the worker exits
+# Every tensor its own cudaMalloc: memcheck knows allocations, not tensors, and a read past a tensor
+# that lands inside the caching allocator's segment would look legal.
+SANITIZE_ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
 
 
 def sanitizer_path() -> str | None:
-    return shutil.which("compute-sanitizer") or (
-        "/usr/local/cuda/bin/compute-sanitizer"
-        if shutil.os.path.exists("/usr/local/cuda/bin/compute-sanitizer")
-        else None
-    )
+    found = shutil.which("compute-sanitizer")
+    if found:
+        return found
+    default = "/usr/local/cuda/bin/compute-sanitizer"
+    return default if os.path.exists(default) else None
 
 
-def sanitize(run_first_case, device: str, tools: tuple[str, ...] = TOOLS) -> tuple[list[Reason], list[str]]:
-    """Run ``run_first_case(worker)`` under each tool; return (reasons, notes)."""
+def sanitize(
+    run_first_case, device: str, tools: tuple[str, ...] = TOOLS, budget_s: float = BUDGET_S
+) -> tuple[list[Reason], list[str]]:
+    """Run ``run_first_case(worker, timeout_s)`` under each tool; return (reasons, notes).
+
+    A tool that cannot finish inside the budget is named in the notes with the last lines of its
+    output: the gate did not run, which is not the same as a clean result.
+    """
     exe = sanitizer_path()
     if exe is None:
         return [], ["--sanitize: compute-sanitizer not found; the memory-checker gate was not run"]
     reasons, notes = [], []
+    deadline = time.monotonic() + budget_s
     for tool in tools:
+        left = deadline - time.monotonic()
+        if left < 30:
+            notes.append(f"--sanitize {tool}: not run, the gate's {budget_s:.0f} s budget is spent")
+            continue
+        started = time.monotonic()
         w = WorkerProcess(
-            SpawnSpec("candidate", device, wrapper=(exe, "--tool", tool, "--print-limit", "20"))
+            SpawnSpec(
+                "candidate",
+                device,
+                env=dict(SANITIZE_ENV),
+                wrapper=(exe, "--tool", tool, "--print-limit", "20"),
+            )
         )
         try:
-            run_first_case(w)
+            run_first_case(w, max(left - EXIT_WAIT_S, 10.0))
         except WorkerDied as died:
             notes.append(f"--sanitize {tool}: the worker died ({died.message})")
-        rc = w.finish()
+        rc = w.finish(timeout_s=min(EXIT_WAIT_S, max(deadline - time.monotonic(), 5.0)))
         log = w.log_tail(20000)
         w.close()
         m = SUMMARY.search(log)
+        took = time.monotonic() - started
         if m is None:
-            notes.append(f"--sanitize {tool}: no summary from compute-sanitizer (exit {rc})")
+            tail = " | ".join(ln.strip() for ln in log.splitlines()[-6:] if ln.strip())
+            notes.append(
+                f"--sanitize {tool}: no summary from compute-sanitizer (exit {rc}, {took:.0f} s): {tail[:600]}"
+            )
             continue
         errors = int(m.group(1))
-        notes.append(f"--sanitize {tool}: {errors} errors")
+        notes.append(f"--sanitize {tool}: {errors} errors ({took:.0f} s)")
         if errors:
             lines = [ln for ln in log.splitlines() if ln.startswith("=========")][:12]
             reasons.append(
@@ -60,4 +90,5 @@ def sanitize(run_first_case, device: str, tools: tuple[str, ...] = TOOLS) -> tup
                     "\n".join(lines),
                 )
             )
+            break  # one tool's evidence rejects; the others would only cost minutes
     return reasons, notes
