@@ -108,7 +108,10 @@ def draw(
             k = max(1, int(n * SPIKE_FRACTION))
             idx = torch.randint(0, n, (k,), generator=gen, device=device)
             spikes = torch.randn((k,), **kw).sign() * SPIKE_SCALE
-            x.view(-1)[idx] = spikes
+            # Positions can repeat. An indexed assignment with repeats is nondeterministic on a GPU
+            # (which write wins is a race), so the parent and the worker would draw different
+            # cases from one seed; the largest spike at a position wins, in any order.
+            x.view(-1).scatter_reduce_(0, idx, spikes, reduce="amax", include_self=False)
     else:
         raise ValueError(f"unknown distribution {distribution!r}")
     x = apply_domain(x, domain)

@@ -7,6 +7,7 @@ code and a message pointing at the cause, within the timeout, and the next evalu
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,41 @@ def test_large_cases_are_drawn_in_the_worker_and_the_second_run_answers_by_finge
     assert good.passed, good.reasons
     bad = evaluate(TASK, sol("wrong_dtype"), FAST)
     assert "wrong_dtype" in bad.codes
+
+
+def test_sanitizer_evidence_counts_without_the_tools_summary(tmp_path, monkeypatch):
+    """A tool that streams an error record and never prints its summary still rejects."""
+    import kernelproof.verify.sanitize as sanitize_mod
+
+    fake = tmp_path / "compute-sanitizer"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'echo "========= COMPUTE-SANITIZER"\n'
+        'echo "========= Invalid __global__ read of size 4 bytes"\n'
+        "shift 4\n"  # --tool X --print-limit N
+        'exec "$@"\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+
+    def run_first_case(worker, timeout_s):
+        worker.wait_ready(timeout_s)
+
+    reasons, notes = sanitize_mod.sanitize(
+        run_first_case, "cpu", tools=("memcheck", "racecheck"), budget_s=120
+    )
+    assert [r.code.value for r in reasons] == ["sanitizer_error"], notes
+    assert "streamed records" in notes[0], notes
+    assert len(notes) == 1, "the first tool with evidence ends the gate"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("distribution", ["spiky", "heavy", "normal"])
+def test_a_seed_draws_the_same_case_on_the_gpu_every_time(distribution):
+    """The parent and the worker draw a large case from one seed; they must agree bit for bit."""
+    from kernelproof.inputs import draw
+
+    shape = (4096, 4096)  # 16 Mi elements: ~16k spike positions, some repeated
+    first = draw(shape, distribution, "any", 1234, "cuda", torch.float32)
+    for _ in range(3):
+        assert torch.equal(draw(shape, distribution, "any", 1234, "cuda", torch.float32), first)

@@ -17,8 +17,13 @@ from kernelproof.executors.process import WorkerProcess
 from kernelproof.verdict import Coverage
 from kernelproof.verify.cases import VariantContext
 
+# Vendor-library kernels (cuBLAS/cuBLASLt, cuDNN, cuFFT, CUTLASS, cuTENSOR) by name. cuDNN may pick
+# an FFT algorithm for a convolution (seen on an H200: DSE::regular_fft_*, vector_fft,
+# pointwise_mult_and_sum_complex) and wraps its kernels in layout transforms (nchwToNhwc...).
 LIBRARY_PATTERN = re.compile(
-    r"gemm|cublas|cutlass|xmma|cudnn|conv|winograd|implicit_convolve|sm\d+_|nvjet", re.IGNORECASE
+    r"gemm|gemv|cublas|cutlass|xmma|cudnn|conv|winograd|implicit_convolve|sm\d+_|nvjet|splitKreduce"
+    r"|fft|DSE::|pointwise_mult_and_sum_complex|nchwToNhwc|nhwcToNchw|cutensor",
+    re.IGNORECASE,
 )
 TOP_KERNELS = 8  # kernels listed in the verdict
 

@@ -41,6 +41,7 @@ class Program:
     round_ms: list[float] = field(default_factory=list)  # per-round median of the calls
     samples_ms: list[float] = field(default_factory=list)
     overhead_ms: list[float] = field(default_factory=list)  # wall minus reported, per call
+    host_ms: list[float] = field(default_factory=list)  # host time inside each call, as the worker reports it
     event_ms: list[float] = field(default_factory=list)
     clock: str = ""  # how the worker took the time
 
@@ -110,6 +111,7 @@ def time_variant(
                 prog.round_ms.append(float(np.median(spans)))
                 prog.clock = str(reply.get("clock", ""))
                 prog.overhead_ms.append(max(0.0, wall - sum(spans)) / len(spans))
+                prog.host_ms += [float(x) for x in reply.get("host_ms", [])]
                 if prog.name == "candidate":
                     bad = _check_fingerprints(ctx, seeds, proj, reply["fingerprints"], tol)
                     if bad:
@@ -235,11 +237,16 @@ def _tamper_check(cand: Program, baselines: list[Program]) -> Reason | None:
     cand_time = float(np.median(cand.samples_ms)) if cand.samples_ms else 0.0
     allowed = max(TAMPER_FLOOR_MS, TAMPER_FRACTION * cand_time)
     if cand_over - ref_over > allowed:
+        host = ", ".join(
+            f"{p.name} {float(np.median(p.host_ms)):.3f} ms" for p in [cand, *baselines] if p.host_ms
+        )
         return Reason(
             ReasonCode.TIMING_TAMPER,
             f"each timed call took {cand_over - ref_over:.2f} ms more wall time than the measured window explains "
             f"(allowed {allowed:.2f} ms): work is happening outside the timed window (host-side compute, "
             "deferred work, or altered timers)",
+            f"median host time inside a call, as the workers report it: {host or 'not reported'}; "
+            f"wall minus window per call: candidate {cand_over:.3f} ms, best baseline {ref_over:.3f} ms",
         )
     return None
 

@@ -30,6 +30,7 @@ class CallSample:
     span_ms: float  # device-side span (CUDA) or wall time (CPU): the figure used
     event_ms: float  # CUDA event time on the caller's stream (CPU: same as span)
     kernels: int  # device activities seen in the window (CUDA; -1 on CPU)
+    host_ms: float = 0.0  # host time inside the call (queueing on CUDA; everything on the CPU)
 
 
 class CpuClock:
@@ -43,7 +44,7 @@ class CpuClock:
             t1 = _perf_counter_ns()
             ms = (t1 - t0) / 1e6
             outs.append(out)
-            samples.append(CallSample(ms, ms, -1))
+            samples.append(CallSample(ms, ms, -1, ms))
         return outs, samples
 
 
@@ -101,9 +102,10 @@ class CudaClock:
                 events.append((start, end))
         spans = _spans_from_profile(prof, len(calls))
         samples = []
-        for (start, end), (span, count) in zip(events, spans):
+        host = self.host_us[-len(calls) :]
+        for (start, end), (span, count), h_us in zip(events, spans, host):
             event_ms = start.elapsed_time(end)
-            samples.append(CallSample(span if count else event_ms, event_ms, count))
+            samples.append(CallSample(span if count else event_ms, event_ms, count, h_us / 1e3))
         return outs, samples
 
 

@@ -59,13 +59,15 @@ class Worker:
             except protocol.ProtocolError:
                 return
             op = header.get("op")
+            if (
+                op == "bye"
+            ):  # before the handler lookup: there is no op_bye, and a wrapper's report needs the exit
+                protocol.send(self.sock, {"ok": True})
+                return
             handler = getattr(self, f"op_{op}", None)
             if handler is None:
                 protocol.send(self.sock, {"ok": False, "code": "internal", "message": f"unknown op {op!r}"})
                 continue
-            if op == "bye":
-                protocol.send(self.sock, {"ok": True})
-                return
             reply, out = handler(header, tensors)
             # Checked here, in the loop that is already running (a replaced method cannot skip it):
             # any harness function or method the solution swapped during the request fails it.
@@ -348,6 +350,7 @@ class Worker:
             "activities": [s.kernels for s in samples],
             "fingerprints": fps,
             "wall_ms": wall_ms,
+            "host_ms": [s.host_ms for s in samples],
             "clock": self.clock.name,
         }, []
 
