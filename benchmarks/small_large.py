@@ -46,7 +46,7 @@ def main() -> None:
         t.write_text(TASK.format(n=n))
         s = tmp / f"sol_{n}.py"
         s.write_text(SOL)
-        v = evaluate(t, s, EvalOptions(device="cuda", db="", seed=3, time_budget_s=5))
+        v = evaluate(t, s, EvalOptions(device="cuda", db="", seed=3, seeds_per_case=1, time_budget_s=5))
         kp = v.timing.shapes[0].candidate.median_ms
         base = v.timing.shapes[0].baselines["eager"].median_ms
         x = torch.randn(n, device="cuda")
