@@ -29,8 +29,13 @@ from kernelproof.verify.cases import VariantContext, run_model
 from kernelproof.verify.compare import Tolerance, compare
 
 HIDDEN_FETCH_PROBABILITY = 0.2  # chance per candidate batch that one call's full output is re-checked
-TAMPER_FLOOR_MS = 2.0  # per-call time outside the window the parent tolerates beyond the baseline's
-TAMPER_FRACTION = 0.5  # ... or this fraction of the candidate's own per-call time, whichever is larger
+# The parent's own clock is the second line against stopped or replaced timers (C4; the first is the
+# identity check of the harness's clock functions). Per call, the harness spends several ms outside
+# the window (fresh inputs, L2 flush, the hold kernel, profiler start and stop, fingerprints): on an
+# H200, 4.3 ms for eager and 4.3-6.7 ms for a legitimate cuBLAS + Triton candidate of the same task
+# (level2/04) across batches. Only a disagreement well beyond that is evidence.
+TAMPER_FLOOR_MS = 10.0  # per-call time outside the window the parent tolerates beyond the baseline's
+TAMPER_FRACTION = 1.0  # ... or this fraction of the candidate's own per-call time, whichever is larger
 WARMUP_CALLS = 2  # warm-up batch per program (JIT, autotuning, caches), discarded
 
 
