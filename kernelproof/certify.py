@@ -34,6 +34,7 @@ from typing import Any
 import kernelproof
 from kernelproof.errors import UsageError
 from kernelproof.options import EvalOptions
+from kernelproof.source import source_tree_sha256
 from kernelproof.verdict import Verdict
 
 CERT_SCHEMA = "kernelproof.certificate/1"
@@ -401,18 +402,6 @@ def host_environment() -> dict[str, Any]:
     except ImportError:  # pragma: no cover - torch is a dependency
         env["torch"] = None
     return env
-
-
-def source_tree_sha256(root: Path | None = None) -> str:
-    """sha256 over kernelproof's files (paths and contents), caches left out."""
-    root = root or Path(kernelproof.__file__).resolve().parent
-    h = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        if "__pycache__" in path.parts or path.suffix in (".pyc", ".pyo"):
-            continue
-        h.update(path.relative_to(root).as_posix().encode() + b"\0")
-        h.update(hashlib.sha256(path.read_bytes()).digest())
-    return h.hexdigest()
 
 
 def embed_file(path: Path) -> dict[str, Any]:

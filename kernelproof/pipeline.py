@@ -33,6 +33,7 @@ from kernelproof.phases.common import (
 from kernelproof.phases.correctness import run_correctness, run_sanitizer
 from kernelproof.phases.timed import run_timing
 from kernelproof.solution import read_solution
+from kernelproof.source import this_source
 from kernelproof.task import load_task, variants_for, with_auto_variants
 from kernelproof.verdict import (
     Correctness,
@@ -201,6 +202,7 @@ def evaluate_pair(
 def _environment(device: str) -> dict[str, Any]:
     env: dict[str, Any] = {
         "kernelproof": __version__,
+        "kernelproof_source_sha256": this_source(),  # which code judged, beyond the version string
         "python": platform.python_version(),
         "torch": torch.__version__,
         "device": device,
