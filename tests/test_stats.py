@@ -26,3 +26,10 @@ def test_summary_keeps_mean_and_max_beside_the_median():
 def test_missing_rounds_give_no_speedup_rather_than_a_number():
     s = paired_speedup([], [], "eager")
     assert s.median is None and s.note
+
+
+def test_too_few_rounds_give_a_median_but_no_interval():
+    s = paired_speedup([2.0], [1.0], "eager")
+    assert s.median == 2.0 and s.ci95 is None and "too few" in s.note
+    assert ci_halfwidth_rel(s) == float("inf")  # adaptive stopping keeps going
+    assert paired_speedup([2.0, 2.1, 1.9], [1.0, 1.0, 1.0], "eager").ci95 is not None

@@ -38,6 +38,9 @@ def summarize(samples_ms: list[float], seed: int = 0) -> TimeStats:
     )
 
 
+MIN_ROUNDS_FOR_CI = 3  # fewer paired rounds than this: a median, no interval
+
+
 def bootstrap_ci(x: np.ndarray, stat, seed: int = 0) -> tuple[float, float]:
     if x.size == 0:
         return (float("nan"), float("nan"))
@@ -62,8 +65,14 @@ def paired_speedup(
     if not ok.any():
         return Speedup(name, None, None, None, "no valid paired rounds")
     r = b[ok] / c[ok]
+    gm = float(np.exp(np.log(r).mean()))
+    if r.size < MIN_ROUNDS_FOR_CI:
+        # Resampling one or two rounds gives an "interval" that is only those values: no interval.
+        return Speedup(
+            name, float(np.median(r)), None, gm, f"{r.size} paired round(s): too few for an interval"
+        )
     lo, hi = bootstrap_ci(r, np.median, seed)
-    return Speedup(name, float(np.median(r)), (lo, hi), float(np.exp(np.log(r).mean())))
+    return Speedup(name, float(np.median(r)), (lo, hi), gm)
 
 
 def ci_halfwidth_rel(s: Speedup) -> float:

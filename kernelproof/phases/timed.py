@@ -131,8 +131,10 @@ def run_timing(
             speedup[name] = per_shape[0]
         else:
             med = stats.geomean([s.median for s in per_shape])
-            lo = stats.geomean([s.ci95[0] for s in per_shape if s.ci95])
-            hi = stats.geomean([s.ci95[1] for s in per_shape if s.ci95])
+            # An interval only when every shape has one (a bound over some shapes is not the geomean's)
+            whole = all(s.ci95 for s in per_shape)
+            lo = stats.geomean([s.ci95[0] for s in per_shape]) if whole else None
+            hi = stats.geomean([s.ci95[1] for s in per_shape]) if whole else None
             speedup[name] = Speedup(
                 name, med, (lo, hi) if lo and hi else None, med, "geometric mean over timed shapes"
             )
