@@ -37,6 +37,7 @@ META_KEYS = {
     "bytes",
     "policy",
     "mode",
+    "inplace",
 }
 
 
@@ -52,6 +53,9 @@ class TaskMeta:
     bytes: str | None = None  # expression over the module constants; None: inputs+params+outputs
     policy: str = "strict"  # kernel policy
     mode: str = "train"  # module mode the reference runs in
+    inplace: tuple[
+        int, ...
+    ] = ()  # forward() arguments the task updates in place: their new values are outputs too
 
     def domain_of(self, index: int) -> str:
         if isinstance(self.domains, str):
@@ -269,6 +273,9 @@ def _parse_meta(raw: Any, path: str, ns: dict[str, Any]) -> TaskMeta:
     for d in dlist:
         if d not in DOMAINS:
             raise TaskError(f"value domain {d!r} is not one of {DOMAINS}", path=path)
+    inplace = raw.get("inplace", ())
+    if not isinstance(inplace, (list, tuple)) or not all(type(i) is int and i >= 0 for i in inplace):
+        raise TaskError(f"inplace must list forward() argument positions, got {inplace!r}", path=path)
     consts = _constants_of(ns)
     for key in ("flops", "bytes"):
         if raw.get(key) is not None:
@@ -284,6 +291,7 @@ def _parse_meta(raw: Any, path: str, ns: dict[str, Any]) -> TaskMeta:
         bytes=None if raw.get("bytes") is None else str(raw["bytes"]),
         policy=policy,
         mode=mode,
+        inplace=tuple(dict.fromkeys(inplace)),
     )
 
 

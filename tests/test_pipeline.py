@@ -172,3 +172,13 @@ def test_a_seed_draws_the_same_case_on_the_gpu_every_time(distribution):
     first = draw(shape, distribution, "any", 1234, "cuda", torch.float32)
     for _ in range(3):
         assert torch.equal(draw(shape, distribution, "any", 1234, "cuda", torch.float32), first)
+
+
+INPLACE_TASK = str(Path(__file__).parent / "legit" / "tasks" / "scale_shift_inplace.py")
+
+
+@pytest.mark.parametrize("name", ["inplace_skipped", "inplace_wrong_return"])
+def test_an_in_place_task_compares_the_updated_input_and_the_returned_output(name):
+    v = evaluate(INPLACE_TASK, sol(name), FAST)
+    assert "mismatch" in v.codes, v.reasons
+

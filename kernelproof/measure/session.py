@@ -195,7 +195,7 @@ def _check_fingerprints(
         return Reason(ReasonCode.MISSING_RESULT, "the worker returned fewer timed outputs than calls")
     for i, (seed, pseed) in enumerate(zip(seeds, proj)):
         args = timed_inputs(ctx.slots, ctx.fixed, ctx.scalars, seed, ctx.device)
-        ref = run_model(ctx.reference, args, ctx.precision)
+        ref = run_model(ctx.reference, args, ctx.precision, ctx.inplace)
         if len(fps[i]) != len(ref):
             return Reason(
                 ReasonCode.STALE_OUTPUT, f"timed call {i} returned {len(fps[i])} outputs, expected {len(ref)}"
@@ -221,11 +221,12 @@ def _hidden_recheck(
     if not reply.get("ok"):
         return Reason(ReasonCode.MISSING_RESULT, f"the worker could not return timed call {index}'s output")
     args = timed_inputs(ctx.slots, ctx.fixed, ctx.scalars, seeds[index], ctx.device)
-    ref = run_model(ctx.reference, args, ctx.precision)
+    ref = run_model(ctx.reference, args, ctx.precision, ctx.inplace)
     orc = run_model(
         ctx.oracle,
         [a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args],
         "fp32",
+        ctx.inplace,
     )
     for c, r, o in zip(outs, ref, orc):
         cmp = compare(c.to(r.device), o, r, tol)

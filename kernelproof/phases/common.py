@@ -61,6 +61,7 @@ def load_program(
         "dtype": str(ctx.dtype).replace("torch.", ""),
         "precision": ctx.precision,
         "mode": ctx.mode,
+        "inplace": list(ctx.inplace),
         "init_args": init_spec,
         "init_seed": ctx.init_seed,
         "weight_names": ctx.weight_names,

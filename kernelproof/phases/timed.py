@@ -90,7 +90,12 @@ def run_timing(
         if timing is None:
             return None, {}, None, None
         shapes.append(timing)
-        if options.steady:
+        if options.steady and ctx.inplace:
+            st.flags.append(
+                f"steady regime of {v!r} not measured: the task updates its inputs in place, so "
+                "back-to-back calls on the same inputs would compound"
+            )
+        elif options.steady:
             steady, sreasons = time_steady(ctx, programs, timing, rng, tol, options.timeout_s)
             st.reasons += sreasons
             if steady is not None:

@@ -101,12 +101,12 @@ def audit_variant(task: Task, ctx: VariantContext, seed: int) -> AuditReport:
             "" if same else "no input of the output's size",
         )
         other_args = make_inputs(ctx, dist, seed + 7919 + i)
-        other_ref = run_model(ctx.reference, to_device(other_args, ctx.device), ctx.precision)[0]
+        other_ref = run_model(ctx.reference, to_device(other_args, ctx.device), ctx.precision, ctx.inplace)[0]
         record("other_seed", other_ref, o, r, tol)
         if other_weights is not None:
             record(
                 "other_weights",
-                run_model(other_weights, to_device(args, ctx.device), ctx.precision)[0],
+                run_model(other_weights, to_device(args, ctx.device), ctx.precision, ctx.inplace)[0],
                 o,
                 r,
                 tol,

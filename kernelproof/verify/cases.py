@@ -60,6 +60,11 @@ class VariantContext:
     def constants(self) -> dict[str, Any]:
         return self.module.constants()
 
+    @property
+    def inplace(self) -> tuple[int, ...]:
+        """forward() arguments the task updates in place (their new values are compared too)."""
+        return self.task.meta.inplace
+
     def input_spec(self) -> tuple[dict[str, Any], list[torch.Tensor]]:
         """How a worker makes this variant's inputs from a seed: header fields and the fixed tensors."""
         fields = {
@@ -234,8 +239,22 @@ def to_device(args: list[Any], device: torch.device, dtype: torch.dtype | None =
     return out
 
 
-def run_model(model: torch.nn.Module, args: list[Any], precision: str) -> list[torch.Tensor]:
-    """Forward under the contract's numeric flags and no_grad; outputs as a flat list."""
+def run_model(
+    model: torch.nn.Module, args: list[Any], precision: str, inplace: tuple[int, ...] = ()
+) -> list[torch.Tensor]:
+    """Forward under the contract's numeric flags and no_grad; outputs as a flat list.
+
+    For a task that updates arguments in place (``inplace``), the call gets copies of those
+    arguments (the caller's stay as they were, for the oracle and the candidate) and their values
+    after the call follow the returned outputs: they are results like any other.
+    """
+    args = list(args)
+    for i in inplace:
+        if i >= len(args) or not isinstance(args[i], torch.Tensor):
+            raise TaskError(
+                f"KERNELPROOF inplace names argument {i}, which is not a tensor input of forward()"
+            )
+        args[i] = args[i].clone()
     try:
         with numeric_flags.pinned(precision), torch.no_grad():
             out = model(*args)
@@ -245,7 +264,8 @@ def run_model(model: torch.nn.Module, args: list[Any], precision: str) -> list[t
     for t in flat:
         if not isinstance(t, torch.Tensor):
             raise TaskError(f"the reference returned {type(t).__name__}, not a tensor")
-    return flat
+    # Detached copies: a returned output may be the updated argument itself.
+    return flat + [args[i].detach().clone() for i in inplace]
 
 
 def _where(exc: BaseException) -> str:
@@ -260,8 +280,8 @@ def reference_and_oracle(
     ctx: VariantContext, args: list[Any]
 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     try:
-        ref = run_model(ctx.reference, to_device(args, ctx.device), ctx.precision)
-        orc = run_model(ctx.oracle, to_device(args, ctx.device, torch.float64), "fp32")
+        ref = run_model(ctx.reference, to_device(args, ctx.device), ctx.precision, ctx.inplace)
+        orc = run_model(ctx.oracle, to_device(args, ctx.device, torch.float64), "fp32", ctx.inplace)
     except TaskError:
         raise
     except Exception as exc:
@@ -278,17 +298,17 @@ def lower_precision_outputs(
     if precision == "tf32":
         if ctx.device.type != "cuda":
             return None
-        return run_model(ctx.reference, to_device(args, ctx.device), "tf32")
+        return run_model(ctx.reference, to_device(args, ctx.device), "tf32", ctx.inplace)
     dt = CONTRACT_DTYPE[precision]
     low = copy.deepcopy(ctx.reference).to(dt)
-    out = run_model(low, to_device(args, ctx.device, dt), precision)
+    out = run_model(low, to_device(args, ctx.device, dt), precision, ctx.inplace)
     return [t.to(ctx.dtype) if t.is_floating_point() else t for t in out]
 
 
 def reference_is_random(ctx: VariantContext, args: list[Any]) -> bool:
     """Does the reference give different outputs for the same inputs (dropout in training mode)?"""
     torch.manual_seed(1)
-    a = run_model(ctx.reference, to_device(args, ctx.device), ctx.precision)
+    a = run_model(ctx.reference, to_device(args, ctx.device), ctx.precision, ctx.inplace)
     torch.manual_seed(2)
-    b = run_model(ctx.reference, to_device(args, ctx.device), ctx.precision)
+    b = run_model(ctx.reference, to_device(args, ctx.device), ctx.precision, ctx.inplace)
     return any(not torch.equal(x, y) for x, y in zip(a, b) if x.shape == y.shape)

@@ -45,6 +45,7 @@ class Worker:
         self.device = torch.device("cpu")
         self.dtype = torch.float32
         self.precision = "fp32"
+        self.inplace: tuple[int, ...] = ()  # arguments the task updates in place (their values are outputs)
         self.solution_path = ""
         self.clock: Any = None
         self.keep: list[Any] = []  # earlier buffers stay alive: no address reuse across calls (B1)
@@ -106,6 +107,7 @@ class Worker:
         self.device = torch.device(h["device"])
         self.dtype = dtype_from_name(h["dtype"])
         self.precision = h["precision"]
+        self.inplace = tuple(int(i) for i in h.get("inplace", ()))
         self.solution_path = h.get("path", "")
         numeric_flags.apply(self.precision)
         if self.device.type == "cuda":
@@ -181,6 +183,11 @@ class Worker:
         live, starts = self._thread_state()
         return max(len(live - before[0]), starts - before[1])
 
+    def _results(self, out: Any, args: list[Any]) -> list[Any]:
+        """What a call is judged on: its outputs, then the arguments the task updates in place."""
+        flat = list(out) if isinstance(out, (tuple, list)) else [out]
+        return flat + [args[i] for i in self.inplace]
+
     def _call(self, args: list[Any]):
         with torch.no_grad():
             return self.fn(*args)
@@ -222,7 +229,7 @@ class Worker:
             observations.append(obs)
             if obs.get("code"):
                 return {"ok": False, **obs}, []
-            flat = out if isinstance(out, (tuple, list)) else [out]
+            flat = self._results(out, args)
             if second_fp is not None and repeat == 1:
                 fingerprints = [fingerprint(t, int(second_fp)) for t in flat]
             else:
@@ -263,13 +270,17 @@ class Worker:
                 return {"code": "wrong_type", "message": "output is not a materialised strided tensor"}
             if t.numel() and t.untyped_storage().data_ptr() == 0:
                 return {"code": "wrong_type", "message": "output has no storage"}
-            for a in args:
+            for k, a in enumerate(args):
+                if k in self.inplace:
+                    continue  # the task updates this argument in place: returning it is the contract
                 if isinstance(a, torch.Tensor) and a.numel() and t.numel() and _overlaps(t, a):
                     return {
                         "code": "output_aliases_input",
                         "message": "the output shares memory with an input",
                     }
         for i, orig in originals:
+            if i in self.inplace:
+                continue  # its new value is compared with the reference's, as an output
             now = args[i].detach().to(orig.device)
             if now.shape != orig.shape or not torch.equal(
                 now.view(-1).view(torch.uint8), orig.reshape(-1).view(torch.uint8)
@@ -333,8 +344,8 @@ class Worker:
         if self.role == "candidate" and self._threads_started(threads_before):
             return {"ok": False, "code": "thread_leak", "message": "timed calls left threads running"}, []
         fps = []
-        for out, seed in zip(outs, proj):
-            flat = out if isinstance(out, (tuple, list)) else [out]
+        for out, seed, args in zip(outs, proj, prepared):
+            flat = self._results(out, args)
             if any(type(t) is not torch.Tensor for t in flat):
                 return {
                     "ok": False,
@@ -411,9 +422,8 @@ class Worker:
         i = int(h["index"])
         if not 0 <= i < len(self.keep):
             return {"ok": False, "code": "missing_result", "message": "no such timed call"}, []
-        out = self.keep[i][1]
-        flat = out if isinstance(out, (tuple, list)) else [out]
-        return {"ok": True}, [t.detach().to("cpu") for t in flat]
+        args, out = self.keep[i]
+        return {"ok": True}, [t.detach().to("cpu") for t in self._results(out, args)]
 
     def op_profile(self, h: dict[str, Any], tensors: list[torch.Tensor]):
         """One call under the profiler: every device activity it caused, for launch accounting."""

@@ -53,15 +53,6 @@ CASES = (
     L("gelu_libdevice", TASKS / "gelu_tanh.py", device="cuda", timing=True),
 )
 
-INPLACE_XFAIL = (
-    "kernelproof cannot express a task that is in place by contract. The reference and the oracle "
-    "now get copies of the inputs, but the solution's output aliases its input and the input "
-    "changes (output_aliases_input / input_mutated). The harness needs a KERNELPROOF key naming "
-    "the inputs a task updates in place and, for those inputs only, the aliasing and mutation "
-    "checks replaced by a comparison of the updated input against the reference's."
-)
-
-
 def _relative(path) -> str:
     return os.path.relpath(path, os.getcwd())
 
@@ -97,7 +88,6 @@ def test_hard_legit_case_passes(case: Legit):
     assert v.correctness.cases_passed == v.correctness.cases_run > 0
 
 
-@pytest.mark.xfail(reason=INPLACE_XFAIL, strict=True)
 def test_task_in_place_by_contract_passes():
     v = evaluate(
         _relative(TASKS / "scale_shift_inplace.py"),

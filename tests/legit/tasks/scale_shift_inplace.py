@@ -35,4 +35,5 @@ KERNELPROOF = {
     "cpu": ["small", "odd"],
     "precision": "fp32",
     "flops": "2 * batch_size * features",
+    "inplace": [0],  # forward updates x: its new value is a result, and returning x is the contract
 }
