@@ -177,8 +177,11 @@ def test_a_seed_draws_the_same_case_on_the_gpu_every_time(distribution):
 INPLACE_TASK = str(Path(__file__).parent / "legit" / "tasks" / "scale_shift_inplace.py")
 
 
-@pytest.mark.parametrize("name", ["inplace_skipped", "inplace_wrong_return"])
-def test_an_in_place_task_compares_the_updated_input_and_the_returned_output(name):
+@pytest.mark.parametrize(
+    ("name", "which"),
+    [("inplace_skipped", "argument 0 (updated in place)"), ("inplace_wrong_return", "(run 1): ")],
+)
+def test_an_in_place_task_compares_the_updated_input_and_the_returned_output(name, which):
     v = evaluate(INPLACE_TASK, sol(name), FAST)
     assert "mismatch" in v.codes, v.reasons
-
+    assert which in v.reasons[0].message, v.reasons[0].message

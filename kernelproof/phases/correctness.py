@@ -153,6 +153,14 @@ def _same_checksums(theirs: list, ours: float) -> bool:
     return bool(theirs) and all(abs(float(t) - ours) <= 1e-9 * max(1.0, abs(ours)) for t in theirs)
 
 
+def _which(ctx, k: int, results: int) -> str:
+    """Name the result that failed when it is not simply the only output."""
+    updated = len(ctx.inplace)
+    if k >= results - updated:
+        return f", argument {ctx.inplace[k - (results - updated)]} (updated in place)"
+    return f", output {k}" if results - updated > 1 else ""
+
+
 def judge_case(ctx, case, args, ref, orc, run1, run2, options, st: State, second=None) -> CaseResult:
     """Every element of run 1 (and of run 2 when it was sent), and the spread between the runs.
 
@@ -176,7 +184,10 @@ def judge_case(ctx, case, args, ref, orc, run1, run2, options, st: State, second
                 if code == "mismatch":
                     code, message = classify_downgrade(ctx, args, c, o, cmp.rel_norm_err, message)
                 st.reasons.append(
-                    Reason(ReasonCode(code), f"case {case.case_id} (run {run_index}): {message}")
+                    Reason(
+                        ReasonCode(code),
+                        f"case {case.case_id} (run {run_index}){_which(ctx, k, len(ref))}: {message}",
+                    )
                 )
                 return CaseResult(
                     case.case_id,

@@ -53,6 +53,7 @@ CASES = (
     L("gelu_libdevice", TASKS / "gelu_tanh.py", device="cuda", timing=True),
 )
 
+
 def _relative(path) -> str:
     return os.path.relpath(path, os.getcwd())
 
