@@ -44,13 +44,25 @@ def evaluate_many(
     """Evaluate many (task, solution) pairs over the per-device workers; yield verdicts as they finish.
 
     One evaluation runs at a time on each device (timed work never shares a GPU); with N GPUs,
-    N evaluations run at once.
+    N evaluations run at once. The builds of CUDA and native solutions are submitted up front to
+    the pool's builders (on the CPU cores), and a device takes the next pair whose build is done.
     """
     options = _checked(options)
     devices = resolve_devices(options.device)
     pool = pool or default_pool()
     items = [(str(t), str(s)) for t, s in pairs]
-    yield from run_many(items, devices, lambda item, dev: _evaluate_on(item[0], item[1], options, dev, pool))  # type: ignore[index, misc]
+    builds = pool.prebuild(_to_build(items, options, devices[0]), devices[0], options)
+
+    def ready(item) -> bool:
+        pending = builds.get(item[1])
+        return pending is None or pending.future.done()
+
+    yield from run_many(
+        items,
+        devices,
+        lambda item, dev: _evaluate_on(item[0], item[1], options, dev, pool),  # type: ignore[index, misc]
+        ready,
+    )
 
 
 async def aevaluate_many(
@@ -82,6 +94,20 @@ async def aevaluate_many(
             raise item
         yield item
     await fut
+
+
+def _to_build(items: list[tuple[str, str]], options: EvalOptions, device: str) -> list[str]:
+    """Solutions whose evaluation will run (files present, no stored verdict to serve)."""
+    store = _open_store(options) if not options.fresh else None
+    out = []
+    for task, sol in items:
+        if not (Path(task).is_file() and Path(sol).is_file()):
+            continue
+        stored = store.get(evaluation_key(task, sol, options, device)) if store is not None else None
+        if stored is not None and "internal_error" not in stored.codes:
+            continue
+        out.append(sol)
+    return out
 
 
 def _checked(options: EvalOptions | None) -> EvalOptions:

@@ -77,6 +77,19 @@ Seed = Annotated[
 SeedsPerCase = Annotated[
     int, typer.Option("--seeds-per-case", help="Hidden seeds per (shape, distribution).")
 ]
+BuildCacheOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--build-cache",
+        help="Build cache for CUDA and native solutions (default: $KERNELPROOF_CACHE_DIR or ~/.cache/kernelproof/builds).",
+    ),
+]
+BuildWorkers = Annotated[
+    int,
+    typer.Option(
+        "--build-workers", help="Builder processes for CUDA and native solutions (0: one per 4 cores)."
+    ),
+]
 Db = Annotated[
     str | None,
     typer.Option(
@@ -129,6 +142,8 @@ def eval_command(
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds a worker may take for one step before it is killed.")
     ] = 600.0,
+    build_cache: BuildCacheOpt = None,
+    build_workers: BuildWorkers = 0,
 ) -> None:
     """Evaluate SOLUTION against TASK: one verdict, with reasons, cases, times and speedups."""
     from kernelproof.api import evaluate
@@ -149,7 +164,15 @@ def eval_command(
     )
     if shape_variants not in ("task", "auto"):
         raise UsageError("--shape-variants must be task or auto")
-    opts = opts.replace(steady=steady, shape_variants=shape_variants, sanitize=sanitize)
+    if build_workers < 0:
+        raise UsageError("--build-workers must be 0 (automatic) or more")
+    opts = opts.replace(
+        steady=steady,
+        shape_variants=shape_variants,
+        sanitize=sanitize,
+        build_cache=build_cache,
+        build_workers=build_workers,
+    )
     with (
         console.status("evaluating (building, checking cases, timing)...", spinner="dots")
         if sys.stdout.isatty()
@@ -192,6 +215,8 @@ def bench_command(
     address: Annotated[
         str | None, typer.Option("--address", help="Ray cluster address (with --executor ray).")
     ] = None,
+    build_cache: BuildCacheOpt = None,
+    build_workers: BuildWorkers = 0,
 ) -> None:
     """Evaluate every task of SUITE with its solution (KernelBench run layout); print a table and fast_p."""
     from kernelproof.api import evaluate_many
@@ -213,7 +238,9 @@ def bench_command(
         raise UsageError(f"no task in {suite} has a solution of the same relative path under {solutions}")
     opts = _options(
         device, baselines, seed, correctness_only, False, False, time_budget, fresh, db, False, timeout
-    ).replace(seeds_per_case=seeds_per_case)
+    ).replace(seeds_per_case=seeds_per_case, build_cache=build_cache, build_workers=build_workers)
+    if build_workers < 0:
+        raise UsageError("--build-workers must be 0 (automatic) or more")
     verdicts = []
     if executor == "ray":
         from kernelproof.executors.ray_executor import RayOptions, evaluate_many_ray

@@ -39,6 +39,12 @@ def print_verdict(v: Verdict, console: Console | None = None) -> None:
         if r.detail:
             for line in r.detail.splitlines()[:12]:
                 c.print(f"      {line}", markup=False, highlight=False)
+    if v.build is not None:
+        b = v.build
+        how = "cache hit" if b.cached else f"built in {b.build_s:.1f} s"
+        extra = f", {b.strategy}" if b.strategy else ""
+        extra += ", rebuilt after a refused cache entry" if b.rebuilt else ""
+        c.print(f"  build: {how}{extra} (waited {b.wait_s:.1f} s)", highlight=False, markup=False)
     if v.correctness is not None:
         k = v.correctness
         kb = (

@@ -38,13 +38,17 @@ class EvalOptions:
     sanitize: bool = False  # run the first case under compute-sanitizer (GPU only)
     fresh: bool = False  # ignore a stored verdict for the same inputs and settings
     db: str | None = None  # SQLite path; None: the default under the user's home; "": no store
+    build_cache: str | None = (
+        None  # build cache root; None: $KERNELPROOF_CACHE_DIR or ~/.cache/kernelproof/builds
+    )
+    build_workers: int = 0  # builder processes for CUDA and native solutions; 0: one per 4 cores, at least 1
 
     def replace(self, **changes: Any) -> EvalOptions:
         return dataclasses.replace(self, **changes)
 
     def cache_key_fields(self) -> dict[str, Any]:
         """Settings that change a verdict, JSON-ready (store keys, the verdict's ``settings``)."""
-        skip = {"fresh", "db", "timeout_s"}
+        skip = {"fresh", "db", "timeout_s", "build_cache", "build_workers"}
         out = {}
         for f in dataclasses.fields(self):
             if f.name not in skip:

@@ -24,6 +24,7 @@ from kernelproof.errors import TaskError
 from kernelproof.executors.process import WorkerDied
 from kernelproof.measure.session import Program, time_variant
 from kernelproof.options import EvalOptions
+from kernelproof.phases import build as build_phase
 from kernelproof.phases.common import (
     State,
     WorkerSource,
@@ -36,6 +37,7 @@ from kernelproof.solution import read_solution
 from kernelproof.source import this_source
 from kernelproof.task import load_task, variants_for, with_auto_variants
 from kernelproof.verdict import (
+    BuildRecord,
     Correctness,
     Coverage,
     FileRef,
@@ -70,11 +72,26 @@ def evaluate_pair(
     env: dict[str, Any] = _environment(device)
     settings = {**options.cache_key_fields(), "seed": seed, "device": device}
     st = State()
+    build_rec: BuildRecord | None = None
 
     def stop(outcome: Outcome, reason: Reason, task_ref: FileRef) -> Verdict:
-        """A verdict decided before any candidate code ran (a broken task, a solution that does not parse)."""
+        """A verdict decided before the candidate's worker ran (a broken task, a solution that does
+        not parse or build)."""
         return _finish(
-            outcome, [reason], task_ref, sol_ref, None, None, {}, None, None, env, st.flags, settings, started
+            outcome,
+            [reason],
+            task_ref,
+            sol_ref,
+            None,
+            None,
+            {},
+            None,
+            None,
+            env,
+            st.flags,
+            settings,
+            started,
+            build_rec,
         )
 
     try:
@@ -88,6 +105,10 @@ def evaluate_pair(
     if sol.triage.syntax_error:
         reason = Reason(ReasonCode.COMPILE_ERROR, f"the solution does not parse: {sol.triage.syntax_error}")
         return stop(Outcome.FAIL, reason, task_ref)
+    pending = None
+    if build_phase.needs_build(sol.triage.backend):
+        # Submitted now (or already, by evaluate_many): it builds while the task is set up.
+        pending = workers.build(str(solution_path), sol.sha256, device, options)
 
     rng = random.Random(seed)
     init_seed = rng.getrandbits(31)
@@ -140,6 +161,13 @@ def evaluate_pair(
 
     phases: dict[str, float] = {"setup_s": time.monotonic() - started}
     env["phases"] = phases
+    built = None
+    if pending is not None:
+        built, build_rec = build_phase.wait(pending, sol.triage.backend)
+        phases["build_done_s"] = time.monotonic() - started
+        failed = build_phase.failure(built, sol.source)
+        if failed is not None:
+            return stop(Outcome.FAIL, failed, task_ref)
     cand = workers.candidate(device)
     timing: Timing | None = None
     speedup: dict[str, Speedup] = {}
@@ -149,11 +177,23 @@ def evaluate_pair(
         env["worker"] = cand.wait_ready()
         env["limits"] = cand.limits_applied
         phases["worker_ready_s"] = time.monotonic() - started
+        if pending is not None and built is not None and build_rec is not None:
+            t0 = time.monotonic()
+            built, rebuilt, failed = build_phase.provide(pending, built, cand, options.timeout_s)
+            if rebuilt:
+                build_rec = build_phase.record_of(
+                    built, sol.triage.backend, build_rec.wait_s + time.monotonic() - t0, rebuilt=True
+                )
+                st.flags.append("build_cache: an entry failed its hash check and was evicted; built again")
+            if failed is not None:
+                st.reasons.append(failed)
         staged = cand.stage_solution(solution_path)
-        run_correctness(task, contexts, cases, cand, staged, options, st)
+        if not st.reasons:
+            run_correctness(task, contexts, cases, cand, staged, options, st)
         phases["correctness_done_s"] = time.monotonic() - started
         if options.sanitize and not st.reasons and dev.type == "cuda":
-            run_sanitizer(task, contexts, cases, options, st, device, solution_path)
+            prepare = build_phase.preparer(pending, built, options.timeout_s) if pending and built else None
+            run_sanitizer(task, contexts, cases, options, st, device, solution_path, prepare)
         if not st.reasons and not options.correctness_only:
             timing, speedup, roof, coverage = run_timing(
                 task, contexts, timed, cand, staged, options, rng, st, device, workers, sol
@@ -182,6 +222,8 @@ def evaluate_pair(
     if not st.cases and not st.reasons:
         st.reasons.append(Reason(ReasonCode.MISSING_RESULT, "no case was run"))
     settings["cases"] = [c.case_id for c in cases]
+    if build_rec is not None:
+        build_rec = build_phase.with_worker_report(build_rec, st.worker_build)
     return _finish(
         outcome,
         st.reasons,
@@ -196,6 +238,7 @@ def evaluate_pair(
         st.flags,
         settings,
         started,
+        build_rec,
     )
 
 
@@ -228,6 +271,7 @@ def _finish(
     flags,
     settings,
     started,
+    build=None,
 ) -> Verdict:
     best = speedup.get("best") or speedup.get("eager")
     if outcome is Outcome.PASS and reasons:
@@ -248,6 +292,7 @@ def _finish(
         settings=settings,
         elapsed_s=time.monotonic() - started,
         created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        build=build,
     )
 
 
@@ -295,6 +340,9 @@ def compare_pair(
     try:
         programs = []
         for name, w, path in (("candidate", wb, b), ("A", wa, a)):
+            failed = _provide_build(path, w, device, options, workers)
+            if failed is not None:
+                return ComparePair(False, f"{path}: {failed.message}", None, None, None)
             staged = w.stage_solution(path)
             reply = load_program(
                 w, ctx, staged, "candidate", options, {"deny_read": [os.path.realpath(task.path)]}
@@ -312,3 +360,22 @@ def compare_pair(
         return ComparePair(False, "; ".join(r.message for r in reasons), None, None, None)
     sp = next(s for s in timing.speedups if s.baseline == "A")
     return ComparePair(True, "", sp, timing.baselines["A"].median_ms, timing.candidate.median_ms, variant)
+
+
+def _provide_build(
+    path: str, worker, device: str, options: EvalOptions, workers: WorkerSource
+) -> Reason | None:
+    """A CUDA or native solution's build, into a worker that has not loaded it yet (a cache hit
+    after its evaluation); the reason when it cannot be provided."""
+    sol = read_solution(path)
+    if not build_phase.needs_build(sol.triage.backend):
+        return None
+    pending = workers.build(str(path), sol.sha256, device, options)
+    if pending is None:
+        return None
+    result = pending.future.result()
+    failed = build_phase.failure(result, sol.source)
+    if failed is not None:
+        return failed
+    _result, _rebuilt, failed = build_phase.provide(pending, result, worker, options.timeout_s)
+    return failed

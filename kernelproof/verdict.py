@@ -168,6 +168,22 @@ class Coverage:
 
 
 @dataclass(frozen=True)
+class BuildRecord:
+    """How a CUDA or native solution was built before its worker imported it (docs/builds.md)."""
+
+    backend: str  # cuda | native
+    ok: bool  # the build succeeded
+    cached: bool  # served from the build cache (no compiler ran for this evaluation)
+    strategy: str  # how load_inline built: split+pch | split | torch | prebuilt; "" for native or none
+    build_s: float  # the builder's wall time (0 for a cache hit)
+    wait_s: float  # how long the evaluation waited for the build after its setup
+    rebuilt: bool = False  # a cache entry was refused on its hash check and built again
+    worker_compiled: bool | None = (
+        None  # the worker reported compiling instead of loading; None: not reported
+    )
+
+
+@dataclass(frozen=True)
 class Verdict:
     verdict: Outcome
     reasons: tuple[Reason, ...]
@@ -184,6 +200,7 @@ class Verdict:
     settings: dict[str, Any] = field(default_factory=dict)  # what was asked for (device, seed, ...)
     elapsed_s: float = 0.0  # wall time of the evaluation
     created_at: str = ""  # ISO time the verdict was decided
+    build: BuildRecord | None = None  # CUDA and native solutions: how the build went
     schema: str = SCHEMA
 
     @property

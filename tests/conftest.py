@@ -1,6 +1,9 @@
-"""Shared test configuration: GPU tests are skipped where no CUDA device is present."""
+"""Shared test configuration: GPU tests are skipped where no CUDA device is present, and the
+build cache of CUDA and native solutions is a temporary one (not the user's)."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 import torch
@@ -13,3 +16,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_build_cache(tmp_path_factory):
+    """Evaluations that build go to a session cache unless KERNELPROOF_CACHE_DIR is set already."""
+    if os.environ.get("KERNELPROOF_CACHE_DIR"):
+        yield
+        return
+    os.environ["KERNELPROOF_CACHE_DIR"] = str(tmp_path_factory.mktemp("build-cache"))
+    try:
+        yield
+    finally:
+        os.environ.pop("KERNELPROOF_CACHE_DIR", None)

@@ -111,3 +111,24 @@ def test_results_lists_what_eval_stored(tmp_path):
     r = kp("results", "--db", db, "--json", "-", "--code", "wrong_dtype")
     docs = json.loads(r.stdout)
     assert len(docs) == 1 and docs[0]["reasons"][0]["code"] == "wrong_dtype"
+
+
+def test_build_cache_and_build_workers_flags(tmp_path):
+    cache = tmp_path / "builds"
+    r = kp(
+        "eval",
+        TASK,
+        str(DATA / "solutions" / "plain_torch.py"),
+        "--device",
+        "cpu",
+        "--db",
+        "",
+        "--correctness-only",
+        "--build-cache",
+        str(cache),
+        "--build-workers",
+        "1",
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not cache.exists()  # a plain torch solution has no build step
+    assert kp("eval", TASK, TASK, "--build-workers", "-1").returncode == 2

@@ -64,6 +64,10 @@ class BuilderPool:
         """Queue one build (cache lookup first); the Future never raises for a candidate's failure."""
         return self._executor.submit(self.build, Path(source_path))
 
+    def cached(self, source_path: str | Path) -> BuildResult | None:
+        """The cached result for this source, looked up now (no queueing behind builds), or None."""
+        return self._from_cache(self.key_for(Path(source_path).read_bytes()))
+
     def build(self, source_path: Path) -> BuildResult:
         source = source_path.read_bytes()
         key = self.key_for(source)
@@ -85,8 +89,8 @@ class BuilderPool:
         for flags in flag_sets:
             self._ensure_pch(list(flags))
 
-    def shutdown(self, wait: bool = True) -> None:
-        self._executor.shutdown(wait=wait)
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        self._executor.shutdown(wait=wait, cancel_futures=cancel_futures)
 
     def __enter__(self) -> BuilderPool:
         return self

@@ -11,15 +11,29 @@ baseline) and serve every later evaluation of that task (agent loops, RL rollout
 from __future__ import annotations
 
 import atexit
+import dataclasses
+import os
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 
 import torch
 
+from kernelproof.build import (
+    BuildCache,
+    BuilderPool,
+    BuildOptions,
+    BuildResult,
+    default_cache_root,
+    device_arch,
+)
 from kernelproof.executors.process import SpawnSpec, WorkerProcess
+from kernelproof.options import EvalOptions
+from kernelproof.phases.build import PendingBuild, needs_build
 from kernelproof.pipeline import WorkerSource
+from kernelproof.solution import read_solution
 
 MAX_BASELINE_WORKERS = 8  # persistent baseline processes kept per pool (least recently used go first)
 
@@ -39,14 +53,28 @@ def resolve_devices(device: str) -> list[str]:
     return [device]
 
 
+def default_build_workers() -> int:
+    """Builder processes when not asked: one per 4 cores (each runs up to 3 compiler jobs), at least 1."""
+    return max(1, (os.cpu_count() or 1) // 4)
+
+
 class LocalPool(WorkerSource):
-    def __init__(self, prespawn: bool = True):
+    """Workers for one process's evaluations, and the builder pool their CUDA and native solutions share.
+
+    `build_options` fixes the builders' options (the target architecture, say); by default the
+    architecture is read from the evaluation's device.
+    """
+
+    def __init__(self, prespawn: bool = True, build_options: BuildOptions | None = None):
         self.prespawn = prespawn
+        self.build_options = build_options
         self._spare: dict[str, WorkerProcess] = {}
         self._baselines: dict[tuple, WorkerProcess] = {}
         self._order: list[tuple] = []
         self._lock = threading.Lock()
         self.locks: dict[str, threading.Lock] = {}
+        self._builders: dict[tuple, BuilderPool] = {}
+        self._pending: dict[tuple, PendingBuild] = {}  # builds submitted ahead of their evaluation
 
     def device_lock(self, device: str) -> threading.Lock:
         with self._lock:
@@ -106,14 +134,84 @@ class LocalPool(WorkerSource):
         if w is not None:
             w.close()
 
+    # -- builds ------------------------------------------------------------------------------
+    def builder_pool(self, device: str, options: EvalOptions) -> BuilderPool:
+        """The builder pool for this device's architecture and these options (one per process, reused)."""
+        opts = self.build_options or BuildOptions()
+        arch = opts.arch if opts.arch is not None else device_arch(device)
+        root = Path(options.build_cache) if options.build_cache else default_cache_root()
+        workers = options.build_workers or default_build_workers()
+        key = (str(root), arch, workers, options.timeout_s)
+        with self._lock:
+            pool = self._builders.get(key)
+            if pool is None:
+                pool = BuilderPool(
+                    BuildCache(root),
+                    workers,
+                    device=device,
+                    timeout_s=options.timeout_s,
+                    options=dataclasses.replace(opts, arch=arch),
+                )
+                self._builders[key] = pool
+        return pool
+
+    def build(self, solution_path: str, sha256: str, device: str, options: EvalOptions) -> PendingBuild:
+        pool = self.builder_pool(device, options)
+        with self._lock:
+            pending = self._pending.pop((id(pool), sha256), None)
+        if pending is None or pending.future.cancelled():
+            pending = PendingBuild(pool, solution_path, _submit(pool, solution_path))
+        return pending
+
+    def prebuild(
+        self, solutions: Iterable[str], device: str, options: EvalOptions
+    ) -> dict[str, PendingBuild]:
+        """Submit the builds of a batch up front (CUDA and native solutions; others are skipped),
+        so they run on the CPU cores while earlier evaluations hold the GPU. Returns them by path."""
+        pool = self.builder_pool(device, options)
+        out: dict[str, PendingBuild] = {}
+        for path in dict.fromkeys(solutions):
+            try:
+                sol = read_solution(path)
+            except Exception:  # noqa: BLE001 - a missing file is reported by its own evaluation
+                continue
+            if not needs_build(sol.triage.backend) or sol.triage.syntax_error:
+                continue
+            key = (id(pool), sol.sha256)
+            with self._lock:
+                pending = self._pending.get(key)
+                if pending is None:
+                    pending = PendingBuild(pool, path, _submit(pool, path))
+                    self._pending[key] = pending
+            out[path] = pending
+        return out
+
     def close(self) -> None:
         with self._lock:
             workers = list(self._spare.values()) + list(self._baselines.values())
+            builders = list(self._builders.values())
             self._spare.clear()
             self._baselines.clear()
             self._order.clear()
+            self._builders.clear()
+            self._pending.clear()
         for w in workers:
             w.close()
+        for b in builders:
+            b.shutdown(wait=True, cancel_futures=True)
+
+
+def _submit(pool: BuilderPool, path: str) -> Future[BuildResult]:
+    """A cache hit at once (never queued behind other builds), else the pool's build."""
+    try:
+        hit = pool.cached(path)
+    except OSError:
+        hit = None
+    if hit is None:
+        return pool.submit(path)
+    done: Future[BuildResult] = Future()
+    done.set_result(hit)
+    return done
 
 
 _DEFAULT: LocalPool | None = None
@@ -131,20 +229,29 @@ def run_many(
     items: Iterable[object],
     devices: list[str],
     work: Callable[[object, str], object],
+    ready: Callable[[object], bool] | None = None,
 ) -> Iterator[object]:
-    """Run ``work(item, device)`` with one thread per device; yield results as they finish."""
-    todo: queue.Queue = queue.Queue()
-    count = 0
-    for item in items:
-        todo.put(item)
-        count += 1
+    """Run ``work(item, device)`` with one thread per device; yield results as they finish.
+
+    With `ready`, a device takes the first item that is ready (its build is done), else the first
+    item: evaluations follow the builds' completion order, and the GPU waits only when none is built.
+    """
+    todo = list(items)
+    count = len(todo)
+    take = threading.Lock()
     done: queue.Queue = queue.Queue()
+
+    def next_item() -> tuple[bool, object]:
+        with take:
+            if not todo:
+                return False, None
+            index = next((i for i, it in enumerate(todo) if ready(it)), 0) if ready else 0
+            return True, todo.pop(index)
 
     def loop(device: str) -> None:
         while True:
-            try:
-                item = todo.get_nowait()
-            except queue.Empty:
+            found, item = next_item()
+            if not found:
                 return
             try:
                 done.put(("ok", work(item, device)))

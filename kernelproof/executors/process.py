@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from kernelproof.build.builder import artifact_env
 from kernelproof.executors import limits
 from kernelproof.worker import protocol
 from kernelproof.worker.guards import EXIT_VIOLATION, VIOLATION_PREFIX
@@ -250,8 +251,9 @@ def _worker_env(spec: SpawnSpec, private: Path) -> dict[str, str]:
         {
             "HOME": str(private),
             "TMPDIR": str(private / "tmp"),
-            "TRITON_CACHE_DIR": str(private / "triton"),
-            "TORCH_EXTENSIONS_DIR": str(private / "torch_extensions"),
+            # TORCH_EXTENSIONS_DIR, TRITON_CACHE_DIR, KERNELPROOF_NATIVE_DIR: where the parent
+            # materialises a solution's build after spawn (kernelproof.phases.build)
+            **artifact_env(private),
             "TORCHINDUCTOR_CACHE_DIR": str(private / "inductor"),
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONUNBUFFERED": "1",

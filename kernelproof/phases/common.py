@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import platform
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -22,6 +22,9 @@ from kernelproof.verify.compare import (
     Tolerance,
 )
 
+if TYPE_CHECKING:
+    from kernelproof.phases.build import PendingBuild
+
 
 class WorkerSource:
     """Where an evaluation gets its workers (the local pool, or a test double)."""
@@ -35,6 +38,13 @@ class WorkerSource:
     def discard_baseline(self, key: tuple) -> None:
         raise NotImplementedError
 
+    def build(
+        self, solution_path: str, sha256: str, device: str, options: EvalOptions
+    ) -> PendingBuild | None:
+        """The solution's build (CUDA and native backends), submitted now or earlier; None: no build
+        step here, and the worker's import builds the solution itself."""
+        return None
+
 
 @dataclass
 class State:
@@ -43,6 +53,7 @@ class State:
     cases: list[CaseResult] = field(default_factory=list)
     kb_ok: bool = True
     tol_by_variant: dict[str, Tolerance] = field(default_factory=dict)
+    worker_build: dict[str, Any] | None = None  # the worker's account of its import: prebuilt or compiled
 
 
 def load_program(

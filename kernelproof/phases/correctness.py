@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import torch
 
@@ -43,6 +44,8 @@ def run_correctness(
             reply = load_program(
                 cand, ctx, staged, "candidate", options, {"deny_read": [os.path.realpath(task.path)]}
             )
+            if isinstance(reply.get("build"), dict):
+                st.worker_build = reply["build"]
             if not reply.get("ok"):
                 st.reasons.append(reason_from_reply(reply))
                 return
@@ -119,7 +122,14 @@ def run_correctness(
 
 
 def run_sanitizer(
-    task: Task, contexts, cases, options: EvalOptions, st: State, device: str, solution_path: str
+    task: Task,
+    contexts,
+    cases,
+    options: EvalOptions,
+    st: State,
+    device: str,
+    solution_path: str,
+    prepare: Callable[[WorkerProcess], None] | None = None,
 ) -> None:
     from kernelproof.verify.sanitize import sanitize
 
@@ -128,6 +138,8 @@ def run_sanitizer(
 
     def run_first_case(worker: WorkerProcess, timeout_s: float) -> None:
         worker.wait_ready(timeout_s)
+        if prepare is not None:
+            prepare(worker)  # the build's artifacts, as the evaluation's own worker got them
         staged = worker.stage_solution(solution_path)
         reply = load_program(
             worker, ctx, staged, "candidate", options, {"deny_read": [os.path.realpath(task.path)]}

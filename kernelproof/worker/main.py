@@ -50,6 +50,7 @@ class Worker:
         self.clock: Any = None
         self.keep: list[Any] = []  # earlier buffers stay alive: no address reuse across calls (B1)
         self.fixed: dict[int, torch.Tensor] = {}
+        self.prebuilt = False  # load_inline routed to kernelproof.build.inline (the parent built it)
 
     # -- messages ---------------------------------------------------------------------------
     def serve(self) -> None:
@@ -103,6 +104,32 @@ class Worker:
             env["gpu"] = torch.cuda.get_device_name(0)
         return env
 
+    def op_prebuilt(self, h: dict[str, Any], tensors: list[torch.Tensor]):
+        """Before the first load: the parent copied the solution's build into this worker's private
+        directory (TORCH_EXTENSIONS_DIR, KERNELPROOF_NATIVE_DIR), so load_inline and load_cuda
+        find it there instead of compiling. Sent by the parent only, before any candidate code ran."""
+        if self.armed:
+            return {"ok": False, "code": "internal", "message": "prebuilt after the solution was loaded"}, []
+        from kernelproof.build import install_load_inline
+
+        arch = str(h.get("arch") or "")
+        if arch:
+            os.environ["TORCH_CUDA_ARCH_LIST"] = arch  # native cubins are found by a hash that includes it
+        install_load_inline()
+        self.prebuilt = True
+        return {"ok": True}, []
+
+    def _build_report(self) -> dict[str, Any]:
+        """What the solution's import built or loaded here (the worker's own account, shown only)."""
+        from kernelproof.build import inline
+
+        native = sys.modules.get("kernelproof.native")
+        compiled = sum(not r.get("cached") for r in native.records()) if native is not None else 0
+        return {
+            "inline": [str(r.get("strategy", "")) for r in inline.records()],
+            "native_compiled": compiled,
+        }
+
     def op_load(self, h: dict[str, Any], tensors: list[torch.Tensor]):
         self.device = torch.device(h["device"])
         self.dtype = dtype_from_name(h["dtype"])
@@ -132,6 +159,7 @@ class Worker:
             self.switch(True)
             model, failure = program.load_candidate(self.solution_path, init_args)
             self.switch(False)
+            report = {"build": self._build_report()} if self.prebuilt else {}
             tampered = self.integrity()
             if tampered:
                 return {
@@ -151,8 +179,10 @@ class Worker:
                     "code": failure.code,
                     "message": failure.message,
                     "detail": failure.detail,
+                    **report,
                 }, []
         else:
+            report = {}
             model = program.load_reference(self.solution_path, init_args, h.get("source"))
         try:
             program.prepare(model, self.device, self.dtype, h["mode"])
@@ -171,7 +201,7 @@ class Worker:
         if compile_mode:
             self.fn = torch.compile(model, mode=compile_mode)
         load_s = time.perf_counter() - t0
-        return {"ok": True, "load_s": load_s, "weights": how, "flags": numeric_flags.read()}, []
+        return {"ok": True, "load_s": load_s, "weights": how, "flags": numeric_flags.read(), **report}, []
 
     def _thread_state(self) -> tuple[set[int], int]:
         """Live Python threads, and how many threads solution code has started so far."""

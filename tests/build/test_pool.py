@@ -44,10 +44,13 @@ def test_second_submit_of_a_source_is_a_cache_hit(tmp_path):
     with BuilderPool(
         BuildCache(tmp_path / "cache"), 2, device="cpu", options=CPU, work_root=tmp_path
     ) as pool:
+        assert pool.cached(sol) is None
         first = pool.submit(sol).result()
         second = pool.submit(sol).result()
+        looked_up = pool.cached(sol)  # the same answer without a queue
     assert first.ok and not first.cached
     assert second.ok and second.cached and second.key == first.key
+    assert looked_up == second
     assert "torch_extensions/kp-victim/victim.so" in second.artifacts
 
 

@@ -1,0 +1,168 @@
+"""The build phase: CUDA and native solutions are built in the trusted parent before their worker runs.
+
+A solution that calls load_inline (``cuda``) or kernelproof.native.load_cuda (``native``) is built
+by the builder pool (kernelproof.build) as soon as the evaluation starts, while the task is set up
+and the worker starts. A failed build is the verdict; a good one is copied, hash-checked, into the
+candidate worker's private directory, and the worker is told to route load_inline to
+kernelproof.build.inline, so the solution's own import loads the prebuilt module and compiles
+nothing. Triton and plain torch solutions have no build step.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
+
+from kernelproof.build import BuilderPool, BuildResult, CacheTamperError
+from kernelproof.errors import WorkerError
+from kernelproof.executors.process import WorkerProcess
+from kernelproof.verdict import BuildRecord, Reason, ReasonCode
+
+BUILT_BACKENDS = ("cuda", "native")
+_ERROR_LINE = re.compile(r"(: error|error:|fatal error|undefined reference|FAILED:)")
+
+
+@dataclass
+class PendingBuild:
+    """A build submitted to a pool: what the pipeline waits on, then materialises from."""
+
+    pool: BuilderPool
+    source_path: str
+    future: Future[BuildResult]
+
+
+def needs_build(backend: str) -> bool:
+    return backend in BUILT_BACKENDS
+
+
+def wait(pending: PendingBuild, backend: str) -> tuple[BuildResult, BuildRecord]:
+    """Block until the build is done; the result and the verdict's record of it."""
+    t0 = time.monotonic()
+    result = pending.future.result()
+    return result, record_of(result, backend, time.monotonic() - t0)
+
+
+def record_of(result: BuildResult, backend: str, wait_s: float, rebuilt: bool = False) -> BuildRecord:
+    return BuildRecord(
+        backend=backend,
+        ok=result.ok,
+        cached=result.cached,
+        strategy=result.strategy,
+        build_s=round(result.seconds, 3),
+        wait_s=round(wait_s, 3),
+        rebuilt=rebuilt,
+    )
+
+
+def failure(result: BuildResult, source: str = "") -> Reason | None:
+    """The reason a build rejects the solution, or None when it built (`source`: the solution's
+    text, to point a native compile error at its line in the solution file)."""
+    if result.violation:
+        return Reason(
+            ReasonCode.FORBIDDEN_CONSTRUCT,
+            f"forbidden action while building the solution: {result.violation}",
+            result.log,
+        )
+    if result.timed_out:
+        first = result.log.splitlines()[0] if result.log else "the build did not finish and was killed"
+        return Reason(ReasonCode.TIMEOUT, first, result.log)
+    if not result.ok:
+        head = _headline(result.log)
+        m = re.match(r"kernels\.cu\((\d+)\)", head)
+        line = _native_line(source, int(m.group(1))) if m and result.backend == "native" else None
+        where = f" (solution line {line})" if line else ""
+        return Reason(ReasonCode.COMPILE_ERROR, f"the solution failed to build: {head}{where}", result.log)
+    return None
+
+
+def _native_line(source: str, n: int) -> int | None:
+    """The solution line of line `n` of a native kernel source, when the solution holds exactly
+    one kernel source, as one plain string literal whose lines are the file's lines."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    literals = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "__global__" in node.value
+    ]
+    if len(literals) != 1:
+        return None
+    node = literals[0]
+    newlines = node.value.count("\n")
+    if node.end_lineno is None or node.end_lineno - node.lineno != newlines or n > newlines + 1:
+        return None
+    return node.lineno + n - 1
+
+
+def _headline(log: str) -> str:
+    """The first compiler error line (file and line of the error), else the last line of the log."""
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    for ln in lines:
+        if _ERROR_LINE.search(ln) and not ln.startswith("FAILED:"):
+            return re.sub(r"(?:/[^\s:/()]+)+/([^\s:/()]+)", r"\1", ln)[
+                :300
+            ]  # the builder's paths: base names
+    return lines[-1][:300] if lines else "no log"
+
+
+def provide(
+    pending: PendingBuild, result: BuildResult, worker: WorkerProcess, timeout_s: float
+) -> tuple[BuildResult, bool, Reason | None]:
+    """Copy the build into the worker's private directory and switch the worker to prebuilt loading.
+
+    A cache entry that fails its hash check on the way (CacheTamperError: it was changed after
+    publication, and has been evicted) is built once more; a second refusal is build_cache_tamper.
+    Returns (the result used, whether it was rebuilt, a reason when the evaluation must stop).
+    """
+    rebuilt = False
+    for attempt in (1, 2):
+        try:
+            pending.pool.materialize(result, worker.private)
+            break
+        except (CacheTamperError, KeyError) as exc:
+            if attempt == 2:
+                if isinstance(exc, CacheTamperError):
+                    return (
+                        result,
+                        rebuilt,
+                        Reason(
+                            ReasonCode.BUILD_CACHE_TAMPER,
+                            "the build cache entry was changed after publication, and again after a rebuild",
+                            exc.problem,
+                        ),
+                    )
+                raise WorkerError(f"the build cache lost entry {result.key[:16]} twice") from None
+            result = pending.pool.submit(pending.source_path).result()
+            rebuilt = True
+            reason = failure(result)
+            if reason is not None:
+                return result, rebuilt, reason
+    reply, _ = worker.request({"op": "prebuilt", "arch": pending.pool.options.arch or ""}, [], timeout_s)
+    if not reply.get("ok"):
+        raise WorkerError(f"the worker refused prebuilt loading: {reply.get('message')}")
+    return result, rebuilt, None
+
+
+def preparer(pending: PendingBuild, result: BuildResult, timeout_s: float) -> Callable[[WorkerProcess], None]:
+    """For another worker of the same evaluation (the sanitizer's): the same build, provided again."""
+
+    def prepare(worker: WorkerProcess) -> None:
+        provide(pending, result, worker, timeout_s)
+
+    return prepare
+
+
+def with_worker_report(record: BuildRecord, report: dict | None) -> BuildRecord:
+    """Add what the worker said about its import: did it load prebuilt artifacts or compile?"""
+    if not isinstance(report, dict):
+        return record
+    inline = [str(s) for s in report.get("inline", [])]
+    native = int(report.get("native_compiled", 0) or 0)
+    compiled = any(s != "prebuilt" for s in inline) or native > 0
+    return replace(record, worker_compiled=compiled)

@@ -1,0 +1,291 @@
+"""The build step in the evaluation pipeline: CUDA and native solutions are built by the parent's
+builder pool, the verdict says how, and the worker loads the build instead of compiling.
+
+On this CPU-only torch nvcc compiles but nothing runs: the native tests build real cubins for
+sm_90a (the pool's architecture is fixed by the test) and the worker loads them without
+compiling; their forward then fails on the CPU, which is not what these tests look at. The
+`cuda`-backend solutions here reference load_inline (which is what makes them `cuda`) but only
+leave a file where load_inline would, so they build in a few seconds; the real load_inline
+round trip is the `gpu` test at the end.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from pathlib import Path
+
+import pytest
+
+from kernelproof.api import evaluate, evaluate_many
+from kernelproof.build import BuildCache, BuildOptions, BuildResult, CacheTamperError
+from kernelproof.build.env import nvcc_path
+from kernelproof.executors.local import LocalPool
+from kernelproof.options import EvalOptions
+from kernelproof.phases import build as build_phase
+from kernelproof.verdict import from_json
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+TASK = str(DATA / "tasks" / "scale_relu.py")
+needs_nvcc = pytest.mark.skipif(nvcc_path() is None, reason="needs nvcc")
+
+MODEL = """
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.scale = nn.Parameter(torch.randn(features))
+        self.bias = nn.Parameter(torch.randn(features))
+
+    def forward(self, x):
+{forward}
+"""
+TORCH_FORWARD = "        return torch.relu(x) * self.scale + self.bias"
+
+# A `cuda` solution (it names load_inline) whose import leaves an artifact where load_inline
+# builds, and loads it when it is there: the worker must find the parent's copy.
+FAKE_CUDA = """import os
+import pathlib
+
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+# {tag}
+lib = pathlib.Path(os.environ["TORCH_EXTENSIONS_DIR"]) / "kp-fake" / "fake.so"
+if not lib.exists():
+    lib.parent.mkdir(parents=True, exist_ok=True)
+    lib.write_bytes(b"built by the builder")
+if False:
+    load_inline(name="never", cpp_sources="", functions=[])
+""" + MODEL.format(forward=TORCH_FORWARD)
+
+NATIVE = '''import torch
+import torch.nn as nn
+
+from kernelproof.native import load_cuda
+
+SRC = r"""
+extern "C" __global__ void scale_relu(const float* x, const float* s, const float* b, float* y, int rows, int cols) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < rows * cols) {
+        float v = x[i] > 0.f ? x[i] : 0.f;
+        y[i] = v * s[i % cols] + b[i % cols]%s
+    }
+}
+"""
+mod = load_cuda(SRC, ["scale_relu"])
+''' + MODEL.format(
+    forward="""        y = torch.empty_like(x)
+        n = x.numel()
+        mod.scale_relu(grid=((n + 255) // 256,), block=(256,), args=(x, self.scale, self.bias, y, x.shape[0], x.shape[1]))
+        return y"""
+)
+
+CPP_SYNTAX_ERROR = '''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+CPP = """
+int count_rows(int n) {
+    int total = 0
+    return total + n;
+}
+"""
+ext = load_inline(name="kp_broken_cpp", cpp_sources=CPP, no_implicit_headers=True)
+''' + MODEL.format(forward=TORCH_FORWARD)
+
+
+def options(cache: Path, **changes) -> EvalOptions:
+    base = EvalOptions(
+        device="cpu",
+        db="",
+        seed=11,
+        correctness_only=True,
+        seeds_per_case=1,
+        timeout_s=60,
+        build_cache=str(cache),
+        build_workers=1,
+    )
+    return base.replace(**changes)
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    """One pool (workers and builders) and one build cache for the module, as in a session."""
+    root = tmp_path_factory.mktemp("pipeline-builds")
+    pool = LocalPool(build_options=BuildOptions(arch="9.0a"))
+    yield pool, root / "cache", root
+    pool.close()
+
+
+def write(root: Path, name: str, text: str) -> str:
+    path = root / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_cpp_syntax_error_is_a_compile_error_naming_the_file_and_line(env):
+    pool, cache, root = env
+    v = evaluate(TASK, write(root, "cpp_broken.py", CPP_SYNTAX_ERROR), options(cache), pool=pool)
+    assert v.codes == ["compile_error"], v.reasons
+    reason = v.reasons[0]
+    assert "main.cpp:4:5: error:" in reason.message  # the compiler's own line, the build's paths dropped
+    assert "/kp-build-" not in reason.message
+    assert "Traceback" not in reason.message + reason.detail and len(reason.detail.splitlines()) <= 10
+    assert v.build is not None and v.build.backend == "cuda" and not v.build.ok and v.correctness is None
+
+
+@needs_nvcc
+def test_native_compile_error_points_at_the_solution_line(env):
+    pool, cache, root = env
+    v = evaluate(TASK, write(root, "native_broken.py", NATIVE.replace("%s", "")), options(cache), pool=pool)
+    assert v.codes == ["compile_error"], v.reasons
+    # nvcc reports a missing ';' at the next line: line 7 of the kernel source, line 12 of the file
+    assert 'kernels.cu(7): error: expected a ";" (solution line 12)' in v.reasons[0].message
+
+
+def test_build_that_writes_outside_its_staging_directory_is_forbidden(env):
+    pool, cache, root = env
+    target = root / "outside" / "planted.so"
+    src = FAKE_CUDA.replace(
+        "# {tag}", f"pathlib.Path({str(target.parent)!r}).mkdir()\nopen({str(target)!r}, 'wb').write(b'x')"
+    )
+    v = evaluate(TASK, write(root, "planter.py", src), options(cache), pool=pool)
+    assert v.codes == ["forbidden_construct"], v.reasons
+    assert "outside the worker's private directory" in v.reasons[0].message
+    assert not target.exists()
+
+
+def test_build_that_never_ends_is_a_timeout(env):
+    pool, cache, root = env
+    src = FAKE_CUDA.replace("# {tag}", "while True:\n    pass")
+    v = evaluate(TASK, write(root, "hang.py", src), options(cache, timeout_s=6), pool=pool)
+    assert v.codes == ["timeout"], v.reasons
+    assert "did not finish in 6 s" in v.reasons[0].message
+
+
+def test_second_evaluation_is_a_cache_hit_and_the_worker_loads_the_build(env):
+    pool, cache, root = env
+    sol = write(root, "fake_cuda.py", FAKE_CUDA.replace("{tag}", "cache hit"))
+    first = evaluate(TASK, sol, options(cache), pool=pool)
+    second = evaluate(TASK, sol, options(cache), pool=pool)
+    assert first.passed and second.passed, (first.reasons, second.reasons)
+    assert not first.build.cached and first.build.build_s > 0
+    assert second.build.cached and second.build.build_s == 0
+    doc = second.to_json()
+    assert doc["build"]["cached"] is True and "build_done_s" in doc["environment"]["phases"]
+    assert from_json(doc).build == second.build
+
+
+@needs_nvcc
+def test_native_cache_hit_is_loaded_by_the_worker_without_compiling(env):
+    pool, cache, root = env
+    sol = write(root, "native_ok.py", NATIVE.replace("%s", ";"))
+    first = evaluate(TASK, sol, options(cache), pool=pool)
+    second = evaluate(TASK, sol, options(cache), pool=pool)
+    for v in (first, second):  # built for sm_90a; the launch itself needs a GPU
+        assert v.codes == ["runtime_error"] and "needs a CUDA tensor" in v.reasons[0].message
+        assert v.build.ok and v.build.worker_compiled is False
+    assert not first.build.cached and second.build.cached
+
+
+def test_tampered_cache_entry_is_refused_and_rebuilt(env):
+    pool, cache, root = env
+    sol = write(root, "victim.py", FAKE_CUDA.replace("{tag}", "tamper"))
+    assert evaluate(TASK, sol, options(cache), pool=pool).passed
+    planted = list(cache.glob("entries/*/*/files/torch_extensions/kp-fake/fake.so"))
+    assert planted
+    for p in planted:
+        p.write_bytes(b"planted library")
+    v = evaluate(TASK, sol, options(cache), pool=pool)
+    assert v.passed, v.reasons
+    assert v.build.rebuilt and not v.build.cached
+    assert any(f.startswith("build_cache:") for f in v.flags)
+
+
+def test_entry_refused_twice_is_build_cache_tamper(tmp_path):
+    class AlwaysTampered:
+        options = BuildOptions(arch="")
+        submits = 0
+
+        def materialize(self, result, dest):
+            raise CacheTamperError("ab" * 16, "fake.so does not match its manifest hash")
+
+        def submit(self, path):
+            self.submits += 1
+            done: Future[BuildResult] = Future()
+            done.set_result(BuildResult(True, 1.0, "", "cuda", key="ab" * 16))
+            return done
+
+    class Worker:
+        private = tmp_path
+
+    pool = AlwaysTampered()
+    first = BuildResult(True, 0.0, "", "cuda", cached=True, key="ab" * 16)
+    pending = build_phase.PendingBuild(pool, "sol.py", Future())  # type: ignore[arg-type]
+    _result, rebuilt, reason = build_phase.provide(pending, first, Worker(), 10)  # type: ignore[arg-type]
+    assert rebuilt and pool.submits == 1
+    assert reason is not None and reason.code.value == "build_cache_tamper"
+    assert "manifest hash" in reason.detail
+
+
+def test_evaluate_many_builds_up_front_and_keeps_other_backends_unbuilt(env):
+    pool, cache, root = env
+    built = write(root, "many_cuda.py", FAKE_CUDA.replace("{tag}", "many"))
+    plain = str(DATA / "solutions" / "plain_torch.py")
+    verdicts = {
+        v.solution.path: v for v in evaluate_many([(TASK, built), (TASK, plain)], options(cache), pool=pool)
+    }
+    assert verdicts[built].passed and verdicts[built].build is not None
+    assert verdicts[plain].passed and verdicts[plain].build is None
+    assert BuildCache(cache).keys()  # the build went through the cache given in the options
+
+
+KERNELBENCH_ADD = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+src = """
+#include <torch/extension.h>
+__global__ void scale_relu_kernel(const float* x, const float* s, const float* b, float* y, int n, int cols) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = fmaxf(x[i], 0.f) * s[i % cols] + b[i % cols];
+}
+torch::Tensor scale_relu_cuda(torch::Tensor x, torch::Tensor s, torch::Tensor b) {
+    auto y = torch::empty_like(x);
+    int n = x.numel();
+    scale_relu_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), s.data_ptr<float>(), b.data_ptr<float>(),
+                                                y.data_ptr<float>(), n, x.size(1));
+    return y;
+}
+"""
+ext = load_inline(name="kp_pipeline_scale_relu", cpp_sources="torch::Tensor scale_relu_cuda(torch::Tensor x, torch::Tensor s, torch::Tensor b);",
+                  cuda_sources=src, functions=["scale_relu_cuda"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.scale = nn.Parameter(torch.randn(features))
+        self.bias = nn.Parameter(torch.randn(features))
+
+    def forward(self, x):
+        return ext.scale_relu_cuda(x.contiguous(), self.scale, self.bias)
+'''
+
+
+@pytest.mark.gpu
+def test_load_inline_solution_is_built_once_and_the_worker_loads_it(tmp_path):
+    sol = write(tmp_path, "kb_scale_relu.py", KERNELBENCH_ADD)
+    pool = LocalPool()
+    try:
+        opts = options(tmp_path / "cache", device="cuda", timeout_s=600)
+        first = evaluate(TASK, sol, opts, pool=pool)
+        second = evaluate(TASK, sol, opts, pool=pool)
+    finally:
+        pool.close()
+    assert first.passed and second.passed, (first.reasons, second.reasons)
+    assert not first.build.cached and first.build.strategy in ("split", "split+pch")
+    assert second.build.cached and second.build.wait_s < 5
+    assert first.build.worker_compiled is False and second.build.worker_compiled is False
