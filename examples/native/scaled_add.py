@@ -1,4 +1,4 @@
-"""A native-backend solution of tests/build/data/scaled_add_task.py: out = x + alpha * y.
+"""A native-backend solution of tests/builds/data/scaled_add_task.py: out = x + alpha * y.
 
 Plain CUDA C++ (no torch headers), compiled by kernelproof.native in about a second, launched on
 torch's current stream. Vectorised: each thread handles four floats through float4 loads when the
