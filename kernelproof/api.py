@@ -8,6 +8,7 @@ broken task comes back as an ``error`` verdict with ``task_error``.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -133,6 +134,11 @@ def _evaluate_on(task: str, solution: str, options: EvalOptions, device: str, po
         cached = store.get(key)
         if cached is not None and "internal_error" not in cached.codes:
             return cached
+    # A CUDA or native solution is built before the GPU is taken: its compile (tens of seconds)
+    # must not hold the device while other evaluations wait for it. A failed build is reported
+    # by the evaluation itself.
+    for pending in pool.prebuild([solution], device, options).values():
+        concurrent.futures.wait([pending.future])
     with pool.device_lock(device):
         try:
             verdict = evaluate_pair(task, solution, options, device, pool)

@@ -289,3 +289,33 @@ def test_load_inline_solution_is_built_once_and_the_worker_loads_it(tmp_path):
     assert not first.build.cached and first.build.strategy in ("split", "split+pch")
     assert second.build.cached and second.build.wait_s < 5
     assert first.build.worker_compiled is False and second.build.worker_compiled is False
+
+
+def test_a_single_evaluation_builds_before_it_takes_the_gpu(env, monkeypatch):
+    """Other evaluations on the device must not wait behind a compile."""
+    pool, cache, root = env
+    path = write(root, "lock_cuda.py", FAKE_CUDA.replace("{tag}", "lock"))
+    futures, done_when_locked = [], []
+    real_prebuild, real_lock = pool.prebuild, pool.device_lock
+
+    def prebuild(solutions, device, opts):
+        pending = real_prebuild(solutions, device, opts)
+        futures.extend(p.future for p in pending.values())
+        return pending
+
+    class Watched:
+        def __init__(self, lock):
+            self.lock = lock
+
+        def __enter__(self):
+            done_when_locked.append(bool(futures) and all(f.done() for f in futures))
+            return self.lock.__enter__()
+
+        def __exit__(self, *exc):
+            return self.lock.__exit__(*exc)
+
+    monkeypatch.setattr(pool, "prebuild", prebuild)
+    monkeypatch.setattr(pool, "device_lock", lambda device: Watched(real_lock(device)))
+    v = evaluate(TASK, path, options(cache), pool=pool)
+    assert v.build is not None and v.passed, v.reasons
+    assert done_when_locked == [True]
