@@ -138,6 +138,9 @@ class ShapeTiming:
     stopped_by: str  # "ci_target" | "max_time" | "max_rounds"
     samples_ms: dict[str, list[float]] = field(default_factory=dict)  # raw samples, when asked for
     throttled_rounds: int = 0  # rounds with a throttle reason set
+    # Per program, per call, median over batches: time outside the window on the parent's clock
+    # ("outside") and the worker's own account of it by part. What the tamper cross-check weighs.
+    overhead_ms: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,9 @@ class Program:
     samples_ms: list[float] = field(default_factory=list)
     overhead_ms: list[float] = field(default_factory=list)  # wall minus reported, per call
     host_ms: list[float] = field(default_factory=list)  # host time inside each call, as the worker reports it
+    harness_ms: list[dict[str, float]] = field(
+        default_factory=list
+    )  # per batch: harness time per call, by part
     event_ms: list[float] = field(default_factory=list)
     clock: str = ""  # how the worker took the time
 
@@ -117,6 +120,8 @@ def time_variant(
                 prog.clock = str(reply.get("clock", ""))
                 prog.overhead_ms.append(max(0.0, wall - sum(spans)) / len(spans))
                 prog.host_ms += [float(x) for x in reply.get("host_ms", [])]
+                if reply.get("harness_ms"):
+                    prog.harness_ms.append({str(k): float(v) for k, v in reply["harness_ms"].items()})
                 if prog.name == "candidate":
                     bad = _check_fingerprints(ctx, seeds, proj, reply["fingerprints"], tol)
                     if bad:
@@ -164,6 +169,7 @@ def time_variant(
         stopped_by=stopped_by,
         samples_ms={p.name: p.samples_ms for p in programs} if options.keep_samples else {},
         throttled_rounds=sum(1 for c in clocks if c.throttle),
+        overhead_ms={p.name: _overhead_record(p) for p in programs if p.overhead_ms},
     )
     if clocks:
         sm = [c.sm_clock_mhz for c in clocks]
@@ -252,9 +258,27 @@ def _tamper_check(cand: Program, baselines: list[Program]) -> Reason | None:
             f"(allowed {allowed:.2f} ms): work is happening outside the timed window (host-side compute, "
             "deferred work, or altered timers)",
             f"median host time inside a call, as the workers report it: {host or 'not reported'}; "
-            f"wall minus window per call: candidate {cand_over:.3f} ms, best baseline {ref_over:.3f} ms",
+            f"wall minus window per call: candidate {cand_over:.3f} ms, best baseline {ref_over:.3f} ms; "
+            f"harness time per call by part (median over batches): "
+            + "; ".join(f"{p.name} {_harness_summary(p)}" for p in [cand, *baselines]),
         )
     return None
+
+
+def _overhead_record(prog: Program) -> dict[str, float]:
+    rec = {"outside": round(float(np.median(prog.overhead_ms)), 4)}
+    if prog.host_ms:
+        rec["host_in_call"] = round(float(np.median(prog.host_ms)), 4)
+    for k in prog.harness_ms[0].keys() if prog.harness_ms else ():
+        rec[k] = round(float(np.median([b.get(k, 0.0) for b in prog.harness_ms])), 4)
+    return rec
+
+
+def _harness_summary(prog: Program) -> str:
+    if not prog.harness_ms:
+        return "not reported"
+    keys = prog.harness_ms[0].keys()
+    return ", ".join(f"{k} {float(np.median([b.get(k, 0.0) for b in prog.harness_ms])):.3f}" for k in keys)
 
 
 def _reason_from(reply: dict[str, Any], name: str) -> Reason:

@@ -61,6 +61,7 @@ class CudaClock:
         self.reset_persisting = _persisting_l2_reset()
         self.cycles_per_us = float(getattr(props, "clock_rate", 0) or 1_980_000) / 1000.0  # clock_rate is kHz
         self.host_us: list[float] = []  # host time to queue a call: the spin must outlast it
+        self.breakdown_ms: dict[str, float] = {}  # the last batch's harness time per call, by part
 
     def flush_l2(self) -> None:
         if self.reset_persisting is not None:
@@ -79,17 +80,28 @@ class CudaClock:
 
         outs: list[object] = []
         events = []
+        # Where the batch's host time goes outside the calls' windows (reported, never trusted for a
+        # decision): profiler start, fresh inputs, L2 flush, the hold, profiler stop, span extraction.
+        parts = dict.fromkeys(("profiler_start", "prepare", "flush", "hold", "profiler_stop", "spans"), 0.0)
+        t = _perf_counter()
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             torch.cuda._sleep(1000)  # the profiler's start-up cost lands here, not in the first call
             torch.cuda.synchronize(self.device)
+            parts["profiler_start"] += _perf_counter() - t
             for i, call in enumerate(calls):
+                t = _perf_counter()
                 if prepare is not None:
                     prepare(i)
+                t1 = _perf_counter()
                 self.flush_l2()
                 torch.cuda.synchronize(self.device)
+                t2 = _perf_counter()
+                parts["prepare"] += t1 - t
+                parts["flush"] += t2 - t1
                 start = torch.cuda.Event(enable_timing=True)
                 end = torch.cuda.Event(enable_timing=True)
                 cycles = self.spin_cycles()
+                parts["hold"] += cycles / self.cycles_per_us / 1e6
                 with record_function(f"{RANGE_PREFIX}{i}"):
                     torch.cuda._sleep(cycles)
                     start.record()
@@ -100,7 +112,12 @@ class CudaClock:
                     torch.cuda.synchronize(self.device)
                 outs.append(out)
                 events.append((start, end))
+            t = _perf_counter()
+        parts["profiler_stop"] += _perf_counter() - t
+        t = _perf_counter()
         spans = _spans_from_profile(prof, len(calls))
+        parts["spans"] += _perf_counter() - t
+        self.breakdown_ms = {k: round(v * 1e3 / max(1, len(calls)), 4) for k, v in parts.items()}
         samples = []
         host = self.host_us[-len(calls) :]
         for (start, end), (span, count), h_us in zip(events, spans, host):

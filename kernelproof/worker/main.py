@@ -392,6 +392,7 @@ class Worker:
             "fingerprints": fps,
             "wall_ms": wall_ms,
             "host_ms": [s.host_ms for s in samples],
+            "harness_ms": getattr(self.clock, "breakdown_ms", {}),
             "clock": self.clock.name,
         }, []
 
