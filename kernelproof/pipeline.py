@@ -54,6 +54,7 @@ from kernelproof.verify import audit as task_audit
 from kernelproof.verify.cases import (
     allowed_distributions,
     build_variant,
+    inplace_findings,
     make_inputs,
     plan_cases,
     reference_and_oracle,
@@ -136,6 +137,7 @@ def evaluate_pair(
         contexts = {v: build_variant(task, v, dev, mode, init_seed) for v in variants}
         first = contexts[variants[0]]
         probe = make_inputs(first, "task", rng.getrandbits(62))
+        st.flags += inplace_findings(first, probe)
         if reference_is_random(first, probe):
             st.flags.append(
                 "random_reference: the reference's output depends on RNG state (dropout in train mode)"

@@ -185,3 +185,20 @@ def test_an_in_place_task_compares_the_updated_input_and_the_returned_output(nam
     v = evaluate(INPLACE_TASK, sol(name), FAST)
     assert "mismatch" in v.codes, v.reasons
     assert which in v.reasons[0].message, v.reasons[0].message
+
+
+def test_an_in_place_declaration_that_disagrees_with_the_reference_is_flagged(tmp_path):
+    source = Path(INPLACE_TASK).read_text()
+    undeclared = tmp_path / "undeclared.py"
+    undeclared.write_text(source.replace('    "inplace": [0],', ""))
+    v = evaluate(str(undeclared), sol("inplace_skipped"), FAST)
+    assert any(f.startswith("inplace_undeclared: ") and "argument 0" in f for f in v.flags), v.flags
+    assert v.passed  # undeclared, the update is not a result: the flag is what says so
+
+    unused = tmp_path / "unused.py"
+    unused.write_text(Path(TASK).read_text() + '\nKERNELPROOF = {**KERNELPROOF, "inplace": [0]}\n')
+    v = evaluate(str(unused), sol("scale_relu_triton"), FAST)
+    assert any(f.startswith("inplace_unused: ") for f in v.flags), v.flags
+
+    declared = evaluate(INPLACE_TASK, INPLACE_TASK.replace("tasks", "solutions"), FAST)
+    assert declared.passed and not any(f.startswith("inplace_") for f in declared.flags), declared.flags

@@ -312,3 +312,37 @@ def reference_is_random(ctx: VariantContext, args: list[Any]) -> bool:
     torch.manual_seed(2)
     b = run_model(ctx.reference, to_device(args, ctx.device), ctx.precision, ctx.inplace)
     return any(not torch.equal(x, y) for x, y in zip(a, b) if x.shape == y.shape)
+
+
+def inplace_findings(ctx: VariantContext, args: list[Any]) -> list[str]:
+    """Where the task's ``inplace`` declaration and its reference disagree (flags for the author).
+
+    An argument the reference changes but the task does not declare: a solution that mirrors the
+    reference fails with input_mutated, and one that skips the update is not caught. An argument
+    declared but left unchanged: the declaration only relaxes the checks for nothing.
+    """
+    before = to_device(args, ctx.device)
+    after = [a.clone() if isinstance(a, torch.Tensor) else a for a in before]
+    try:
+        with numeric_flags.pinned(ctx.precision), torch.no_grad():
+            ctx.reference(*after)
+    except Exception:  # noqa: BLE001 - a reference that raises is reported by the cases themselves
+        return []
+    out = []
+    for i, (b, a) in enumerate(zip(before, after)):
+        if not isinstance(b, torch.Tensor):
+            continue
+        changed = b.shape != a.shape or not torch.equal(
+            b.contiguous().reshape(-1).view(torch.uint8),
+            a.detach().contiguous().reshape(-1).view(torch.uint8),
+        )
+        if changed and i not in ctx.inplace:
+            out.append(
+                f"inplace_undeclared: the reference changes forward() argument {i}, which KERNELPROOF "
+                f'does not declare in place: add "inplace": [{i}] so the update is compared, not forbidden'
+            )
+        elif not changed and i in ctx.inplace:
+            out.append(
+                f"inplace_unused: KERNELPROOF declares argument {i} in place, but the reference leaves it unchanged"
+            )
+    return out
