@@ -68,7 +68,7 @@ class LocalPool(WorkerSource):
     def __init__(self, prespawn: bool = True, build_options: BuildOptions | None = None):
         self.prespawn = prespawn
         self.build_options = build_options
-        self._spare: dict[str, WorkerProcess] = {}
+        self._spare: dict[tuple[str, str], WorkerProcess] = {}  # (role, device) -> a started, unused worker
         self._baselines: dict[tuple, WorkerProcess] = {}
         self._order: list[tuple] = []
         self._lock = threading.Lock()
@@ -81,21 +81,26 @@ class LocalPool(WorkerSource):
             return self.locks.setdefault(device, threading.Lock())
 
     def candidate(self, device: str) -> WorkerProcess:
+        return self._take("candidate", device)
+
+    def _take(self, role: str, device: str) -> WorkerProcess:
+        """A started worker of this role (its interpreter, torch and CUDA context already up, a few
+        seconds each on a GPU machine), and another one started in the background for next time."""
         with self._lock:
-            w = self._spare.pop(device, None)
+            w = self._spare.pop((role, device), None)
         if w is None or w.proc.poll() is not None:
             if w is not None:
                 w.close()
-            w = WorkerProcess(SpawnSpec("candidate", device))
+            w = WorkerProcess(SpawnSpec(role, device))
         if self.prespawn:
-            threading.Thread(target=self._spawn_spare, args=(device,), daemon=True).start()
+            threading.Thread(target=self._spawn_spare, args=(role, device), daemon=True).start()
         return w
 
-    def _spawn_spare(self, device: str) -> None:
-        w = WorkerProcess(SpawnSpec("candidate", device))
+    def _spawn_spare(self, role: str, device: str) -> None:
+        w = WorkerProcess(SpawnSpec(role, device))
         with self._lock:
-            old = self._spare.get(device)
-            self._spare[device] = w
+            old = self._spare.get((role, device))
+            self._spare[(role, device)] = w
         if old is not None:
             old.close()
 
@@ -120,7 +125,7 @@ class LocalPool(WorkerSource):
                 evict.append(self._baselines.pop(k))
         for old in evict:
             old.close()
-        w = WorkerProcess(SpawnSpec("baseline", device))
+        w = self._take("baseline", device)  # a new task's baselines start from a warm worker
         with self._lock:
             self._baselines[key] = w
             self._order.append(key)
