@@ -262,9 +262,12 @@ def bench_command(
         f"correct: {passed}/{len(verdicts)} ({sum(v.verdict.value == 'error' for v in verdicts)} errors)"
     )
     results = results_from([v.to_json() for v in verdicts])
-    for base in ("eager", "best"):
-        line = ", ".join(f"fast_{p:g}={_pct(fast_p(results, p, base))}" for p in (0.0, 1.0, 1.5, 2.0))
-        console.print(f"vs {base}: {line}", highlight=False)
+    if correctness_only:
+        console.print("fast_p: not measured (--correctness-only times nothing)", highlight=False)
+    else:
+        for base in ("eager", "best"):
+            line = ", ".join(f"fast_{p:g}={_pct(fast_p(results, p, base))}" for p in (0.0, 1.0, 1.5, 2.0))
+            console.print(f"vs {base}: {line}", highlight=False)
     for task, _ in missing:
         console.print(f"[dim]no solution for {task}[/]")
     _write_json(json_path, [v.to_json() for v in verdicts])

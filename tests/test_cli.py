@@ -132,3 +132,22 @@ def test_build_cache_and_build_workers_flags(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert not cache.exists()  # a plain torch solution has no build step
     assert kp("eval", TASK, TASK, "--build-workers", "-1").returncode == 2
+
+
+def test_bench_evaluates_a_suite_folder_and_reports_fast_p_only_when_it_timed(tmp_path):
+    import shutil
+
+    (tmp_path / "suite" / "level1").mkdir(parents=True)
+    (tmp_path / "sols" / "level1").mkdir(parents=True)
+    shutil.copy(TASK, tmp_path / "suite" / "level1" / "scale_relu.py")
+    shutil.copy(DATA / "solutions" / "scale_relu_triton.py", tmp_path / "sols" / "level1" / "scale_relu.py")
+    common = ["bench", str(tmp_path / "suite"), "--solutions", str(tmp_path / "sols"), "--device", "cpu"]
+    r = kp(*common, "--db", "", "--correctness-only", "--seeds-per-case", "1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "correct: 1/1" in r.stdout and "fast_p: not measured" in r.stdout, r.stdout
+    out = tmp_path / "bench.json"
+    r = kp(*common, "--db", "", "--seeds-per-case", "1", "--time-budget", "0.5", "--json", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "vs eager: fast_0=" in r.stdout, r.stdout
+    (verdict,) = json.loads(out.read_text())
+    assert verdict["verdict"] == "pass" and verdict["speedup"]["eager"]["median"] > 0
