@@ -22,6 +22,7 @@ from kernelproof.executors.local import LocalPool, default_pool, resolve_devices
 from kernelproof.options import EvalOptions, normalize_baselines
 from kernelproof.phases.common import device_name
 from kernelproof.pipeline import evaluate_pair
+from kernelproof.source import this_source
 from kernelproof.verdict import Verdict
 
 PathLike = str | Path
@@ -177,7 +178,12 @@ def evaluation_key(task: str, solution: str, options: EvalOptions, device: str) 
     h = hashlib.sha256()
     for p in (task, solution):
         h.update(hashlib.sha256(Path(p).read_bytes()).digest())
-    env = {"torch": torch.__version__, "device": device, "device_name": device_name(device)}
+    env = {
+        "torch": torch.__version__,
+        "device": device,
+        "device_name": device_name(device),
+        "kernelproof_source": this_source(),  # a verdict from other judging code is not served
+    }
     h.update(json.dumps({"settings": options.cache_key_fields(), "env": env}, sort_keys=True).encode())
     return h.hexdigest()
 

@@ -61,3 +61,17 @@ def test_query_filters_by_outcome_code_and_path(tmp_path):
     assert len(s.query(code="mismatch")) == 3
     assert len(s.query(task="t0")) == 2
     assert s.query(limit=1)[0]["solution"]["path"] == "sol5.py"
+
+
+def test_a_stored_verdict_is_served_only_to_the_code_that_judged_it(monkeypatch):
+    """A fix to kernelproof must not be hidden by verdicts its older code stored."""
+    import kernelproof.api as api
+    from kernelproof.options import EvalOptions
+
+    task = "tests/data/tasks/scale_relu.py"
+    sol = "tests/data/solutions/scale_relu_triton.py"
+    opts = EvalOptions(device="cpu")
+    before = api.evaluation_key(task, sol, opts, "cpu")
+    assert api.evaluation_key(task, sol, opts, "cpu") == before
+    monkeypatch.setattr(api, "this_source", lambda: "another checkout")
+    assert api.evaluation_key(task, sol, opts, "cpu") != before

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kernelproof.options import EvalOptions
+from kernelproof.source import this_source
 from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode, Verdict, from_json
 
 RAY_HINT = 'the Ray executor needs Ray: pip install "kernelproof[ray]"'
@@ -229,7 +230,13 @@ def ray_evaluation_key(
     fields = options.cache_key_fields()
     h.update(
         json.dumps(
-            {"executor": "ray", "settings": fields, "accelerators": accelerators}, sort_keys=True
+            {
+                "executor": "ray",
+                "settings": fields,
+                "accelerators": accelerators,
+                "kernelproof_source": this_source(),  # the judging code, as the driver has it
+            },
+            sort_keys=True,
         ).encode()
     )
     return h.hexdigest()
