@@ -81,19 +81,27 @@ class LocalPool(WorkerSource):
             return self.locks.setdefault(device, threading.Lock())
 
     def candidate(self, device: str) -> WorkerProcess:
-        return self._take("candidate", device)
+        """A started candidate worker. Replacements for the next evaluation (a candidate worker and,
+        if none waits, a baseline worker) start now, while this evaluation sets up and checks
+        correctness: never during timing, where a process creating a CUDA context on the same GPU
+        would disturb the measurement."""
+        w = self._take("candidate", device)
+        if self.prespawn:
+            with self._lock:
+                roles = ["candidate"] + ([] if ("baseline", device) in self._spare else ["baseline"])
+            for role in roles:
+                threading.Thread(target=self._spawn_spare, args=(role, device), daemon=True).start()
+        return w
 
     def _take(self, role: str, device: str) -> WorkerProcess:
-        """A started worker of this role (its interpreter, torch and CUDA context already up, a few
-        seconds each on a GPU machine), and another one started in the background for next time."""
+        """The started worker waiting for this role and device (its interpreter, torch and CUDA
+        context already up: a few seconds each on a GPU machine), else a new one."""
         with self._lock:
             w = self._spare.pop((role, device), None)
         if w is None or w.proc.poll() is not None:
             if w is not None:
                 w.close()
             w = WorkerProcess(SpawnSpec(role, device))
-        if self.prespawn:
-            threading.Thread(target=self._spawn_spare, args=(role, device), daemon=True).start()
         return w
 
     def _spawn_spare(self, role: str, device: str) -> None:
@@ -125,7 +133,7 @@ class LocalPool(WorkerSource):
                 evict.append(self._baselines.pop(k))
         for old in evict:
             old.close()
-        w = self._take("baseline", device)  # a new task's baselines start from a warm worker
+        w = self._take("baseline", device)  # a new task's first baseline starts from a waiting worker
         with self._lock:
             self._baselines[key] = w
             self._order.append(key)
