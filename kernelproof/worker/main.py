@@ -243,6 +243,10 @@ class Worker:
             else:
                 args = [tensors[a["t"]].to(self.device, copy=True) if "t" in a else a["v"] for a in spec]
                 originals = [(i, tensors[a["t"]]) for i, a in enumerate(spec) if "t" in a]
+            if repeat == 0:
+                first_inputs = args
+            else:
+                args = self._at_earlier_addresses(args)
             self._poison(h.get("poison_bytes", []))
             threads_before = self._thread_state()
             try:
@@ -266,7 +270,33 @@ class Worker:
                 outs.extend(t.detach().to("cpu") for t in flat)
             keep.append((args, out))
         self.keep = keep
+        self.earlier_inputs = first_inputs
         return {"ok": True, "second_run_fingerprints": fingerprints, "checksums": checksums}, outs
+
+    def _at_earlier_addresses(self, args: list[Any]) -> list[Any]:
+        """This case's inputs written into the previous case's input buffers (B1).
+
+        Fresh storage everywhere would let a cache keyed on input addresses (data_ptr) never hit,
+        and so never be seen. The second run of each case instead gets its values at the very
+        addresses the previous case's first run used: a solution that serves a remembered output
+        for a known address returns the previous case's answer and fails the comparison. A correct
+        solution cannot tell, as a real caller reuses buffers too.
+        """
+        earlier = getattr(self, "earlier_inputs", None)
+        if not earlier or len(earlier) != len(args):
+            return args
+        for old, new in zip(earlier, args):
+            if isinstance(new, torch.Tensor) != isinstance(old, torch.Tensor):
+                return args
+            if isinstance(new, torch.Tensor) and (
+                old.shape != new.shape
+                or old.dtype != new.dtype
+                or old.device != new.device
+                or old.stride() != new.stride()
+                or not old.is_contiguous()  # an expanded (stride 0) buffer cannot take new values
+            ):
+                return args
+        return [old.copy_(new) if isinstance(new, torch.Tensor) else new for old, new in zip(earlier, args)]
 
     def _poison(self, sizes: list[int]) -> None:
         if self.device.type != "cuda":
