@@ -47,9 +47,8 @@ class Program:
     samples_ms: list[float] = field(default_factory=list)
     overhead_ms: list[float] = field(default_factory=list)  # wall minus reported, per call
     host_ms: list[float] = field(default_factory=list)  # host time inside each call, as the worker reports it
-    harness_ms: list[dict[str, float]] = field(
-        default_factory=list
-    )  # per batch: harness time per call, by part
+    # per batch: the worker's account of its harness time per call, by part
+    harness_ms: list[dict[str, float]] = field(default_factory=list)
     event_ms: list[float] = field(default_factory=list)
     clock: str = ""  # how the worker took the time
 
@@ -249,36 +248,31 @@ def _tamper_check(cand: Program, baselines: list[Program]) -> Reason | None:
     cand_time = float(np.median(cand.samples_ms)) if cand.samples_ms else 0.0
     allowed = max(TAMPER_FLOOR_MS, TAMPER_FRACTION * cand_time)
     if cand_over - ref_over > allowed:
-        host = ", ".join(
-            f"{p.name} {float(np.median(p.host_ms)):.3f} ms" for p in [cand, *baselines] if p.host_ms
-        )
         return Reason(
             ReasonCode.TIMING_TAMPER,
             f"each timed call took {cand_over - ref_over:.2f} ms more wall time than the measured window explains "
             f"(allowed {allowed:.2f} ms): work is happening outside the timed window (host-side compute, "
             "deferred work, or altered timers)",
-            f"median host time inside a call, as the workers report it: {host or 'not reported'}; "
-            f"wall minus window per call: candidate {cand_over:.3f} ms, best baseline {ref_over:.3f} ms; "
-            f"harness time per call by part (median over batches): "
-            + "; ".join(f"{p.name} {_harness_summary(p)}" for p in [cand, *baselines]),
+            "per call, ms, medians over batches (outside: wall minus window on the parent's clock; "
+            "host_in_call and the harness parts: as the workers report them): "
+            + "; ".join(
+                f"{p.name} " + ", ".join(f"{k} {v:.3f}" for k, v in _overhead_record(p).items())
+                for p in [cand, *baselines]
+                if p.overhead_ms
+            ),
         )
     return None
 
 
 def _overhead_record(prog: Program) -> dict[str, float]:
+    """Per call, medians over batches: time outside the window (parent's clock), host time in the
+    call and the worker's harness parts (the verdict's ``overhead_ms`` and the tamper reason)."""
     rec = {"outside": round(float(np.median(prog.overhead_ms)), 4)}
     if prog.host_ms:
         rec["host_in_call"] = round(float(np.median(prog.host_ms)), 4)
     for k in prog.harness_ms[0].keys() if prog.harness_ms else ():
         rec[k] = round(float(np.median([b.get(k, 0.0) for b in prog.harness_ms])), 4)
     return rec
-
-
-def _harness_summary(prog: Program) -> str:
-    if not prog.harness_ms:
-        return "not reported"
-    keys = prog.harness_ms[0].keys()
-    return ", ".join(f"{k} {float(np.median([b.get(k, 0.0) for b in prog.harness_ms])):.3f}" for k in keys)
 
 
 def _reason_from(reply: dict[str, Any], name: str) -> Reason:
