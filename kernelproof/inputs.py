@@ -153,6 +153,17 @@ def case_inputs(
     return out
 
 
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal bit for bit (NaN payloads and signed zeros included), whatever the memory layout:
+    the test that an input came back unchanged."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return torch.equal(
+        a.detach().contiguous().reshape(-1).view(torch.uint8),
+        b.detach().contiguous().reshape(-1).view(torch.uint8),
+    )
+
+
 def checksum(args: list[object]) -> float:
     """Sum of every float input in float64: both sides must have drawn the same values."""
     total = 0.0

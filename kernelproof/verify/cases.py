@@ -17,7 +17,7 @@ import torch
 
 from kernelproof import flags as numeric_flags
 from kernelproof.errors import TaskError
-from kernelproof.inputs import DOMAIN_DISTRIBUTIONS, InputSlot, case_inputs, draw, dtype_name
+from kernelproof.inputs import DOMAIN_DISTRIBUTIONS, InputSlot, case_inputs, draw, dtype_name, same_bits
 from kernelproof.task import Task, TaskModule, eval_expr, instantiate
 
 CONTRACT_DTYPE = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -332,10 +332,7 @@ def inplace_findings(ctx: VariantContext, args: list[Any]) -> list[str]:
     for i, (b, a) in enumerate(zip(before, after)):
         if not isinstance(b, torch.Tensor):
             continue
-        changed = b.shape != a.shape or not torch.equal(
-            b.contiguous().reshape(-1).view(torch.uint8),
-            a.detach().contiguous().reshape(-1).view(torch.uint8),
-        )
+        changed = not same_bits(b, a)
         if changed and i not in ctx.inplace:
             out.append(
                 f"inplace_undeclared: the reference changes forward() argument {i}, which KERNELPROOF "

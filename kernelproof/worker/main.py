@@ -18,7 +18,15 @@ from typing import Any
 import torch
 
 from kernelproof import flags as numeric_flags
-from kernelproof.inputs import InputSlot, case_inputs, checksum, dtype_from_name, fingerprint, timed_inputs
+from kernelproof.inputs import (
+    InputSlot,
+    case_inputs,
+    checksum,
+    dtype_from_name,
+    fingerprint,
+    same_bits,
+    timed_inputs,
+)
 from kernelproof.worker import guards, program, protocol
 from kernelproof.worker.clock import CpuClock, CudaClock, kernels_of_call
 
@@ -341,10 +349,7 @@ class Worker:
         for i, orig in originals:
             if i in self.inplace:
                 continue  # its new value is compared with the reference's, as an output
-            now = args[i].detach().to(orig.device)
-            if now.shape != orig.shape or not torch.equal(
-                now.view(-1).view(torch.uint8), orig.reshape(-1).view(torch.uint8)
-            ):
+            if not same_bits(args[i].to(orig.device), orig):
                 return {
                     "code": "input_mutated",
                     "message": f"forward changed input {i} (inputs are read-only)",
