@@ -170,7 +170,7 @@ def evaluate_pair(
         failed = build_phase.failure(built, sol.source)
         if failed is not None:
             return stop(Outcome.FAIL, failed, task_ref)
-    cand = workers.candidate(device)
+    cand = workers.candidate(device, timed=not options.correctness_only)
     timing: Timing | None = None
     speedup: dict[str, Speedup] = {}
     roof: Roofline | None = None
@@ -338,7 +338,7 @@ def compare_pair(
     args = make_inputs(ctx, "normal", rng.getrandbits(62))
     ref, orc = reference_and_oracle(ctx, args)
     tol = tolerance_for(ref[0], orc[0], ctx.dtype)
-    wa, wb = workers.candidate(device), workers.candidate(device)
+    wa, wb = workers.candidate(device, timed=False), workers.candidate(device, timed=False)  # no baseline
     try:
         programs = []
         for name, w, path in (("candidate", wb, b), ("A", wa, a)):

@@ -80,15 +80,16 @@ class LocalPool(WorkerSource):
         with self._lock:
             return self.locks.setdefault(device, threading.Lock())
 
-    def candidate(self, device: str) -> WorkerProcess:
-        """A started candidate worker. Replacements for the next evaluation (a candidate worker and,
-        if none waits, a baseline worker) start now, while this evaluation sets up and checks
-        correctness: never during timing, where a process creating a CUDA context on the same GPU
-        would disturb the measurement."""
+    def candidate(self, device: str, timed: bool = True) -> WorkerProcess:
+        """A started candidate worker. Workers start now for what comes next, while this evaluation
+        sets up and checks correctness: a candidate worker for the next evaluation and, when this
+        one will be timed and none waits, a baseline worker for its timing. Never during timing,
+        where a process creating a CUDA context on the same GPU would disturb the measurement."""
         w = self._take("candidate", device)
         if self.prespawn:
             with self._lock:
-                roles = ["candidate"] + ([] if ("baseline", device) in self._spare else ["baseline"])
+                baseline = timed and ("baseline", device) not in self._spare
+            roles = ["candidate"] + (["baseline"] if baseline else [])
             for role in roles:
                 threading.Thread(target=self._spawn_spare, args=(role, device), daemon=True).start()
         return w

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 class WorkerSource:
     """Where an evaluation gets its workers (the local pool, or a test double)."""
 
-    def candidate(self, device: str) -> WorkerProcess:  # a fresh process, used once
+    def candidate(self, device: str, timed: bool = True) -> WorkerProcess:
+        """A fresh process, used once. `timed`: this evaluation will time against baseline workers."""
         raise NotImplementedError
 
     def baseline(self, key: tuple, device: str) -> WorkerProcess:  # persistent per key

@@ -29,3 +29,14 @@ def test_a_new_tasks_baseline_is_the_worker_started_with_the_previous_candidate(
         assert second is not first and first.proc.wait(timeout=30) is not None  # task-a's was closed
     finally:
         pool.close()
+
+
+def test_an_evaluation_that_times_nothing_starts_no_baseline_worker():
+    pool = LocalPool()
+    try:
+        pool.candidate("cpu", timed=False).close()
+        assert _wait_for_spare(pool, "candidate") is not None
+        time.sleep(0.5)
+        assert ("baseline", "cpu") not in pool._spare
+    finally:
+        pool.close()
