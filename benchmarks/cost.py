@@ -19,6 +19,12 @@ from kernelproof.api import evaluate
 from kernelproof.options import EvalOptions
 
 LABELS = ("first (cold workers)", "second (warm workers)", "third (warm workers)")
+PHASES = (  # the verdict's phase marks, in order, and what the time up to each one was spent on
+    ("setup_s", "setup"),
+    ("worker_ready_s", "worker"),
+    ("correctness_done_s", "correctness"),
+    ("timing_done_s", "timing"),
+)
 
 
 def main() -> None:
@@ -35,14 +41,11 @@ def main() -> None:
         v = evaluate(task, sol, options)
         wall = time.perf_counter() - t0
         phases = dict(v.environment.get("phases", {}))
-        marks = ["setup_s", "worker_ready_s", "correctness_done_s", "timing_done_s"]
         parts, last = [], 0.0
-        for m in marks:  # phases are marks since the start: turn them into durations
-            if m in phases:
-                parts.append(
-                    f"{m.removesuffix('_s').removesuffix('_done').removesuffix('_ready')} {phases[m] - last:.1f}"
-                )
-                last = phases[m]
+        for mark, name in PHASES:  # phases are marks since the start: turn them into durations
+            if mark in phases:
+                parts.append(f"{name} {phases[mark] - last:.1f}")
+                last = phases[mark]
         rows.append([label, f"{wall:.1f}", v.verdict.value, str(v.correctness.cases_run), ", ".join(parts)])
         docs.append({"run": label, "wall_s": wall, "verdict": v.verdict.value, "phases": phases})
         print("row:", "  ".join(rows[-1]), flush=True)

@@ -38,9 +38,8 @@ class EvalOptions:
     sanitize: bool = False  # run the first case under compute-sanitizer (GPU only)
     fresh: bool = False  # ignore a stored verdict for the same inputs and settings
     db: str | None = None  # SQLite path; None: the default under the user's home; "": no store
-    build_cache: str | None = (
-        None  # build cache root; None: $KERNELPROOF_CACHE_DIR or ~/.cache/kernelproof/builds
-    )
+    # build cache root; None: $KERNELPROOF_CACHE_DIR or ~/.cache/kernelproof/builds
+    build_cache: str | None = None
     build_workers: int = 0  # builder processes for CUDA and native solutions; 0: one per 4 cores, at least 1
 
     def replace(self, **changes: Any) -> EvalOptions:

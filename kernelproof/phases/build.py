@@ -105,9 +105,8 @@ def _headline(log: str) -> str:
     lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
     for ln in lines:
         if _ERROR_LINE.search(ln) and not ln.startswith("FAILED:"):
-            return re.sub(r"(?:/[^\s:/()]+)+/([^\s:/()]+)", r"\1", ln)[
-                :300
-            ]  # the builder's paths: base names
+            # The builder's staging paths say nothing to the reader: base names only.
+            return re.sub(r"(?:/[^\s:/()]+)+/([^\s:/()]+)", r"\1", ln)[:300]
     return lines[-1][:300] if lines else "no log"
 
 

@@ -21,14 +21,14 @@ from kernelproof.verdict import Reason, ReasonCode
 TOOLS = ("memcheck", "racecheck", "initcheck")
 SUMMARY = re.compile(r"ERROR SUMMARY:\s+(\d+)\s+error")
 # The first line of each error record, printed as the error happens: the evidence does not depend on
-# the tool's summary at exit (seen on an H200: a worker under a tool did not exit within a minute).
+# the tool's summary, which it prints only when the worker exits (a worker killed at the deadline
+# leaves none).
 RECORD = re.compile(
     r"^========= (Invalid |Program hit |Error|Uninitialized |Race |Misaligned |Out of range |Barrier |Warning: Race)",
     re.M,
 )
-BUDGET_S = (
-    420.0  # the whole gate; torch starts 3-10x slower under a tool, and a stuck tool must not hang a run
-)
+# The whole gate: torch starts several times slower under a tool, and a stuck tool must not hang a run.
+BUDGET_S = 420.0
 EXIT_WAIT_S = 20.0  # a tool prints its summary when the worker exits; its records come earlier
 # Every tensor its own cudaMalloc: memcheck knows allocations, not tensors, and a read past a tensor
 # that lands inside the caching allocator's segment would look legal.
