@@ -177,6 +177,9 @@ def main() -> int:
     ap.add_argument("--cpu-torch", action="store_true", help="CPU-only torch: compile and link only")
     ap.add_argument("--n", type=int, default=3, help="sources per cold measurement (median over them)")
     ap.add_argument("--skip-torch", action="store_true", help="skip torch's own cold builds (slowest)")
+    ap.add_argument(
+        "--skip-split", action="store_true", help="skip the split build without precompiled headers"
+    )
     ap.add_argument("--json", help="also write the raw results here")
     args = ap.parse_args()
     if args.child:
@@ -206,7 +209,8 @@ def main() -> int:
 
     if not args.skip_torch:
         row(table, "load_inline, torch (cold)", cold("torch"))
-    row(table, "load_inline, split (cold, no pch)", cold("split"))
+    if not args.skip_split:
+        row(table, "load_inline, split (cold, no pch)", cold("split"))
 
     from kernelproof.build import pch
 

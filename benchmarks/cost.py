@@ -6,14 +6,18 @@ phase times, so the cost is read by part. Target (issue): <= 20 s with warm work
 
     python benchmarks/cost.py                 # on the GPU machine
     python benchmarks/cost.py --device cpu    # the same protocol on the CPU (interpreted Triton)
+    python benchmarks/cost.py --profile       # and, for the last (warm) run, where the time went
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import time
 
 from _common import ROOT, table, write_json
+from _profile import Profile
 
 from kernelproof.api import evaluate
 from kernelproof.options import EvalOptions
@@ -31,14 +35,27 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--task", default="level1/09_gelu.py", help="a suite task with an example solution")
+    ap.add_argument("--profile", action="store_true", help="break the last run down by part")
     args = ap.parse_args()
     task = ROOT / "suite" / args.task
     sol = ROOT / "examples" / args.task
     options = EvalOptions(device=args.device, db="")  # the defaults, as `kernelproof eval` uses them
     rows, docs = [], []
+    prof = None
     for label in LABELS:
+        if args.profile and label == LABELS[-1]:
+            prof = Profile()
         t0 = time.perf_counter()
-        v = evaluate(task, sol, options)
+        if prof is not None:
+            cprof = cProfile.Profile()
+            with prof:
+                cprof.enable()
+                try:
+                    v = evaluate(task, sol, options)
+                finally:
+                    cprof.disable()
+        else:
+            v = evaluate(task, sol, options)
         wall = time.perf_counter() - t0
         phases = dict(v.environment.get("phases", {}))
         parts, last = [], 0.0
@@ -50,6 +67,12 @@ def main() -> None:
         docs.append({"run": label, "wall_s": wall, "verdict": v.verdict.value, "phases": phases})
         print("row:", "  ".join(rows[-1]), flush=True)
     print(table(rows, ["evaluation", "wall s", "verdict", "cases", "by phase (s)"]))
+    if prof is not None:
+        print(f"\n{LABELS[-1]}, by part (inclusive seconds; requests include the worker's work):")
+        print(table(prof.rows(), ["part", "calls", "s", "MB on the wire"]))
+        docs[-1]["profile"] = prof.as_dict()
+        print("\nthe parent's own time (cProfile, the evaluating thread; top 15 by own time):")
+        pstats.Stats(cprof).sort_stats("tottime").print_stats(15)
     write_json("cost.json", docs)
 
 

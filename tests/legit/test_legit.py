@@ -51,6 +51,7 @@ CASES = (
     L("mse_loss_scalar", TASKS / "mse_loss.py"),
     L("gelu_libdevice", TASKS / "gelu_tanh.py"),
     L("gelu_libdevice", TASKS / "gelu_tanh.py", device="cuda", timing=True),
+    L("scale_shift_inplace", TASKS / "scale_shift_inplace.py", device="cuda", timing=True),
 )
 
 
