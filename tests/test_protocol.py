@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import array
+import json
+import os
 import socket
 import struct
 
@@ -66,3 +69,102 @@ def test_zero_dimensional_tensors_cross_the_wire():
     protocol.send(a, {}, [torch.tensor(7, dtype=torch.int64), torch.tensor(2.5)])
     _, (i, f) = protocol.recv(b)
     assert i.shape == () and int(i) == 7 and float(f) == 2.5
+
+
+# -- bulk tensors: sealed memfds passed with the frame -------------------------------------------
+
+needs_bulk = pytest.mark.skipif(not protocol.BULK_AVAILABLE, reason="memfd with seals is Linux-only")
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _send_frame_with_fds(sock, metas, fds) -> None:
+    head = json.dumps({"_tensors": metas}).encode()
+    frame = protocol.MAGIC + struct.pack("<Q", len(head)) + head
+    sock.sendmsg([frame], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+
+
+@needs_bulk
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_large_tensors_travel_as_sealed_files_and_arrive_bit_exact(dtype):
+    a, b = _pair()
+    big = (torch.randn(1024, 1024) * 100).to(dtype)  # >= BULK_MIN_BYTES for every dtype here
+    small = torch.arange(5)
+    before = _open_fds()
+    protocol.send(a, {"op": "x"}, [big, small, big.t()])  # a transposed view is sent contiguous
+    header, (got, got_small, got_t) = protocol.recv(b)
+    assert header == {"op": "x"}
+    assert got.dtype == dtype and torch.equal(got, big)
+    assert torch.equal(got_small, small) and torch.equal(got_t, big.t())
+    assert _open_fds() == before  # no descriptor left open on either side
+
+
+@needs_bulk
+def test_a_sealed_file_cannot_be_written_or_shrunk_after_it_is_sent():
+    fd = protocol.write_sealed(torch.ones(1 << 18))
+    try:
+        with pytest.raises(PermissionError):
+            os.write(fd, b"\0" * 8)
+        with pytest.raises(PermissionError):
+            os.ftruncate(fd, 16)
+    finally:
+        os.close(fd)
+
+
+@needs_bulk
+def test_an_unsealed_file_is_refused():
+    a, b = _pair()
+    fd = os.memfd_create("plain", os.MFD_CLOEXEC)
+    os.ftruncate(fd, 1 << 20)
+    _send_frame_with_fds(a, [{"dtype": "float32", "shape": [1 << 18], "nbytes": 1 << 20, "fd": True}], [fd])
+    os.close(fd)
+    before = _open_fds()
+    with pytest.raises(protocol.ProtocolError, match="not sealed"):
+        protocol.recv(b)
+    assert _open_fds() <= before  # the received descriptor was closed
+
+
+@needs_bulk
+def test_a_file_of_another_size_than_declared_is_refused():
+    a, b = _pair()
+    fd = protocol.write_sealed(torch.zeros(1 << 18))  # 1 MiB
+    _send_frame_with_fds(a, [{"dtype": "float32", "shape": [1 << 19], "nbytes": 1 << 21, "fd": True}], [fd])
+    os.close(fd)
+    with pytest.raises(protocol.ProtocolError, match="regular file of"):
+        protocol.recv(b)
+
+
+@needs_bulk
+def test_descriptors_that_the_header_does_not_name_are_refused():
+    a, b = _pair()
+    fd = protocol.write_sealed(torch.zeros(1 << 18))
+    _send_frame_with_fds(a, [], [fd])
+    os.close(fd)
+    before = _open_fds()
+    with pytest.raises(protocol.ProtocolError, match="bulk tensors"):
+        protocol.recv(b)
+    assert _open_fds() <= before
+
+
+def test_a_header_naming_a_bulk_tensor_that_never_came_is_refused():
+    a, b = _pair()
+    head = json.dumps({"_tensors": [{"dtype": "float32", "shape": [4], "nbytes": 16, "fd": True}]}).encode()
+    a.sendall(protocol.MAGIC + struct.pack("<Q", len(head)) + head)
+    with pytest.raises(protocol.ProtocolError, match="bulk tensors"):
+        protocol.recv(b)
+
+
+def test_a_tcp_socket_sends_large_tensors_inline():
+    server = socket.create_server(("127.0.0.1", 0))
+    a = socket.create_connection(server.getsockname())
+    b, _ = server.accept()
+    a.settimeout(5)
+    b.settimeout(5)
+    t = torch.randn(1 << 18)
+    protocol.send(a, {}, [t])
+    _, (got,) = protocol.recv(b)
+    assert torch.equal(got, t)
+    for s in (a, b, server):
+        s.close()
