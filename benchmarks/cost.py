@@ -71,6 +71,12 @@ def main() -> None:
         print(f"\n{LABELS[-1]}, by part (inclusive seconds; requests include the worker's work):")
         print(table(prof.rows(), ["part", "calls", "s", "MB on the wire"]))
         docs[-1]["profile"] = prof.as_dict()
+        for shape in v.timing.shapes if v.timing else ():
+            print(
+                f"\ntiming harness per call, shape {shape.shape!r} ({shape.rounds} rounds; ms, median over batches):"
+            )
+            for program, parts in shape.overhead_ms.items():
+                print(f"  {program:10s} " + ", ".join(f"{k} {x:.3f}" for k, x in parts.items()))
         print("\nthe parent's own time (cProfile, the evaluating thread; top 15 by own time):")
         pstats.Stats(cprof).sort_stats("tottime").print_stats(15)
     write_json("cost.json", docs)
