@@ -23,6 +23,7 @@ from kernelproof.options import EvalOptions, normalize_baselines
 from kernelproof.phases.common import device_name
 from kernelproof.pipeline import evaluate_pair
 from kernelproof.source import this_source
+from kernelproof.store import served
 from kernelproof.verdict import Verdict
 
 PathLike = str | Path
@@ -105,16 +106,10 @@ def _to_build(items: list[tuple[str, str]], options: EvalOptions, device: str) -
     for task, sol in items:
         if not (Path(task).is_file() and Path(sol).is_file()):
             continue
-        if store is not None and _served(store, evaluation_key(task, sol, options, device)) is not None:
+        if store is not None and served(store, evaluation_key(task, sol, options, device)) is not None:
             continue
         out.append(sol)
     return out
-
-
-def _served(store, key: str) -> Verdict | None:
-    """The stored verdict this evaluation would be answered with (a harness error is run again)."""
-    stored = store.get(key)
-    return stored if stored is not None and "internal_error" not in stored.codes else None
 
 
 def _checked(options: EvalOptions | None) -> EvalOptions:
@@ -137,7 +132,7 @@ def _evaluate_on(task: str, solution: str, options: EvalOptions, device: str, po
     store = _open_store(options)
     key = evaluation_key(task, solution, options, device)
     if store is not None and not options.fresh:
-        cached = _served(store, key)
+        cached = served(store, key)
         if cached is not None:
             return cached
     # A CUDA or native solution is built before the GPU is taken: its compile (tens of seconds)

@@ -43,6 +43,16 @@ CREATE INDEX IF NOT EXISTS verdicts_task ON verdicts(task_sha256);
 BUSY_TIMEOUT_MS = 60_000  # concurrent writers wait up to a minute rather than fail
 
 
+def served(store: Any, key: str) -> Verdict | None:
+    """The stored verdict an evaluation with this key is answered with: any but a harness error.
+
+    An ``internal_error`` says kernelproof failed, not the solution; it is stored (nothing is lost)
+    but evaluated again on the next request. One rule for every executor.
+    """
+    stored = store.get(key)
+    return stored if stored is not None and "internal_error" not in stored.codes else None
+
+
 def default_db_path() -> str:
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return os.path.join(base, "kernelproof", "results.sqlite")

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from kernelproof.options import EvalOptions
 from kernelproof.source import this_source
+from kernelproof.store import served
 from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode, Verdict, from_json
 
 RAY_HINT = 'the Ray executor needs Ray: pip install "kernelproof[ray]"'
@@ -128,7 +129,7 @@ def _run(
             job = next(jobs, None)
             if job is None:
                 return
-            cached = store.get(job.key) if store is not None and not options.fresh else None
+            cached = served(store, job.key) if store is not None and not options.fresh else None
             if cached is not None:
                 stored.append(_restore_paths(cached, job))
             else:

@@ -7,6 +7,7 @@ real verdicts; the last test runs the real evaluator when it exists.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import sys
@@ -180,6 +181,26 @@ def test_a_rerun_evaluates_only_what_the_store_lacks_unless_fresh(tmp_path):
     assert len(again) == 3 and len(list(calls.iterdir())) == 3  # the interrupted batch resumes
     list(evaluate_many_ray(pairs[:1], EvalOptions(device="cpu", fresh=True), store=store, evaluate=counted))
     assert len(list(calls.iterdir())) == 4
+
+
+def test_a_stored_harness_error_is_evaluated_again_as_the_local_executor_does(tmp_path):
+    calls = tmp_path / "calls"
+    calls.mkdir()
+
+    def counted(task, solution, options):
+        (calls / f"{task.name}-{time.time_ns()}").write_text("")
+        return node_verdict(task, solution, options)
+
+    store, pairs = MemoryStore(), make_pairs(tmp_path, 2)
+    list(evaluate_many_ray(pairs, EvalOptions(device="cpu"), store=store, evaluate=counted))
+    key = next(k for k, v in store.rows.items() if v.task.path.endswith("task0.py"))
+    failed = store.rows[key]
+    store.rows[key] = dataclasses.replace(
+        failed, verdict=Outcome.ERROR, reasons=(Reason(ReasonCode.INTERNAL_ERROR, "kernelproof failed"),)
+    )
+    again = list(evaluate_many_ray(pairs, EvalOptions(device="cpu"), store=store, evaluate=counted))
+    assert all(v.passed for v in again)  # the harness error was not served
+    assert sorted(p.name.split("-")[0] for p in calls.iterdir()) == ["task0.py", "task0.py", "task1.py"]
 
 
 def test_an_exception_from_the_evaluator_is_a_harness_bug_and_propagates(tmp_path):
