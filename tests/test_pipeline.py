@@ -15,6 +15,7 @@ import torch
 
 from kernelproof.api import evaluate
 from kernelproof.options import EvalOptions
+from kernelproof.worker import protocol
 
 DATA = Path(__file__).parent / "data"
 TASK = str(DATA / "tasks" / "scale_relu.py")
@@ -202,3 +203,54 @@ def test_an_in_place_declaration_that_disagrees_with_the_reference_is_flagged(tm
 
     declared = evaluate(INPLACE_TASK, INPLACE_TASK.replace("tasks", "solutions"), FAST)
     assert declared.passed and not any(f.startswith("inplace_") for f in declared.flags), declared.flags
+
+
+BIG_TASK = """
+import torch
+import torch.nn as nn
+
+rows = 512
+cols = 1024  # 2 MiB per tensor: above the wire's bulk threshold
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x) * 2.0
+
+
+def get_inputs():
+    return [torch.randn(rows, cols)]
+
+
+def get_init_inputs():
+    return []
+
+
+KERNELPROOF = {"variants": {"odd": {"rows": 513, "cols": 1023}}, "cpu": ["default", "odd"]}
+"""
+BIG_SOLUTION = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.relu(x) * 2.0{extra}
+"""
+
+
+@pytest.mark.skipif(not protocol.BULK_AVAILABLE, reason="memfd with seals is Linux-only")
+def test_large_tensors_cross_as_sealed_files_and_are_judged_like_any_other(tmp_path, monkeypatch):
+    task = tmp_path / "big.py"
+    task.write_text(BIG_TASK)
+    good, bad = tmp_path / "good.py", tmp_path / "bad.py"
+    good.write_text(BIG_SOLUTION.format(extra=""))
+    bad.write_text(BIG_SOLUTION.format(extra=" + (x > 3).float()"))  # wrong only in the tail
+    read = []
+    real = protocol.read_sealed
+    monkeypatch.setattr(protocol, "read_sealed", lambda fd, meta: read.append(meta) or real(fd, meta))
+    v = evaluate(str(task), str(good), FAST)
+    assert v.passed, v.reasons
+    assert read and all(m["nbytes"] >= protocol.BULK_MIN_BYTES for m in read)  # outputs came as files
+    v = evaluate(str(task), str(bad), FAST)
+    assert "mismatch" in v.codes, v.reasons
