@@ -225,6 +225,12 @@ def main() -> None:
         "--build-cache", default=None, help="build cache (default: a fresh one, every build cold)"
     )
     ap.add_argument(
+        "--max-seconds",
+        type=float,
+        default=0.0,
+        help="stop taking new candidates after this long and report what finished (0: run all)",
+    )
+    ap.add_argument(
         "--dry-run", action="store_true", help="write the candidates, print the plan, evaluate nothing"
     )
     args = ap.parse_args()
@@ -277,7 +283,7 @@ def main() -> None:
         gpus = [int(d.split(":")[1]) for d in devices if d.startswith("cuda")]
         sampler = IdleSampler(gpus) if gpus else None
         verdicts = []
-        t0 = time.perf_counter()
+        t0 = last = time.perf_counter()
         with sampler or _Nothing():
             for v in evaluate_many([(c.task, c.path) for c in candidates], opts, pool=pool):
                 verdicts.append(v)
@@ -285,9 +291,17 @@ def main() -> None:
                 b = v.build
                 how = "" if b is None else (" build cached" if b.cached else f" build {b.build_s:.1f}s")
                 print(
-                    f"[{len(verdicts)}/{len(candidates)}] {v.verdict.value:4s} {codes:18s} {v.elapsed_s:6.1f}s{how}  {v.solution.path}"
+                    f"[{len(verdicts)}/{len(candidates)}] {v.verdict.value:4s} {codes:18s} {v.elapsed_s:6.1f}s{how}  {v.solution.path}",
+                    flush=True,
                 )
-        wall_s = time.perf_counter() - t0
+                last = time.perf_counter()  # the figures count up to the last verdict received
+                if args.max_seconds and last - t0 > args.max_seconds:
+                    break  # the pool is closed below; unfinished builds and candidates are dropped
+        wall_s = last - t0
+        if len(verdicts) < len(candidates):
+            print(
+                f"stopped after {wall_s:.0f} s (--max-seconds): {len(verdicts)} of {len(candidates)} evaluated"
+            )
     finally:
         pool.close()
         shutil.rmtree(work, ignore_errors=True)
@@ -296,6 +310,8 @@ def main() -> None:
     rows, docs = [], []
     for kind in kinds:
         vs = [v for v in verdicts if expected[v.solution.path].kind == kind]
+        if not vs:
+            continue
         ok = sum(_as_expected(v, expected[v.solution.path].expect) for v in vs)
         rows.append(
             [kind, str(len(vs)), f"{ok}/{len(vs)}", f"{statistics.median(v.elapsed_s for v in vs):.1f}"]
@@ -313,6 +329,7 @@ def main() -> None:
     )
     summary = {
         "candidates": len(verdicts),
+        "planned": len(candidates),
         "tasks": len({v.task.path for v in verdicts}),
         "devices": devices,
         "wall_s": wall_s,
