@@ -27,6 +27,7 @@ PHASES = (  # the verdict's phase marks, in order, and what the time up to each 
     ("setup_s", "setup"),
     ("worker_ready_s", "worker"),
     ("correctness_done_s", "correctness"),
+    ("settled_s", "settle"),  # waiting for workers still starting on the GPU, before timing
     ("timing_done_s", "timing"),
 )
 

@@ -197,6 +197,8 @@ def evaluate_pair(
             prepare = build_phase.preparer(pending, built, options.timeout_s) if pending and built else None
             run_sanitizer(task, contexts, cases, options, st, device, solution_path, prepare)
         if not st.reasons and not options.correctness_only:
+            workers.settle(device)  # no worker of ours still starting on the GPU while it is timed
+            phases["settled_s"] = time.monotonic() - started
             timing, speedup, roof, coverage = run_timing(
                 task, contexts, timed, cand, staged, options, rng, st, device, workers, sol
             )

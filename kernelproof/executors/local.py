@@ -75,6 +75,7 @@ class LocalPool(WorkerSource):
         self.locks: dict[str, threading.Lock] = {}
         self._builders: dict[tuple, BuilderPool] = {}
         self._pending: dict[tuple, PendingBuild] = {}  # builds submitted ahead of their evaluation
+        self._spawning: dict[str, list[threading.Thread]] = {}  # device -> spare starts under way
 
     def device_lock(self, device: str) -> threading.Lock:
         with self._lock:
@@ -91,8 +92,30 @@ class LocalPool(WorkerSource):
                 baseline = timed and ("baseline", device) not in self._spare
             roles = ["candidate"] + (["baseline"] if baseline else [])
             for role in roles:
-                threading.Thread(target=self._spawn_spare, args=(role, device), daemon=True).start()
+                t = threading.Thread(target=self._spawn_spare, args=(role, device), daemon=True)
+                with self._lock:
+                    self._spawning.setdefault(device, []).append(t)
+                t.start()
         return w
+
+    def settle(self, device: str) -> None:
+        """Return once no worker is starting on this device: called before timing.
+
+        A spare's start (torch's import, CUDA's initialisation, a context on the GPU) runs while an
+        evaluation sets up and checks correctness; when those were quicker than the start, it would
+        still be running when the rounds begin. Waiting here keeps it out of every timed window.
+        """
+        with self._lock:
+            threads = self._spawning.pop(device, [])
+        for t in threads:
+            t.join()
+        with self._lock:
+            spares = [w for (_, d), w in self._spare.items() if d == device]
+        for w in spares:
+            try:
+                w.wait_ready()
+            except Exception:  # noqa: BLE001 - a spare that did not start is replaced when taken
+                pass
 
     def _take(self, role: str, device: str) -> WorkerProcess:
         """The started worker waiting for this role and device (its interpreter, torch and CUDA

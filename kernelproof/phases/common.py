@@ -39,6 +39,9 @@ class WorkerSource:
     def discard_baseline(self, key: tuple) -> None:
         raise NotImplementedError
 
+    def settle(self, device: str) -> None:
+        """Return once no worker of this source is starting on the device (before timing)."""
+
     def build(
         self, solution_path: str, sha256: str, device: str, options: EvalOptions
     ) -> PendingBuild | None:

@@ -40,3 +40,50 @@ def test_an_evaluation_that_times_nothing_starts_no_baseline_worker():
         assert ("baseline", "cpu") not in pool._spare
     finally:
         pool.close()
+
+
+def test_settle_returns_only_when_every_spare_on_the_device_has_started():
+    pool = LocalPool()
+    try:
+        pool.candidate("cpu").close()  # starts a candidate and a baseline spare in the background
+        pool.settle("cpu")
+        spares = [w for (_, d), w in pool._spare.items() if d == "cpu"]
+        assert {r for r, _ in pool._spare} == {"candidate", "baseline"}
+        assert all(w.hello is not None for w in spares)  # each said hello: torch imported, CUDA up
+        pool.settle("cpu")  # nothing starting: returns at once
+    finally:
+        pool.close()
+
+
+def test_timing_waits_for_the_pools_starting_workers(monkeypatch):
+    """The evaluation settles the device after correctness and before the first timed request."""
+    from kernelproof.api import evaluate
+    from kernelproof.executors import process
+    from kernelproof.options import EvalOptions
+
+    events = []
+    request = process.WorkerProcess.request
+    monkeypatch.setattr(
+        process.WorkerProcess,
+        "request",
+        lambda self, header, *a, **k: events.append(header.get("op")) or request(self, header, *a, **k),
+    )
+    settle = LocalPool.settle
+    monkeypatch.setattr(
+        LocalPool, "settle", lambda self, device: events.append("settle") or settle(self, device)
+    )
+    pool = LocalPool()
+    try:
+        opts = EvalOptions(
+            device="cpu", db="", seeds_per_case=1, time_budget_s=0.5, max_rounds=2, min_rounds=2
+        )
+        v = evaluate(
+            "tests/data/tasks/scale_relu.py", "tests/data/solutions/scale_relu_triton.py", opts, pool=pool
+        )
+    finally:
+        pool.close()
+    assert v.passed, v.reasons
+    assert events.count("settle") == 1
+    first_time = events.index("time")
+    assert events.index("settle") < first_time and "run" in events[: events.index("settle")]
+    assert "settled_s" in v.environment["phases"]
