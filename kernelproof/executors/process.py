@@ -90,6 +90,8 @@ class WorkerProcess:
         ]
         for p in spec.deny_read:
             cmd += ["--deny-read", p]
+        if spec.wrapper:  # compute-sanitizer: the worker leaves CUPTI to the tool
+            cmd.append("--no-profiler-warmup")
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             cmd,
