@@ -600,10 +600,12 @@ def _decode_args(spec: list[dict[str, Any]], tensors: list[torch.Tensor]) -> lis
 def warm_profiler() -> float | None:
     """One empty profiler session with CUDA activity, before the worker says hello.
 
-    The first session in a process initialises CUPTI and Kineto, which took seconds on the H200
-    (the candidate's first batch of timed calls was most of a 7 s timing phase). A worker starts
-    while an earlier evaluation sets up and checks correctness, and timing waits until it has
-    said hello, so this cost leaves the critical path and stays out of every timed window.
+    The first session in a process initialises CUPTI and Kineto. In an H200 profile the twelve
+    timing requests of one evaluation took 6.8 s, while a round's batch costs tens of milliseconds
+    (the verdicts' overhead record): nearly all of it was the two warm-up batches, each its
+    process's first profiler session. A worker starts while an earlier evaluation sets up and
+    checks correctness, and timing waits until it has said hello, so this cost leaves the critical
+    path and every timed window. The hello reports what it took (``profiler_warm_s``).
     """
     t0 = time.perf_counter()
     try:
