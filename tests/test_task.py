@@ -99,3 +99,14 @@ def test_auto_variants_perturb_size_constants_and_keep_derived_ones_consistent()
     half = instantiate(task2, "auto_half").constants()
     assert (odd["batch_size"], odd["features"]) == (7, 31)
     assert (half["batch_size"], half["features"]) == (5, 17)
+
+
+def test_the_setup_probe_uses_a_small_shape_where_the_task_has_one():
+    from kernelproof.pipeline import probe_variant
+    from kernelproof.task import load_task, variants_for
+
+    gelu = load_task("suite/level1/09_gelu.py")  # timed at 12288 x 16384; small and odd for the CPU
+    assert variants_for(gelu, "cuda")[0] == "default"
+    assert probe_variant(gelu, variants_for(gelu, "cuda")) == "small"
+    assert probe_variant(gelu, variants_for(gelu, "cpu")) == "small"
+    assert probe_variant(gelu, ("default",)) == "default"  # only the timed shape: that one
