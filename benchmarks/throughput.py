@@ -225,10 +225,13 @@ def main() -> None:
         "--build-cache", default=None, help="build cache (default: a fresh one, every build cold)"
     )
     ap.add_argument(
+        "--passes", type=int, default=1, help="2: the batch again, its builds now in the cache (warm)"
+    )
+    ap.add_argument(
         "--max-seconds",
         type=float,
         default=0.0,
-        help="stop taking new candidates after this long and report what finished (0: run all)",
+        help="per pass: stop after this long and report what finished (0: run all)",
     )
     ap.add_argument(
         "--dry-run", action="store_true", help="write the candidates, print the plan, evaluate nothing"
@@ -269,7 +272,9 @@ def main() -> None:
         correctness_only=False,
     )
     devices = resolve_devices(args.device)
+    gpus = [int(d.split(":")[1]) for d in devices if d.startswith("cuda")]
     pool = LocalPool()
+    passes = []
     try:
         t0 = time.perf_counter()
         warm = candidates[0]
@@ -280,34 +285,54 @@ def main() -> None:
             t0 = time.perf_counter()
             pool.builder_pool(devices[0], opts).warm_pch()
             pch_s = time.perf_counter() - t0
-        gpus = [int(d.split(":")[1]) for d in devices if d.startswith("cuda")]
-        sampler = IdleSampler(gpus) if gpus else None
-        verdicts = []
-        t0 = last = time.perf_counter()
-        with sampler or _Nothing():
-            for v in evaluate_many([(c.task, c.path) for c in candidates], opts, pool=pool):
-                verdicts.append(v)
-                codes = ",".join(v.codes) or "-"
-                b = v.build
-                how = "" if b is None else (" build cached" if b.cached else f" build {b.build_s:.1f}s")
-                print(
-                    f"[{len(verdicts)}/{len(candidates)}] {v.verdict.value:4s} {codes:18s} {v.elapsed_s:6.1f}s{how}  {v.solution.path}",
-                    flush=True,
-                )
-                last = time.perf_counter()  # the figures count up to the last verdict received
-                if args.max_seconds and last - t0 > args.max_seconds:
-                    break  # the pool is closed below; unfinished builds and candidates are dropped
-        wall_s = last - t0
-        if len(verdicts) < len(candidates):
-            print(
-                f"stopped after {wall_s:.0f} s (--max-seconds): {len(verdicts)} of {len(candidates)} evaluated"
-            )
+        for k in range(args.passes):
+            # Pass 1 builds every candidate cold; later passes find the same sources in the cache.
+            name = "cold builds" if k == 0 else "warm caches"
+            print(f"== pass {k + 1}: {name}", flush=True)
+            verdicts, wall_s, idle, note = run_pass(candidates, opts, pool, gpus, args.max_seconds)
+            passes.append((name, verdicts, wall_s, idle, note))
     finally:
         pool.close()
         shutil.rmtree(work, ignore_errors=True)
 
+    doc = {"devices": devices, "warmup_s": warm_s, "pch_s": pch_s, "passes": []}
+    for name, verdicts, wall_s, idle, note in passes:
+        print(f"\n== {name}")
+        doc["passes"].append(report(name, candidates, kinds, verdicts, wall_s, idle, note, len(gpus)))
+    print(f"\nwarm-up {warm_s:.1f} s, precompiled headers {pch_s:.1f} s (once; not in the figures)")
+    write_json("throughput.json", doc)
+
+
+def run_pass(candidates, opts, pool, gpus: list[int], max_seconds: float):
+    """Every candidate through one evaluate_many; (verdicts, wall s, GPU idle fraction, its note)."""
+    sampler = IdleSampler(gpus) if gpus else None
+    verdicts = []
+    t0 = last = time.perf_counter()
+    with sampler or _Nothing():
+        for v in evaluate_many([(c.task, c.path) for c in candidates], opts, pool=pool):
+            verdicts.append(v)
+            codes = ",".join(v.codes) or "-"
+            b = v.build
+            how = "" if b is None else (" build cached" if b.cached else f" build {b.build_s:.1f}s")
+            print(
+                f"[{len(verdicts)}/{len(candidates)}] {v.verdict.value:4s} {codes:18s} {v.elapsed_s:6.1f}s{how}  {v.solution.path}",
+                flush=True,
+            )
+            last = time.perf_counter()  # the figures count up to the last verdict received
+            if max_seconds and last - t0 > max_seconds:
+                break  # unfinished builds and candidates are dropped
+    wall_s = last - t0
+    if len(verdicts) < len(candidates):
+        print(f"stopped after {wall_s:.0f} s (--max-seconds): {len(verdicts)} of {len(candidates)} evaluated")
+    idle = sampler.idle_fraction() if sampler else None
+    note = sampler.note if sampler and sampler.note else ("" if gpus else "not measured (no GPU)")
+    return verdicts, wall_s, idle, note
+
+
+def report(name, candidates, kinds, verdicts, wall_s, idle, note, n_gpus: int) -> dict:
+    """Print one pass's figures; return them with every evaluation, for the JSON."""
     expected = {str(c.path): c for c in candidates}
-    rows, docs = [], []
+    rows = []
     for kind in kinds:
         vs = [v for v in verdicts if expected[v.solution.path].kind == kind]
         if not vs:
@@ -319,19 +344,13 @@ def main() -> None:
     print(table(rows, ["kind", "n", "as expected", "median eval s"]))
     builds = [v.build for v in verdicts if v.build is not None]
     cold = [b.build_s for b in builds if not b.cached]
-    n_gpu = max(1, len(gpus))
-    per_gpu_hour = len(verdicts) / (wall_s / 3600.0) / n_gpu
-    idle = sampler.idle_fraction() if sampler else None
-    idle_text = (
-        f"{idle:.1%}"
-        if idle is not None
-        else (sampler.note if sampler and sampler.note else "not measured (no GPU)")
-    )
+    per_gpu_hour = len(verdicts) / (wall_s / 3600.0) / max(1, n_gpus) if wall_s > 0 else None
+    idle_text = f"{idle:.1%}" if idle is not None else note
     summary = {
+        "pass": name,
         "candidates": len(verdicts),
         "planned": len(candidates),
         "tasks": len({v.task.path for v in verdicts}),
-        "devices": devices,
         "wall_s": wall_s,
         "evaluations_per_gpu_hour": per_gpu_hour,
         "median_evaluation_s": statistics.median(v.elapsed_s for v in verdicts) if verdicts else None,
@@ -341,40 +360,37 @@ def main() -> None:
         "build_wait_s": sum(b.wait_s for b in builds),
         "gpu_idle_fraction": idle,
         "gpu_idle_note": "" if idle is not None else idle_text,
-        "warmup_s": warm_s,
-        "pch_s": pch_s,
     }
+    unit = "GPU-hour" if n_gpus else "device-hour (CPU, interpreted)"
     print(
-        f"{len(verdicts)} evaluations in {wall_s:.0f} s on {n_gpu} device(s): "
-        f"{per_gpu_hour:.0f} evaluations per {'GPU-hour' if gpus else 'device-hour (CPU, interpreted)'}"
+        f"{len(verdicts)} evaluations in {wall_s:.0f} s on {max(1, n_gpus)} device(s): "
+        f"{_fmt(per_gpu_hour, 0)} evaluations per {unit}"
     )
     print(
         f"median evaluation {_fmt(summary['median_evaluation_s'])} s; median cold build {_fmt(summary['median_cold_build_s'])} s "
         f"({len(cold)} cold, {summary['cache_hits']} cache hits); evaluations waited {summary['build_wait_s']:.1f} s for builds"
     )
-    print(
-        f"GPU idle fraction: {idle_text}; warm-up {warm_s:.1f} s, precompiled headers {pch_s:.1f} s (not in the figures)"
-    )
-    for v in verdicts:
-        docs.append(
-            {
-                "solution": v.solution.path,
-                "kind": expected[v.solution.path].kind,
-                "verdict": v.verdict.value,
-                "codes": v.codes,
-                "elapsed_s": v.elapsed_s,
-                "build": None if v.build is None else v.build.__dict__,
-            }
-        )
-    write_json("throughput.json", {"summary": summary, "evaluations": docs})
+    print(f"GPU idle fraction: {idle_text}")
+    evaluations = [
+        {
+            "solution": v.solution.path,
+            "kind": expected[v.solution.path].kind,
+            "verdict": v.verdict.value,
+            "codes": v.codes,
+            "elapsed_s": v.elapsed_s,
+            "build": None if v.build is None else v.build.__dict__,
+        }
+        for v in verdicts
+    ]
+    return {"summary": summary, "evaluations": evaluations}
 
 
 def _as_expected(v, expect: str) -> bool:
     return v.passed if expect == "pass" else expect in v.codes
 
 
-def _fmt(x: float | None) -> str:
-    return "-" if x is None else f"{x:.1f}"
+def _fmt(x: float | None, digits: int = 1) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
 
 
 class _Nothing:
