@@ -167,7 +167,8 @@ def test_keeps_partial_results_when_an_evaluation_keeps_dying(tmp_path):
     assert sorted(Path(d["task"]["path"]).name for d in docs) == ["task1.py", "task2.py"]
 
 
-def test_a_rerun_evaluates_only_what_the_store_lacks_unless_fresh(tmp_path):
+def counting_evaluator(tmp_path: Path):
+    """An evaluator that leaves one file per call in ``calls`` (the nodes share this filesystem)."""
     calls = tmp_path / "calls"
     calls.mkdir()
 
@@ -175,6 +176,11 @@ def test_a_rerun_evaluates_only_what_the_store_lacks_unless_fresh(tmp_path):
         (calls / f"{task.name}-{time.time_ns()}").write_text("")
         return node_verdict(task, solution, options)
 
+    return counted, calls
+
+
+def test_a_rerun_evaluates_only_what_the_store_lacks_unless_fresh(tmp_path):
+    counted, calls = counting_evaluator(tmp_path)
     store, pairs = MemoryStore(), make_pairs(tmp_path, 3)
     list(evaluate_many_ray(pairs[:2], EvalOptions(device="cpu"), store=store, evaluate=counted))
     again = list(evaluate_many_ray(pairs, EvalOptions(device="cpu"), store=store, evaluate=counted))
@@ -184,13 +190,7 @@ def test_a_rerun_evaluates_only_what_the_store_lacks_unless_fresh(tmp_path):
 
 
 def test_a_stored_harness_error_is_evaluated_again_as_the_local_executor_does(tmp_path):
-    calls = tmp_path / "calls"
-    calls.mkdir()
-
-    def counted(task, solution, options):
-        (calls / f"{task.name}-{time.time_ns()}").write_text("")
-        return node_verdict(task, solution, options)
-
+    counted, calls = counting_evaluator(tmp_path)
     store, pairs = MemoryStore(), make_pairs(tmp_path, 2)
     list(evaluate_many_ray(pairs, EvalOptions(device="cpu"), store=store, evaluate=counted))
     key = next(k for k, v in store.rows.items() if v.task.path.endswith("task0.py"))
