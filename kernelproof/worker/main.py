@@ -27,8 +27,12 @@ from kernelproof.inputs import (
     same_bits,
     timed_inputs,
 )
-from kernelproof.worker import guards, program, protocol
+from kernelproof.worker import guards, program, protocol, surface
 from kernelproof.worker.clock import CpuClock, CudaClock, kernels_of_call
+
+# Bound once: torch rebinds torch.manual_seed when torch._dynamo is first imported (a solution
+# that uses torch.compile), and every name the harness reads from a module is identity-checked.
+_manual_seed = torch.manual_seed
 
 CUDA_FAULTS = (
     "illegal memory access",
@@ -156,14 +160,16 @@ class Worker:
         init_args = _decode_args(h["init_args"], tensors)
         weights = tensors[h["weights_offset"] :]
         t0 = time.perf_counter()
-        torch.manual_seed(int(h.get("init_seed", 0)))
+        _manual_seed(int(h.get("init_seed", 0)))
         if self.role == "candidate":
             # Armed before the first line of candidate code runs (I1); it cannot be removed.
             if not self.armed:
                 deny = tuple(self.deny_read) + tuple(h.get("deny_read", ()))
                 self.switch = guards.install(guards.GuardConfig(self.solution_path, self.private_dir, deny))
                 # After install: the snapshot holds the thread-start wrappers the hook put in place.
-                self.integrity = guards.integrity_check(_harness_functions() + guards.thread_start_targets())
+                self.integrity = guards.integrity_check(
+                    _harness_functions() + guards.thread_start_targets() + surface.harness_references()
+                )
                 self.armed = True
             threads_before = self._thread_state()
             self.switch(True)

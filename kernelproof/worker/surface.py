@@ -1,0 +1,100 @@
+"""Every module-level name the worker's own code reaches, so that replacing one is caught.
+
+Python raises no audit event when a module attribute is assigned. Solution code could therefore
+rebind ``torch.where`` or ``kernelproof.inputs.torch`` and run its own code inside the harness:
+inside the fingerprint of a timed output, say, after the timed window has closed, where it could
+compute the real result of a call that did no work inside the window. The harness's functions are
+already checked by identity after every request; this widens that check to what they call.
+
+The names are read from the harness's source, not listed by hand: for every kernelproof module
+loaded in the worker, its own globals that are modules, classes, functions or dtypes, and every
+attribute chain its code reads from a module (``torch.cuda.synchronize``, ``np.frombuffer``) or
+imports inside a function (``from torch.profiler import profile``). Plain data (flags, counters,
+caches) is left out: it may change, and the flags have their own check.
+
+What it cannot see: a replacement that restores the original before the request ends. The check
+runs after each request, as for the harness's own functions; against that, the parent's hidden
+full re-check of timed outputs and its wall clock remain (docs/threat-model.md).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import sys
+import types
+
+import torch
+
+
+def harness_references(prefix: str = "kernelproof") -> list[tuple[object, str]]:
+    """(owner, attribute) pairs to snapshot, from the loaded modules whose name starts with ``prefix``."""
+    seen: set[tuple[int, str]] = set()
+    out: list[tuple[object, str]] = []
+
+    def add(owner: object, name: str) -> None:
+        key = (id(owner), name)
+        if key in seen or not _worth_checking(getattr(owner, name, None)):
+            return
+        seen.add(key)
+        out.append((owner, name))
+
+    for modname, module in sorted(sys.modules.items()):
+        if module is None or not (modname == prefix or modname.startswith(prefix + ".")):
+            continue
+        for name in vars(module):
+            if not name.startswith("__"):
+                add(module, name)
+        for owner, name in _read_from_modules(module):
+            add(owner, name)
+    return out
+
+
+def _worth_checking(value: object) -> bool:
+    return isinstance(value, (types.ModuleType, type, torch.dtype)) or callable(value)
+
+
+def _read_from_modules(module: types.ModuleType) -> list[tuple[object, str]]:
+    """Attribute chains the module's source reads from modules: ``a.b.c`` gives (a.b, "c") and (a, "b")."""
+    try:
+        tree = ast.parse(inspect.getsource(module))
+    except (OSError, TypeError, SyntaxError):
+        return []
+    names = vars(module)
+    # ``alias = mod.attr`` at module level is read once, at import: rebinding mod.attr later does
+    # not reach the harness (that is why it binds aliases), and the alias itself is a checked global.
+    aliases = {
+        id(sub)
+        for stmt in tree.body
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Attribute)
+        for sub in ast.walk(stmt.value)
+    }
+    found: list[tuple[object, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and id(node) not in aliases:
+            chain = _chain(node)
+            if chain and isinstance(names.get(chain[0]), types.ModuleType):
+                owner: object = names[chain[0]]
+                for part in chain[1:]:
+                    if not isinstance(owner, types.ModuleType) or not hasattr(owner, part):
+                        break
+                    found.append((owner, part))
+                    owner = getattr(owner, part)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            source = sys.modules.get(node.module)
+            if source is not None:
+                found += [(source, a.name) for a in node.names if hasattr(source, a.name)]
+    return found
+
+
+def _chain(node: ast.Attribute) -> list[str] | None:
+    """``torch.cuda.synchronize`` -> ["torch", "cuda", "synchronize"]; None for anything not a name chain."""
+    parts = []
+    cur: ast.AST = node
+    while isinstance(cur, ast.Attribute):
+        parts.append(cur.attr)
+        cur = cur.value
+    if not isinstance(cur, ast.Name):
+        return None
+    parts.append(cur.id)
+    return parts[::-1]
