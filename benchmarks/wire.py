@@ -24,9 +24,8 @@ from _common import table, write_json
 from kernelproof.worker import protocol
 
 
-def _peer(fd: int, mib: int, device: str) -> None:
+def _peer(sock: socket.socket, mib: int, device: str) -> None:
     """The worker's side: answer each request with the same device tensor (made once, not timed)."""
-    sock = socket.socket(fileno=fd)
     t = torch.randn(mib * 2**20 // 4, device=device)
     while True:
         try:
@@ -47,9 +46,11 @@ def main() -> None:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
-    a, b = socket.socketpair()  # forked before this process touches CUDA: the peer may start its own
-    peer = mp.get_context("fork").Process(target=_peer, args=(b.detach(), args.mib, args.device))
+    a, b = socket.socketpair()
+    # Spawned, not forked: torch.cuda.is_available() above has already initialised the driver here.
+    peer = mp.get_context("spawn").Process(target=_peer, args=(b, args.mib, args.device))
     peer.start()
+    b.close()
     a.settimeout(600)
     if args.device.startswith("cuda"):
         torch.zeros(1, device=args.device)  # the parent's CUDA context, outside the figures
