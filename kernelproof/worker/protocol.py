@@ -8,9 +8,9 @@ length and dtype against limits before it allocates anything.
 Frame: b"KP1" | u64 header length | header JSON | for each inline tensor: its bytes.
 
 Large tensors do not cross the socket: with a 768 MiB output going through it, a large case's
-request took about 3 s on the H200 host, most of the case's cost. Each one of BULK_MIN_BYTES or more is written into its
-own memfd, which the sender seals against every change (shrinking, growing, writing) before the
-file descriptor travels with the frame's first bytes (SCM_RIGHTS). The reader accepts only a
+request took about 3 s on the H200 host, most of the case's cost. Each tensor of BULK_MIN_BYTES
+or more is written into its own memfd, which the sender seals against every change (shrinking,
+growing, writing) before the file descriptor travels with the frame's first bytes (SCM_RIGHTS). The reader accepts only a
 regular file of exactly the declared size carrying those seals, so what it reads cannot change
 under it (no check-then-use race) and is the bytes the sender wrote. Platforms without memfd, and
 non-Unix sockets, send everything inline.
