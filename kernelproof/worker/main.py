@@ -609,9 +609,10 @@ def warm_profiler() -> float | None:
     The first session in a process initialises CUPTI and Kineto. In an H200 profile the twelve
     timing requests of one evaluation took 6.8 s, while a round's batch costs tens of milliseconds
     (other tasks' overhead records): so most of it was in the two warm-up batches, and the
-    candidate's was its fresh process's first profiler session. A worker starts while an earlier evaluation sets up and
-    checks correctness, and timing waits until it has said hello, so this cost leaves the critical
-    path and every timed window. The hello reports what it took (``profiler_warm_s``).
+    candidate's was its fresh process's first profiler session. A worker starts while an earlier
+    evaluation sets up and checks correctness, and timing waits until it has said hello, so this
+    cost leaves the critical path and every timed window. The hello reports what it took
+    (``profiler_warm_s``).
     """
     t0 = time.perf_counter()
     try:
