@@ -645,6 +645,7 @@ def main(argv: list[str] | None = None) -> int:
         import triton  # noqa: F401 - imported before the hook is armed, as any library
     except Exception:  # noqa: BLE001
         pass
+    surface.harness_references()  # parses the harness's source now, not when a candidate loads
     try:
         worker = Worker(sock, ns.role, ns.private_dir, tuple(ns.deny_read))
         worker.profiler_warm_s = warm_s

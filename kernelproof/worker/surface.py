@@ -56,11 +56,44 @@ def _worth_checking(value: object) -> bool:
 
 def _read_from_modules(module: types.ModuleType) -> list[tuple[object, str]]:
     """Attribute chains the module's source reads from modules: ``a.b.c`` gives (a.b, "c") and (a, "b")."""
+    chains, imports = _source_reads(module)
+    names = vars(module)
+    found: list[tuple[object, str]] = []
+    for chain in chains:
+        owner: object = names.get(chain[0])
+        if not isinstance(owner, types.ModuleType):
+            continue
+        for part in chain[1:]:
+            if not isinstance(owner, types.ModuleType) or not hasattr(owner, part):
+                break
+            found.append((owner, part))
+            owner = getattr(owner, part)
+    for modname, attrs in imports:
+        source = sys.modules.get(modname)
+        if source is not None:
+            found += [(source, a) for a in attrs if hasattr(source, a)]
+    return found
+
+
+_PARSED: dict[str, tuple[list[tuple[str, ...]], list[tuple[str, tuple[str, ...]]]]] = {}
+
+
+def _source_reads(
+    module: types.ModuleType,
+) -> tuple[list[tuple[str, ...]], list[tuple[str, tuple[str, ...]]]]:
+    """The module's name chains and ``from X import ...`` lines, parsed once per process.
+
+    Only the parse is kept (a worker warms it before it says hello, off the evaluation's path);
+    the chains are resolved against the live modules at every call.
+    """
+    key = getattr(module, "__file__", None) or module.__name__
+    if key in _PARSED:
+        return _PARSED[key]
     try:
         tree = ast.parse(inspect.getsource(module))
     except (OSError, TypeError, SyntaxError):
-        return []
-    names = vars(module)
+        _PARSED[key] = ([], [])
+        return _PARSED[key]
     # ``alias = mod.attr`` at module level is read once, at import: rebinding mod.attr later does
     # not reach the harness (that is why it binds aliases), and the alias itself is a checked global.
     aliases = {
@@ -69,22 +102,17 @@ def _read_from_modules(module: types.ModuleType) -> list[tuple[object, str]]:
         if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Attribute)
         for sub in ast.walk(stmt.value)
     }
-    found: list[tuple[object, str]] = []
+    chains: list[tuple[str, ...]] = []
+    imports: list[tuple[str, tuple[str, ...]]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and id(node) not in aliases:
             chain = _chain(node)
-            if chain and isinstance(names.get(chain[0]), types.ModuleType):
-                owner: object = names[chain[0]]
-                for part in chain[1:]:
-                    if not isinstance(owner, types.ModuleType) or not hasattr(owner, part):
-                        break
-                    found.append((owner, part))
-                    owner = getattr(owner, part)
+            if chain:
+                chains.append(tuple(chain))
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            source = sys.modules.get(node.module)
-            if source is not None:
-                found += [(source, a.name) for a in node.names if hasattr(source, a.name)]
-    return found
+            imports.append((node.module, tuple(a.name for a in node.names)))
+    _PARSED[key] = (list(dict.fromkeys(chains)), imports)
+    return _PARSED[key]
 
 
 def _chain(node: ast.Attribute) -> list[str] | None:
