@@ -262,17 +262,7 @@ torch::Tensor scale_relu_cuda(torch::Tensor x, torch::Tensor s, torch::Tensor b)
 """
 ext = load_inline(name="kp_pipeline_scale_relu", cpp_sources="torch::Tensor scale_relu_cuda(torch::Tensor x, torch::Tensor s, torch::Tensor b);",
                   cuda_sources=src, functions=["scale_relu_cuda"])
-
-
-class ModelNew(nn.Module):
-    def __init__(self, features):
-        super().__init__()
-        self.scale = nn.Parameter(torch.randn(features))
-        self.bias = nn.Parameter(torch.randn(features))
-
-    def forward(self, x):
-        return ext.scale_relu_cuda(x.contiguous(), self.scale, self.bias)
-'''
+''' + MODEL.format(forward="        return ext.scale_relu_cuda(x.contiguous(), self.scale, self.bias)")
 
 
 @pytest.mark.gpu
