@@ -44,7 +44,14 @@ POISON_BYTE = 0xFF  # NaN in every float format: unwritten output elements fail 
 
 
 class Worker:
-    def __init__(self, sock: socket.socket, role: str, private_dir: str, deny_read: tuple[str, ...]):
+    def __init__(
+        self,
+        sock: socket.socket,
+        role: str,
+        private_dir: str,
+        deny_read: tuple[str, ...],
+        profiler_warm_s: float | None = None,
+    ):
         self.sock = sock
         self.role = role
         self.private_dir = private_dir
@@ -64,7 +71,7 @@ class Worker:
         self.earlier_inputs: list[Any] = []  # the last case's first-run inputs: reused on purpose (B1)
         self.fixed: dict[int, torch.Tensor] = {}
         self.prebuilt = False  # load_inline routed to kernelproof.build.inline (the parent built it)
-        self.profiler_warm_s: float | None = None  # set by main() before serve()
+        self.profiler_warm_s = profiler_warm_s  # seconds of the start-up profiler session, or None
 
     # -- messages ---------------------------------------------------------------------------
     def serve(self) -> None:
@@ -497,7 +504,8 @@ class Worker:
         if not 0 <= i < len(self.keep):
             return {"ok": False, "code": "missing_result", "message": "no such timed call"}, []
         args, out = self.keep[i]
-        return {"ok": True}, [t.detach().to("cpu") for t in self._results(out, args)]
+        # Sent from where they are: the wire copies a large tensor from the device once, into its file.
+        return {"ok": True}, [t.detach() for t in self._results(out, args)]
 
     def op_profile(self, h: dict[str, Any], tensors: list[torch.Tensor]):
         """One call under the profiler: every device activity it caused, for launch accounting."""
@@ -647,9 +655,7 @@ def main(argv: list[str] | None = None) -> int:
         pass
     surface.harness_references()  # parses the harness's source now, not when a candidate loads
     try:
-        worker = Worker(sock, ns.role, ns.private_dir, tuple(ns.deny_read))
-        worker.profiler_warm_s = warm_s
-        worker.serve()
+        Worker(sock, ns.role, ns.private_dir, tuple(ns.deny_read), warm_s).serve()
     except protocol.ProtocolError:
         return 0
     except BaseException:  # noqa: BLE001 - a harness bug: say where, the parent reports internal error
