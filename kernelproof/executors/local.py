@@ -272,6 +272,7 @@ def run_many(
 
     With `ready`, a device takes the first item that is ready (its build is done), else the first
     item: evaluations follow the builds' completion order, and the GPU waits only when none is built.
+    Closing the iterator early starts nothing new: it returns once the items in flight are done.
     """
     todo = list(items)
     count = len(todo)
@@ -298,8 +299,12 @@ def run_many(
     with ThreadPoolExecutor(max_workers=max(1, len(devices))) as ex:
         for d in devices:
             ex.submit(loop, d)
-        for _ in range(count):
-            kind, value = done.get()
-            if kind == "err":
-                raise value  # type: ignore[misc]
-            yield value
+        try:
+            for _ in range(count):
+                kind, value = done.get()
+                if kind == "err":
+                    raise value  # type: ignore[misc]
+                yield value
+        finally:  # a consumer that stops early (or an error) leaves only the items in flight to finish
+            with take:
+                todo.clear()

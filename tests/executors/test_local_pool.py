@@ -2,7 +2,7 @@
 
 import time
 
-from kernelproof.executors.local import LocalPool
+from kernelproof.executors.local import LocalPool, run_many
 
 
 def _wait_for_spare(pool: LocalPool, role: str):
@@ -87,3 +87,18 @@ def test_timing_waits_for_the_pools_starting_workers(monkeypatch):
     first_time = events.index("time")
     assert events.index("settle") < first_time and "run" in events[: events.index("settle")]
     assert "settled_s" in v.environment["phases"]
+
+
+def test_closing_run_many_early_starts_no_further_item():
+    started: list[int] = []
+
+    def work(item, device):
+        started.append(item)
+        time.sleep(0.05)
+        return item
+
+    results = run_many(range(20), ["cpu", "cpu"], work)
+    first = next(results)
+    results.close()  # the consumer stops: only the items already in flight may finish
+    assert first in started
+    assert len(started) <= 3, started
