@@ -11,6 +11,26 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
+PHASES = (  # the verdict's phase marks, in order, and what the time up to each one was spent on
+    ("setup_s", "setup"),
+    ("worker_ready_s", "worker"),
+    ("correctness_done_s", "correctness"),
+    ("settled_s", "settle"),  # waiting for workers still starting on the GPU, before timing
+    ("timing_done_s", "timing"),
+)
+
+
+def phase_parts(verdict) -> str:
+    """The verdict's phase marks (seconds since its start) as durations: "setup 0.1, worker 0.0, ..."."""
+    phases = dict(verdict.environment.get("phases", {}))
+    parts, last = [], 0.0
+    for mark, name in PHASES:
+        if mark in phases:
+            parts.append(f"{name} {phases[mark] - last:.1f}")
+            last = phases[mark]
+    return ", ".join(parts)
+
+
 def suite_pairs(levels=("level1", "level2", "level3")) -> list[tuple[Path, Path]]:
     pairs = []
     for level in levels:

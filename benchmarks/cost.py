@@ -16,20 +16,13 @@ import cProfile
 import pstats
 import time
 
-from _common import ROOT, table, write_json
+from _common import ROOT, phase_parts, table, write_json
 from _profile import Profile
 
 from kernelproof.api import evaluate
 from kernelproof.options import EvalOptions
 
 LABELS = ("first (cold workers)", "second (warm workers)", "third (warm workers)")
-PHASES = (  # the verdict's phase marks, in order, and what the time up to each one was spent on
-    ("setup_s", "setup"),
-    ("worker_ready_s", "worker"),
-    ("correctness_done_s", "correctness"),
-    ("settled_s", "settle"),  # waiting for workers still starting on the GPU, before timing
-    ("timing_done_s", "timing"),
-)
 
 
 def main() -> None:
@@ -59,12 +52,7 @@ def main() -> None:
             v = evaluate(task, sol, options)
         wall = time.perf_counter() - t0
         phases = dict(v.environment.get("phases", {}))
-        parts, last = [], 0.0
-        for mark, name in PHASES:  # phases are marks since the start: turn them into durations
-            if mark in phases:
-                parts.append(f"{name} {phases[mark] - last:.1f}")
-                last = phases[mark]
-        rows.append([label, f"{wall:.1f}", v.verdict.value, str(v.correctness.cases_run), ", ".join(parts)])
+        rows.append([label, f"{wall:.1f}", v.verdict.value, str(v.correctness.cases_run), phase_parts(v)])
         docs.append({"run": label, "wall_s": wall, "verdict": v.verdict.value, "phases": phases})
         print("row:", "  ".join(rows[-1]), flush=True)
     print(table(rows, ["evaluation", "wall s", "verdict", "cases", "by phase (s)"]))

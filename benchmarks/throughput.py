@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import ROOT, suite_pairs, table, write_json
+from _common import ROOT, phase_parts, suite_pairs, table, write_json
 
 from kernelproof.api import evaluate_many
 from kernelproof.executors.local import LocalPool, resolve_devices
@@ -318,6 +318,7 @@ def run_pass(candidates, opts, pool, gpus: list[int], max_seconds: float):
                 f"[{len(verdicts)}/{len(candidates)}] {v.verdict.value:4s} {codes:18s} {v.elapsed_s:6.1f}s{how}  {v.solution.path}",
                 flush=True,
             )
+            print(f"    {phase_parts(v)}", flush=True)
             last = time.perf_counter()  # the figures count up to the last verdict received
             if max_seconds and last - t0 > max_seconds:
                 break  # unfinished builds and candidates are dropped

@@ -1,5 +1,6 @@
-"""The wire between parent and worker: seconds to move one tensor, inline through the socket and as a
-sealed memfd, between two processes, from the device and back to it.
+"""The wire between parent and worker: seconds to move one tensor, inline through the socket, as a
+sealed memfd, and (CUDA) handed over on the device, between two processes, from the device and
+back to it.
 
 This is the cost a large correctness case pays to bring a candidate's output to the parent (about
 3 s per 768 MiB output through the socket on the H200 host, measured with ``cost.py --profile``).
@@ -21,19 +22,26 @@ import time
 import torch
 from _common import table, write_json
 
-from kernelproof.worker import protocol
+from kernelproof.worker import handoff, protocol
+
+ROUTES = ("inline (socket)", "sealed memfd", "device handoff")
 
 
 def _peer(sock: socket.socket, mib: int, device: str) -> None:
     """The worker's side: answer each request with the same device tensor (made once, not timed)."""
     t = torch.randn(mib * 2**20 // 4, device=device)
+    outbox = handoff.Outbox(t.device) if t.is_cuda else None
     while True:
         try:
             header, _ = protocol.recv(sock)
         except protocol.ProtocolError:  # the parent closed the socket: done
             break
-        protocol.BULK_AVAILABLE = header["bulk"] and _BULK
-        protocol.send(sock, {"ok": True}, [t])
+        protocol.BULK_AVAILABLE = header["route"] != ROUTES[0] and _BULK
+        if header.get("into") and outbox is not None:
+            delivered, wire = outbox.deliver([t], header["into"])
+            protocol.send(sock, {"ok": True, "delivered": delivered}, wire)
+        else:
+            protocol.send(sock, {"ok": True}, [t])
     sock.close()
 
 
@@ -55,21 +63,29 @@ def main() -> None:
     if args.device.startswith("cuda"):
         torch.zeros(1, device=args.device)  # the parent's CUDA context, outside the figures
     rows, doc = [], {}
-    for bulk in (False, True):
-        if bulk and not _BULK:
-            rows.append(["sealed memfd", "-", "-", "not available on this platform"])
+    cuda = args.device.startswith("cuda")
+    inbox = handoff.Inbox(torch.device(args.device)) if cuda and handoff.available() else None
+    like = [torch.empty(args.mib * 2**20 // 4, device=args.device)]
+    for name in ROUTES:
+        why = {
+            ROUTES[1]: "" if _BULK else "not available on this platform",
+            ROUTES[2]: "" if inbox is not None else "needs CUDA and CuPy",
+        }.get(name, "")
+        if why:
+            rows.append([name, "-", "-", why])
             continue
         times = []
         for _ in range(args.repeats):
             t0 = time.perf_counter()
-            protocol.send(a, {"bulk": bulk})
-            _, (t,) = protocol.recv(a)
+            offered = inbox.offer(like) if name == ROUTES[2] else []
+            protocol.send(a, {"route": name, "into": offered})
+            reply, outs = protocol.recv(a)
+            (t,) = inbox.collect(offered, reply, outs) if offered else outs
             t = t.to(args.device)
-            if args.device.startswith("cuda"):
+            if cuda:
                 torch.cuda.synchronize()
             times.append(time.perf_counter() - t0)
         med = statistics.median(times)
-        name = "sealed memfd" if bulk else "inline (socket)"
         doc[name] = times
         rows.append(
             [
@@ -81,11 +97,15 @@ def main() -> None:
         )
     a.close()
     peer.join(60)
+    if inbox is not None:
+        inbox.close()  # the peer has exited: nothing maps the buffer any more
     print(f"{args.mib} MiB from a {args.device} tensor in another process to a {args.device} tensor here:")
     print(table(rows, ["route", "median s", "GiB/s", "spread"]))
-    if len(doc) == 2:
-        ratio = statistics.median(doc["inline (socket)"]) / statistics.median(doc["sealed memfd"])
-        print(f"memfd is {ratio:.2f}x the speed of the socket (medians of {args.repeats}, this run)")
+    socket_s = statistics.median(doc[ROUTES[0]])
+    for name in ROUTES[1:]:
+        if name in doc:
+            ratio = socket_s / statistics.median(doc[name])
+            print(f"{name} is {ratio:.2f}x the speed of the socket (medians of {args.repeats}, this run)")
     write_json("wire.json", {"mib": args.mib, "device": args.device, "seconds": doc})
 
 

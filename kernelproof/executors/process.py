@@ -25,7 +25,7 @@ import torch
 
 from kernelproof.build.builder import artifact_env
 from kernelproof.executors import limits
-from kernelproof.worker import protocol
+from kernelproof.worker import handoff, protocol
 from kernelproof.worker.guards import EXIT_VIOLATION, VIOLATION_PREFIX
 
 STARTUP_TIMEOUT_S = 120.0  # importing torch and initialising CUDA
@@ -112,6 +112,8 @@ class WorkerProcess:
         self.sock = parent_sock
         self.started = time.monotonic()
         self.hello: dict[str, Any] | None = None
+        self._inbox: handoff.Inbox | None = None  # device buffers the worker copies large outputs into
+        self.handoff_failed = False  # reading them failed once: outputs take the wire from then on
 
     @property
     def limits_applied(self) -> str:
@@ -139,6 +141,40 @@ class WorkerProcess:
         except (OSError, protocol.ProtocolError):
             raise self._death() from None
         return self._recv(timeout_s)
+
+    def request_outputs(
+        self,
+        header: dict[str, Any],
+        tensors: list[torch.Tensor] | None,
+        like: list[torch.Tensor],
+        timeout_s: float = 600.0,
+    ) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        """A request whose reply returns outputs shaped like ``like`` (the reference's).
+
+        Large ones come back on the device where both sides can (:mod:`kernelproof.worker.handoff`),
+        the others over the wire; either way the list is in the worker's order.
+        """
+        inbox = self._handoff_inbox()
+        offered = inbox.offer(like) if inbox is not None else []
+        reply, outs = self.request({**header, "into": offered} if offered else header, tensors, timeout_s)
+        if offered and reply.get("ok"):
+            try:
+                outs = inbox.collect(offered, reply, outs)  # type: ignore[union-attr]
+            except protocol.ProtocolError as exc:
+                self.kill()
+                raise WorkerDied("crash", f"the worker's reply does not match the request: {exc}") from None
+            except Exception:  # noqa: BLE001 - this process cannot read its buffers: the wire instead
+                self.handoff_failed = True
+                return self.request(header, tensors, timeout_s)  # runs and fetches can be asked again
+        return reply, outs
+
+    def _handoff_inbox(self) -> handoff.Inbox | None:
+        if self.handoff_failed:
+            return None
+        if self._inbox is None and self.spec.device.startswith("cuda") and not self.spec.wrapper:
+            if self.wait_ready().get("handoff") and handoff.available():
+                self._inbox = handoff.Inbox(torch.device(self.spec.device))
+        return self._inbox
 
     def _recv(self, timeout_s: float) -> tuple[dict[str, Any], list[torch.Tensor]]:
         self.sock.settimeout(timeout_s)
@@ -228,6 +264,9 @@ class WorkerProcess:
             except Exception:  # noqa: BLE001 - the worker is going away either way
                 pass
         self.kill()
+        if self._inbox is not None:  # the worker, and with it every mapping of these buffers, is gone
+            self._inbox.close()
+            self._inbox = None
         self.sock.close()
         self._log.close()
         if self.cgroup is not None:

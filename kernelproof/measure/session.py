@@ -222,11 +222,11 @@ def _check_fingerprints(
 def _hidden_recheck(
     ctx: VariantContext, worker: WorkerProcess, index: int, seeds: list[int], tol: Tolerance, timeout_s: float
 ) -> Reason | None:
-    reply, outs = worker.request({"op": "fetch", "index": index}, None, timeout_s)
-    if not reply.get("ok"):
-        return Reason(ReasonCode.MISSING_RESULT, f"the worker could not return timed call {index}'s output")
     args = timed_inputs(ctx.slots, ctx.fixed, ctx.scalars, seeds[index], ctx.device)
     ref = run_model(ctx.reference, args, ctx.precision, ctx.inplace)
+    reply, outs = worker.request_outputs({"op": "fetch", "index": index}, None, ref, timeout_s)
+    if not reply.get("ok"):
+        return Reason(ReasonCode.MISSING_RESULT, f"the worker could not return timed call {index}'s output")
     orc = run_model(
         ctx.oracle,
         [a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args],

@@ -27,8 +27,9 @@ from kernelproof.inputs import (
     same_bits,
     timed_inputs,
 )
-from kernelproof.worker import guards, program, protocol, surface
+from kernelproof.worker import guards, handoff, program, protocol, surface
 from kernelproof.worker.clock import CpuClock, CudaClock, kernels_of_call
+from kernelproof.worker.handoff import Outbox
 
 # Bound once: torch rebinds torch.manual_seed when torch._dynamo is first imported (a solution
 # that uses torch.compile), and every name the harness reads from a module is identity-checked.
@@ -72,6 +73,7 @@ class Worker:
         self.fixed: dict[int, torch.Tensor] = {}
         self.prebuilt = False  # load_inline routed to kernelproof.build.inline (the parent built it)
         self.profiler_warm_s = profiler_warm_s  # seconds of the start-up profiler session, or None
+        self.outbox: Outbox | None = None  # copies large outputs into the parent's device buffers
 
     # -- messages ---------------------------------------------------------------------------
     def serve(self) -> None:
@@ -123,6 +125,7 @@ class Worker:
             env["cuda"] = torch.version.cuda
             env["gpu"] = torch.cuda.get_device_name(0)
             env["profiler_warm_s"] = self.profiler_warm_s  # seconds of the start-up session, or None
+            env["handoff"] = handoff.available()  # large outputs can come back on the device
         return env
 
     def op_prebuilt(self, h: dict[str, Any], tensors: list[torch.Tensor]):
@@ -254,6 +257,8 @@ class Worker:
         keep = []
         drawn = h.get("draw")  # a large case: drawn here from its seed instead of sent
         second_fp = h.get("second_run_projection")  # a large output: run 2 answers with a fingerprint
+        into = h.get("into") if second_fp is not None else None  # run 1's outputs on the device (handoff)
+        delivered: list[int] = []
         fingerprints: list[list[float]] = []
         checksums: list[float] = []
         for repeat in range(int(h.get("repeats", 2))):
@@ -289,12 +294,26 @@ class Worker:
             flat = self._results(out, args)
             if second_fp is not None and repeat == 1:
                 fingerprints = [fingerprint(t, int(second_fp)) for t in flat]
+            elif into and repeat == 0:  # copied now: run 2 may write into the same buffers
+                delivered, wire = self._hand_over(flat, into)
+                outs.extend(t.to("cpu") for t in wire)
             else:
                 outs.extend(t.detach().to("cpu") for t in flat)
             keep.append((args, out))
         self.keep = keep
         self.earlier_inputs = first_inputs
-        return {"ok": True, "second_run_fingerprints": fingerprints, "checksums": checksums}, outs
+        reply = {"ok": True, "second_run_fingerprints": fingerprints, "checksums": checksums}
+        if into:
+            reply["delivered"] = delivered
+        return reply, outs
+
+    def _hand_over(self, flat: list[Any], into: list[dict[str, Any]]) -> tuple[list[int], list[torch.Tensor]]:
+        """Outputs copied into the parent's device buffers where offered; the rest for the wire."""
+        if self.device.type != "cuda" or not handoff.available():
+            return [], [t.detach() for t in flat]
+        if self.outbox is None:
+            self.outbox = Outbox(self.device)
+        return self.outbox.deliver(flat, into)
 
     def _at_earlier_addresses(self, args: list[Any]) -> list[Any]:
         """This case's inputs written into the previous case's input buffers (B1).
@@ -504,8 +523,12 @@ class Worker:
         if not 0 <= i < len(self.keep):
             return {"ok": False, "code": "missing_result", "message": "no such timed call"}, []
         args, out = self.keep[i]
+        flat = self._results(out, args)
+        if h.get("into"):
+            delivered, wire = self._hand_over(flat, h["into"])
+            return {"ok": True, "delivered": delivered}, wire
         # Sent from where they are: the wire copies a large tensor from the device once, into its file.
-        return {"ok": True}, [t.detach() for t in self._results(out, args)]
+        return {"ok": True}, [t.detach() for t in flat]
 
     def op_profile(self, h: dict[str, Any], tensors: list[torch.Tensor]):
         """One call under the profiler: every device activity it caused, for launch accounting."""
