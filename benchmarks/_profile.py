@@ -67,6 +67,10 @@ class Profile:
                 prof.calls[label] += 1
             got = sum(t.numel() * t.element_size() for t in outs)
             prof.mbytes[label] += (sent + got) / 2**20
+            steps = reply.get("steps_s") if isinstance(reply, dict) else None
+            for step, seconds in (steps or {}).items():  # the worker's own account of the request
+                prof.seconds[f"  {label}, in the worker: {step}"] += float(seconds)
+                prof.calls[f"  {label}, in the worker: {step}"] += 1
             return reply, outs
 
         self._saved.append((process.WorkerProcess, "request", original))

@@ -199,9 +199,12 @@ def evaluate_pair(
         if not st.reasons and not options.correctness_only:
             workers.settle(device)  # no worker of ours still starting on the GPU while it is timed
             phases["settled_s"] = time.monotonic() - started
-            timing, speedup, roof, coverage = run_timing(
-                task, contexts, timed, cand, staged, options, rng, st, device, workers, sol
-            )
+            try:
+                timing, speedup, roof, coverage = run_timing(
+                    task, contexts, timed, cand, staged, options, rng, st, device, workers, sol
+                )
+            finally:
+                workers.resume(device)
             phases["timing_done_s"] = time.monotonic() - started
     except WorkerDied as died:
         st.reasons.append(Reason(ReasonCode(died.code), died.message, died.detail))

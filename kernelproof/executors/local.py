@@ -36,6 +36,10 @@ from kernelproof.pipeline import WorkerSource
 from kernelproof.solution import read_solution
 
 MAX_BASELINE_WORKERS = 8  # persistent baseline processes kept per pool (least recently used go first)
+# Started workers kept waiting per device. A worker takes longer to start on a GPU machine (torch,
+# CUDA, CUPTI: about 10 s on the H200 host) than an evaluation takes to reach its timing (6-7 s),
+# so each candidate spare gets two evaluations to start in, paused while the GPU is timed.
+CANDIDATE_SPARES = {"cuda": 2, "cpu": 1}
 
 
 def resolve_devices(device: str) -> list[str]:
@@ -68,7 +72,10 @@ class LocalPool(WorkerSource):
     def __init__(self, prespawn: bool = True, build_options: BuildOptions | None = None):
         self.prespawn = prespawn
         self.build_options = build_options
-        self._spare: dict[tuple[str, str], WorkerProcess] = {}  # (role, device) -> a started, unused worker
+        # (role, device) -> started, unused workers, oldest first
+        self._spare: dict[tuple[str, str], list[WorkerProcess]] = {}
+        self._starting: dict[tuple[str, str], int] = {}  # spares whose process is being created
+        self._paused: dict[str, list[WorkerProcess]] = {}  # device -> spares stopped while it is timed
         self._baselines: dict[tuple, WorkerProcess] = {}
         self._order: list[tuple] = []
         self._lock = threading.Lock()
@@ -83,19 +90,16 @@ class LocalPool(WorkerSource):
 
     def candidate(self, device: str, timed: bool = True) -> WorkerProcess:
         """A started candidate worker. Workers start now for what comes next, while this evaluation
-        sets up and checks correctness: a candidate worker for the next evaluation and, when this
-        one will be timed and none waits, a baseline worker for its timing. Never during timing,
-        where a process creating a CUDA context on the same GPU would disturb the measurement."""
+        sets up and checks correctness: candidate workers for the next evaluations and, when this
+        one will be timed and none waits, a baseline worker for its timing. None may be starting
+        while the GPU is timed, where a process creating a CUDA context would disturb the
+        measurement: :meth:`settle` waits for them or pauses them first."""
         w = self._take("candidate", device)
         if self.prespawn:
-            with self._lock:
-                baseline = timed and ("baseline", device) not in self._spare
-            roles = ["candidate"] + (["baseline"] if baseline else [])
-            for role in roles:
-                t = threading.Thread(target=self._spawn_spare, args=(role, device), daemon=True)
-                with self._lock:
-                    self._spawning.setdefault(device, []).append(t)
-                t.start()
+            depth = CANDIDATE_SPARES["cpu" if device == "cpu" else "cuda"]
+            self._start_spares("candidate", device, depth)
+            if timed:
+                self._start_spares("baseline", device, 1)
         return w
 
     def settle(self, device: str) -> None:
@@ -103,25 +107,60 @@ class LocalPool(WorkerSource):
 
         A spare's start (torch's import, CUDA's initialisation, a context on the GPU) runs while an
         evaluation sets up and checks correctness; when those were quicker than the start, it would
-        still be running when the rounds begin. Waiting here keeps it out of every timed window.
+        still be running when the rounds begin. A baseline spare (timing may need it) is waited
+        for; a candidate spare still starting is stopped (SIGSTOP) until :meth:`resume`, so the
+        evaluation does not wait for a worker only a later evaluation needs.
         """
         with self._lock:
             threads = self._spawning.pop(device, [])
-        for t in threads:
+        for t in threads:  # process creation only: quick
             t.join()
         with self._lock:
-            spares = [w for (_, d), w in self._spare.items() if d == device]
-        for w in spares:
+            spares = [(role, w) for (role, d), ws in self._spare.items() if d == device for w in ws]
+        for role, w in spares:
+            if w.ready_now():
+                continue
+            if role == "candidate":
+                w.pause()
+                with self._lock:
+                    self._paused.setdefault(device, []).append(w)
+                continue
             try:
                 w.wait_ready()
             except Exception:  # noqa: BLE001 - a spare that did not start is replaced when taken
                 pass
 
-    def _take(self, role: str, device: str) -> WorkerProcess:
-        """The started worker waiting for this role and device (its interpreter, torch and CUDA
-        context already up: a few seconds each on a GPU machine), else a new one."""
+    def resume(self, device: str) -> None:
+        """Let the spares :meth:`settle` stopped go on starting (after timing)."""
         with self._lock:
-            w = self._spare.pop((role, device), None)
+            paused = self._paused.pop(device, [])
+        for w in paused:
+            w.resume()
+
+    def _start_spares(self, role: str, device: str, depth: int) -> None:
+        """Start spares of this role until `depth` are waiting or starting."""
+        with self._lock:
+            key = (role, device)
+            missing = depth - len(self._spare.get(key, [])) - self._starting.get(key, 0)
+            if missing <= 0:
+                return
+            self._starting[key] = self._starting.get(key, 0) + missing
+            threads = [
+                threading.Thread(target=self._spawn_spare, args=(role, device), daemon=True)
+                for _ in range(missing)
+            ]
+            self._spawning.setdefault(device, []).extend(threads)
+        for t in threads:
+            t.start()
+
+    def _take(self, role: str, device: str) -> WorkerProcess:
+        """The oldest started worker waiting for this role and device (its interpreter, torch and
+        CUDA context up or coming up: seconds each on a GPU machine), else a new one."""
+        with self._lock:
+            waiting = self._spare.get((role, device)) or []
+            w = waiting.pop(0) if waiting else None
+        if w is not None:
+            w.resume()  # stopped only while its device was timed; a no-op otherwise
         if w is None or w.proc.poll() is not None:
             if w is not None:
                 w.close()
@@ -129,12 +168,13 @@ class LocalPool(WorkerSource):
         return w
 
     def _spawn_spare(self, role: str, device: str) -> None:
-        w = WorkerProcess(SpawnSpec(role, device))
+        try:
+            w = WorkerProcess(SpawnSpec(role, device))
+        finally:
+            with self._lock:
+                self._starting[(role, device)] -= 1
         with self._lock:
-            old = self._spare.get((role, device))
-            self._spare[(role, device)] = w
-        if old is not None:
-            old.close()
+            self._spare.setdefault((role, device), []).append(w)
 
     def baseline(self, key: tuple, device: str) -> WorkerProcess:
         """A persistent baseline worker for (task, variant, baseline, device, ...).
@@ -225,14 +265,16 @@ class LocalPool(WorkerSource):
 
     def close(self) -> None:
         with self._lock:
-            workers = list(self._spare.values()) + list(self._baselines.values())
+            workers = [w for ws in self._spare.values() for w in ws] + list(self._baselines.values())
             builders = list(self._builders.values())
             self._spare.clear()
+            self._paused.clear()
             self._baselines.clear()
             self._order.clear()
             self._builders.clear()
             self._pending.clear()
         for w in workers:
+            w.resume()  # a stopped worker cannot say goodbye
             w.close()
         for b in builders:
             b.shutdown(wait=True, cancel_futures=True)

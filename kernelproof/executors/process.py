@@ -10,6 +10,7 @@ reason code and a sentence.
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import socket
@@ -114,15 +115,47 @@ class WorkerProcess:
         self.hello: dict[str, Any] | None = None
         self._inbox: handoff.Inbox | None = None  # device buffers the worker copies large outputs into
         self.handoff_failed = False  # reading them failed once: outputs take the wire from then on
+        self.paused = False  # stopped by pause() until resume()
 
     @property
     def limits_applied(self) -> str:
         return f"cgroup {self.cgroup.kind}" if self.cgroup else "none (cgroups not writable here)"
 
     def wait_ready(self, timeout_s: float = STARTUP_TIMEOUT_S) -> dict[str, Any]:
+        self.resume()  # a stopped worker never says hello
         if self.hello is None:
             self.hello, _ = self._recv(timeout_s)
         return self.hello
+
+    def ready_now(self) -> bool:
+        """Has the worker finished starting (said hello, or died trying)? Never waits for it."""
+        if self.hello is not None:
+            return True
+        readable, _, _ = select.select([self.sock], [], [], 0)
+        if not readable:
+            return False
+        try:
+            self.wait_ready()
+        except WorkerDied:
+            pass  # dead: nothing is starting any more; whoever takes it replaces it
+        return True
+
+    def pause(self) -> None:
+        """Stop the worker's processes (SIGSTOP) where they are, e.g. half-way through starting."""
+        if not self.paused and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGSTOP)
+                self.paused = True
+            except OSError:
+                pass
+
+    def resume(self) -> None:
+        if self.paused:
+            self.paused = False
+            try:
+                os.killpg(self.proc.pid, signal.SIGCONT)
+            except OSError:
+                pass
 
     def stage_solution(self, source_path: str) -> str:
         """Copy the candidate's file into the worker's private dir; return the path the worker imports."""

@@ -42,6 +42,9 @@ class WorkerSource:
     def settle(self, device: str) -> None:
         """Return once no worker of this source is starting on the device (before timing)."""
 
+    def resume(self, device: str) -> None:
+        """After timing: workers that :meth:`settle` paused may go on starting."""
+
     def build(
         self, solution_path: str, sha256: str, device: str, options: EvalOptions
     ) -> PendingBuild | None:

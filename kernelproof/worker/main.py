@@ -261,7 +261,16 @@ class Worker:
         delivered: list[int] = []
         fingerprints: list[list[float]] = []
         checksums: list[float] = []
+        steps: dict[str, float] = {}  # where this request's time went, for the cost benchmark's profile
+        clock = time.perf_counter
+
+        def lap(name: str, since: float) -> float:
+            now = clock()
+            steps[name] = steps.get(name, 0.0) + now - since
+            return now
+
         for repeat in range(int(h.get("repeats", 2))):
+            t = clock()
             if drawn:
                 slots = [InputSlot(**x) for x in drawn["slots"]]
                 scalars = {int(k): v for k, v in drawn["scalars"].items()}
@@ -277,7 +286,9 @@ class Worker:
                 first_inputs = args
             else:
                 args = self._at_earlier_addresses(args)
+            t = lap("inputs", t)
             self._poison(h.get("poison_bytes", []))
+            t = lap("poison", t)
             threads_before = self._thread_state()
             try:
                 self.switch(self.role == "candidate")
@@ -289,22 +300,32 @@ class Worker:
                 return call_failure(exc, "forward", self.solution_path), []
             finally:
                 self.switch(False)
+            t = lap("call", t)
             obs = self._observe(out, args, originals, threads_before, expected_flags)
             observations.append(obs)
             if obs.get("code"):
                 return {"ok": False, **obs}, []
+            t = lap("checks", t)
             flat = self._results(out, args)
             if second_fp is not None and repeat == 1:
-                fingerprints = [fingerprint(t, int(second_fp)) for t in flat]
+                fingerprints = [fingerprint(x, int(second_fp)) for x in flat]
+                lap("fingerprint", t)
             elif into and repeat == 0:  # copied now: run 2 may write into the same buffers
                 delivered, wire = self._hand_over(flat, into)
-                outs.extend(t.to("cpu") for t in wire)
+                outs.extend(x.to("cpu") for x in wire)
+                lap("handoff", t)
             else:
-                outs.extend(t.detach().to("cpu") for t in flat)
+                outs.extend(x.detach().to("cpu") for x in flat)
+                lap("to host", t)
             keep.append((args, out))
         self.keep = keep
         self.earlier_inputs = first_inputs
-        reply = {"ok": True, "second_run_fingerprints": fingerprints, "checksums": checksums}
+        reply = {
+            "ok": True,
+            "second_run_fingerprints": fingerprints,
+            "checksums": checksums,
+            "steps_s": {k: round(v, 6) for k, v in steps.items()},
+        }
         if into:
             reply["delivered"] = delivered
         return reply, outs

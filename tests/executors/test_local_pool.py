@@ -7,11 +7,17 @@ from kernelproof.executors.local import LocalPool, run_many
 
 def _wait_for_spare(pool: LocalPool, role: str):
     for _ in range(600):  # spares are started by background threads
-        spare = pool._spare.get((role, "cpu"))
-        if spare is not None:
-            return spare
+        spares = pool._spare.get((role, "cpu"))
+        if spares:
+            return spares[0]
         time.sleep(0.05)
     return None
+
+
+def _state(pid: int) -> str:
+    """The process state letter from /proc (T: stopped)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
 
 
 def test_a_new_tasks_baseline_is_the_worker_started_with_the_previous_candidate():
@@ -24,7 +30,7 @@ def test_a_new_tasks_baseline_is_the_worker_started_with_the_previous_candidate(
         assert first is spare  # taken, not spawned
         # Taking a baseline starts nothing (timing may be about to run on this device).
         time.sleep(0.5)
-        assert ("baseline", "cpu") not in pool._spare
+        assert not pool._spare.get(("baseline", "cpu"))
         second = pool.baseline(("task-b", "default", "eager", "cpu"), "cpu")
         assert second is not first and first.proc.wait(timeout=30) is not None  # task-a's was closed
     finally:
@@ -37,22 +43,64 @@ def test_an_evaluation_that_times_nothing_starts_no_baseline_worker():
         pool.candidate("cpu", timed=False).close()
         assert _wait_for_spare(pool, "candidate") is not None
         time.sleep(0.5)
-        assert ("baseline", "cpu") not in pool._spare
+        assert not pool._spare.get(("baseline", "cpu"))
     finally:
         pool.close()
 
 
-def test_settle_returns_only_when_every_spare_on_the_device_has_started():
+def test_settle_waits_for_the_baseline_spare_and_stops_a_candidate_spare_until_resumed():
     pool = LocalPool()
     try:
         pool.candidate("cpu").close()  # starts a candidate and a baseline spare in the background
-        pool.settle("cpu")
-        spares = [w for (_, d), w in pool._spare.items() if d == "cpu"]
-        assert {r for r, _ in pool._spare} == {"candidate", "baseline"}
-        assert all(w.hello is not None for w in spares)  # each said hello: torch imported, CUDA up
-        pool.settle("cpu")  # nothing starting: returns at once
+        pool.settle("cpu")  # at once: neither has had time to import torch
+        (baseline,) = pool._spare[("baseline", "cpu")]
+        (candidate,) = pool._spare[("candidate", "cpu")]
+        assert baseline.hello is not None  # timing may need it: waited for
+        assert candidate.hello is None and candidate.paused  # a later evaluation's: stopped
+        assert _state(candidate.proc.pid) == "T"
+        pool.resume("cpu")
+        assert not candidate.paused and _state(candidate.proc.pid) != "T"
+        assert candidate.wait_ready(timeout_s=120)["op"] == "hello"  # it goes on starting
+        pool.settle("cpu")  # nothing starting: returns at once, stops nothing
+        assert not candidate.paused
     finally:
         pool.close()
+
+
+def test_a_gpu_keeps_two_candidate_spares_and_an_evaluation_takes_the_oldest(monkeypatch):
+    from kernelproof.executors import local
+
+    class Started:
+        count = 0
+
+        def __init__(self, spec):
+            Started.count += 1
+            self.spec, self.n, self.paused, self.hello = spec, Started.count, False, {"op": "hello"}
+            self.proc = self
+
+        def poll(self):
+            return None
+
+        def resume(self):
+            self.paused = False
+
+    monkeypatch.setattr(local, "WorkerProcess", Started)
+    pool = LocalPool()
+
+    def settled():
+        for t in pool._spawning.pop("cuda:0", []):
+            t.join()
+
+    first = pool.candidate("cuda:0")  # nothing waited: started on the spot
+    settled()
+    oldest, younger = pool._spare[("candidate", "cuda:0")]
+    assert first.n == 1 and len(pool._spare[("baseline", "cuda:0")]) == 1
+    second = pool.candidate("cuda:0")
+    settled()
+    assert second is oldest  # the spare that had the longest to start
+    waiting = pool._spare[("candidate", "cuda:0")]
+    assert waiting[0] is younger and len(waiting) == 2 and waiting[1].n == Started.count  # topped up
+    assert len(pool._spare[("baseline", "cuda:0")]) == 1  # one was waiting: none started
 
 
 def test_timing_waits_for_the_pools_starting_workers(monkeypatch):
@@ -101,4 +149,5 @@ def test_closing_run_many_early_starts_no_further_item():
     first = next(results)
     results.close()  # the consumer stops: only the items already in flight may finish
     assert first in started
-    assert len(started) <= 3, started
+    # Each device's thread may have finished one item and taken the next before the close: 4 at most.
+    assert len(started) <= 4, started
