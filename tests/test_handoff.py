@@ -66,16 +66,18 @@ def test_it_can_be_switched_off(monkeypatch):
 CHILD = """
 import json, sys, torch
 from kernelproof.worker.handoff import Outbox
-into = json.loads(sys.argv[1])
-out = torch.arange(into[0]["nbytes"] // 4, device="cuda:0", dtype=torch.float32) * 0.5
+into, lent = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+box = Outbox(torch.device("cuda", 0))
+borrowed = box.borrow(lent[0])  # the parent's input, cloned into this process's memory
+out = borrowed * 0.5
 wrong = torch.zeros(3, device="cuda:0")  # shaped unlike its offer: goes to the wire
-delivered, wire = Outbox(torch.device("cuda", 0)).deliver([out, wrong], into)
+delivered, wire = box.deliver([out, wrong], into)
 print(json.dumps({"delivered": delivered, "wire": len(wire)}))
 """
 
 
 @pytest.mark.gpu
-def test_another_process_writes_its_output_into_the_parents_buffer():
+def test_another_process_reads_a_lent_input_and_writes_its_output_into_the_parents_buffer():
     assert handoff.available(), "CuPy is needed for the handoff"
     n = 1 << 20
     like = [torch.empty(n, device="cuda:0"), torch.empty(n, device="cuda:0")]
@@ -83,8 +85,11 @@ def test_another_process_writes_its_output_into_the_parents_buffer():
     try:
         offer = inbox.offer(like)
         assert [d["i"] for d in offer] == [0, 1]
+        lent = inbox.lend([torch.zeros(4), torch.arange(n, dtype=torch.float32)])  # the small one stays
+        assert [d["t"] for d in lent] == [1]
+        lent[0]["t"] = 0
         proc = subprocess.run(
-            [sys.executable, "-c", CHILD, json.dumps(offer)],
+            [sys.executable, "-c", CHILD, json.dumps(offer), json.dumps(lent)],
             capture_output=True,
             text=True,
             timeout=120,
@@ -154,3 +159,33 @@ def test_a_parent_that_cannot_read_its_buffers_asks_again_over_the_wire(monkeypa
     assert w.handoff_failed and len(outs) == 1
     w.request_outputs({"op": "fetch", "index": 0}, None, [torch.ones(2)], 10.0)
     assert "into" not in sent[-1]  # off for this worker from then on
+
+
+def test_lent_inputs_leave_empty_stand_ins_on_the_wire_and_a_failed_borrow_asks_again(monkeypatch):
+    from kernelproof.executors.process import WorkerProcess
+
+    class Lending(Inbox):
+        def offer(self, like):
+            return []
+
+        def lend(self, tensors):
+            return [{"t": 1, "handle": "00", "nbytes": 8, "dtype": "float32", "shape": [2]}]
+
+    w = WorkerProcess.__new__(WorkerProcess)
+    w.handoff_failed = False
+    w._inbox = Lending(torch.device("cpu"))
+    monkeypatch.setattr(w, "_handoff_inbox", lambda: None if w.handoff_failed else w._inbox)
+    sent = []
+
+    def request(header, tensors, timeout_s):
+        sent.append((header, tensors))
+        failed = "from" in header  # the worker could not map it
+        return ({"ok": False, "handoff": "failed"} if failed else {"ok": True}), []
+
+    monkeypatch.setattr(w, "request", request)
+    inputs = [torch.ones(3), torch.ones(2)]
+    reply, _ = w.request_outputs({"op": "run"}, inputs, [], 10.0, lend=True)
+    (first, first_tensors), (second, second_tensors) = sent
+    assert first["from"][0]["t"] == 1 and first_tensors[0] is inputs[0] and first_tensors[1].numel() == 0
+    assert "from" not in second and second_tensors is inputs  # asked again with the real tensors
+    assert reply["ok"] and w.handoff_failed

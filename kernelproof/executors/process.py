@@ -181,15 +181,25 @@ class WorkerProcess:
         tensors: list[torch.Tensor] | None,
         like: list[torch.Tensor],
         timeout_s: float = 600.0,
+        lend: bool = False,
     ) -> tuple[dict[str, Any], list[torch.Tensor]]:
         """A request whose reply returns outputs shaped like ``like`` (the reference's).
 
         Large ones come back on the device where both sides can (:mod:`kernelproof.worker.handoff`),
-        the others over the wire; either way the list is in the worker's order.
+        the others over the wire; either way the list is in the worker's order. With `lend`, the
+        request's large tensors go to the worker the same way (a run's inputs).
         """
         inbox = self._handoff_inbox()
         offered = inbox.offer(like) if inbox is not None else []
-        reply, outs = self.request({**header, "into": offered} if offered else header, tensors, timeout_s)
+        lent = inbox.lend(tensors or []) if inbox is not None and lend else []
+        sent = list(tensors or [])
+        for d in lent:  # an empty stand-in keeps every other tensor at its index
+            sent[d["t"]] = torch.empty(0, dtype=sent[d["t"]].dtype)
+        extra = {**({"into": offered} if offered else {}), **({"from": lent} if lent else {})}
+        reply, outs = self.request({**header, **extra}, sent, timeout_s)
+        if lent and reply.get("handoff") == "failed":  # the worker could not map a lent input
+            self.handoff_failed = True
+            return self.request(header, tensors, timeout_s)
         if offered and reply.get("ok"):
             try:
                 outs = inbox.collect(offered, reply, outs)  # type: ignore[union-attr]

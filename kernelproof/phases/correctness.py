@@ -86,7 +86,7 @@ def run_correctness(
         if projection is None:
             reply, outs = cand.request(header, tensors, options.timeout_s)
         else:  # large outputs: run 1's come back on the device where the worker can hand them over
-            reply, outs = cand.request_outputs(header, tensors, ref, options.timeout_s)
+            reply, outs = cand.request_outputs(header, tensors, ref, options.timeout_s, lend=bool(tensors))
         if not reply.get("ok"):
             st.reasons.append(reason_from_reply(reply, case.case_id))
             return

@@ -11,6 +11,11 @@ handle once, copies the output in after the call has synchronised, synchronises 
 which outputs it delivered; every other output travels over the wire as before. The parent clones
 a delivered buffer into its own tensor as soon as the reply arrives.
 
+Inputs the parent must send (the "task" distribution, drawn by the task's own ``get_inputs()`` in
+the parent) go the other way (``"from"``): the parent copies each large one into a buffer of its
+own, and the worker clones it into its own memory before anything of the candidate's runs. The
+worker could write into that buffer too; the parent never reads it back.
+
 Why a cudaMalloc of its own: an IPC handle maps the whole allocation it points into. A block of
 torch's caching allocator shares its segment with other tensors of the parent (the reference's
 outputs among them), and the worker would see them. A buffer of its own exposes only itself, and
@@ -71,7 +76,8 @@ class Inbox:
 
     def __init__(self, device: torch.device):
         self.device = device
-        self._slots: dict[tuple[int, int], tuple[int, bytes]] = {}  # (slot, nbytes) -> (pointer, handle)
+        # (direction, slot, nbytes) -> (pointer, handle); "out": an output slot, "in": an input's
+        self._slots: dict[tuple[str, int, int], tuple[int, bytes]] = {}
 
     def offer(self, like: list[torch.Tensor]) -> list[dict[str, Any]]:
         """Descriptors for outputs shaped like ``like`` (the reference's); [] when none is large."""
@@ -81,7 +87,7 @@ class Inbox:
             if nbytes < BULK_MIN_BYTES or _dtype_name(t) not in _DTYPES:
                 continue
             try:
-                _, handle = self._buffer(i, nbytes)
+                _, handle = self._buffer("out", i, nbytes)
             except Exception:  # noqa: BLE001 - no device memory for it: this output takes the wire
                 continue
             offered.append(
@@ -115,7 +121,7 @@ class Inbox:
         for i in range(total):
             if i in delivered:
                 d = by_slot[i]
-                ptr, _ = self._slots[(i, d["nbytes"])]
+                ptr, _ = self._slots[("out", i, d["nbytes"])]
                 outs.append(_view(ptr, d["nbytes"], _DTYPES[d["dtype"]], d["shape"], self.device).clone())
             else:
                 outs.append(next(rest))
@@ -123,8 +129,33 @@ class Inbox:
             torch.cuda.synchronize(self.device)
         return outs
 
-    def _buffer(self, slot: int, nbytes: int) -> tuple[int, bytes]:
-        found = self._slots.get((slot, nbytes))
+    def lend(self, tensors: list[torch.Tensor]) -> list[dict[str, Any]]:
+        """Descriptors of device copies of the large ``tensors`` (inputs), made and synchronised now."""
+        lent = []
+        for k, t in enumerate(tensors):
+            nbytes = t.numel() * t.element_size()
+            if nbytes < BULK_MIN_BYTES or _dtype_name(t) not in _DTYPES:
+                continue
+            try:
+                ptr, handle = self._buffer("in", k, nbytes)
+                _view(ptr, nbytes, t.dtype, list(t.shape), self.device).copy_(t)
+            except Exception:  # noqa: BLE001 - this input takes the wire
+                continue
+            lent.append(
+                {
+                    "t": k,
+                    "handle": handle.hex(),
+                    "nbytes": nbytes,
+                    "dtype": _dtype_name(t),
+                    "shape": list(t.shape),
+                }
+            )
+        if lent:
+            torch.cuda.synchronize(self.device)
+        return lent
+
+    def _buffer(self, direction: str, slot: int, nbytes: int) -> tuple[int, bytes]:
+        found = self._slots.get((direction, slot, nbytes))
         if found is None:
             from cupy.cuda import runtime
 
@@ -135,7 +166,7 @@ class Inbox:
                 except BaseException:
                     runtime.free(ptr)
                     raise
-            found = self._slots[(slot, nbytes)] = (ptr, handle)
+            found = self._slots[(direction, slot, nbytes)] = (ptr, handle)
         return found
 
     def close(self) -> None:
@@ -183,6 +214,14 @@ class Outbox:
         if delivered:
             torch.cuda.synchronize(self.device)
         return delivered, wire
+
+    def borrow(self, d: dict[str, Any]) -> torch.Tensor:
+        """A copy, in this process's own memory, of an input the parent lent (``Inbox.lend``)."""
+        dtype = _DTYPES[str(d["dtype"])]
+        shape = [int(x) for x in d["shape"]]
+        copy = _view(self._open(str(d["handle"])), int(d["nbytes"]), dtype, shape, self.device).clone()
+        torch.cuda.synchronize(self.device)
+        return copy
 
     def _fits(self, t: torch.Tensor, d: dict[str, Any]) -> bool:
         return (

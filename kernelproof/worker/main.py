@@ -279,7 +279,11 @@ class Worker:
                 originals = [(i, a.clone()) for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
             else:
                 if repeat == 0:  # onto the device once; the saved copies stay there for the comparison
-                    sent = {a["t"]: tensors[a["t"]].to(self.device) for a in spec if "t" in a}
+                    try:
+                        sent = self._received_inputs(spec, tensors, h.get("from"))
+                    except Exception as exc:  # noqa: BLE001 - the parent sends them again over the wire
+                        message = f"could not map an input the parent lent: {exc}"
+                        return {"ok": False, "code": "internal", "handoff": "failed", "message": message}, []
                 args = [sent[a["t"]].clone() if "t" in a else a["v"] for a in spec]
                 originals = [(i, sent[a["t"]]) for i, a in enumerate(spec) if "t" in a]
             if repeat == 0:
@@ -329,6 +333,21 @@ class Worker:
         if into:
             reply["delivered"] = delivered
         return reply, outs
+
+    def _received_inputs(
+        self, spec: list[dict[str, Any]], tensors: list[torch.Tensor], lent: list[dict[str, Any]] | None
+    ) -> dict[int, torch.Tensor]:
+        """The request's tensors on this worker's device, by index: lent ones cloned from the
+        parent's device buffers (kernelproof.worker.handoff), the others copied from the wire."""
+        by_index = {d.get("t"): d for d in lent or [] if isinstance(d, dict)}
+        if by_index and self.outbox is None:
+            self.outbox = Outbox(self.device)
+        out = {}
+        for a in spec:
+            if "t" in a:
+                k = a["t"]
+                out[k] = self.outbox.borrow(by_index[k]) if k in by_index else tensors[k].to(self.device)  # type: ignore[union-attr]
+        return out
 
     def _hand_over(self, flat: list[Any], into: list[dict[str, Any]]) -> tuple[list[int], list[torch.Tensor]]:
         """Outputs copied into the parent's device buffers where offered; the rest for the wire."""
