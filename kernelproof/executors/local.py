@@ -93,7 +93,7 @@ class LocalPool(WorkerSource):
         sets up and checks correctness: candidate workers for the next evaluations and, when this
         one will be timed and none waits, a baseline worker for its timing. None may be starting
         while the GPU is timed, where a process creating a CUDA context would disturb the
-        measurement: :meth:`settle` waits for them or pauses them first."""
+        measurement: :meth:`settle` stops those still starting first."""
         w = self._take("candidate", device)
         if self.prespawn:
             depth = CANDIDATE_SPARES["cpu" if device == "cpu" else "cuda"]
@@ -107,28 +107,22 @@ class LocalPool(WorkerSource):
 
         A spare's start (torch's import, CUDA's initialisation, a context on the GPU) runs while an
         evaluation sets up and checks correctness; when those were quicker than the start, it would
-        still be running when the rounds begin. A baseline spare (timing may need it) is waited
-        for; a candidate spare still starting is stopped (SIGSTOP) until :meth:`resume`, so the
-        evaluation does not wait for a worker only a later evaluation needs.
+        still be running when the rounds begin. A spare still starting is stopped (SIGSTOP) until
+        :meth:`resume`, so the evaluation does not wait for a worker that only a later evaluation
+        needs. A baseline spare that this evaluation's timing does need is resumed when taken
+        (:meth:`baseline`) and finishes starting before its program loads, before any round.
         """
         with self._lock:
             threads = self._spawning.pop(device, [])
         for t in threads:  # process creation only: quick
             t.join()
         with self._lock:
-            spares = [(role, w) for (role, d), ws in self._spare.items() if d == device for w in ws]
-        for role, w in spares:
-            if w.ready_now():
-                continue
-            if role == "candidate":
+            spares = [w for (_, d), ws in self._spare.items() if d == device for w in ws]
+        for w in spares:
+            if not w.ready_now():
                 w.pause()
                 with self._lock:
                     self._paused.setdefault(device, []).append(w)
-                continue
-            try:
-                w.wait_ready()
-            except Exception:  # noqa: BLE001 - a spare that did not start is replaced when taken
-                pass
 
     def resume(self, device: str) -> None:
         """Let the spares :meth:`settle` stopped go on starting (after timing)."""

@@ -14,10 +14,16 @@ def _wait_for_spare(pool: LocalPool, role: str):
     return None
 
 
-def _state(pid: int) -> str:
-    """The process state letter from /proc (T: stopped)."""
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0]
+def _stopped(pid: int, expected: bool) -> bool:
+    """Is the process stopped (/proc state T)? Polled for up to 5 s until it is as `expected`
+    (a signal is delivered asynchronously)."""
+    for _ in range(100):
+        with open(f"/proc/{pid}/stat") as f:
+            stopped = f.read().rsplit(")", 1)[1].split()[0] == "T"
+        if stopped == expected:
+            break
+        time.sleep(0.05)
+    return stopped
 
 
 def test_a_new_tasks_baseline_is_the_worker_started_with_the_previous_candidate():
@@ -48,18 +54,22 @@ def test_an_evaluation_that_times_nothing_starts_no_baseline_worker():
         pool.close()
 
 
-def test_settle_waits_for_the_baseline_spare_and_stops_a_candidate_spare_until_resumed():
+def test_settle_stops_the_spares_still_starting_until_resumed_or_taken():
     pool = LocalPool()
     try:
         pool.candidate("cpu").close()  # starts a candidate and a baseline spare in the background
         pool.settle("cpu")  # at once: neither has had time to import torch
         (baseline,) = pool._spare[("baseline", "cpu")]
         (candidate,) = pool._spare[("candidate", "cpu")]
-        assert baseline.hello is not None  # timing may need it: waited for
-        assert candidate.hello is None and candidate.paused  # a later evaluation's: stopped
-        assert _state(candidate.proc.pid) == "T"
+        for w in (baseline, candidate):
+            assert w.hello is None and w.paused and _stopped(w.proc.pid, True)
+        # Timing needs a baseline: the stopped spare is taken, resumed, and finishes starting.
+        taken = pool.baseline(("task-a", "default", "eager", "cpu"), "cpu")
+        assert taken is baseline and not taken.paused
+        assert taken.wait_ready(timeout_s=120)["op"] == "hello"
+        assert candidate.paused  # a later evaluation's: still stopped while the rounds run
         pool.resume("cpu")
-        assert not candidate.paused and _state(candidate.proc.pid) != "T"
+        assert not candidate.paused and not _stopped(candidate.proc.pid, False)
         assert candidate.wait_ready(timeout_s=120)["op"] == "hello"  # it goes on starting
         pool.settle("cpu")  # nothing starting: returns at once, stops nothing
         assert not candidate.paused
