@@ -20,15 +20,20 @@ PHASES = (  # the verdict's phase marks, in order, and what the time up to each 
 )
 
 
-def phase_parts(verdict) -> str:
-    """The verdict's phase marks (seconds since its start) as durations: "setup 0.1, worker 0.0, ..."."""
+def phase_durations(verdict) -> dict[str, float]:
+    """The verdict's phase marks (seconds since its start) as durations, by phase name."""
     phases = dict(verdict.environment.get("phases", {}))
-    parts, last = [], 0.0
+    out, last = {}, 0.0
     for mark, name in PHASES:
         if mark in phases:
-            parts.append(f"{name} {phases[mark] - last:.1f}")
+            out[name] = phases[mark] - last
             last = phases[mark]
-    return ", ".join(parts)
+    return out
+
+
+def phase_parts(verdict) -> str:
+    """The same as text: "setup 0.1, worker 0.0, ..."."""
+    return ", ".join(f"{name} {s:.1f}" for name, s in phase_durations(verdict).items())
 
 
 def suite_pairs(levels=("level1", "level2", "level3")) -> list[tuple[Path, Path]]:

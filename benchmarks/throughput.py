@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import ROOT, phase_parts, suite_pairs, table, write_json
+from _common import ROOT, phase_durations, phase_parts, suite_pairs, table, write_json
 
 from kernelproof.api import evaluate_many
 from kernelproof.executors.local import LocalPool, resolve_devices
@@ -362,6 +362,11 @@ def report(name, candidates, kinds, verdicts, wall_s, idle, note, n_gpus: int) -
         "gpu_idle_fraction": idle,
         "gpu_idle_note": "" if idle is not None else idle_text,
     }
+    by_phase: dict[str, float] = {}
+    for v in verdicts:
+        for phase, seconds in phase_durations(v).items():
+            by_phase[phase] = by_phase.get(phase, 0.0) + seconds
+    summary["seconds_by_phase"] = by_phase
     unit = "GPU-hour" if n_gpus else "device-hour (CPU, interpreted)"
     print(
         f"{len(verdicts)} evaluations in {wall_s:.0f} s on {max(1, n_gpus)} device(s): "
@@ -372,6 +377,7 @@ def report(name, candidates, kinds, verdicts, wall_s, idle, note, n_gpus: int) -
         f"({len(cold)} cold, {summary['cache_hits']} cache hits); evaluations waited {summary['build_wait_s']:.1f} s for builds"
     )
     print(f"GPU idle fraction: {idle_text}")
+    print("seconds by phase, all evaluations: " + ", ".join(f"{k} {x:.1f}" for k, x in by_phase.items()))
     evaluations = [
         {
             "solution": v.solution.path,
