@@ -12,6 +12,7 @@ phase times, so the cost is read by part. Target (issue): <= 20 s with warm work
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import pstats
 import time
@@ -39,16 +40,9 @@ def main() -> None:
     for label in LABELS:
         if args.profile and label == LABELS[-1]:
             prof = Profile()
+        cprof = cProfile.Profile() if prof is not None else None
         t0 = time.perf_counter()
-        if prof is not None:
-            cprof = cProfile.Profile()
-            with prof:
-                cprof.enable()
-                try:
-                    v = evaluate(task, sol, options)
-                finally:
-                    cprof.disable()
-        else:
+        with prof or contextlib.nullcontext(), cprof or contextlib.nullcontext():
             v = evaluate(task, sol, options)
         wall = time.perf_counter() - t0
         phases = dict(v.environment.get("phases", {}))

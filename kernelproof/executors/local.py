@@ -162,13 +162,14 @@ class LocalPool(WorkerSource):
         return w
 
     def _spawn_spare(self, role: str, device: str) -> None:
+        w = None
         try:
             w = WorkerProcess(SpawnSpec(role, device))
-        finally:
+        finally:  # one step, so no count in _start_spares misses it or sees it twice
             with self._lock:
                 self._starting[(role, device)] -= 1
-        with self._lock:
-            self._spare.setdefault((role, device), []).append(w)
+                if w is not None:
+                    self._spare.setdefault((role, device), []).append(w)
 
     def baseline(self, key: tuple, device: str) -> WorkerProcess:
         """A persistent baseline worker for (task, variant, baseline, device, ...).

@@ -197,18 +197,18 @@ class WorkerProcess:
             sent[d["t"]] = torch.empty(0, dtype=sent[d["t"]].dtype)
         extra = {**({"into": offered} if offered else {}), **({"from": lent} if lent else {})}
         reply, outs = self.request({**header, **extra}, sent, timeout_s)
-        if lent and reply.get("handoff") == "failed":  # the worker could not map a lent input
-            self.handoff_failed = True
-            return self.request(header, tensors, timeout_s)
+        failed = bool(lent) and reply.get("handoff") == "failed"  # the worker could not map a lent input
         if offered and reply.get("ok"):
             try:
                 outs = inbox.collect(offered, reply, outs)  # type: ignore[union-attr]
             except protocol.ProtocolError as exc:
                 self.kill()
                 raise WorkerDied("crash", f"the worker's reply does not match the request: {exc}") from None
-            except Exception:  # noqa: BLE001 - this process cannot read its buffers: the wire instead
-                self.handoff_failed = True
-                return self.request(header, tensors, timeout_s)  # runs and fetches can be asked again
+            except Exception:  # noqa: BLE001 - this process cannot read its buffers
+                failed = True
+        if failed:  # the wire from now on; runs and fetches can be asked again
+            self.handoff_failed = True
+            return self.request(header, tensors, timeout_s)
         return reply, outs
 
     def _handoff_inbox(self) -> handoff.Inbox | None:

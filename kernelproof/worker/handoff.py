@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 
+from kernelproof.inputs import dtype_name
 from kernelproof.worker.protocol import _DTYPES, BULK_MIN_BYTES, ProtocolError
 
 
@@ -67,10 +68,6 @@ def _view(ptr: int, nbytes: int, dtype: torch.dtype, shape: list[int], device: t
     return raw.view(dtype).reshape(shape)
 
 
-def _dtype_name(t: torch.Tensor) -> str:
-    return str(t.dtype).replace("torch.", "")
-
-
 class Inbox:
     """The parent's side: buffers of its own the worker writes large outputs into."""
 
@@ -83,22 +80,12 @@ class Inbox:
         """Descriptors for outputs shaped like ``like`` (the reference's); [] when none is large."""
         offered = []
         for i, t in enumerate(like):
-            nbytes = t.numel() * t.element_size()
-            if nbytes < BULK_MIN_BYTES or _dtype_name(t) not in _DTYPES:
-                continue
             try:
-                _, handle = self._buffer("out", i, nbytes)
+                found = self._describe("out", i, t)
             except Exception:  # noqa: BLE001 - no device memory for it: this output takes the wire
                 continue
-            offered.append(
-                {
-                    "i": i,
-                    "handle": handle.hex(),
-                    "nbytes": nbytes,
-                    "dtype": _dtype_name(t),
-                    "shape": list(t.shape),
-                }
-            )
+            if found is not None:
+                offered.append({"i": i, **found[1]})
         return offered
 
     def collect(
@@ -133,26 +120,31 @@ class Inbox:
         """Descriptors of device copies of the large ``tensors`` (inputs), made and synchronised now."""
         lent = []
         for k, t in enumerate(tensors):
-            nbytes = t.numel() * t.element_size()
-            if nbytes < BULK_MIN_BYTES or _dtype_name(t) not in _DTYPES:
-                continue
             try:
-                ptr, handle = self._buffer("in", k, nbytes)
-                _view(ptr, nbytes, t.dtype, list(t.shape), self.device).copy_(t)
+                found = self._describe("in", k, t)
+                if found is None:
+                    continue
+                _view(found[0], found[1]["nbytes"], t.dtype, list(t.shape), self.device).copy_(t)
             except Exception:  # noqa: BLE001 - this input takes the wire
                 continue
-            lent.append(
-                {
-                    "t": k,
-                    "handle": handle.hex(),
-                    "nbytes": nbytes,
-                    "dtype": _dtype_name(t),
-                    "shape": list(t.shape),
-                }
-            )
+            lent.append({"t": k, **found[1]})
         if lent:
             torch.cuda.synchronize(self.device)
         return lent
+
+    def _describe(self, direction: str, slot: int, t: torch.Tensor) -> tuple[int, dict[str, Any]] | None:
+        """A buffer of this process's own for a tensor like ``t`` and what the worker needs to map
+        it; None for a tensor too small to be worth it or of a dtype the wire does not carry."""
+        nbytes = t.numel() * t.element_size()
+        if nbytes < BULK_MIN_BYTES or dtype_name(t.dtype) not in _DTYPES:
+            return None
+        ptr, handle = self._buffer(direction, slot, nbytes)
+        return ptr, {
+            "handle": handle.hex(),
+            "nbytes": nbytes,
+            "dtype": dtype_name(t.dtype),
+            "shape": list(t.shape),
+        }
 
     def _buffer(self, direction: str, slot: int, nbytes: int) -> tuple[int, bytes]:
         found = self._slots.get((direction, slot, nbytes))
@@ -227,7 +219,7 @@ class Outbox:
         return (
             type(t) is torch.Tensor
             and t.device == self.device
-            and _dtype_name(t) == d.get("dtype")
+            and dtype_name(t.dtype) == d.get("dtype")
             and list(t.shape) == d.get("shape")
             and t.numel() * t.element_size() == d.get("nbytes")
         )

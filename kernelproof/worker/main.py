@@ -340,22 +340,23 @@ class Worker:
         """The request's tensors on this worker's device, by index: lent ones cloned from the
         parent's device buffers (kernelproof.worker.handoff), the others copied from the wire."""
         by_index = {d.get("t"): d for d in lent or [] if isinstance(d, dict)}
-        if by_index and self.outbox is None:
-            self.outbox = Outbox(self.device)
         out = {}
         for a in spec:
             if "t" in a:
                 k = a["t"]
-                out[k] = self.outbox.borrow(by_index[k]) if k in by_index else tensors[k].to(self.device)  # type: ignore[union-attr]
+                out[k] = self._outbox().borrow(by_index[k]) if k in by_index else tensors[k].to(self.device)
         return out
 
     def _hand_over(self, flat: list[Any], into: list[dict[str, Any]]) -> tuple[list[int], list[torch.Tensor]]:
         """Outputs copied into the parent's device buffers where offered; the rest for the wire."""
         if self.device.type != "cuda" or not handoff.available():
             return [], [t.detach() for t in flat]
-        if self.outbox is None:
+        return self._outbox().deliver(flat, into)
+
+    def _outbox(self) -> Outbox:
+        if self.outbox is None:  # made on first use: CuPy is imported only by workers that hand over
             self.outbox = Outbox(self.device)
-        return self.outbox.deliver(flat, into)
+        return self.outbox
 
     def _at_earlier_addresses(self, args: list[Any]) -> list[Any]:
         """This case's inputs written into the previous case's input buffers (B1).

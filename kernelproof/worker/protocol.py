@@ -29,6 +29,8 @@ from typing import Any
 
 import torch
 
+from kernelproof.inputs import dtype_name
+
 MAGIC = b"KP1"
 MAX_HEADER_BYTES = 64 * 1024 * 1024  # a header larger than this is a protocol violation
 MAX_TENSOR_BYTES = 64 * 1024**3  # larger than any task's tensor; protects the parent's memory
@@ -64,7 +66,7 @@ class ProtocolError(Exception):
 
 
 def encode_tensor(t: torch.Tensor) -> tuple[dict[str, Any], bytes]:
-    name = str(t.dtype).replace("torch.", "")
+    name = dtype_name(t.dtype)
     if name not in _DTYPES:
         raise ProtocolError(f"dtype {name} cannot cross the wire")
     cpu = t.detach().to("cpu").contiguous()
@@ -152,7 +154,7 @@ def send(sock: socket.socket, header: dict[str, Any], tensors: list[torch.Tensor
     try:
         for t in tensors:
             nbytes = t.numel() * t.element_size()
-            name = str(t.dtype).replace("torch.", "")
+            name = dtype_name(t.dtype)
             if bulk_ok and nbytes >= BULK_MIN_BYTES and len(fds) < MAX_BULK_PER_FRAME and name in _DTYPES:
                 fds.append(write_sealed(t))
                 metas.append({"dtype": name, "shape": list(t.shape), "nbytes": nbytes, "fd": True})
