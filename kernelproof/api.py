@@ -46,9 +46,11 @@ def evaluate_many(
 ) -> Iterator[Verdict]:
     """Evaluate many (task, solution) pairs over the per-device workers; yield verdicts as they finish.
 
-    One evaluation runs at a time on each device (timed work never shares a GPU); with N GPUs,
-    N evaluations run at once. The builds of CUDA and native solutions are submitted up front to
-    the pool's builders (on the CPU cores), and a device takes the next pair whose build is done.
+    ``options.per_device`` evaluations run at once on each device (one by default); their
+    untimed stretches share the GPU and each timing has it alone (executors/gate.py). With N
+    GPUs, N times as many run at once. The builds of CUDA and native solutions are submitted up
+    front to the pool's builders (on the CPU cores), and a device takes the next pair whose build
+    is done.
     """
     options = _checked(options)
     devices = resolve_devices(options.device)
@@ -62,7 +64,7 @@ def evaluate_many(
 
     yield from run_many(
         items,
-        devices,
+        [d for d in devices for _ in range(options.per_device)],
         lambda item, dev: _evaluate_on(item[0], item[1], options, dev, pool),  # type: ignore[index, misc]
         ready,
     )
@@ -122,6 +124,8 @@ def _checked(options: EvalOptions | None) -> EvalOptions:
         raise UsageError(f"--device must be auto, cpu, cuda or cuda:N, not {options.device!r}")
     if options.device.startswith("cuda") and not torch.cuda.is_available():
         raise UsageError(f"--device {options.device} was asked for, but no CUDA device is visible")
+    if options.per_device < 1:
+        raise UsageError(f"--per-device must be at least 1, not {options.per_device}")
     return options.replace(baselines=baselines)
 
 
@@ -140,7 +144,7 @@ def _evaluate_on(task: str, solution: str, options: EvalOptions, device: str, po
     # by the evaluation itself.
     for pending in pool.prebuild([solution], device, options).values():
         concurrent.futures.wait([pending.future])
-    with pool.device_lock(device):
+    with pool.device_slots(device, options.per_device):
         try:
             verdict = evaluate_pair(task, solution, options, device, pool)
         except (UsageError, KeyboardInterrupt):
@@ -210,5 +214,5 @@ def compare(
     options = _checked(options)
     device = resolve_devices(options.device)[0]
     pool = pool or default_pool()
-    with pool.device_lock(device):
+    with pool.device_slots(device, options.per_device):
         return compare_pair(str(task), str(a), str(b), options, device, pool)

@@ -217,6 +217,13 @@ def bench_command(
     ] = None,
     build_cache: BuildCacheOpt = None,
     build_workers: BuildWorkers = 0,
+    per_device: Annotated[
+        int,
+        typer.Option(
+            "--per-device",
+            help="Evaluations in flight per GPU: their untimed work overlaps, their timing never does.",
+        ),
+    ] = 1,
 ) -> None:
     """Evaluate every task of SUITE with its solution (KernelBench run layout); print a table and fast_p."""
     from kernelproof.api import evaluate_many
@@ -238,10 +245,17 @@ def bench_command(
         raise UsageError(f"no task in {suite} has a solution of the same relative path under {solutions}")
     opts = _options(
         device, baselines, seed, correctness_only, False, False, time_budget, fresh, db, False, timeout
-    ).replace(seeds_per_case=seeds_per_case, build_cache=build_cache, build_workers=build_workers)
+    ).replace(
+        seeds_per_case=seeds_per_case,
+        build_cache=build_cache,
+        build_workers=build_workers,
+        per_device=per_device,
+    )
     if build_workers < 0:
         raise UsageError("--build-workers must be 0 (automatic) or more")
     verdicts = []
+    if executor == "ray" and per_device != 1:
+        raise UsageError("--per-device applies to the local executor; a Ray actor evaluates one at a time")
     if executor == "ray":
         from kernelproof.executors.ray_executor import RayOptions, evaluate_many_ray
 

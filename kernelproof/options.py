@@ -41,13 +41,16 @@ class EvalOptions:
     # build cache root; None: $KERNELPROOF_CACHE_DIR or ~/.cache/kernelproof/builds
     build_cache: str | None = None
     build_workers: int = 0  # builder processes for CUDA and native solutions; 0: one per 4 cores, at least 1
+    # evaluations in flight per device (evaluate_many): their untimed stretches overlap on the GPU,
+    # their timings never do (executors/gate.py)
+    per_device: int = 1
 
     def replace(self, **changes: Any) -> EvalOptions:
         return dataclasses.replace(self, **changes)
 
     def cache_key_fields(self) -> dict[str, Any]:
         """Settings that change a verdict, JSON-ready (store keys, the verdict's ``settings``)."""
-        skip = {"fresh", "db", "timeout_s", "build_cache", "build_workers"}
+        skip = {"fresh", "db", "timeout_s", "build_cache", "build_workers", "per_device"}
         out = {}
         for f in dataclasses.fields(self):
             if f.name not in skip:

@@ -119,47 +119,53 @@ def evaluate_pair(
     env["policy"] = task.meta.policy
     env["mode"] = mode
     variants = variants_for(task, dev.type)
-    if options.shape_variants == "auto":
-        task, extra = with_auto_variants(task, variants[0])
-        kept = []
-        for v in extra:
-            try:
-                ctx = build_variant(task, v, dev, mode, init_seed)
-                reference_and_oracle(ctx, make_inputs(ctx, "normal", 1))
-                kept.append(v)
-            except TaskError as exc:
-                st.flags.append(f"auto shape variant {v!r} dropped: the reference rejects it ({exc})")
-        variants = tuple(variants) + tuple(kept)
-    timed = [
-        v for v in (task.meta.timed if dev.type == "cuda" else task.meta.cpu[:1]) if v in task.meta.variants
-    ]
-    try:
-        contexts = {v: build_variant(task, v, dev, mode, init_seed) for v in variants}
-        first = contexts[probe_variant(task, variants)]
-        probe = make_inputs(first, "task", rng.getrandbits(62))
-        st.flags += inplace_findings(first, probe)
-        if reference_is_random(first, probe):
-            st.flags.append(
-                "random_reference: the reference's output depends on RNG state (dropout in train mode)"
-            )
-            reason = Reason(
-                ReasonCode.TASK_ERROR,
-                "the reference is random (dropout in training mode?): outputs cannot be "
-                "compared element by element; evaluate with --eval-mode",
-            )
-            return stop(Outcome.ERROR, reason, task_ref)
-        for v in variants:
-            report = task_audit.audit_variant(task, contexts[v], rng.getrandbits(62))
-            if report.degenerate:
+    gate = workers.gate(device)
+    # Untimed GPU work (shapes, references, the audit, inputs) is shared with other evaluations
+    # on this device; timing, further down, has the GPU to itself (executors/gate.py).
+    with gate.shared():
+        if options.shape_variants == "auto":
+            task, extra = with_auto_variants(task, variants[0])
+            kept = []
+            for v in extra:
+                try:
+                    ctx = build_variant(task, v, dev, mode, init_seed)
+                    reference_and_oracle(ctx, make_inputs(ctx, "normal", 1))
+                    kept.append(v)
+                except TaskError as exc:
+                    st.flags.append(f"auto shape variant {v!r} dropped: the reference rejects it ({exc})")
+            variants = tuple(variants) + tuple(kept)
+        timed = [
+            v
+            for v in (task.meta.timed if dev.type == "cuda" else task.meta.cpu[:1])
+            if v in task.meta.variants
+        ]
+        try:
+            contexts = {v: build_variant(task, v, dev, mode, init_seed) for v in variants}
+            first = contexts[probe_variant(task, variants)]
+            probe = make_inputs(first, "task", rng.getrandbits(62))
+            st.flags += inplace_findings(first, probe)
+            if reference_is_random(first, probe):
+                st.flags.append(
+                    "random_reference: the reference's output depends on RNG state (dropout in train mode)"
+                )
                 reason = Reason(
-                    ReasonCode.DEGENERATE_TASK, f"shape variant {v!r} fails its audit: {report.summary()}"
+                    ReasonCode.TASK_ERROR,
+                    "the reference is random (dropout in training mode?): outputs cannot be "
+                    "compared element by element; evaluate with --eval-mode",
                 )
                 return stop(Outcome.ERROR, reason, task_ref)
-        dists = allowed_distributions(task, len(probe), options.distributions)
-        light = set(timed) if dev.type == "cuda" else set()
-        cases = plan_cases(variants, light, dists, options.seeds_per_case, rng)
-    except TaskError as exc:
-        return stop(Outcome.ERROR, Reason(ReasonCode.TASK_ERROR, str(exc)), task_ref)
+            for v in variants:
+                report = task_audit.audit_variant(task, contexts[v], rng.getrandbits(62))
+                if report.degenerate:
+                    reason = Reason(
+                        ReasonCode.DEGENERATE_TASK, f"shape variant {v!r} fails its audit: {report.summary()}"
+                    )
+                    return stop(Outcome.ERROR, reason, task_ref)
+            dists = allowed_distributions(task, len(probe), options.distributions)
+            light = set(timed) if dev.type == "cuda" else set()
+            cases = plan_cases(variants, light, dists, options.seeds_per_case, rng)
+        except TaskError as exc:
+            return stop(Outcome.ERROR, Reason(ReasonCode.TASK_ERROR, str(exc)), task_ref)
 
     phases: dict[str, float] = {"setup_s": time.monotonic() - started}
     env["phases"] = phases
@@ -170,49 +176,60 @@ def evaluate_pair(
         failed = build_phase.failure(built, sol.source)
         if failed is not None:
             return stop(Outcome.FAIL, failed, task_ref)
-    cand = workers.candidate(device, timed=not options.correctness_only)
+    cand = None
     timing: Timing | None = None
     speedup: dict[str, Speedup] = {}
     roof: Roofline | None = None
     coverage: Coverage | None = None
     try:
-        env["worker"] = cand.wait_ready()
-        env["limits"] = cand.limits_applied
-        phases["worker_ready_s"] = time.monotonic() - started
-        if pending is not None and built is not None and build_rec is not None:
-            t0 = time.monotonic()
-            built, rebuilt, failed = build_phase.provide(pending, built, cand, options.timeout_s)
-            if rebuilt:
-                build_rec = build_phase.record_of(
-                    built, sol.triage.backend, build_rec.wait_s + time.monotonic() - t0, rebuilt=True
+        with gate.shared():  # waiting here (a timing inside) counts towards "worker"
+            cand = workers.candidate(device, timed=not options.correctness_only)
+            env["worker"] = cand.wait_ready()
+            env["limits"] = cand.limits_applied
+            phases["worker_ready_s"] = time.monotonic() - started
+            if pending is not None and built is not None and build_rec is not None:
+                t0 = time.monotonic()
+                built, rebuilt, failed = build_phase.provide(pending, built, cand, options.timeout_s)
+                if rebuilt:
+                    build_rec = build_phase.record_of(
+                        built, sol.triage.backend, build_rec.wait_s + time.monotonic() - t0, rebuilt=True
+                    )
+                    st.flags.append(
+                        "build_cache: an entry failed its hash check and was evicted; built again"
+                    )
+                if failed is not None:
+                    st.reasons.append(failed)
+            staged = cand.stage_solution(solution_path)
+            if not st.reasons:
+                run_correctness(task, contexts, cases, cand, staged, options, st)
+            phases["correctness_done_s"] = time.monotonic() - started
+            if options.sanitize and not st.reasons and dev.type == "cuda":
+                prepare = (
+                    build_phase.preparer(pending, built, options.timeout_s) if pending and built else None
                 )
-                st.flags.append("build_cache: an entry failed its hash check and was evicted; built again")
-            if failed is not None:
-                st.reasons.append(failed)
-        staged = cand.stage_solution(solution_path)
-        if not st.reasons:
-            run_correctness(task, contexts, cases, cand, staged, options, st)
-        phases["correctness_done_s"] = time.monotonic() - started
-        if options.sanitize and not st.reasons and dev.type == "cuda":
-            prepare = build_phase.preparer(pending, built, options.timeout_s) if pending and built else None
-            run_sanitizer(task, contexts, cases, options, st, device, solution_path, prepare)
+                run_sanitizer(task, contexts, cases, options, st, device, solution_path, prepare)
         if not st.reasons and not options.correctness_only:
-            workers.settle(device)  # no worker of ours still starting on the GPU while it is timed
-            phases["settled_s"] = time.monotonic() - started
-            try:
-                timing, speedup, roof, coverage = run_timing(
-                    task, contexts, timed, cand, staged, options, rng, st, device, workers, sol
-                )
-            finally:
-                workers.resume(device)
+            # The GPU to this evaluation alone: other evaluations' stretches end first, and no
+            # worker of ours is still starting (waiting for either counts towards "settle").
+            with gate.exclusive():
+                workers.settle(device)
+                phases["settled_s"] = time.monotonic() - started
+                try:
+                    timing, speedup, roof, coverage = run_timing(
+                        task, contexts, timed, cand, staged, options, rng, st, device, workers, sol
+                    )
+                finally:
+                    workers.resume(device)
             phases["timing_done_s"] = time.monotonic() - started
     except WorkerDied as died:
         st.reasons.append(Reason(ReasonCode(died.code), died.message, died.detail))
     finally:
-        cand.close()
-        if dev.type == "cuda":
-            contexts.clear()
-            torch.cuda.empty_cache()  # the parent's references and oracles: give the memory back
+        with gate.shared():  # a worker's exit and the parent's frees touch the GPU too
+            if cand is not None:
+                cand.close()
+            if dev.type == "cuda":
+                contexts.clear()
+                torch.cuda.empty_cache()  # the parent's references and oracles: give the memory back
     correctness = Correctness(
         cases_run=len(st.cases),
         cases_passed=sum(c.passed for c in st.cases),
@@ -340,6 +357,13 @@ def compare_pair(
             return ComparePair(
                 False, f"{path} does not pass: {'; '.join(r.message for r in v.reasons)}", None, None, None
             )
+    with workers.gate(device).exclusive():  # set up and timed with the GPU to this comparison alone
+        return _paired_timing(task_path, a, b, options, device, workers)
+
+
+def _paired_timing(
+    task_path: str, a: str, b: str, options: EvalOptions, device: str, workers: WorkerSource
+) -> ComparePair:
     task = load_task(task_path)
     seed = options.seed if options.seed is not None else secrets.randbits(62)
     rng = random.Random(seed)

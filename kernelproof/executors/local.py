@@ -1,8 +1,10 @@
-"""The local executor: one evaluation at a time per device, workers pre-spawned, baselines persistent.
+"""The local executor: evaluations admitted per device, workers pre-spawned, baselines persistent.
 
-Never two timed evaluations on one GPU at once (they would time each other). Each device has a
-lock; ``evaluate_many`` runs one thread per device and hands out pairs as devices free up, so
-verdicts stream back as they finish. A candidate worker is used for one evaluation and thrown
+Never two timed evaluations on one GPU at once (they would time each other), nor any other work
+of ours on it while one is timed: each device has a gate (executors/gate.py) that evaluations
+enter shared for untimed GPU work and exclusively for timing. ``evaluate_many`` runs
+``per_device`` threads per device (one by default: evaluations one after another) and hands out
+pairs as they free up, so verdicts stream back as they finish. A candidate worker is used for one evaluation and thrown
 away (I8); the next one is already started, so torch's import and CUDA's initialisation are off
 the critical path. Baseline workers run the task's own code, so they persist per (task, variant,
 baseline) and serve every later evaluation of that task (agent loops, RL rollouts).
@@ -29,6 +31,7 @@ from kernelproof.build import (
     default_cache_root,
     device_arch,
 )
+from kernelproof.executors.gate import DeviceGate
 from kernelproof.executors.process import SpawnSpec, WorkerProcess
 from kernelproof.options import EvalOptions
 from kernelproof.phases.build import PendingBuild, needs_build
@@ -79,14 +82,24 @@ class LocalPool(WorkerSource):
         self._baselines: dict[tuple, WorkerProcess] = {}
         self._order: list[tuple] = []
         self._lock = threading.Lock()
-        self.locks: dict[str, threading.Lock] = {}
+        self._slots: dict[tuple[str, int], threading.BoundedSemaphore] = {}
+        self._gates: dict[str, DeviceGate] = {}
         self._builders: dict[tuple, BuilderPool] = {}
         self._pending: dict[tuple, PendingBuild] = {}  # builds submitted ahead of their evaluation
         self._spawning: dict[str, list[threading.Thread]] = {}  # device -> spare starts under way
 
-    def device_lock(self, device: str) -> threading.Lock:
+    def device_slots(self, device: str, slots: int = 1) -> threading.BoundedSemaphore:
+        """Admission to a device: at most `slots` evaluations on it at once (``per_device``).
+
+        Only a throttle: what keeps timing honest is the device's :meth:`gate`, which every
+        evaluation passes whatever its admission."""
         with self._lock:
-            return self.locks.setdefault(device, threading.Lock())
+            return self._slots.setdefault((device, slots), threading.BoundedSemaphore(slots))
+
+    def gate(self, device: str) -> DeviceGate:
+        """The device's gate, one per device for every evaluation of this pool."""
+        with self._lock:
+            return self._gates.setdefault(device, DeviceGate())
 
     def candidate(self, device: str, timed: bool = True) -> WorkerProcess:
         """A started candidate worker. Workers start now for what comes next, while this evaluation

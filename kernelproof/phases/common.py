@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from kernelproof.executors.gate import DeviceGate
 from kernelproof.executors.process import WorkerProcess
 from kernelproof.options import EvalOptions
 from kernelproof.verdict import (
@@ -38,6 +39,11 @@ class WorkerSource:
 
     def discard_baseline(self, key: tuple) -> None:
         raise NotImplementedError
+
+    def gate(self, device: str) -> DeviceGate:
+        """The device's gate: entered shared around untimed GPU work, exclusively around timing.
+        A source whose evaluations never overlap on a device may hand out a fresh gate each time."""
+        return DeviceGate()
 
     def settle(self, device: str) -> None:
         """Return once no worker of this source is starting on the device (before timing)."""

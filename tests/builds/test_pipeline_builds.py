@@ -286,7 +286,7 @@ def test_a_single_evaluation_builds_before_it_takes_the_gpu(env, monkeypatch):
     pool, cache, root = env
     path = write(root, "lock_cuda.py", FAKE_CUDA.replace("{tag}", "lock"))
     futures, done_when_locked = [], []
-    real_prebuild, real_lock = pool.prebuild, pool.device_lock
+    real_prebuild, real_slots = pool.prebuild, pool.device_slots
 
     def prebuild(solutions, device, opts):
         pending = real_prebuild(solutions, device, opts)
@@ -305,7 +305,7 @@ def test_a_single_evaluation_builds_before_it_takes_the_gpu(env, monkeypatch):
             return self.lock.__exit__(*exc)
 
     monkeypatch.setattr(pool, "prebuild", prebuild)
-    monkeypatch.setattr(pool, "device_lock", lambda device: Watched(real_lock(device)))
+    monkeypatch.setattr(pool, "device_slots", lambda device, slots=1: Watched(real_slots(device, slots)))
     v = evaluate(TASK, path, options(cache), pool=pool)
     assert v.build is not None and v.passed, v.reasons
     assert done_when_locked == [True]
