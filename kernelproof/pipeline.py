@@ -184,6 +184,7 @@ def evaluate_pair(
     try:
         with gate.shared():  # waiting here (a timing inside) counts towards "worker"
             cand = workers.candidate(device, timed=not options.correctness_only)
+            gate.lendable(cand)  # a reply long awaited (a hang) does not hold up another's timing
             env["worker"] = cand.wait_ready()
             env["limits"] = cand.limits_applied
             phases["worker_ready_s"] = time.monotonic() - started

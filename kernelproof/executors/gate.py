@@ -10,31 +10,62 @@ only when no shared holder is inside; a waiting timing also stops new shared hol
 entering (writer preference), so timing waits for the stretches already under way, never for a
 stream of new ones.
 
+A shared holder that is only waiting for its worker's reply (a hung candidate, a slow one) need
+not hold the timing up for its whole timeout. After ``LEND_AFTER_S`` the waiting timing stops
+that worker (SIGSTOP: a stopped process submits nothing) and asks the device whether it has gone
+quiet; if so the holder counts as absent until the timing ends, when the worker is resumed. Its
+reply is held back until then, so its evaluation does no GPU work of its own meanwhile, and the
+stopped time does not count towards its timeout (executors/process.py). A stopped process's
+kernels already on the GPU keep running, hence the check: on a GPU, NVML's utilisation samples
+taken after the stop must all read 0 (``QuietGpu``); on the CPU a stopped process uses nothing.
+A device that does not go quiet gets its workers back at once and the timing waits as before.
+
 Shared stretches must not be entered while the same thread holds the gate exclusively, nor the
 reverse: the gate is not reentrant (the pipeline leaves one stretch before it enters the next).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Protocol
+
+LEND_AFTER_S = 2.0  # a reply awaited this long may be lent to a waiting timing
+RETRY_LEND_S = 2.0  # after a device that did not go quiet, wait this long before trying again
+POLL_S = 0.2  # how often a waiting timing looks for a worker to lend
+
+
+class Lendable(Protocol):
+    def lend(self, min_wait_s: float) -> bool: ...
+
+    def give_back(self) -> None: ...
 
 
 class DeviceGate:
-    """A readers-writer lock with writer preference, per device; counts what it made callers wait."""
+    """A readers-writer lock with writer preference, per device, that may lend a waiting holder.
 
-    def __init__(self) -> None:
+    `quiet`: called after workers were stopped; True when the device has no work left running
+    (None: never lend, timing waits for every holder)."""
+
+    def __init__(self, quiet: Callable[[], bool] | None = None, lend_after_s: float = LEND_AFTER_S) -> None:
         self._cond = threading.Condition()
         self._shared = 0  # holders inside a shared stretch
         self._exclusive = False  # a timing is inside
         self._exclusive_waiting = 0  # timings waiting to enter
+        self._workers: dict[int, Lendable] = {}  # holder thread -> the worker whose reply it awaits
+        self._lent: dict[int, Lendable] = {}  # holders counted absent while the timing is inside
+        self.quiet = quiet
+        self.lend_after_s = lend_after_s
+        self.lent_count = 0  # how many times a holder was lent (for reports and tests)
 
     @contextmanager
     def shared(self) -> Iterator[float]:
         """Untimed GPU work; yields the seconds waited to enter (a timing was inside or waiting)."""
         t0 = time.monotonic()
+        me = threading.get_ident()
         with self._cond:
             while self._exclusive or self._exclusive_waiting:
                 self._cond.wait()
@@ -44,17 +75,37 @@ class DeviceGate:
         finally:
             with self._cond:
                 self._shared -= 1
+                self._workers.pop(me, None)
                 self._cond.notify_all()
+
+    def lendable(self, worker: Lendable) -> None:
+        """Within a shared stretch: while this thread awaits `worker`'s replies, a waiting timing
+        may lend it (stop the worker and go ahead)."""
+        with self._cond:
+            self._workers[threading.get_ident()] = worker
 
     @contextmanager
     def exclusive(self) -> Iterator[float]:
         """Timing: the GPU to this caller alone; yields the seconds waited for shared holders to leave."""
         t0 = time.monotonic()
+        next_lend = t0 + self.lend_after_s
         with self._cond:
             self._exclusive_waiting += 1
             try:
-                while self._exclusive or self._shared:
-                    self._cond.wait()
+                while self._exclusive or self._shared - len(self._lent):
+                    self._cond.wait(POLL_S)
+                    if self.quiet is not None and not self._exclusive and time.monotonic() >= next_lend:
+                        waiting = {t: w for t, w in self._workers.items() if t not in self._lent}
+                        if waiting:
+                            self._cond.release()  # stopping and asking the device take a while
+                            try:
+                                lent = self._lend(waiting)
+                            finally:
+                                self._cond.acquire()
+                            self._lent.update(lent)
+                            self.lent_count += len(lent)
+                            if not lent:
+                                next_lend = time.monotonic() + RETRY_LEND_S
             finally:
                 self._exclusive_waiting -= 1
             self._exclusive = True
@@ -63,9 +114,77 @@ class DeviceGate:
         finally:
             with self._cond:
                 self._exclusive = False
+                lent, self._lent = self._lent, {}
                 self._cond.notify_all()
+            for w in lent.values():
+                w.give_back()
+
+    def _lend(self, waiting: dict[int, Lendable]) -> dict[int, Lendable]:
+        """Stop the workers whose replies have been awaited long enough; keep them stopped only if
+        the device then goes quiet."""
+        lent = {t: w for t, w in waiting.items() if w.lend(self.lend_after_s)}
+        if lent and not (self.quiet is not None and self.quiet()):
+            for w in lent.values():
+                w.give_back()
+            return {}
+        return lent
 
     def holders(self) -> tuple[int, bool]:
-        """(shared holders inside, whether a timing is inside): for tests and diagnostics."""
+        """(shared holders inside and not lent, whether a timing is inside): for tests and reports."""
         with self._cond:
-            return self._shared, self._exclusive
+            return self._shared - len(self._lent), self._exclusive
+
+
+class QuietGpu:
+    """Has one GPU stopped running kernels? Read from NVML's utilisation samples (the fraction of
+    each sample period in which any kernel ran): the first sample newer than the call may still
+    cover work from before it, so it is skipped, and the next ``SAMPLES`` must all read 0.
+    Without NVML (or on any NVML error) the answer is no, and nothing is lent."""
+
+    SAMPLES = 2
+    WAIT_S = 3.0  # NVML's sample period is 1/6 s to 1 s depending on the GPU
+
+    def __init__(self, device_index: int) -> None:
+        self.error = ""
+        try:
+            import pynvml
+
+            from kernelproof.measure.telemetry import nvml_handle
+
+            pynvml.nvmlInit()
+            self.nvml = pynvml
+            self.handle = nvml_handle(pynvml, device_index)
+        except Exception as exc:  # noqa: BLE001 - no NVML: never lend
+            self.nvml = None
+            self.error = f"{type(exc).__name__}: {exc}"
+
+    def __call__(self) -> bool:
+        if self.nvml is None:
+            return False
+        n = self.nvml
+        try:
+            kind = n.NVML_GPU_UTILIZATION_SAMPLES
+            _, before = n.nvmlDeviceGetSamples(self.handle, kind, 0)
+            last = max((s.timeStamp for s in before), default=0)
+            deadline = time.monotonic() + self.WAIT_S
+            while time.monotonic() < deadline:
+                time.sleep(0.05)
+                _, samples = n.nvmlDeviceGetSamples(self.handle, kind, last)
+                newer = sorted((s for s in samples if s.timeStamp > last), key=lambda s: s.timeStamp)
+                if len(newer) > self.SAMPLES:
+                    return all(s.sampleValue.uiVal == 0 for s in newer[1:])
+            return False
+        except Exception:  # noqa: BLE001 - cannot tell: do not lend
+            return False
+
+
+def quiet_probe(device: str) -> Callable[[], bool] | None:
+    """The check :class:`DeviceGate` lends with on this device: NVML on a GPU; on the CPU a stopped
+    worker runs nothing, so always quiet. ``KERNELPROOF_LEND=0`` turns lending off."""
+    if os.environ.get("KERNELPROOF_LEND", "1") == "0":
+        return None
+    if not device.startswith("cuda"):
+        return lambda: True
+    index = int(device.split(":", 1)[1]) if ":" in device else 0
+    probe = QuietGpu(index)
+    return probe if probe.nvml is not None else None

@@ -31,7 +31,7 @@ from kernelproof.build import (
     default_cache_root,
     device_arch,
 )
-from kernelproof.executors.gate import DeviceGate
+from kernelproof.executors.gate import DeviceGate, quiet_probe
 from kernelproof.executors.process import SpawnSpec, WorkerProcess
 from kernelproof.options import EvalOptions
 from kernelproof.phases.build import PendingBuild, needs_build
@@ -97,9 +97,13 @@ class LocalPool(WorkerSource):
             return self._slots.setdefault((device, slots), threading.BoundedSemaphore(slots))
 
     def gate(self, device: str) -> DeviceGate:
-        """The device's gate, one per device for every evaluation of this pool."""
+        """The device's gate, one per device for every evaluation of this pool; it may lend a hung
+        candidate's worker to a waiting timing (executors/gate.py)."""
         with self._lock:
-            return self._gates.setdefault(device, DeviceGate())
+            gate = self._gates.get(device)
+            if gate is None:
+                gate = self._gates[device] = DeviceGate(quiet=quiet_probe(device))
+            return gate
 
     def candidate(self, device: str, timed: bool = True) -> WorkerProcess:
         """A started candidate worker. Workers start now for what comes next, while this evaluation

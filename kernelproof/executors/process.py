@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,6 +117,11 @@ class WorkerProcess:
         self._inbox: handoff.Inbox | None = None  # device buffers the worker copies large outputs into
         self.handoff_failed = False  # reading them failed once: outputs take the wire from then on
         self.paused = False  # stopped by pause() until resume()
+        self._stopped_s = 0.0  # seconds spent stopped, over the worker's life
+        self._paused_at = 0.0
+        self._busy_since: float | None = None  # a request is waiting for its reply since then
+        self._lending = threading.Condition()
+        self.lent = False  # stopped by the device gate while another evaluation is timed (lend)
 
     @property
     def limits_applied(self) -> str:
@@ -146,16 +152,42 @@ class WorkerProcess:
             try:
                 os.killpg(self.proc.pid, signal.SIGSTOP)
                 self.paused = True
+                self._paused_at = time.monotonic()
             except OSError:
                 pass
 
     def resume(self) -> None:
         if self.paused:
             self.paused = False
+            self._stopped_s += time.monotonic() - self._paused_at
             try:
                 os.killpg(self.proc.pid, signal.SIGCONT)
             except OSError:
                 pass
+
+    def stopped_s(self) -> float:
+        """Seconds this worker has spent stopped so far (a stop under way included)."""
+        return self._stopped_s + (time.monotonic() - self._paused_at if self.paused else 0.0)
+
+    def lend(self, min_wait_s: float) -> bool:
+        """Stop the worker if a request of ours has waited at least `min_wait_s` for its reply, so
+        that another evaluation can time the device meanwhile (executors/gate.py). Until
+        :meth:`give_back` its reply is held back from the caller, and the stopped time does not
+        count towards the request's timeout. False if no request is waiting that long."""
+        with self._lending:
+            since = self._busy_since
+            if self.lent or self.paused or since is None or time.monotonic() - since < min_wait_s:
+                return False
+            self.pause()
+            self.lent = self.paused
+            return self.lent
+
+    def give_back(self) -> None:
+        with self._lending:
+            if self.lent:
+                self.lent = False
+                self.resume()
+                self._lending.notify_all()
 
     def stage_solution(self, source_path: str) -> str:
         """Copy the candidate's file into the worker's private dir; return the path the worker imports."""
@@ -220,16 +252,39 @@ class WorkerProcess:
         return self._inbox
 
     def _recv(self, timeout_s: float) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        self._await_reply(timeout_s)
         self.sock.settimeout(timeout_s)
         try:
             return protocol.recv(self.sock)
         except TimeoutError:
             self.kill()
-            raise WorkerDied(
-                "timeout", f"the worker did not answer within {timeout_s:.0f} s and was killed"
-            ) from None
+            raise self._timed_out(timeout_s) from None
         except (OSError, protocol.ProtocolError):
             raise self._death() from None
+
+    def _await_reply(self, timeout_s: float) -> None:
+        """Wait until the reply starts (or the socket closes), counting only the time the worker
+        ran: time it spent stopped (:meth:`lend`, :meth:`pause`) is not its own. A lent worker's
+        reply waits for :meth:`give_back`, so its caller does nothing while the device is timed."""
+        start, stopped = time.monotonic(), self.stopped_s()
+        self._busy_since = start
+        try:
+            while True:
+                readable, _, _ = select.select([self.sock], [], [], 0.1)
+                if readable:
+                    with self._lending:
+                        while self.lent:
+                            self._lending.wait()
+                        self._busy_since = None
+                    return
+                if time.monotonic() - start - (self.stopped_s() - stopped) >= timeout_s:
+                    self.kill()
+                    raise self._timed_out(timeout_s)
+        finally:
+            self._busy_since = None
+
+    def _timed_out(self, timeout_s: float) -> WorkerDied:
+        return WorkerDied("timeout", f"the worker did not answer within {timeout_s:.0f} s and was killed")
 
     def _death(self) -> WorkerDied:
         try:

@@ -8,6 +8,7 @@ unavailable, never guessed. Clocks are only read, never set.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,23 @@ class Sample:
     throttle: tuple[str, ...]  # slowdown reasons active at the time of the sample
 
 
+def nvml_handle(pynvml, device_index: int):
+    """NVML's handle for torch's CUDA device `device_index`. NVML numbers every GPU of the machine
+    and ignores CUDA_VISIBLE_DEVICES, so the device is found by its UUID (then by the visible list,
+    then by the bare index)."""
+    try:
+        import torch
+
+        uuid = str(torch.cuda.get_device_properties(device_index).uuid)
+        return pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+    except Exception:  # noqa: BLE001 - an older torch or driver: fall back to the numbering
+        pass
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
+    if device_index < len(visible) and visible[device_index].strip().isdigit():
+        return pynvml.nvmlDeviceGetHandleByIndex(int(visible[device_index]))
+    return pynvml.nvmlDeviceGetHandleByIndex(device_index)
+
+
 class Telemetry:
     def __init__(self, device_index: int):
         self.ok = False
@@ -39,7 +57,7 @@ class Telemetry:
 
             pynvml.nvmlInit()
             self.nvml = pynvml
-            self.handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
+            self.handle = nvml_handle(pynvml, device_index)
             self.ok = True
         except Exception as exc:  # noqa: BLE001 - no NVML here: report, do not guess
             self.error = f"NVML unavailable ({type(exc).__name__}: {exc}); install kernelproof[gpu]"

@@ -11,7 +11,7 @@ import pytest
 
 from kernelproof.api import evaluate_many
 from kernelproof.errors import UsageError
-from kernelproof.executors.gate import DeviceGate
+from kernelproof.executors.gate import DeviceGate, quiet_probe
 from kernelproof.executors.local import LocalPool
 from kernelproof.options import EvalOptions
 
@@ -89,13 +89,107 @@ def test_a_waiting_timing_keeps_new_shared_work_out():
     assert order == ["first left", "timing", "latecomer"]
 
 
+def _stopped(pid: int) -> bool:
+    """Is the process stopped (/proc state T)? Polled for up to 2 s: a signal arrives asynchronously."""
+    for _ in range(40):
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                return True
+        time.sleep(0.05)
+    return False
+
+
+class FakeWorker:
+    """A worker whose reply has been awaited long enough to be lent (or never, with `busy=False`)."""
+
+    def __init__(self, busy: bool = True) -> None:
+        self.busy = busy
+        self.events: list[str] = []
+
+    def lend(self, min_wait_s: float) -> bool:
+        if self.busy:
+            self.events.append("lent")
+        return self.busy
+
+    def give_back(self) -> None:
+        self.events.append("given back")
+
+
+def _holder(gate: DeviceGate, worker: FakeWorker, leave: threading.Event, inside: threading.Event):
+    def run():
+        with gate.shared():
+            gate.lendable(worker)
+            inside.set()
+            leave.wait(20)
+
+    return _start(run)
+
+
+def test_a_holder_awaiting_a_reply_is_lent_to_a_waiting_timing_and_given_back_after():
+    gate = DeviceGate(quiet=lambda: True, lend_after_s=0.3)
+    worker, leave, inside = FakeWorker(), threading.Event(), threading.Event()
+    holder = _holder(gate, worker, leave, inside)
+    assert inside.wait(10)
+    t0 = time.monotonic()
+    with gate.exclusive() as waited:
+        assert gate.holders() == (0, True)  # the holder is still inside, counted absent
+        assert worker.events == ["lent"]
+        assert 0.3 <= waited < 5 and time.monotonic() - t0 < 5
+    assert worker.events == ["lent", "given back"]
+    leave.set()
+    holder.join(10)
+    assert gate.lent_count == 1 and gate.holders() == (0, False)
+
+
+def test_a_device_that_does_not_go_quiet_gets_its_worker_back_and_the_timing_waits():
+    gate = DeviceGate(quiet=lambda: False, lend_after_s=0.2)
+    worker, leave, inside = FakeWorker(), threading.Event(), threading.Event()
+    holder = _holder(gate, worker, leave, inside)
+    assert inside.wait(10)
+    entered = threading.Event()
+
+    def timing():
+        with gate.exclusive():
+            entered.set()
+
+    t = _start(timing)
+    time.sleep(1.0)
+    assert not entered.is_set()
+    assert worker.events[:2] == ["lent", "given back"]  # stopped, the device stayed busy: resumed
+    leave.set()
+    t.join(10)
+    holder.join(10)
+    assert entered.is_set() and gate.lent_count == 0
+
+
+def test_a_holder_doing_its_own_gpu_work_is_never_lent():
+    gate = DeviceGate(quiet=lambda: True, lend_after_s=0.2)
+    worker, leave, inside = FakeWorker(busy=False), threading.Event(), threading.Event()
+    holder = _holder(gate, worker, leave, inside)
+    assert inside.wait(10)
+    entered = threading.Event()
+
+    def timing():
+        with gate.exclusive():
+            entered.set()
+
+    t = _start(timing)
+    time.sleep(0.8)
+    assert not entered.is_set() and worker.events == []
+    leave.set()
+    t.join(10)
+    holder.join(10)
+    assert entered.is_set()
+
+
 class SpyGate(DeviceGate):
     """Records every stretch, checks that timing is alone, and makes the first two evaluations meet
     inside their first shared stretch: a run that did not overlap them breaks the barrier."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, quiet=None) -> None:
+        super().__init__(quiet=quiet)
         self.log: list[tuple[str, int, float, float]] = []
+        self.stopped_while_timed: list[bool] = []  # per lent worker: was it stopped (state T)?
         self.lonely_timing: list[tuple[int, bool]] = []
         self._meet = threading.Barrier(2, timeout=120)
         self._met: set[int] = set()
@@ -121,6 +215,8 @@ class SpyGate(DeviceGate):
         with DeviceGate.exclusive(self) as waited:
             if self.holders() != (0, True):
                 self.lonely_timing.append(self.holders())
+            for w in list(self._lent.values()):
+                self.stopped_while_timed.append(_stopped(w.proc.pid))
             t0 = time.monotonic()
             try:
                 yield waited
@@ -129,9 +225,9 @@ class SpyGate(DeviceGate):
 
 
 class SpyPool(LocalPool):
-    def __init__(self) -> None:
+    def __init__(self, quiet=None) -> None:
         super().__init__()
-        self.spy = SpyGate()
+        self.spy = SpyGate(quiet)
 
     def gate(self, device: str) -> DeviceGate:
         return self.spy
@@ -169,6 +265,95 @@ def test_two_evaluations_per_device_overlap_their_checks_and_never_their_timing(
     assert len(threads) == 2  # two evaluations in flight on the one device
 
 
+def test_a_hung_candidate_is_stopped_while_the_other_evaluations_time_and_still_times_out():
+    """The hang holds its slot for its own timeout, not the device: it is lent to each timing."""
+    pool = SpyPool(quiet=lambda: True)  # on the CPU a stopped worker runs nothing
+    opts = EvalOptions(
+        device="cpu",
+        db="",
+        seed=5,
+        seeds_per_case=1,
+        timeout_s=12,
+        time_budget_s=0.5,
+        min_rounds=3,
+        max_rounds=4,
+        per_device=2,
+    )
+    hang = str(DATA / "solutions" / "infinite_loop.py")
+    good = str(DATA / "solutions" / "plain_torch.py")
+    try:
+        verdicts = {
+            v.solution.path + str(i): v
+            for i, v in enumerate(evaluate_many([(TASK, hang), (TASK, good), (TASK, good)], opts, pool=pool))
+        }
+    finally:
+        pool.close()
+    hung = [v for v in verdicts.values() if v.solution.path == hang]
+    passed = [v for v in verdicts.values() if v.solution.path == good]
+    assert [v.codes for v in hung] == [["timeout"]], [v.reasons for v in hung]
+    assert [v.verdict.value for v in passed] == ["pass", "pass"], [v.reasons for v in passed]
+    spy = pool.spy
+    assert spy.lonely_timing == []
+    assert spy.lent_count >= 1 and spy.stopped_while_timed and all(spy.stopped_while_timed)
+    # Both timings ran while the hang's worker was still inside its correctness stretch.
+    hang_end = max(e[3] for e in spy.log if e[0] == "shared")
+    assert all(e[3] < hang_end for e in spy.log if e[0] == "exclusive")
+    # Its timeout counted only the time it ran: it was stopped during the timings, so it lasted longer.
+    assert hung[0].elapsed_s >= 12
+
+
 def test_per_device_below_one_is_a_usage_error():
     with pytest.raises(UsageError, match="per-device"):
         list(evaluate_many([(TASK, TASK)], EvalOptions(device="cpu", db="", per_device=0)))
+
+
+BUSY_GPU = """
+import time, torch
+x = torch.randn(4096, 4096, device="cuda")
+print("busy", flush=True)
+end = time.monotonic() + {seconds}
+while time.monotonic() < end:
+    x = (x @ x).clamp_(-1, 1)
+torch.cuda.synchronize()
+"""
+
+
+@pytest.mark.gpu
+def test_nvml_sees_another_process_keep_the_gpu_busy_and_then_go_quiet():
+    """The check lending depends on, on the real device (found by UUID, whatever CUDA_VISIBLE_DEVICES)."""
+    import subprocess
+    import sys
+
+    from kernelproof.executors.gate import QuietGpu
+
+    probe = QuietGpu(0)
+    assert probe.nvml is not None, probe.error
+    busy = subprocess.Popen(
+        [sys.executable, "-c", BUSY_GPU.format(seconds=8)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert busy.stdout.readline().strip() == "busy"
+        assert probe() is False  # matmuls in another process: not quiet
+    finally:
+        busy.wait(60)
+    assert probe() is True  # nothing of anyone's runs now
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_hung_candidate_is_lent_to_the_other_evaluations_timing():
+    pool = SpyPool()
+    pool.spy.quiet = quiet_probe("cuda:0")
+    assert pool.spy.quiet is not None
+    opts = EvalOptions(
+        device="cuda:0", db="", seed=5, seeds_per_case=1, timeout_s=20, time_budget_s=0.5, per_device=2
+    )
+    hang = str(DATA / "solutions" / "infinite_loop.py")
+    good = str(DATA / "solutions" / "plain_torch.py")
+    try:
+        verdicts = list(evaluate_many([(TASK, hang), (TASK, good)], opts, pool=pool))
+    finally:
+        pool.close()
+    codes = sorted(",".join(v.codes) or v.verdict.value for v in verdicts)
+    assert codes == ["pass", "timeout"], [v.reasons for v in verdicts]
+    assert pool.spy.lent_count >= 1 and all(pool.spy.stopped_while_timed)
+    assert pool.spy.lonely_timing == []
