@@ -6,12 +6,13 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from kernelproof.api import evaluate_many
 from kernelproof.errors import UsageError
-from kernelproof.executors.gate import DeviceGate, quiet_probe
+from kernelproof.executors.gate import DeviceGate, QuietGpu, quiet_probe
 from kernelproof.executors.local import LocalPool
 from kernelproof.options import EvalOptions
 
@@ -180,6 +181,46 @@ def test_a_holder_doing_its_own_gpu_work_is_never_lent():
     t.join(10)
     holder.join(10)
     assert entered.is_set()
+
+
+class FakeNvml:
+    """NVML's utilisation samples: one new sample per call after the first, from `values`."""
+
+    NVML_GPU_UTILIZATION_SAMPLES = 1
+
+    def __init__(self, values: list[int]) -> None:
+        self.values = list(values)
+        self.samples = [SimpleNamespace(timeStamp=100, sampleValue=SimpleNamespace(uiVal=90))]
+
+    def nvmlDeviceGetSamples(self, handle, kind, since):
+        if since and self.values:  # a later call: the device took one more sample meanwhile
+            ts = self.samples[-1].timeStamp + 10
+            self.samples.append(
+                SimpleNamespace(timeStamp=ts, sampleValue=SimpleNamespace(uiVal=self.values.pop(0)))
+            )
+        return 0, [x for x in self.samples if x.timeStamp > since]
+
+
+def _probe(values: list[int]) -> QuietGpu:
+    probe = object.__new__(QuietGpu)
+    probe.nvml, probe.handle, probe.error = FakeNvml(values), None, ""
+    probe.WAIT_S = 0.5
+    return probe
+
+
+@pytest.mark.parametrize(
+    ("values", "quiet"),
+    [
+        ([0, 0, 0], True),
+        ([80, 0, 0], True),  # the first sample after the stop may still cover work from before it
+        ([0, 0, 3], False),  # the two after the skipped one must both read 0
+        ([5, 0, 0, 7], True),  # SAMPLES = 2 after the skipped one: a later one is not waited for
+        ([0, 5, 0], False),  # a kernel ran after the stop
+        ([0], False),  # too few samples before the deadline: cannot tell
+    ],
+)
+def test_the_gpu_counts_as_quiet_only_if_every_sample_after_the_stop_reads_zero(values, quiet):
+    assert _probe(values)() is quiet
 
 
 class SpyGate(DeviceGate):
