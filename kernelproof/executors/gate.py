@@ -11,8 +11,8 @@ entering (writer preference), so timing waits for the stretches already under wa
 stream of new ones.
 
 A shared holder that is only waiting for its worker's reply (a hung candidate, a slow one) need
-not hold the timing up for its whole timeout. After ``LEND_AFTER_S`` the waiting timing stops
-that worker (SIGSTOP: a stopped process submits nothing) and asks the device whether it has gone
+not hold the timing up for its whole timeout. Once that reply has been awaited ``LEND_AFTER_S``,
+a waiting timing stops the worker (SIGSTOP: a stopped process submits nothing) and asks the device whether it has gone
 quiet; if so the holder counts as absent until the timing ends, when the worker is resumed. Its
 reply is held back until then, so its evaluation does no GPU work of its own meanwhile, and the
 stopped time does not count towards its timeout (executors/process.py). A stopped process's
@@ -88,7 +88,7 @@ class DeviceGate:
     def exclusive(self) -> Iterator[float]:
         """Timing: the GPU to this caller alone; yields the seconds waited for shared holders to leave."""
         t0 = time.monotonic()
-        next_lend = t0 + self.lend_after_s
+        next_lend = t0  # a holder qualifies by how long its own reply has been awaited
         with self._cond:
             self._exclusive_waiting += 1
             try:
@@ -99,12 +99,12 @@ class DeviceGate:
                         if waiting:
                             self._cond.release()  # stopping and asking the device take a while
                             try:
-                                lent = self._lend(waiting)
+                                lent, probed = self._lend(waiting)
                             finally:
                                 self._cond.acquire()
                             self._lent.update(lent)
                             self.lent_count += len(lent)
-                            if not lent:
+                            if probed and not lent:  # the device stayed busy: not again at once
                                 next_lend = time.monotonic() + RETRY_LEND_S
             finally:
                 self._exclusive_waiting -= 1
@@ -119,15 +119,17 @@ class DeviceGate:
             for w in lent.values():
                 w.give_back()
 
-    def _lend(self, waiting: dict[int, Lendable]) -> dict[int, Lendable]:
+    def _lend(self, waiting: dict[int, Lendable]) -> tuple[dict[int, Lendable], bool]:
         """Stop the workers whose replies have been awaited long enough; keep them stopped only if
-        the device then goes quiet."""
+        the device then goes quiet. Returns them, and whether the device was asked."""
         lent = {t: w for t, w in waiting.items() if w.lend(self.lend_after_s)}
-        if lent and not (self.quiet is not None and self.quiet()):
+        if not lent:
+            return {}, False
+        if not (self.quiet is not None and self.quiet()):
             for w in lent.values():
                 w.give_back()
-            return {}
-        return lent
+            return {}, True
+        return lent, True
 
     def holders(self) -> tuple[int, bool]:
         """(shared holders inside and not lent, whether a timing is inside): for tests and reports."""
@@ -142,7 +144,7 @@ class QuietGpu:
     Without NVML (or on any NVML error) the answer is no, and nothing is lent."""
 
     SAMPLES = 2
-    WAIT_S = 3.0  # NVML's sample period is 1/6 s to 1 s depending on the GPU
+    WAIT_S = 4.0  # NVML's sample period is 1/6 s to 1 s depending on the GPU: three new samples
 
     def __init__(self, device_index: int) -> None:
         self.error = ""

@@ -135,7 +135,7 @@ def test_a_holder_awaiting_a_reply_is_lent_to_a_waiting_timing_and_given_back_af
     with gate.exclusive() as waited:
         assert gate.holders() == (0, True)  # the holder is still inside, counted absent
         assert worker.events == ["lent"]
-        assert 0.3 <= waited < 5 and time.monotonic() - t0 < 5
+        assert waited < 5 and time.monotonic() - t0 < 5  # not the holder's 20 s
     assert worker.events == ["lent", "given back"]
     leave.set()
     holder.join(10)
