@@ -169,6 +169,7 @@ def evaluate_pair(
 
     phases: dict[str, float] = {"setup_s": time.monotonic() - started}
     env["phases"] = phases
+    env["per_device"] = options.per_device  # evaluations in flight on this device (timing alone)
     built = None
     if pending is not None:
         built, build_rec = build_phase.wait(pending, sol.triage.backend)

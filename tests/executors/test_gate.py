@@ -294,6 +294,7 @@ def test_two_evaluations_per_device_overlap_their_checks_and_never_their_timing(
         pool.close()
     assert [v.verdict.value for v in verdicts] == ["pass"] * 3, [v.reasons for v in verdicts]
     assert all(v.timing is not None for v in verdicts)
+    assert all(v.environment["per_device"] == 2 for v in verdicts)  # said in every verdict
     log = pool.spy.log
     timings = [e for e in log if e[0] == "exclusive"]
     assert len(timings) == 3
