@@ -36,6 +36,7 @@ from _common import ROOT, phase_durations, phase_parts, suite_pairs, table, writ
 
 from kernelproof.api import evaluate_many
 from kernelproof.executors.local import LocalPool, resolve_devices
+from kernelproof.measure.telemetry import nvml_handle
 from kernelproof.options import EvalOptions
 from kernelproof.phases.build import needs_build
 from kernelproof.solution import read_solution
@@ -191,7 +192,8 @@ class IdleSampler:
 
             pynvml.nvmlInit()
             self._nvml = pynvml
-            self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in indices]
+            # torch's indices, found in NVML by UUID (NVML ignores CUDA_VISIBLE_DEVICES)
+            self._handles = [nvml_handle(pynvml, i) for i in indices]
         except Exception as exc:  # noqa: BLE001 - no NVML: say so, measure the rest
             self._nvml = None
             self.note = f"not measured ({type(exc).__name__}: {exc}; pip install nvidia-ml-py)"
