@@ -125,7 +125,7 @@ class DeviceGate:
         lent = {t: w for t, w in waiting.items() if w.lend(self.lend_after_s)}
         if not lent:
             return {}, False
-        if not (self.quiet is not None and self.quiet()):
+        if not self.quiet():  # only called with a check to ask
             for w in lent.values():
                 w.give_back()
             return {}, True

@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from proc_state import stopped
 
 from kernelproof.api import evaluate_many
 from kernelproof.errors import UsageError
@@ -26,26 +27,32 @@ def _start(target) -> threading.Thread:
     return t
 
 
+def _timing(gate: DeviceGate) -> tuple[threading.Thread, threading.Event]:
+    """A timing started in its own thread, and the event it sets once inside."""
+    entered = threading.Event()
+
+    def run():
+        with gate.exclusive():
+            entered.set()
+
+    return _start(run), entered
+
+
 def test_shared_holders_overlap_and_timing_waits_for_them_to_leave():
     gate = DeviceGate()
     inside = threading.Event()
     leave = threading.Event()
-    entered_exclusive = threading.Event()
 
     def shared_worker():
         with gate.shared():
             inside.set()
             leave.wait(10)
 
-    def timing():
-        with gate.exclusive():
-            entered_exclusive.set()
-
     _start(shared_worker)
     assert inside.wait(10)
     with gate.shared():  # a second shared holder gets in at once
         assert gate.holders() == (2, False)
-    t = _start(timing)
+    t, entered_exclusive = _timing(gate)
     time.sleep(0.2)
     assert not entered_exclusive.is_set()  # a shared holder is still inside
     leave.set()
@@ -88,16 +95,6 @@ def test_a_waiting_timing_keeps_new_shared_work_out():
     t.join(10)
     late.join(10)
     assert order == ["first left", "timing", "latecomer"]
-
-
-def _stopped(pid: int) -> bool:
-    """Is the process stopped (/proc state T)? Polled for up to 2 s: a signal arrives asynchronously."""
-    for _ in range(40):
-        with open(f"/proc/{pid}/stat") as f:
-            if f.read().rsplit(")", 1)[1].split()[0] == "T":
-                return True
-        time.sleep(0.05)
-    return False
 
 
 class FakeWorker:
@@ -147,13 +144,7 @@ def test_a_device_that_does_not_go_quiet_gets_its_worker_back_and_the_timing_wai
     worker, leave, inside = FakeWorker(), threading.Event(), threading.Event()
     holder = _holder(gate, worker, leave, inside)
     assert inside.wait(10)
-    entered = threading.Event()
-
-    def timing():
-        with gate.exclusive():
-            entered.set()
-
-    t = _start(timing)
+    t, entered = _timing(gate)
     time.sleep(1.0)
     assert not entered.is_set()
     assert worker.events[:2] == ["lent", "given back"]  # stopped, the device stayed busy: resumed
@@ -168,13 +159,7 @@ def test_a_holder_doing_its_own_gpu_work_is_never_lent():
     worker, leave, inside = FakeWorker(busy=False), threading.Event(), threading.Event()
     holder = _holder(gate, worker, leave, inside)
     assert inside.wait(10)
-    entered = threading.Event()
-
-    def timing():
-        with gate.exclusive():
-            entered.set()
-
-    t = _start(timing)
+    t, entered = _timing(gate)
     time.sleep(0.8)
     assert not entered.is_set() and worker.events == []
     leave.set()
@@ -257,7 +242,7 @@ class SpyGate(DeviceGate):
             if self.holders() != (0, True):
                 self.lonely_timing.append(self.holders())
             for w in list(self._lent.values()):
-                self.stopped_while_timed.append(_stopped(w.proc.pid))
+                self.stopped_while_timed.append(stopped(w.proc.pid, True))
             t0 = time.monotonic()
             try:
                 yield waited

@@ -2,6 +2,8 @@
 
 import time
 
+from proc_state import stopped
+
 from kernelproof.executors.local import LocalPool, run_many
 
 
@@ -12,18 +14,6 @@ def _wait_for_spare(pool: LocalPool, role: str):
             return spares[0]
         time.sleep(0.05)
     return None
-
-
-def _stopped(pid: int, expected: bool) -> bool:
-    """Is the process stopped (/proc state T)? Polled for up to 5 s until it is as `expected`
-    (a signal is delivered asynchronously)."""
-    for _ in range(100):
-        with open(f"/proc/{pid}/stat") as f:
-            stopped = f.read().rsplit(")", 1)[1].split()[0] == "T"
-        if stopped == expected:
-            break
-        time.sleep(0.05)
-    return stopped
 
 
 def test_a_new_tasks_baseline_is_the_worker_started_with_the_previous_candidate():
@@ -62,14 +52,14 @@ def test_settle_stops_the_spares_still_starting_until_resumed_or_taken():
         (baseline,) = pool._spare[("baseline", "cpu")]
         (candidate,) = pool._spare[("candidate", "cpu")]
         for w in (baseline, candidate):
-            assert w.hello is None and w.paused and _stopped(w.proc.pid, True)
+            assert w.hello is None and w.paused and stopped(w.proc.pid, True)
         # Timing needs a baseline: the stopped spare is taken, resumed, and finishes starting.
         taken = pool.baseline(("task-a", "default", "eager", "cpu"), "cpu")
         assert taken is baseline and not taken.paused
         assert taken.wait_ready(timeout_s=120)["op"] == "hello"
         assert candidate.paused  # a later evaluation's: still stopped while the rounds run
         pool.resume("cpu")
-        assert not candidate.paused and not _stopped(candidate.proc.pid, False)
+        assert not candidate.paused and not stopped(candidate.proc.pid, False)
         assert candidate.wait_ready(timeout_s=120)["op"] == "hello"  # it goes on starting
         pool.settle("cpu")  # nothing starting: returns at once, stops nothing
         assert not candidate.paused

@@ -1,0 +1,6 @@
+"""The executor tests share a helper module that lives beside them."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
