@@ -7,6 +7,8 @@ phase times, so the cost is read by part. Target (issue): <= 20 s with warm work
     python benchmarks/cost.py                 # on the GPU machine
     python benchmarks/cost.py --device cpu    # the same protocol on the CPU (interpreted Triton)
     python benchmarks/cost.py --profile       # and, for the last (warm) run, where the time went
+    python benchmarks/cost.py --profile --profile-run first --before level1/09_gelu.py \
+        --task level1/08_rms_norm.py          # a new task's first evaluation, workers already warm
 """
 
 from __future__ import annotations
@@ -30,16 +32,30 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--task", default="level1/09_gelu.py", help="a suite task with an example solution")
-    ap.add_argument("--profile", action="store_true", help="break the last run down by part")
+    ap.add_argument("--profile", action="store_true", help="break one run down by part")
+    ap.add_argument(
+        "--profile-run", choices=("first", "last"), default="last", help="which run --profile breaks down"
+    )
+    ap.add_argument(
+        "--before",
+        help="a suite task evaluated first, not reported: the first run is then a new task's "
+        "(its baselines cold) with the pool's workers warm, as in a batch over many tasks",
+    )
     args = ap.parse_args()
     task = ROOT / "suite" / args.task
     sol = ROOT / "examples" / args.task
     options = EvalOptions(device=args.device, db="")  # the defaults, as `kernelproof eval` uses them
+    labels = LABELS
+    if args.before:
+        t0 = time.perf_counter()
+        v = evaluate(ROOT / "suite" / args.before, ROOT / "examples" / args.before, options)
+        print(f"before: {args.before} {v.verdict.value} in {time.perf_counter() - t0:.1f} s", flush=True)
+        labels = ("first (new task, warm workers)", *LABELS[1:])
+    profiled = labels[0] if args.profile_run == "first" else labels[-1]
     rows, docs = [], []
     prof = None
-    for label in LABELS:
-        if args.profile and label == LABELS[-1]:
-            prof = Profile()
+    for label in labels:
+        prof = Profile() if args.profile and label == profiled else None
         cprof = cProfile.Profile() if prof is not None else None
         t0 = time.perf_counter()
         with prof or contextlib.nullcontext(), cprof or contextlib.nullcontext():
@@ -49,20 +65,24 @@ def main() -> None:
         rows.append([label, f"{wall:.1f}", v.verdict.value, str(v.correctness.cases_run), phase_parts(v)])
         docs.append({"run": label, "wall_s": wall, "verdict": v.verdict.value, "phases": phases})
         print("row:", "  ".join(rows[-1]), flush=True)
+        if prof is not None:
+            report_profile(label, prof, cprof, v, docs[-1])
     print(table(rows, ["evaluation", "wall s", "verdict", "cases", "by phase (s)"]))
-    if prof is not None:
-        print(f"\n{LABELS[-1]}, by part (inclusive seconds; requests include the worker's work):")
-        print(table(prof.rows(), ["part", "calls", "s", "MB on the wire"]))
-        docs[-1]["profile"] = prof.as_dict()
-        for shape in v.timing.shapes if v.timing else ():
-            print(
-                f"\ntiming harness per call, shape {shape.shape!r} ({shape.rounds} rounds; ms, median over batches):"
-            )
-            for program, parts in shape.overhead_ms.items():
-                print(f"  {program:10s} " + ", ".join(f"{k} {x:.3f}" for k, x in parts.items()))
-        print("\nthe parent's own time (cProfile, the evaluating thread; top 15 by own time):")
-        pstats.Stats(cprof).sort_stats("tottime").print_stats(15)
     write_json("cost.json", docs)
+
+
+def report_profile(label: str, prof: Profile, cprof: cProfile.Profile, v, doc: dict) -> None:
+    print(f"\n{label}, by part (inclusive seconds; requests include the worker's work):")
+    print(table(prof.rows(), ["part", "calls", "s", "MB on the wire"]))
+    doc["profile"] = prof.as_dict()
+    for shape in v.timing.shapes if v.timing else ():
+        print(
+            f"\ntiming harness per call, shape {shape.shape!r} ({shape.rounds} rounds; ms, median over batches):"
+        )
+        for program, parts in shape.overhead_ms.items():
+            print(f"  {program:10s} " + ", ".join(f"{k} {x:.3f}" for k, x in parts.items()))
+    print("\nthe parent's own time (cProfile, the evaluating thread; top 15 by own time):")
+    pstats.Stats(cprof).sort_stats("tottime").print_stats(15)
 
 
 if __name__ == "__main__":

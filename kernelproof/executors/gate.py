@@ -139,15 +139,18 @@ class DeviceGate:
 
 class QuietGpu:
     """Has one GPU stopped running kernels? Read from NVML's utilisation samples (the fraction of
-    each sample period in which any kernel ran): the first sample newer than the call may still
-    cover work from before it, so it is skipped, and the next ``SAMPLES`` must all read 0.
-    Without NVML (or on any NVML error) the answer is no, and nothing is lent."""
+    each sample period in which any kernel ran). The first sample newer than the call may still
+    cover work from before it, so it is skipped; then ``SAMPLES`` zero samples in a row mean
+    quiet. A nonzero sample does not end the wait: a stopped worker's last kernels drain, and
+    NVML's figure may trail the work by a sample or two, so only ``WAIT_S`` without such a run
+    means busy. Without NVML (or on any NVML error) the answer is no, and nothing is lent."""
 
     SAMPLES = 2
-    WAIT_S = 4.0  # NVML's sample period is 1/6 s to 1 s depending on the GPU: three new samples
+    WAIT_S = 4.0  # NVML's sample period is 1/6 s to 1 s depending on the GPU
 
     def __init__(self, device_index: int) -> None:
         self.error = ""
+        self.last_samples: list[int] = []  # what the last call read (percent), for reports and tests
         try:
             import pynvml
 
@@ -164,17 +167,26 @@ class QuietGpu:
         if self.nvml is None:
             return False
         n = self.nvml
+        self.last_samples = []
         try:
             kind = n.NVML_GPU_UTILIZATION_SAMPLES
             _, before = n.nvmlDeviceGetSamples(self.handle, kind, 0)
             last = max((s.timeStamp for s in before), default=0)
             deadline = time.monotonic() + self.WAIT_S
+            skipped = False
+            zeros = 0
             while time.monotonic() < deadline:
                 time.sleep(0.05)
                 _, samples = n.nvmlDeviceGetSamples(self.handle, kind, last)
-                newer = sorted((s for s in samples if s.timeStamp > last), key=lambda s: s.timeStamp)
-                if len(newer) > self.SAMPLES:
-                    return all(s.sampleValue.uiVal == 0 for s in newer[1:])
+                for s in sorted((s for s in samples if s.timeStamp > last), key=lambda s: s.timeStamp):
+                    last = s.timeStamp
+                    self.last_samples.append(int(s.sampleValue.uiVal))
+                    if not skipped:
+                        skipped = True
+                        continue
+                    zeros = zeros + 1 if s.sampleValue.uiVal == 0 else 0
+                    if zeros >= self.SAMPLES:
+                        return True
             return False
         except Exception:  # noqa: BLE001 - cannot tell: do not lend
             return False
