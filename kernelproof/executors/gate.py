@@ -166,30 +166,38 @@ class QuietGpu:
     def __call__(self) -> bool:
         if self.nvml is None:
             return False
-        n = self.nvml
         self.last_samples = []
         try:
-            kind = n.NVML_GPU_UTILIZATION_SAMPLES
-            _, before = n.nvmlDeviceGetSamples(self.handle, kind, 0)
-            last = max((s.timeStamp for s in before), default=0)
+            last = max((ts for ts, _ in self._newer(0)), default=0)
             deadline = time.monotonic() + self.WAIT_S
             skipped = False
             zeros = 0
             while time.monotonic() < deadline:
                 time.sleep(0.05)
-                _, samples = n.nvmlDeviceGetSamples(self.handle, kind, last)
-                for s in sorted((s for s in samples if s.timeStamp > last), key=lambda s: s.timeStamp):
-                    last = s.timeStamp
-                    self.last_samples.append(int(s.sampleValue.uiVal))
+                for ts, value in self._newer(last):
+                    last = ts
+                    self.last_samples.append(value)
                     if not skipped:
                         skipped = True
                         continue
-                    zeros = zeros + 1 if s.sampleValue.uiVal == 0 else 0
+                    zeros = zeros + 1 if value == 0 else 0
                     if zeros >= self.SAMPLES:
                         return True
             return False
         except Exception:  # noqa: BLE001 - cannot tell: do not lend
             return False
+
+    def _newer(self, since: int) -> list[tuple[int, int]]:
+        """(timestamp, percent) of every sample taken after `since`, oldest first. NVML answers
+        NOT_FOUND while it has none (it samples every 200 ms on an H200, and this polls faster)."""
+        n = self.nvml
+        try:
+            _, samples = n.nvmlDeviceGetSamples(self.handle, n.NVML_GPU_UTILIZATION_SAMPLES, since)
+        except n.NVMLError as exc:
+            if getattr(exc, "value", None) == n.NVML_ERROR_NOT_FOUND:
+                return []
+            raise
+        return sorted((int(s.timeStamp), int(s.sampleValue.uiVal)) for s in samples if s.timeStamp > since)
 
 
 def quiet_probe(device: str) -> Callable[[], bool] | None:

@@ -41,7 +41,8 @@ from kernelproof.solution import read_solution
 MAX_BASELINE_WORKERS = 8  # persistent baseline processes kept per pool (least recently used go first)
 # Started workers kept waiting per device. A worker takes longer to start on a GPU machine (torch,
 # CUDA, CUPTI: about 10 s on the H200 host) than an evaluation takes to reach its timing (6-7 s),
-# so each candidate spare gets two evaluations to start in, paused while the GPU is timed.
+# so each candidate spare gets two evaluations to start in, paused while the GPU is timed. With
+# `per_device` evaluations in flight, workers are taken that many times as often: as many more spares.
 CANDIDATE_SPARES = {"cuda": 2, "cpu": 1}
 
 
@@ -83,6 +84,7 @@ class LocalPool(WorkerSource):
         self._order: list[tuple] = []
         self._lock = threading.Lock()
         self._slots: dict[tuple[str, int], threading.BoundedSemaphore] = {}
+        self._in_flight: dict[str, int] = {}  # device -> the most evaluations admitted at once
         self._gates: dict[str, DeviceGate] = {}
         self._builders: dict[tuple, BuilderPool] = {}
         self._pending: dict[tuple, PendingBuild] = {}  # builds submitted ahead of their evaluation
@@ -94,6 +96,7 @@ class LocalPool(WorkerSource):
         Only a throttle: what keeps timing honest is the device's :meth:`gate`, which every
         evaluation passes whatever its admission."""
         with self._lock:
+            self._in_flight[device] = max(self._in_flight.get(device, 1), slots)
             return self._slots.setdefault((device, slots), threading.BoundedSemaphore(slots))
 
     def gate(self, device: str) -> DeviceGate:
@@ -114,6 +117,8 @@ class LocalPool(WorkerSource):
         w = self._take("candidate", device)
         if self.prespawn:
             depth = CANDIDATE_SPARES["cpu" if device == "cpu" else "cuda"]
+            with self._lock:
+                depth *= self._in_flight.get(device, 1)
             self._start_spares("candidate", device, depth)
             if timed:
                 self._start_spares("baseline", device, 1)

@@ -169,27 +169,39 @@ def test_a_holder_doing_its_own_gpu_work_is_never_lent():
 
 
 class FakeNvml:
-    """NVML's utilisation samples: one new sample per call after the first, from `values`."""
+    """NVML's utilisation samples: a new sample from `values` every other call after the first (the
+    check polls faster than NVML samples); like NVML, a call with nothing newer raises NOT_FOUND."""
 
     NVML_GPU_UTILIZATION_SAMPLES = 1
+    NVML_ERROR_NOT_FOUND = 6
+
+    class NVMLError(Exception):
+        def __init__(self, value: int) -> None:
+            super().__init__(value)
+            self.value = value
 
     def __init__(self, values: list[int]) -> None:
         self.values = list(values)
         self.samples = [SimpleNamespace(timeStamp=100, sampleValue=SimpleNamespace(uiVal=90))]
+        self.calls = 0
 
     def nvmlDeviceGetSamples(self, handle, kind, since):
-        if since and self.values:  # a later call: the device took one more sample meanwhile
+        self.calls += 1
+        if since and self.values and self.calls % 2:  # the device took one more sample meanwhile
             ts = self.samples[-1].timeStamp + 10
             self.samples.append(
                 SimpleNamespace(timeStamp=ts, sampleValue=SimpleNamespace(uiVal=self.values.pop(0)))
             )
-        return 0, [x for x in self.samples if x.timeStamp > since]
+        newer = [x for x in self.samples if x.timeStamp > since]
+        if not newer:
+            raise self.NVMLError(self.NVML_ERROR_NOT_FOUND)
+        return 0, newer
 
 
 def _probe(values: list[int]) -> QuietGpu:
     probe = object.__new__(QuietGpu)
     probe.nvml, probe.handle, probe.error = FakeNvml(values), None, ""
-    probe.WAIT_S = 0.5
+    probe.WAIT_S = 1.0
     return probe
 
 
@@ -211,6 +223,17 @@ def test_the_gpu_counts_as_quiet_after_two_zero_samples_in_a_row_after_the_stop(
     probe = _probe(values)
     assert probe() is quiet
     assert probe.last_samples == values[: len(probe.last_samples)] and probe.last_samples
+
+
+def test_any_other_nvml_error_means_busy():
+    probe = _probe([0, 0, 0])
+    fake = probe.nvml
+
+    def broken(handle, kind, since):
+        raise fake.NVMLError(999)
+
+    fake.nvmlDeviceGetSamples = broken
+    assert probe() is False
 
 
 class SpyGate(DeviceGate):
@@ -365,7 +388,7 @@ def test_nvml_sees_another_process_keep_the_gpu_busy_and_then_go_quiet():
     )
     try:
         assert busy.stdout.readline().strip() == "busy"
-        assert probe() is False  # matmuls in another process: not quiet
+        assert probe() is False, probe.last_samples  # matmuls in another process: not quiet
     finally:
         busy.wait(60)
     assert probe() is True, probe.last_samples  # nothing of anyone's runs now

@@ -44,6 +44,20 @@ def test_an_evaluation_that_times_nothing_starts_no_baseline_worker():
         pool.close()
 
 
+def test_with_two_evaluations_in_flight_twice_as_many_candidate_workers_wait():
+    pool = LocalPool()
+    try:
+        pool.device_slots("cpu", 2)
+        pool.candidate("cpu", timed=False).close()
+        for _ in range(600):
+            if len(pool._spare.get(("candidate", "cpu"), [])) == 2:
+                break
+            time.sleep(0.05)
+        assert len(pool._spare[("candidate", "cpu")]) == 2
+    finally:
+        pool.close()
+
+
 def test_settle_stops_the_spares_still_starting_until_resumed_or_taken():
     pool = LocalPool()
     try:
