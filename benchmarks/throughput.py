@@ -323,10 +323,16 @@ def main() -> None:
             # passes find the same sources in the cache.
             name = "cold builds" if k == 0 and not args.warm_builds else "warm caches"
             print(f"== pass {k + 1}: {name}", flush=True)
+            lent_before = sum(pool.gate(d).lent_count for d in devices)
             verdicts, wall_s, idle, note = run_pass(candidates, opts, pool, gpus, args.max_seconds)
             # Reported as soon as the pass ends: a later pass cut short by a time limit loses only itself.
             print(f"\n== {name}")
             doc["passes"].append(report(name, candidates, kinds, verdicts, wall_s, idle, note, len(gpus)))
+            lent = sum(pool.gate(d).lent_count for d in devices) - lent_before
+            doc["passes"][-1]["summary"]["lent"] = lent
+            print(
+                f"workers stopped for another evaluation's timing (a reply awaited >= 2 s, the GPU then quiet): {lent}"
+            )
             write_json("throughput.json", doc)
     finally:
         pool.close()
