@@ -16,20 +16,11 @@ import subprocess
 import sys
 import time
 
-from _common import table, write_json
+from _common import ROOT, table, write_json
 
 from kernelproof.executors.gate import QuietGpu
 
-BUSY = """
-import time, torch
-x = torch.randn(4096, 4096, device="cuda")
-print("busy", flush=True)
-end = time.monotonic() + {seconds}
-while time.monotonic() < end:
-    x = (x @ x).clamp_(-1, 1)
-torch.cuda.synchronize()
-print(time.time(), flush=True)
-"""
+BUSY = ROOT / "scripts" / "busy-gpu"  # another process keeping the GPU busy
 
 
 def samples_since(probe: QuietGpu, since_us: int) -> list[tuple[int, int]]:
@@ -63,7 +54,7 @@ def main() -> None:
     doc["after_busy"] = []
     for i in range(args.repeats):
         busy = subprocess.Popen(
-            [sys.executable, "-c", BUSY.format(seconds=args.busy_s)], stdout=subprocess.PIPE, text=True
+            [sys.executable, str(BUSY), str(args.busy_s)], stdout=subprocess.PIPE, text=True
         )
         assert busy.stdout.readline().strip() == "busy"
         end = float(busy.stdout.readline())

@@ -362,15 +362,7 @@ def test_per_device_below_one_is_a_usage_error():
         list(evaluate_many([(TASK, TASK)], EvalOptions(device="cpu", db="", per_device=0)))
 
 
-BUSY_GPU = """
-import time, torch
-x = torch.randn(4096, 4096, device="cuda")
-print("busy", flush=True)
-end = time.monotonic() + {seconds}
-while time.monotonic() < end:
-    x = (x @ x).clamp_(-1, 1)
-torch.cuda.synchronize()
-"""
+BUSY_GPU = Path(__file__).resolve().parents[2] / "scripts" / "busy-gpu"
 
 
 @pytest.mark.gpu
@@ -383,9 +375,7 @@ def test_nvml_sees_another_process_keep_the_gpu_busy_and_then_go_quiet():
 
     probe = QuietGpu(0)
     assert probe.nvml is not None, probe.error
-    busy = subprocess.Popen(
-        [sys.executable, "-c", BUSY_GPU.format(seconds=8)], stdout=subprocess.PIPE, text=True
-    )
+    busy = subprocess.Popen([sys.executable, str(BUSY_GPU), "8"], stdout=subprocess.PIPE, text=True)
     try:
         assert busy.stdout.readline().strip() == "busy"
         assert probe() is False, probe.last_samples  # matmuls in another process: not quiet
