@@ -23,10 +23,6 @@ from kernelproof.executors.gate import QuietGpu
 BUSY = ROOT / "scripts" / "busy-gpu"  # another process keeping the GPU busy
 
 
-def samples_since(probe: QuietGpu, since_us: int) -> list[tuple[int, int]]:
-    return probe._newer(since_us)  # noqa: SLF001 - the check's own reading of NVML
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--busy-s", type=float, default=3.0)
@@ -39,7 +35,7 @@ def main() -> None:
 
     t0_us = int(time.time() * 1e6)
     time.sleep(3.0)
-    idle = samples_since(probe, t0_us)
+    idle = probe.newer_samples(t0_us)
     gaps = [(b[0] - a[0]) / 1e3 for a, b in zip(idle, idle[1:], strict=False)]
     doc["idle_period_ms"] = statistics.median(gaps) if gaps else None
     doc["idle_values"] = [v for _, v in idle]
@@ -64,7 +60,7 @@ def main() -> None:
         latency = time.perf_counter() - t
         rows.append(["after busy", str(i), str(ok), f"{latency:.2f}", str(probe.last_samples)])
         time.sleep(2.0)
-        trail = [((ts - end * 1e6) / 1e3, v) for ts, v in samples_since(probe, int((end - 2.0) * 1e6))]
+        trail = [((ts - end * 1e6) / 1e3, v) for ts, v in probe.newer_samples(int((end - 2.0) * 1e6))]
         doc["after_busy"].append({"quiet": ok, "latency_s": latency, "samples_ms_value": trail})
         print(f"after busy #{i}: samples (ms from the busy process's last sync, percent):")
         print("  " + ", ".join(f"{ms:+.0f}:{v}" for ms, v in trail))

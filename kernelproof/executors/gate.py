@@ -17,7 +17,8 @@ quiet; if so the holder counts as absent until the timing ends, when the worker 
 reply is held back until then, so its evaluation does no GPU work of its own meanwhile, and the
 stopped time does not count towards its timeout (executors/process.py). A stopped process's
 kernels already on the GPU keep running, hence the check: on a GPU, NVML's utilisation samples
-taken after the stop must all read 0 (``QuietGpu``); on the CPU a stopped process uses nothing.
+taken after the stop must read 0 twice in a row (``QuietGpu``); on the CPU a stopped process
+uses nothing.
 A device that does not go quiet gets its workers back at once and the timing waits as before.
 
 Shared stretches must not be entered while the same thread holds the gate exclusively, nor the
@@ -168,13 +169,13 @@ class QuietGpu:
             return False
         self.last_samples = []
         try:
-            last = max((ts for ts, _ in self._newer(0)), default=0)
+            last = max((ts for ts, _ in self.newer_samples(0)), default=0)
             deadline = time.monotonic() + self.WAIT_S
             skipped = False
             zeros = 0
             while time.monotonic() < deadline:
                 time.sleep(0.05)
-                for ts, value in self._newer(last):
+                for ts, value in self.newer_samples(last):
                     last = ts
                     self.last_samples.append(value)
                     if not skipped:
@@ -187,7 +188,7 @@ class QuietGpu:
         except Exception:  # noqa: BLE001 - cannot tell: do not lend
             return False
 
-    def _newer(self, since: int) -> list[tuple[int, int]]:
+    def newer_samples(self, since: int) -> list[tuple[int, int]]:
         """(timestamp, percent) of every sample taken after `since`, oldest first. NVML answers
         NOT_FOUND while it has none (it samples every 200 ms on an H200, and this polls faster)."""
         n = self.nvml

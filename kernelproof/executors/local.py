@@ -84,7 +84,6 @@ class LocalPool(WorkerSource):
         self._order: list[tuple] = []
         self._lock = threading.Lock()
         self._slots: dict[tuple[str, int], threading.BoundedSemaphore] = {}
-        self._in_flight: dict[str, int] = {}  # device -> the most evaluations admitted at once
         self._gates: dict[str, DeviceGate] = {}
         self._builders: dict[tuple, BuilderPool] = {}
         self._pending: dict[tuple, PendingBuild] = {}  # builds submitted ahead of their evaluation
@@ -96,7 +95,6 @@ class LocalPool(WorkerSource):
         Only a throttle: what keeps timing honest is the device's :meth:`gate`, which every
         evaluation passes whatever its admission."""
         with self._lock:
-            self._in_flight[device] = max(self._in_flight.get(device, 1), slots)
             return self._slots.setdefault((device, slots), threading.BoundedSemaphore(slots))
 
     def gate(self, device: str) -> DeviceGate:
@@ -117,8 +115,8 @@ class LocalPool(WorkerSource):
         w = self._take("candidate", device)
         if self.prespawn:
             depth = CANDIDATE_SPARES["cpu" if device == "cpu" else "cuda"]
-            with self._lock:
-                depth *= self._in_flight.get(device, 1)
+            with self._lock:  # the most evaluations admitted on this device at once
+                depth *= max((n for d, n in self._slots if d == device), default=1)
             self._start_spares("candidate", device, depth)
             if timed:
                 self._start_spares("baseline", device, 1)

@@ -287,19 +287,24 @@ class SpyPool(LocalPool):
         return self.spy
 
 
-def test_two_evaluations_per_device_overlap_their_checks_and_never_their_timing():
-    pool = SpyPool()
-    opts = EvalOptions(
+def two_in_flight_on_the_cpu(timeout_s: float) -> EvalOptions:
+    """Two evaluations at once on the CPU, with short timings."""
+    return EvalOptions(
         device="cpu",
         db="",
         seed=5,
         seeds_per_case=1,
-        timeout_s=120,
+        timeout_s=timeout_s,
         time_budget_s=0.5,
         min_rounds=3,
         max_rounds=4,
         per_device=2,
     )
+
+
+def test_two_evaluations_per_device_overlap_their_checks_and_never_their_timing():
+    pool = SpyPool()
+    opts = two_in_flight_on_the_cpu(timeout_s=120)
     pairs = [(TASK, str(DATA / "solutions" / "plain_torch.py"))] * 3
     try:
         verdicts = list(evaluate_many(pairs, opts, pool=pool))
@@ -323,17 +328,7 @@ def test_two_evaluations_per_device_overlap_their_checks_and_never_their_timing(
 def test_a_hung_candidate_is_stopped_while_the_other_evaluations_time_and_still_times_out():
     """The hang holds its slot for its own timeout, not the device: it is lent to each timing."""
     pool = SpyPool(quiet=lambda: True)  # on the CPU a stopped worker runs nothing
-    opts = EvalOptions(
-        device="cpu",
-        db="",
-        seed=5,
-        seeds_per_case=1,
-        timeout_s=12,
-        time_budget_s=0.5,
-        min_rounds=3,
-        max_rounds=4,
-        per_device=2,
-    )
+    opts = two_in_flight_on_the_cpu(timeout_s=12)
     hang = str(DATA / "solutions" / "infinite_loop.py")
     good = str(DATA / "solutions" / "plain_torch.py")
     try:
