@@ -1,7 +1,7 @@
 """How fast the lending check answers, and how NVML's utilisation trails the work it reports.
 
 A timing that waits for a hung evaluation stops that worker and asks ``QuietGpu`` whether the GPU
-has gone quiet (executors/gate.py); each answer costs the waiting timing its latency. This prints
+has gone quiet (sandbox/gate.py); each answer costs the waiting timing its latency. This prints
 NVML's sample period on the idle device, the check's latency there, and, after another process
 keeps the GPU busy with matmuls and exits, every sample around its end and the check's answer.
 
@@ -18,7 +18,7 @@ import time
 
 from _common import ROOT, table, write_json
 
-from kernelproof.executors.gate import QuietGpu
+from kernelproof.measure.quiet import QuietGpu
 
 BUSY = ROOT / "scripts" / "busy-gpu"  # another process keeping the GPU busy
 

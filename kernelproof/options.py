@@ -42,7 +42,7 @@ class EvalOptions:
     build_cache: str | None = None
     build_workers: int = 0  # builder processes for CUDA and native solutions; 0: one per 4 cores, at least 1
     # evaluations in flight per device (evaluate_many): their untimed stretches overlap on the GPU,
-    # their timings never do (executors/gate.py)
+    # their timings never do (sandbox/gate.py)
     per_device: int = 1
 
     def replace(self, **changes: Any) -> EvalOptions:

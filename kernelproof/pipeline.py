@@ -21,7 +21,6 @@ import torch
 
 from kernelproof import __version__
 from kernelproof.errors import TaskError
-from kernelproof.executors.process import WorkerDied
 from kernelproof.measure.session import Program, time_variant
 from kernelproof.options import EvalOptions
 from kernelproof.phases import build as build_phase
@@ -33,6 +32,7 @@ from kernelproof.phases.common import (
 )
 from kernelproof.phases.correctness import run_correctness, run_sanitizer
 from kernelproof.phases.timed import run_timing
+from kernelproof.sandbox.process import WorkerDied
 from kernelproof.solution import read_solution
 from kernelproof.source import this_source
 from kernelproof.task import load_task, variants_for, with_auto_variants
@@ -121,7 +121,7 @@ def evaluate_pair(
     variants = variants_for(task, dev.type)
     gate = workers.gate(device)
     # Untimed GPU work (shapes, references, the audit, inputs) is shared with other evaluations
-    # on this device; timing, further down, has the GPU to itself (executors/gate.py).
+    # on this device; timing, further down, has the GPU to itself (sandbox/gate.py).
     with gate.shared():
         if options.shape_variants == "auto":
             task, extra = with_auto_variants(task, variants[0])

@@ -4,9 +4,14 @@ build cache of CUDA and native solutions is a temporary one (not the user's)."""
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
 import torch
+
+# Helper modules shared by several test packages (tests/support/): importable by name.
+sys.path.insert(0, str(Path(__file__).parent / "support"))
 
 
 def pytest_collection_modifyitems(config, items):

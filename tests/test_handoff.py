@@ -139,7 +139,7 @@ def test_the_pipeline_judges_outputs_handed_over_on_the_device(monkeypatch):
 
 
 def test_a_parent_that_cannot_read_its_buffers_asks_again_over_the_wire(monkeypatch):
-    from kernelproof.executors.process import WorkerProcess
+    from kernelproof.sandbox.process import WorkerProcess
 
     class Broken(Inbox):
         def offer(self, like):
@@ -162,7 +162,7 @@ def test_a_parent_that_cannot_read_its_buffers_asks_again_over_the_wire(monkeypa
 
 
 def test_lent_inputs_leave_empty_stand_ins_on_the_wire_and_a_failed_borrow_asks_again(monkeypatch):
-    from kernelproof.executors.process import WorkerProcess
+    from kernelproof.sandbox.process import WorkerProcess
 
     class Lending(Inbox):
         def offer(self, like):

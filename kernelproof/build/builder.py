@@ -32,10 +32,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kernelproof.build.env import cuda_home, device_arch
+from kernelproof.sandbox.dirs import artifact_env
 
 MAX_LOG_LINES = 40  # error lines kept for the verdict and for agent feedback
 MAX_LOG_CHARS = 6000
-_VIOLATION = "KERNELPROOF-VIOLATION: "  # kernelproof.worker.guards.VIOLATION_PREFIX, as the guards print it
+_VIOLATION = "KERNELPROOF-VIOLATION: "  # kernelproof.sandbox.guards.VIOLATION_PREFIX, as the guards print it
 # A module-level CUDA call fails in a builder that hides the GPU; such a build is retried with it.
 _NEEDS_GPU = re.compile(r"No CUDA GPUs are available|no CUDA-capable device|Found no NVIDIA driver")
 # Variables a build may inherit; everything else (API keys, KERNELPROOF_CACHE_DIR, ...) is dropped.
@@ -80,20 +81,6 @@ class BuildResult:
 def staging_out(staging_dir: str | Path) -> Path:
     """The part of a staging directory that is published."""
     return Path(staging_dir) / "out"
-
-
-def artifact_env(root: str | Path) -> dict[str, str]:
-    """Where load_inline, Triton and kernelproof.native keep their builds under `root`.
-
-    The builder uses it on <staging>/out; the worker uses it on its private copy of the cache
-    entry, so the solution's second import finds its builds and compiles nothing.
-    """
-    root = Path(root)
-    return {
-        "TORCH_EXTENSIONS_DIR": str(root / "torch_extensions"),
-        "TRITON_CACHE_DIR": str(root / "triton"),
-        "KERNELPROOF_NATIVE_DIR": str(root / "native"),
-    }
 
 
 def detect_backend(source: str) -> str:

@@ -62,7 +62,7 @@ def _arm_guards(solution: str, staging: str) -> None:
     """The worker's runtime guards, armed here too: the import that builds is the same untrusted
     code the worker imports, and a write outside the staging directory (the shared build cache,
     say) ends this process with the guards' violation status before the parent publishes anything."""
-    from kernelproof.worker.guards import GuardConfig, install
+    from kernelproof.sandbox.guards import GuardConfig, install
 
     switch = install(GuardConfig(solution_path=solution, private_dir=staging))
     switch(True)

@@ -1,7 +1,7 @@
 """The local executor: evaluations admitted per device, workers pre-spawned, baselines persistent.
 
 Never two timed evaluations on one GPU at once (they would time each other), nor any other work
-of ours on it while one is timed: each device has a gate (executors/gate.py) that evaluations
+of ours on it while one is timed: each device has a gate (sandbox/gate.py) that evaluations
 enter shared for untimed GPU work and exclusively for timing. ``evaluate_many`` runs
 ``per_device`` threads per device (one by default: evaluations one after another) and hands out
 pairs as they free up, so verdicts stream back as they finish. A candidate worker is used for one evaluation and thrown
@@ -31,11 +31,12 @@ from kernelproof.build import (
     default_cache_root,
     device_arch,
 )
-from kernelproof.executors.gate import DeviceGate, quiet_probe
-from kernelproof.executors.process import SpawnSpec, WorkerProcess
+from kernelproof.measure.quiet import quiet_probe
 from kernelproof.options import EvalOptions
 from kernelproof.phases.build import PendingBuild, needs_build
 from kernelproof.pipeline import WorkerSource
+from kernelproof.sandbox.gate import DeviceGate
+from kernelproof.sandbox.process import SpawnSpec, WorkerProcess
 from kernelproof.solution import read_solution
 
 MAX_BASELINE_WORKERS = 8  # persistent baseline processes kept per pool (least recently used go first)
@@ -99,7 +100,7 @@ class LocalPool(WorkerSource):
 
     def gate(self, device: str) -> DeviceGate:
         """The device's gate, one per device for every evaluation of this pool; it may lend a hung
-        candidate's worker to a waiting timing (executors/gate.py)."""
+        candidate's worker to a waiting timing (sandbox/gate.py)."""
         with self._lock:
             gate = self._gates.get(device)
             if gate is None:

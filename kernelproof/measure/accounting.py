@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from kernelproof.executors.process import WorkerProcess
+from kernelproof.sandbox.process import WorkerProcess
 from kernelproof.verdict import Coverage
 from kernelproof.verify.cases import VariantContext
 

@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from kernelproof.executors.process import WorkerDied, WorkerProcess
 from kernelproof.inputs import FINGERPRINT_SIGMAS, fingerprint, timed_inputs
 from kernelproof.measure import stats
 from kernelproof.options import EvalOptions
+from kernelproof.sandbox.process import WorkerDied, WorkerProcess
 from kernelproof.verdict import Reason, ReasonCode, ShapeTiming, Speedup
 from kernelproof.verify.cases import VariantContext, run_model
 from kernelproof.verify.compare import Tolerance, compare

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from kernelproof.build import BuilderPool, BuildResult, CacheTamperError
 from kernelproof.errors import WorkerError
-from kernelproof.executors.process import WorkerProcess
+from kernelproof.sandbox.process import WorkerProcess
 from kernelproof.verdict import BuildRecord, Reason, ReasonCode
 
 BUILT_BACKENDS = ("cuda", "native")

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from kernelproof.executors.gate import DeviceGate
-from kernelproof.executors.process import WorkerProcess
 from kernelproof.options import EvalOptions
+from kernelproof.sandbox.gate import DeviceGate
+from kernelproof.sandbox.process import WorkerProcess
 from kernelproof.verdict import (
     CaseResult,
     Reason,

@@ -8,10 +8,10 @@ from collections.abc import Callable
 import torch
 
 from kernelproof.errors import WorkerError
-from kernelproof.executors.process import WorkerProcess
 from kernelproof.inputs import FINGERPRINT_SIGMAS, checksum, fingerprint
 from kernelproof.options import EvalOptions
 from kernelproof.phases.common import State, encode_args, load_program, reason_from_reply
+from kernelproof.sandbox.process import WorkerProcess
 from kernelproof.task import Task
 from kernelproof.verdict import (
     CaseResult,

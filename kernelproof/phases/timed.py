@@ -6,12 +6,12 @@ import os
 
 import torch
 
-from kernelproof.executors.process import WorkerDied
 from kernelproof.measure import roofline as physics
 from kernelproof.measure import stats
 from kernelproof.measure.accounting import account
 from kernelproof.measure.session import Program, time_steady, time_variant
 from kernelproof.phases.common import State, WorkerSource, device_name, load_program, reason_from_reply
+from kernelproof.sandbox.process import WorkerDied
 from kernelproof.solution import SolutionFile
 from kernelproof.task import variant_source
 from kernelproof.verdict import (

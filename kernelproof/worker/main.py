@@ -27,7 +27,8 @@ from kernelproof.inputs import (
     same_bits,
     timed_inputs,
 )
-from kernelproof.worker import guards, handoff, program, protocol, surface
+from kernelproof.sandbox import guards
+from kernelproof.worker import handoff, program, protocol, surface
 from kernelproof.worker.clock import CpuClock, CudaClock, kernels_of_call
 from kernelproof.worker.handoff import Outbox
 

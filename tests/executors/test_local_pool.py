@@ -120,8 +120,8 @@ def test_a_gpu_keeps_two_candidate_spares_and_an_evaluation_takes_the_oldest(mon
 def test_timing_waits_for_the_pools_starting_workers(monkeypatch):
     """The evaluation settles the device after correctness and before the first timed request."""
     from kernelproof.api import evaluate
-    from kernelproof.executors import process
     from kernelproof.options import EvalOptions
+    from kernelproof.sandbox import process
 
     events = []
     request = process.WorkerProcess.request

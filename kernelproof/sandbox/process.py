@@ -25,10 +25,10 @@ from typing import Any
 
 import torch
 
-from kernelproof.build.builder import artifact_env
-from kernelproof.executors import limits
+from kernelproof.sandbox import limits
+from kernelproof.sandbox.dirs import artifact_env
+from kernelproof.sandbox.guards import EXIT_VIOLATION, VIOLATION_PREFIX
 from kernelproof.worker import handoff, protocol
-from kernelproof.worker.guards import EXIT_VIOLATION, VIOLATION_PREFIX
 
 STARTUP_TIMEOUT_S = 120.0  # importing torch and initialising CUDA
 WORKER_MEMORY_BYTES = 64 * 1024**3  # host memory per worker (cgroup); GPU memory is the device's
@@ -171,7 +171,7 @@ class WorkerProcess:
 
     def lend(self, min_wait_s: float) -> bool:
         """Stop the worker if a request of ours has waited at least `min_wait_s` for its reply, so
-        that another evaluation can time the device meanwhile (executors/gate.py). Until
+        that another evaluation can time the device meanwhile (sandbox/gate.py). Until
         :meth:`give_back` its reply is held back from the caller, and the stopped time does not
         count towards the request's timeout. False if no request is waiting that long."""
         with self._lending:

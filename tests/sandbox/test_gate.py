@@ -13,9 +13,10 @@ from proc_state import stopped
 
 from kernelproof.api import evaluate_many
 from kernelproof.errors import UsageError
-from kernelproof.executors.gate import DeviceGate, QuietGpu, quiet_probe
 from kernelproof.executors.local import LocalPool
+from kernelproof.measure.quiet import QuietGpu, quiet_probe
 from kernelproof.options import EvalOptions
+from kernelproof.sandbox.gate import DeviceGate
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TASK = str(DATA / "tasks" / "scale_relu.py")
@@ -366,7 +367,7 @@ def test_nvml_sees_another_process_keep_the_gpu_busy_and_then_go_quiet():
     import subprocess
     import sys
 
-    from kernelproof.executors.gate import QuietGpu
+    from kernelproof.measure.quiet import QuietGpu
 
     probe = QuietGpu(0)
     assert probe.nvml is not None, probe.error

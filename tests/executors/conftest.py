@@ -1,6 +1,0 @@
-"""The executor tests share a helper module that lives beside them."""
-
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
