@@ -3,7 +3,7 @@
 The phase marks in a verdict say how long setup, correctness and timing took; this says why. It
 wraps the functions the pipeline calls (by their names in the modules that call them) and
 ``WorkerProcess.request`` (by op, with the bytes that crossed the wire), for the duration of a
-``with`` block, and restores them after. Times are inclusive: ``run_correctness`` contains the
+``with`` block, and restores them after. Times are inclusive: ``check_correctness`` contains the
 ``run`` requests and ``judge_case`` calls made inside it. Used by ``cost.py --profile``.
 """
 
@@ -18,22 +18,23 @@ from kernelproof.sandbox import process
 
 # (module, function name as that module sees it): the parent-side steps worth a line
 TARGETS = (
-    ("kernelproof.pipeline", "build_variant"),
-    ("kernelproof.pipeline", "reference_is_random"),
-    ("kernelproof.pipeline", "inplace_findings"),
-    ("kernelproof.pipeline", "run_correctness"),
-    ("kernelproof.pipeline", "run_timing"),
+    ("kernelproof.evaluate.setup", "build_variant"),
+    ("kernelproof.evaluate.setup", "reference_is_random"),
+    ("kernelproof.evaluate.setup", "inplace_findings"),
+    ("kernelproof.evaluate.chain", "check_correctness"),
+    ("kernelproof.evaluate.chain", "time_candidate"),
     ("kernelproof.verify.audit", "audit_variant"),
-    ("kernelproof.phases.correctness", "make_inputs"),
-    ("kernelproof.phases.correctness", "reference_and_oracle"),
-    ("kernelproof.phases.correctness", "judge_case"),
-    ("kernelproof.phases.correctness", "load_program"),
-    ("kernelproof.phases.timed", "make_inputs"),
-    ("kernelproof.phases.timed", "reference_and_oracle"),
-    ("kernelproof.phases.timed", "load_program"),
-    ("kernelproof.phases.timed", "account"),
-    ("kernelproof.phases.timed", "time_variant"),
-    ("kernelproof.phases.timed", "time_steady"),
+    ("kernelproof.evaluate.correctness", "make_inputs"),
+    ("kernelproof.evaluate.correctness", "reference_and_oracle"),
+    ("kernelproof.evaluate.correctness", "judge_case"),
+    ("kernelproof.evaluate.correctness", "load_candidate"),
+    ("kernelproof.evaluate.timing", "make_inputs"),
+    ("kernelproof.evaluate.timing", "reference_and_oracle"),
+    ("kernelproof.evaluate.timing", "load_candidate"),
+    ("kernelproof.evaluate.timing", "load_program"),
+    ("kernelproof.evaluate.timing", "account"),
+    ("kernelproof.evaluate.timing", "time_variant"),
+    ("kernelproof.evaluate.timing", "time_steady"),
 )
 
 

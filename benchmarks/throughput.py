@@ -35,10 +35,10 @@ from pathlib import Path
 from _common import ROOT, phase_durations, phase_parts, suite_pairs, table, write_json
 
 from kernelproof.api import evaluate_many
+from kernelproof.evaluate.build import needs_build
 from kernelproof.executors.local import LocalPool, resolve_devices
 from kernelproof.measure.telemetry import nvml_handle
 from kernelproof.options import EvalOptions
-from kernelproof.phases.build import needs_build
 from kernelproof.solution import read_solution
 
 CUDA_TEMPLATE = '''"""{what} ({tag}): one elementwise load_inline kernel, KernelBench style."""

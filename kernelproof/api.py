@@ -18,10 +18,10 @@ from pathlib import Path
 import torch
 
 from kernelproof.errors import UsageError
+from kernelproof.evaluate import compare_pair, evaluate_pair
+from kernelproof.evaluate.requests import device_name
 from kernelproof.executors.local import LocalPool, default_pool, resolve_devices, run_many
 from kernelproof.options import EvalOptions, normalize_baselines
-from kernelproof.phases.common import device_name
-from kernelproof.pipeline import evaluate_pair
 from kernelproof.source import this_source
 from kernelproof.store import served
 from kernelproof.verdict import Verdict
@@ -209,8 +209,6 @@ def compare(
     pool: LocalPool | None = None,
 ):
     """Paired speedup of solution B over solution A on the task's timed shape (both verified first)."""
-    from kernelproof.pipeline import compare_pair
-
     options = _checked(options)
     device = resolve_devices(options.device)[0]
     pool = pool or default_pool()

@@ -102,7 +102,7 @@ def test_auto_variants_perturb_size_constants_and_keep_derived_ones_consistent()
 
 
 def test_the_setup_probe_uses_a_small_shape_where_the_task_has_one():
-    from kernelproof.pipeline import probe_variant
+    from kernelproof.evaluate.setup import probe_variant
     from kernelproof.task import load_task, variants_for
 
     gelu = load_task("suite/level1/09_gelu.py")  # timed at 12288 x 16384; small and odd for the CPU

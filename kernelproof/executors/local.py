@@ -31,10 +31,10 @@ from kernelproof.build import (
     default_cache_root,
     device_arch,
 )
+from kernelproof.evaluate.build import PendingBuild, needs_build
+from kernelproof.evaluate.source import WorkerSource
 from kernelproof.measure.quiet import quiet_probe
 from kernelproof.options import EvalOptions
-from kernelproof.phases.build import PendingBuild, needs_build
-from kernelproof.pipeline import WorkerSource
 from kernelproof.sandbox.gate import DeviceGate
 from kernelproof.sandbox.process import SpawnSpec, WorkerProcess
 from kernelproof.solution import read_solution

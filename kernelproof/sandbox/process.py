@@ -391,7 +391,7 @@ def _worker_env(spec: SpawnSpec, private: Path) -> dict[str, str]:
             "HOME": str(private),
             "TMPDIR": str(private / "tmp"),
             # TORCH_EXTENSIONS_DIR, TRITON_CACHE_DIR, KERNELPROOF_NATIVE_DIR: where the parent
-            # materialises a solution's build after spawn (kernelproof.phases.build)
+            # materialises a solution's build after spawn (kernelproof/evaluate/build.py)
             **artifact_env(private),
             "TORCHINDUCTOR_CACHE_DIR": str(private / "inductor"),
             "PYTHONDONTWRITEBYTECODE": "1",

@@ -19,9 +19,9 @@ import pytest
 from kernelproof.api import evaluate, evaluate_many
 from kernelproof.build import BuildCache, BuildOptions, BuildResult, CacheTamperError
 from kernelproof.build.env import nvcc_path
+from kernelproof.evaluate import build as build_phase
 from kernelproof.executors.local import LocalPool
 from kernelproof.options import EvalOptions
-from kernelproof.phases import build as build_phase
 from kernelproof.verdict import from_json
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -223,7 +223,8 @@ def test_entry_refused_twice_is_build_cache_tamper(tmp_path):
     pool = AlwaysTampered()
     first = BuildResult(True, 0.0, "", "cuda", cached=True, key="ab" * 16)
     pending = build_phase.PendingBuild(pool, "sol.py", Future())  # type: ignore[arg-type]
-    _result, rebuilt, reason = build_phase.provide(pending, first, Worker(), 10)  # type: ignore[arg-type]
+    provided = build_phase.provide(pending, first, Worker(), 10)  # type: ignore[arg-type]
+    rebuilt, reason = provided.rebuilt, provided.failure
     assert rebuilt and pool.submits == 1
     assert reason is not None and reason.code.value == "build_cache_tamper"
     assert "manifest hash" in reason.detail

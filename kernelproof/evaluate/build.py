@@ -1,4 +1,4 @@
-"""The build phase: CUDA and native solutions are built in the trusted parent before their worker runs.
+"""Step 2, build: CUDA and native solutions are built in the trusted parent before their worker runs.
 
 A solution that calls load_inline (``cuda``) or kernelproof.native.load_cuda (``native``) is built
 by the builder pool (kernelproof.build) as soon as the evaluation starts, while the task is set up
@@ -19,11 +19,21 @@ from dataclasses import dataclass, replace
 
 from kernelproof.build import BuilderPool, BuildResult, CacheTamperError
 from kernelproof.errors import WorkerError
+from kernelproof.evaluate.records import Built, Setup
 from kernelproof.sandbox.process import WorkerProcess
 from kernelproof.verdict import BuildRecord, Reason, ReasonCode
 
 BUILT_BACKENDS = ("cuda", "native")
 _ERROR_LINE = re.compile(r"(: error|error:|fatal error|undefined reference|FAILED:)")
+
+
+@dataclass(frozen=True)
+class Provided:
+    """What :func:`provide` put into a worker."""
+
+    result: BuildResult  # the build the worker loads (a rebuild, if the entry was refused)
+    rebuilt: bool  # the cache entry failed its hash check and was built again
+    failure: Reason | None  # the evaluation must stop: the build could not be provided
 
 
 @dataclass
@@ -37,13 +47,6 @@ class PendingBuild:
 
 def needs_build(backend: str) -> bool:
     return backend in BUILT_BACKENDS
-
-
-def wait(pending: PendingBuild, backend: str) -> tuple[BuildResult, BuildRecord]:
-    """Block until the build is done; the result and the verdict's record of it."""
-    t0 = time.monotonic()
-    result = pending.future.result()
-    return result, record_of(result, backend, time.monotonic() - t0)
 
 
 def record_of(result: BuildResult, backend: str, wait_s: float, rebuilt: bool = False) -> BuildRecord:
@@ -110,14 +113,11 @@ def _headline(log: str) -> str:
     return lines[-1][:300] if lines else "no log"
 
 
-def provide(
-    pending: PendingBuild, result: BuildResult, worker: WorkerProcess, timeout_s: float
-) -> tuple[BuildResult, bool, Reason | None]:
+def provide(pending: PendingBuild, result: BuildResult, worker: WorkerProcess, timeout_s: float) -> Provided:
     """Copy the build into the worker's private directory and switch the worker to prebuilt loading.
 
     A cache entry that fails its hash check on the way (CacheTamperError: it was changed after
     publication, and has been evicted) is built once more; a second refusal is build_cache_tamper.
-    Returns (the result used, whether it was rebuilt, a reason when the evaluation must stop).
     """
     rebuilt = False
     for attempt in (1, 2):
@@ -127,25 +127,22 @@ def provide(
         except (CacheTamperError, KeyError) as exc:
             if attempt == 2:
                 if isinstance(exc, CacheTamperError):
-                    return (
-                        result,
-                        rebuilt,
-                        Reason(
-                            ReasonCode.BUILD_CACHE_TAMPER,
-                            "the build cache entry was changed after publication, and again after a rebuild",
-                            exc.problem,
-                        ),
+                    reason = Reason(
+                        ReasonCode.BUILD_CACHE_TAMPER,
+                        "the build cache entry was changed after publication, and again after a rebuild",
+                        exc.problem,
                     )
+                    return Provided(result, rebuilt, reason)
                 raise WorkerError(f"the build cache lost entry {result.key[:16]} twice") from None
             result = pending.pool.submit(pending.source_path).result()
             rebuilt = True
             reason = failure(result)
             if reason is not None:
-                return result, rebuilt, reason
+                return Provided(result, rebuilt, reason)
     reply, _ = worker.request({"op": "prebuilt", "arch": pending.pool.options.arch or ""}, [], timeout_s)
     if not reply.get("ok"):
         raise WorkerError(f"the worker refused prebuilt loading: {reply.get('message')}")
-    return result, rebuilt, None
+    return Provided(result, rebuilt, None)
 
 
 def preparer(pending: PendingBuild, result: BuildResult, timeout_s: float) -> Callable[[WorkerProcess], None]:
@@ -165,3 +162,33 @@ def with_worker_report(record: BuildRecord, report: dict | None) -> BuildRecord:
     native = int(report.get("native_compiled", 0) or 0)
     compiled = any(s != "prebuilt" for s in inline) or native > 0
     return replace(record, worker_compiled=compiled)
+
+
+def wait_for_build(setup: Setup) -> Built:
+    """Block until the solution's build is done; nothing to wait for when it has no build step."""
+    pending = setup.pending_build
+    if pending is None:
+        return Built(None, None)
+    t0 = time.monotonic()
+    result = pending.future.result()
+    record = record_of(result, setup.solution.file.triage.backend, time.monotonic() - t0)
+    return Built(result, record, failure(result, setup.solution.file.source))
+
+
+def install_build(setup: Setup, built: Built, worker: WorkerProcess, timeout_s: float) -> Built:
+    """The build copied into the candidate's worker (hash-checked), the worker told to load it.
+
+    Returns the record of what the worker got: the same build, or one built again because the
+    cache entry failed its hash check on the way (flagged), or the reason it could not be provided.
+    """
+    pending = setup.pending_build
+    if pending is None or built.result is None or built.record is None:
+        return built
+    t0 = time.monotonic()
+    got = provide(pending, built.result, worker, timeout_s)
+    record, flags = built.record, built.flags
+    if got.rebuilt:
+        waited = built.record.wait_s + time.monotonic() - t0
+        record = record_of(got.result, built.record.backend, waited, rebuilt=True)
+        flags += ("build_cache: an entry failed its hash check and was evicted; built again",)
+    return Built(got.result, record, got.failure, flags)

@@ -1,0 +1,145 @@
+"""One evaluation, end to end: task and solution in, one verdict out.
+
+    setup -> build -> [candidate worker: install build, correctness, sanitizer] -> timing -> finish
+
+Each step returns a frozen record (kernelproof/evaluate/records.py) or a :class:`Stopped` that
+decides the verdict early; this module only orders them, owns the candidate's worker for its one
+use, and holds the device gate: shared around untimed GPU work, exclusive around timing. Pass only
+by positive confirmation of every case (I9); any missing result is a failure (I1). Everything the
+candidate can do wrong becomes a Reason; only the user's own mistakes and kernelproof's bugs raise.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from kernelproof.evaluate.build import install_build, preparer, wait_for_build
+from kernelproof.evaluate.correctness import check_correctness
+from kernelproof.evaluate.finish import Envelope, environment, settings_of, stopped_verdict, verdict_of
+from kernelproof.evaluate.records import Built, Checked, Setup, Stopped, Timed
+from kernelproof.evaluate.sanitizer import sanitize_first_case
+from kernelproof.evaluate.setup import prepare, read
+from kernelproof.evaluate.source import WorkerSource
+from kernelproof.evaluate.timing import time_candidate
+from kernelproof.options import EvalOptions
+from kernelproof.sandbox.process import WorkerDied, WorkerProcess
+from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode, Verdict
+from kernelproof.worker.protocol import ProtocolError
+
+
+@dataclass
+class _Phases:
+    """Seconds from the evaluation's start to the end of each phase (the verdict's environment)."""
+
+    started: float = field(default_factory=time.monotonic)
+    marks: dict[str, float] = field(default_factory=dict)
+
+    def mark(self, name: str) -> None:
+        self.marks[name] = time.monotonic() - self.started
+
+
+@dataclass(frozen=True)
+class _Ran:
+    """What happened in the candidate's worker."""
+
+    built: Built  # the build as the worker got it
+    checked: Checked
+    timed: Timed | None  # None: not timed (a failure, or correctness only)
+    died: Reason | None  # the worker died or broke the protocol
+    worker: dict[str, Any] | None  # the worker's hello
+    limits: str  # the resource limits applied to it
+
+
+def evaluate_pair(
+    task_path: str, solution_path: str, options: EvalOptions, device: str, workers: WorkerSource
+) -> Verdict:
+    """The verdict of one solution on one task, on one device, with workers from `workers`."""
+    phases = _Phases()
+    seed = options.seed if options.seed is not None else secrets.randbits(62)
+    solution = read(solution_path)
+    env = environment(device)
+    envelope = Envelope(env, settings_of(options, seed, device), phases.started, options.kernelbench_compat)
+    setup = prepare(task_path, solution, options, seed, device, workers)
+    if isinstance(setup, Stopped):
+        return stopped_verdict(setup, FileRef(str(task_path), setup.task_sha256), solution.ref, envelope)
+    env.update(precision=setup.task.meta.precision, policy=setup.task.meta.policy, mode=setup.mode)
+    phases.mark("setup_s")
+    env["phases"] = phases.marks
+    env["per_device"] = options.per_device  # evaluations in flight on this device (timing alone)
+    built = wait_for_build(setup)
+    if setup.pending_build is not None:
+        phases.mark("build_done_s")
+    if built.failure is not None:
+        stop = Stopped(Outcome.FAIL, built.failure, setup.flags)
+        return stopped_verdict(stop, setup.task_ref, solution.ref, envelope, built)
+    ran = _run_candidate(setup, built, options, device, workers, phases)
+    if ran.worker is not None:
+        env["worker"] = ran.worker
+        env["limits"] = ran.limits
+    verdict = verdict_of(setup, ran.built, ran.checked, ran.timed, ran.died, envelope)
+    del setup, ran  # the parent's references and oracles: the last of them
+    if device.startswith("cuda"):
+        with workers.gate(device).shared():  # the parent's frees touch the GPU too
+            torch.cuda.empty_cache()  # give the memory back to the device, for the workers
+    return verdict
+
+
+def _run_candidate(
+    setup: Setup, built: Built, options: EvalOptions, device: str, workers: WorkerSource, phases: _Phases
+) -> _Ran:
+    """The candidate's worker, used once: its build installed, its cases checked, then timed alone."""
+    gate = workers.gate(device)
+    worker: WorkerProcess | None = None
+    hello, limits = None, ""
+    checked = Checked((), (), (), {}, True)
+    timed = None
+    try:
+        with gate.shared():  # waiting here (a timing inside) counts towards "worker"
+            worker = workers.candidate(device, timed=not options.correctness_only)
+            gate.lendable(worker)  # a reply long awaited (a hang) does not hold up another's timing
+            hello, limits = worker.wait_ready(), worker.limits_applied
+            phases.mark("worker_ready_s")
+            built = install_build(setup, built, worker, options.timeout_s)
+            staged = worker.stage_solution(setup.solution.ref.path)
+            if built.failure is not None:
+                checked = Checked((), (built.failure,), (), {}, True)
+            else:
+                checked = check_correctness(setup, worker, staged, options)
+            phases.mark("correctness_done_s")
+            if options.sanitize and not checked.reasons and setup.device.type == "cuda":
+                prepare_worker = None
+                if setup.pending_build is not None and built.result is not None:
+                    prepare_worker = preparer(setup.pending_build, built.result, options.timeout_s)
+                checked = sanitize_first_case(
+                    setup, checked, options, device, setup.solution.ref.path, prepare_worker
+                )
+        if not checked.reasons and not options.correctness_only:
+            # The GPU to this evaluation alone: other evaluations' stretches end first, and no
+            # worker of ours is still starting (waiting for either counts towards "settle").
+            with gate.exclusive():
+                workers.settle(device)
+                phases.mark("settled_s")
+                try:
+                    timed = time_candidate(setup, checked, worker, staged, options, device, workers)
+                finally:
+                    workers.resume(device)
+            phases.mark("timing_done_s")
+    except WorkerDied as died:
+        return _Ran(
+            built, checked, timed, Reason(ReasonCode(died.code), died.message, died.detail), hello, limits
+        )
+    except ProtocolError as exc:
+        if worker is not None:
+            worker.kill()
+        reason = Reason(ReasonCode.CRASH, f"the worker broke the protocol: {exc}")
+        return _Ran(built, checked, timed, reason, hello, limits)
+    finally:
+        if worker is not None:
+            with gate.shared():  # a worker's exit touches the GPU too
+                worker.close()
+    return _Ran(built, checked, timed, None, hello, limits)

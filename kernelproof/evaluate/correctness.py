@@ -1,0 +1,272 @@
+"""Step 3, correctness: every planned case run twice in the candidate's worker, judged in the parent.
+
+The worker runs each case twice on fresh allocations over poisoned memory and sends its outputs
+back; the parent compares every element of run 1 with the float64 oracle at the tolerance the
+precision contract sets from the reference's own error, and checks that run 2 agrees with run 1
+(uninitialised reads and races show there). Inputs never change (I3); outputs are plain tensors
+(I6, checked in the worker, then here by shape and dtype). The first failing case ends the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from kernelproof.errors import WorkerError
+from kernelproof.evaluate.records import Checked, Setup
+from kernelproof.evaluate.requests import encode_args, load_candidate
+from kernelproof.inputs import FINGERPRINT_SIGMAS, checksum, fingerprint
+from kernelproof.options import EvalOptions
+from kernelproof.sandbox.process import WorkerProcess
+from kernelproof.verdict import CaseResult, Reason, ReasonCode
+from kernelproof.verify.cases import (
+    LOWER_PRECISIONS,
+    Case,
+    VariantContext,
+    drawable,
+    lower_precision_outputs,
+    make_inputs,
+    reference_and_oracle,
+)
+from kernelproof.verify.compare import (
+    DOWNGRADE_FACTOR,
+    Tolerance,
+    compare,
+    kernelbench_accepts,
+    rel_norm_error,
+    tolerance_for,
+)
+from kernelproof.worker.replies import reason_of
+
+LARGE_CASE_BYTES = 64 * 2**20  # above this, inputs are drawn in the worker and run 2 answers by fingerprint
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One case judged: its result, why it failed (if it did), and what the judging learned."""
+
+    result: CaseResult
+    reason: Reason | None  # None: the case passed
+    tolerance: Tolerance  # the widest tolerance this variant has used so far (this case included)
+    kernelbench_ok: bool  # KernelBench's allclose rule accepted run 1 (True when not asked)
+    notes: tuple[str, ...] = ()  # flags: what the judging could not do (a classification skipped)
+
+
+@dataclass(frozen=True)
+class Label:
+    """What a too-large error is called: the error of a lower precision, or a plain mismatch."""
+
+    code: str  # precision_downgrade | mismatch
+    message: str  # the comparison's message, with the classification's evidence
+    notes: tuple[str, ...] = ()  # lower precisions whose reference could not run
+
+
+def check_correctness(setup: Setup, worker: WorkerProcess, staged: str, options: EvalOptions) -> Checked:
+    """Run the case plan in the candidate's worker; the first failure (or a case not run) ends it."""
+    results: list[CaseResult] = []
+    flags: list[str] = []
+    tolerances: dict[str, Tolerance] = {}
+    kb_ok = True
+    worker_build = None
+    loaded = None
+
+    def checked(*reasons: Reason) -> Checked:
+        return Checked(tuple(results), reasons, tuple(flags), dict(tolerances), kb_ok, worker_build)
+
+    for case in setup.cases:
+        ctx = setup.contexts[case.variant]
+        if loaded != case.variant:
+            reply = load_candidate(worker, ctx, staged, setup.task.path, options)
+            if isinstance(reply.get("build"), dict):
+                worker_build = reply["build"]
+            if not reply.get("ok"):
+                return checked(reason_of(reply))
+            if reply.get("weights") == "not_copied":
+                flags.append(
+                    "weights_not_copied: ModelNew's parameters match the reference's by neither name nor order"
+                )
+            loaded = case.variant
+        drawn = _finite_case(ctx, case)
+        if drawn is None:
+            flags.append(
+                f"case {case.case_id} skipped: the reference output is not finite on this distribution"
+            )
+            continue
+        seed, args, ref, orc = drawn
+        judged = _run_case(ctx, case, seed, args, ref, orc, worker, options, tolerances.get(case.variant))
+        if isinstance(judged, Reason):
+            return checked(judged)
+        tolerances[case.variant] = judged.tolerance
+        kb_ok = kb_ok and judged.kernelbench_ok
+        results.append(judged.result)
+        flags += [n for n in judged.notes if n not in flags]
+        if judged.reason is not None:
+            return checked(judged.reason)
+    return checked()
+
+
+def _finite_case(ctx: VariantContext, case: Case):
+    """(seed, inputs, reference outputs, oracle outputs) for a case whose reference is finite,
+    redrawing the inputs up to three times; None when it never is."""
+    for attempt in range(3):
+        seed = case.seed + attempt
+        args = make_inputs(ctx, case.distribution, seed)
+        ref, orc = reference_and_oracle(ctx, args)
+        if all(torch.isfinite(t).all() for t in ref if t.is_floating_point()):
+            return seed, args, ref, orc
+    return None
+
+
+def _run_case(ctx, case: Case, seed: int, args, ref, orc, worker, options, widest) -> Judged | Reason:
+    """One case in the worker, then judged; a Reason when the worker's reply already decides it."""
+    header: dict = {"op": "run", "repeats": 2, "poison_bytes": ctx.output_nbytes}
+    in_bytes = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
+    if in_bytes > LARGE_CASE_BYTES and drawable(ctx, case.distribution):
+        header["args"], tensors = [], []
+        header["draw"] = {
+            "slots": [x.__dict__ for x in ctx.slots],
+            "scalars": {str(k): v for k, v in ctx.scalars.items()},
+            "distribution": case.distribution,
+            "seed": seed,
+        }
+    else:
+        header["args"], tensors = encode_args(args)
+    projection = None
+    if sum(ctx.output_nbytes) > LARGE_CASE_BYTES:
+        projection = case.seed ^ 0x9E3779B97F4A7C15
+        header["second_run_projection"] = projection
+    if projection is None:
+        reply, outs = worker.request(header, tensors, options.timeout_s)
+    else:  # large outputs: run 1's come back on the device where the worker can hand them over
+        reply, outs = worker.request_outputs(header, tensors, ref, options.timeout_s, lend=bool(tensors))
+    if not reply.get("ok"):
+        return reason_of(reply, f"case {case.case_id}")
+    if header.get("draw") and not _same_checksums(reply.get("checksums", []), checksum(args)):
+        raise WorkerError(f"case {case.case_id}: the worker drew different inputs from the same seed")
+    per_run = len(ref)
+    if projection is not None:
+        fps = reply.get("second_run_fingerprints") or []
+        if len(outs) != per_run or len(fps) != per_run:
+            return _output_count(case, len(outs), per_run)
+        return judge_case(ctx, case, args, ref, orc, outs, None, options, widest, (projection, fps))
+    if len(outs) != 2 * per_run:
+        return _output_count(case, len(outs) // 2, per_run)
+    return judge_case(ctx, case, args, ref, orc, outs[:per_run], outs[per_run:], options, widest)
+
+
+def _output_count(case: Case, got: int, want: int) -> Reason:
+    return Reason(
+        ReasonCode.WRONG_SHAPE,
+        f"case {case.case_id}: forward returned {got} outputs, the reference returns {want}",
+    )
+
+
+def _same_checksums(theirs: list, ours: float) -> bool:
+    return bool(theirs) and all(abs(float(t) - ours) <= 1e-9 * max(1.0, abs(ours)) for t in theirs)
+
+
+def _which(ctx, k: int, results: int) -> str:
+    """Name the result that failed when it is not simply the only output."""
+    updated = len(ctx.inplace)
+    if k >= results - updated:
+        return f", argument {ctx.inplace[k - (results - updated)]} (updated in place)"
+    return f", output {k}" if results - updated > 1 else ""
+
+
+def judge_case(
+    ctx, case, args, ref, orc, run1, run2, options, widest: Tolerance | None, second=None
+) -> Judged:
+    """Every element of run 1 (and of run 2 when it was sent), and the spread between the runs.
+
+    For large outputs run 2 comes back as a fingerprint (``second`` = (projection seed, per-output
+    [<w, out>, ||out||])) compared with the same projection of run 1. `widest`: the widest
+    tolerance the variant's earlier cases used (the timed outputs are checked at it).
+    """
+    worst = None
+    kb_ok = True
+    run2 = run2 if run2 is not None else [None] * len(run1)
+
+    def failed(
+        code: str, message: str, max_abs: float, rel: float, tol: Tolerance, t: Tolerance, notes=()
+    ) -> Judged:
+        result = CaseResult(
+            case.case_id,
+            case.variant,
+            case.distribution,
+            False,
+            max_abs,
+            rel,
+            tol.rel_norm,
+            tol.ref_rel_norm_err,
+            code,
+        )
+        return Judged(result, Reason(ReasonCode(code), message), t, kb_ok, tuple(notes))
+
+    for k, (r, o, c1, c2) in enumerate(zip(ref, orc, run1, run2)):
+        tol = tolerance_for(r, o, ctx.dtype)
+        if widest is None or tol.rel_norm > widest.rel_norm:
+            widest = tol
+        for run_index, c in ((1, c1), (2, c2)) if c2 is not None else ((1, c1),):
+            cmp = compare(c.to(r.device), o, r, tol)
+            if options.kernelbench_compat and run_index == 1:
+                kb_ok = kb_ok and kernelbench_accepts(c.to(r.device), r)
+            if not cmp.passed:
+                label = Label(cmp.code, cmp.message)
+                if cmp.code == "mismatch":
+                    label = classify_downgrade(ctx, args, o, cmp.rel_norm_err, cmp.message, k)
+                text = f"case {case.case_id} (run {run_index}){_which(ctx, k, len(ref))}: {label.message}"
+                return failed(label.code, text, cmp.max_abs_err, cmp.rel_norm_err, tol, widest, label.notes)
+            worst = cmp if worst is None or cmp.rel_norm_err > worst.rel_norm_err else worst
+        if c2 is None:
+            proj, fps = second
+            mine = fingerprint(c1.to(r.device), proj)
+            theirs = fps[k]
+            scale = max(abs(mine[1]), 1e-30)
+            spread = max(abs(mine[0] - theirs[0]), abs(mine[1] - theirs[1])) / scale
+            spread = spread / FINGERPRINT_SIGMAS if spread == spread else float("inf")
+        if c2 is None or c1.dtype.is_floating_point:
+            if c2 is not None:
+                spread = rel_norm_error(c1.to(torch.float64), c2.to(torch.float64))
+            if not spread <= tol.rel_norm:
+                msg = (
+                    f"case {case.case_id}: two runs on the same inputs differ by {spread:.3g} (tolerance "
+                    f"{tol.rel_norm:.3g}): uninitialised reads or a race"
+                )
+                return failed("nondeterministic", msg, 0.0, spread, tol, widest)
+        elif not torch.equal(c1, c2):
+            result = CaseResult(
+                case.case_id, case.variant, case.distribution, False, 0.0, 0.0, 0.0, 0.0, "nondeterministic"
+            )
+            reason = Reason(ReasonCode.NONDETERMINISTIC, f"case {case.case_id}: two runs differ")
+            return Judged(result, reason, widest, kb_ok)
+    result = CaseResult(
+        case.case_id,
+        case.variant,
+        case.distribution,
+        True,
+        worst.max_abs_err if worst else 0.0,
+        worst.rel_norm_err if worst else 0.0,
+        widest.rel_norm,
+        widest.ref_rel_norm_err,
+    )
+    return Judged(result, None, widest, kb_ok)
+
+
+def classify_downgrade(ctx, args, oracle, err: float, message: str, output: int = 0) -> Label:
+    """Is a too-large error the error of a lower precision? Then say so (A9)."""
+    for low in LOWER_PRECISIONS.get(ctx.precision, ()):
+        try:
+            outs = lower_precision_outputs(ctx, args, low)
+        except Exception:  # noqa: BLE001 - a lower-precision reference that does not run explains nothing
+            continue
+        if not outs:
+            continue
+        low_err = rel_norm_error(outs[0].to(torch.float64), oracle)
+        if low_err > 0 and err <= DOWNGRADE_FACTOR * low_err:
+            return Label(
+                "precision_downgrade",
+                f"{message}. The error matches {low} arithmetic ({low} reference error {low_err:.3g}), "
+                f"below the task's {ctx.precision} contract",
+            )
+    return Label("mismatch", message)

@@ -1,0 +1,70 @@
+"""The parent's requests to a worker that more than one step makes: load a program, send arguments."""
+
+from __future__ import annotations
+
+import os
+import platform
+from typing import Any
+
+import torch
+
+from kernelproof.options import EvalOptions
+from kernelproof.sandbox.process import WorkerProcess
+from kernelproof.verify.cases import VariantContext
+
+
+def load_program(
+    worker: WorkerProcess,
+    ctx: VariantContext,
+    path: str,
+    role: str,
+    options: EvalOptions,
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    """Ask the worker to load a program for one shape variant: the candidate's ModelNew (`role`
+    "candidate") or the task's Model (a baseline), with the reference's init arguments and weights."""
+    init_spec, init_tensors = encode_args(ctx.init_args)
+    header = {
+        "op": "load",
+        "path": path,
+        "device": "cuda:0" if ctx.device.type == "cuda" else "cpu",
+        "dtype": str(ctx.dtype).replace("torch.", ""),
+        "precision": ctx.precision,
+        "mode": ctx.mode,
+        "inplace": list(ctx.inplace),
+        "init_args": init_spec,
+        "init_seed": ctx.init_seed,
+        "weight_names": ctx.weight_names,
+        "weights_offset": len(init_tensors),
+        **extra,
+    }
+    reply, _ = worker.request(header, init_tensors + ctx.weight_tensors, options.timeout_s)
+    return reply
+
+
+def load_candidate(
+    worker: WorkerProcess, ctx: VariantContext, staged: str, task_path: str, options: EvalOptions
+) -> dict[str, Any]:
+    """The candidate's ModelNew for one variant; the task file is one the worker must never read."""
+    return load_program(
+        worker, ctx, staged, "candidate", options, {"deny_read": [os.path.realpath(task_path)]}
+    )
+
+
+def encode_args(args: list[Any]) -> tuple[list[dict[str, Any]], list[torch.Tensor]]:
+    """Arguments as the wire carries them: tensors by index into the frame, everything else by value."""
+    spec, tensors = [], []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            spec.append({"t": len(tensors)})
+            tensors.append(a)
+        else:
+            spec.append({"v": a})
+    return spec, tensors
+
+
+def device_name(device: str) -> str:
+    """The device's marketing name (a verdict's device class; ceilings are looked up by it)."""
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return torch.cuda.get_device_name(torch.device(device))
+    return platform.processor() or "cpu"

@@ -1,0 +1,50 @@
+"""Optional step after correctness: the first case again under compute-sanitizer (``--sanitize``, GPU).
+
+A kernel can pass every comparison and still read memory it never wrote or race with itself;
+compute-sanitizer's memcheck, racecheck and initcheck see those directly. It runs in a worker of
+its own (the tool wraps the process), on the last planned case (a small variant).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kernelproof.evaluate.records import Checked, Setup
+from kernelproof.evaluate.requests import encode_args, load_candidate
+from kernelproof.options import EvalOptions
+from kernelproof.sandbox.process import WorkerProcess
+from kernelproof.verify.cases import make_inputs
+
+
+def sanitize_first_case(
+    setup: Setup,
+    checked: Checked,
+    options: EvalOptions,
+    device: str,
+    solution_path: str,
+    prepare: Callable[[WorkerProcess], None] | None = None,
+) -> Checked:
+    """`checked` with what compute-sanitizer found added. `prepare` gives the sanitizer's worker the
+    solution's build, as the evaluation's own worker got it."""
+    from kernelproof.verify.sanitize import sanitize
+
+    case = setup.cases[-1]  # the last planned case: a small variant
+    ctx = setup.contexts[case.variant]
+
+    def run_first_case(worker: WorkerProcess, timeout_s: float) -> None:
+        worker.wait_ready(timeout_s)
+        if prepare is not None:
+            prepare(worker)
+        staged = worker.stage_solution(solution_path)
+        reply = load_candidate(worker, ctx, staged, setup.task.path, options)
+        if not reply.get("ok"):
+            return
+        spec, tensors = encode_args(make_inputs(ctx, case.distribution, case.seed))
+        worker.request(
+            {"op": "run", "args": spec, "repeats": 1, "poison_bytes": ctx.output_nbytes},
+            tensors,
+            timeout_s,
+        )
+
+    reasons, notes = sanitize(run_first_case, device)
+    return checked.with_findings(tuple(reasons), tuple(notes))

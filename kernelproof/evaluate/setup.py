@@ -1,0 +1,150 @@
+"""Step 1, setup: read the solution, make the task ready in the parent, plan the cases.
+
+Everything here runs in the trusted parent before any candidate code: the task's shape variants
+with their reference and float64 oracle (I2), the task's audit (negative controls: a task that
+cannot tell right from wrong is not scored), and the case plan drawn from the secret seed. A
+broken task ends the evaluation here as ``task_error``; a solution that does not parse, as
+``compile_error``. A CUDA or native solution's build is submitted first, so it compiles while
+this step runs.
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from kernelproof.errors import TaskError
+from kernelproof.evaluate.build import needs_build
+from kernelproof.evaluate.records import Setup, Solution, Stopped
+from kernelproof.evaluate.source import WorkerSource
+from kernelproof.options import EvalOptions
+from kernelproof.solution import read_solution
+from kernelproof.task import Task, load_task, variants_for, with_auto_variants
+from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode
+from kernelproof.verify import audit as task_audit
+from kernelproof.verify.cases import (
+    VariantContext,
+    allowed_distributions,
+    build_variant,
+    inplace_findings,
+    make_inputs,
+    plan_cases,
+    reference_and_oracle,
+    reference_is_random,
+)
+
+
+def read(solution_path: str) -> Solution:
+    """The solution's file and what static triage observed in it (flags only: runtime checks decide)."""
+    sol = read_solution(solution_path)
+    flags = [f"triage {f.render()}" for f in sol.triage.findings]
+    if sol.triage.backend == "torch":
+        flags.append("plain_torch: the solution defines no Triton or CUDA kernel")
+    return Solution(sol, FileRef(str(solution_path), sol.sha256, sol.triage.backend), tuple(flags))
+
+
+def prepare(
+    task_path: str,
+    solution: Solution,
+    options: EvalOptions,
+    seed: int,
+    device: str,
+    workers: WorkerSource,
+) -> Setup | Stopped:
+    """The task ready and the cases planned from `seed`, or the early verdict (task_error,
+    compile_error, degenerate_task)."""
+    try:
+        task = load_task(task_path)
+    except TaskError as exc:
+        return Stopped(Outcome.ERROR, Reason(ReasonCode.TASK_ERROR, str(exc)), solution.flags)
+    flags = list(solution.flags)
+    syntax_error = solution.file.triage.syntax_error
+    if syntax_error:
+        reason = Reason(ReasonCode.COMPILE_ERROR, f"the solution does not parse: {syntax_error}")
+        return Stopped(Outcome.FAIL, reason, tuple(flags), task.sha256)
+    pending = None
+    if needs_build(solution.file.triage.backend):
+        # Submitted now (or already, by evaluate_many): it builds while the task is set up.
+        pending = workers.build(solution.ref.path, solution.file.sha256, device, options)
+    rng = random.Random(seed)
+    init_seed = rng.getrandbits(31)
+    dev = torch.device(device)
+    mode = "eval" if options.eval_mode else task.meta.mode
+    variants = variants_for(task, dev.type)
+    # Untimed GPU work (shapes, references, the audit, inputs) is shared with other evaluations
+    # on this device; timing has the GPU to itself (sandbox/gate.py).
+    with workers.gate(device).shared():
+        if options.shape_variants == "auto":
+            task, kept = _auto_variants(task, variants[0], dev, mode, init_seed, flags)
+            variants = tuple(variants) + kept
+        timed = tuple(
+            v
+            for v in (task.meta.timed if dev.type == "cuda" else task.meta.cpu[:1])
+            if v in task.meta.variants
+        )
+        try:
+            contexts = {v: build_variant(task, v, dev, mode, init_seed) for v in variants}
+            first = contexts[probe_variant(task, variants)]
+            probe = make_inputs(first, "task", rng.getrandbits(62))
+            flags += inplace_findings(first, probe)
+            if reference_is_random(first, probe):
+                flags.append(
+                    "random_reference: the reference's output depends on RNG state (dropout in train mode)"
+                )
+                reason = Reason(
+                    ReasonCode.TASK_ERROR,
+                    "the reference is random (dropout in training mode?): outputs cannot be "
+                    "compared element by element; evaluate with --eval-mode",
+                )
+                return Stopped(Outcome.ERROR, reason, tuple(flags), task.sha256)
+            for v in variants:
+                report = task_audit.audit_variant(task, contexts[v], rng.getrandbits(62))
+                if report.degenerate:
+                    reason = Reason(
+                        ReasonCode.DEGENERATE_TASK, f"shape variant {v!r} fails its audit: {report.summary()}"
+                    )
+                    return Stopped(Outcome.ERROR, reason, tuple(flags), task.sha256)
+            dists = allowed_distributions(task, len(probe), options.distributions)
+            light = set(timed) if dev.type == "cuda" else set()
+            cases = plan_cases(variants, light, dists, options.seeds_per_case, rng)
+        except TaskError as exc:
+            return Stopped(Outcome.ERROR, Reason(ReasonCode.TASK_ERROR, str(exc)), tuple(flags), task.sha256)
+    return Setup(
+        task=task,
+        task_ref=FileRef(str(task_path), task.sha256, ""),
+        solution=solution,
+        seed=seed,
+        device=dev,
+        mode=mode,
+        contexts=contexts,
+        timed=timed,
+        cases=tuple(cases),
+        timing_seed=rng.getrandbits(62),
+        pending_build=pending,
+        flags=tuple(flags),
+    )
+
+
+def _auto_variants(
+    task: Task, base: str, dev: torch.device, mode: str, init_seed: int, flags: list[str]
+) -> tuple[Task, tuple[str, ...]]:
+    """The task with perturbed size constants as extra variants, keeping those its reference accepts."""
+    task, extra = with_auto_variants(task, base)
+    kept = []
+    for v in extra:
+        try:
+            ctx: VariantContext = build_variant(task, v, dev, mode, init_seed)
+            reference_and_oracle(ctx, make_inputs(ctx, "normal", 1))
+            kept.append(v)
+        except TaskError as exc:
+            flags.append(f"auto shape variant {v!r} dropped: the reference rejects it ({exc})")
+    return task, tuple(kept)
+
+
+def probe_variant(task: Task, variants: tuple[str, ...]) -> str:
+    """The shape on which the task's own questions are asked (does its reference update inputs in
+    place, is it random, how many inputs): its first CPU variant where one is checked here, the
+    task's small shapes; else the first. get_inputs() runs on the CPU, and at a GPU task's timed
+    shape it took 1.8 s on the H200 host, a cost the correctness phase pays once anyway."""
+    return next((v for v in task.meta.cpu if v in variants), variants[0])

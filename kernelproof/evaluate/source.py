@@ -1,0 +1,49 @@
+"""Where an evaluation gets its workers: the interface an executor implements.
+
+The local pool (kernelproof/executors/local.py) implements it with spare workers started ahead,
+persistent baseline workers and a builder pool; tests implement it with doubles. The evaluation
+asks, the source decides how: so the steps never know whether they run on one GPU or many.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kernelproof.options import EvalOptions
+from kernelproof.sandbox.gate import DeviceGate
+from kernelproof.sandbox.process import WorkerProcess
+
+if TYPE_CHECKING:
+    from kernelproof.evaluate.build import PendingBuild
+
+
+class WorkerSource:
+    """Where an evaluation gets its workers (the local pool, or a test double)."""
+
+    def candidate(self, device: str, timed: bool = True) -> WorkerProcess:
+        """A fresh process, used once. `timed`: this evaluation will time against baseline workers."""
+        raise NotImplementedError
+
+    def baseline(self, key: tuple, device: str) -> WorkerProcess:  # persistent per key
+        raise NotImplementedError
+
+    def discard_baseline(self, key: tuple) -> None:
+        raise NotImplementedError
+
+    def gate(self, device: str) -> DeviceGate:
+        """The device's gate: entered shared around untimed GPU work, exclusively around timing.
+        A source whose evaluations never overlap on a device may hand out a fresh gate each time."""
+        return DeviceGate()
+
+    def settle(self, device: str) -> None:
+        """Return once no worker of this source is starting on the device (before timing)."""
+
+    def resume(self, device: str) -> None:
+        """After timing: workers that :meth:`settle` paused may go on starting."""
+
+    def build(
+        self, solution_path: str, sha256: str, device: str, options: EvalOptions
+    ) -> PendingBuild | None:
+        """The solution's build (CUDA and native backends), submitted now or earlier; None: no build
+        step here, and the worker's import builds the solution itself."""
+        return None

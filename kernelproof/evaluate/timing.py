@@ -1,0 +1,197 @@
+"""Step 4, timing: interleaved cold (and steady) rounds against baseline workers, physics, accounting.
+
+Runs only after every case passed, with the GPU to this evaluation alone (the chain holds the
+device gate exclusively). Each timed shape loads the candidate and each baseline (a clean
+persistent worker per task and baseline, never the candidate's process), then alternates them in
+rounds (kernelproof/measure/session.py). The first timed shape also places the candidate on the
+roofline (a time below the physical floor is impossible) and accounts for its kernels' share of
+GPU time under the task's kernel policy.
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from kernelproof.evaluate.records import Checked, Setup, Timed
+from kernelproof.evaluate.requests import device_name, load_candidate, load_program
+from kernelproof.evaluate.source import WorkerSource
+from kernelproof.measure import roofline as physics
+from kernelproof.measure import stats
+from kernelproof.measure.accounting import account
+from kernelproof.measure.session import Program, time_steady, time_variant
+from kernelproof.options import EvalOptions
+from kernelproof.sandbox.process import WorkerDied, WorkerProcess
+from kernelproof.task import variant_source
+from kernelproof.verdict import Coverage, Reason, ReasonCode, ShapeTiming, Speedup, Timing
+from kernelproof.verify.cases import VariantContext, make_inputs, reference_and_oracle
+from kernelproof.worker.replies import reason_of
+
+STEADY_ONLY = ("compile:reduce-overhead", "compile:max-autotune")  # baselines of the steady regime
+COVERAGE_MIN = {
+    "strict": 0.8,
+    "library-ok": 0.5,
+}  # share of (non-library) GPU time in the submission's kernels
+
+
+def time_candidate(
+    setup: Setup,
+    checked: Checked,
+    worker: WorkerProcess,
+    staged: str,
+    options: EvalOptions,
+    device: str,
+    workers: WorkerSource,
+) -> Timed:
+    """Every timed shape of the task, then the speedups over them; the first failure ends it."""
+    rng = random.Random(setup.timing_seed)
+    shapes: list[ShapeTiming] = []
+    reasons: list[Reason] = []
+    flags: list[str] = []
+    roof = coverage = None
+    telemetry = None
+    if device.startswith("cuda"):
+        from kernelproof.measure.telemetry import Telemetry
+
+        telemetry = Telemetry(torch.device(device).index or 0)
+    for v in setup.timed:
+        ctx = setup.contexts[v]
+        tol = checked.tolerances.get(v)
+        if tol is None:
+            continue
+        reply = load_candidate(worker, ctx, staged, setup.task.path, options)
+        if not reply.get("ok"):
+            return Timed(None, reasons=(reason_of(reply),), flags=tuple(flags))
+        programs = [Program("candidate", worker)] + _baselines(setup, ctx, v, options, device, workers, flags)
+        timing, found = time_variant(ctx, programs, options, rng, tol, options.timeout_s, flags, telemetry)
+        reasons += found
+        if timing is None:
+            return Timed(None, reasons=tuple(reasons), flags=tuple(flags))
+        shapes.append(timing)
+        if options.steady and ctx.inplace:
+            flags.append(
+                f"steady regime of {v!r} not measured: the task updates its inputs in place, so "
+                "back-to-back calls on the same inputs would compound"
+            )
+        elif options.steady:
+            steady, found = time_steady(ctx, programs, timing, rng, tol, options.timeout_s)
+            reasons += found
+            if steady is not None:
+                shapes.append(steady)
+        if roof is None:
+            roof, floor_reason = _place(setup, ctx, timing, device)
+            reasons += [floor_reason] if floor_reason else []
+        if coverage is None:
+            own = setup.solution.file.triage.kernel_names
+            coverage = account(
+                worker, ctx, rng.getrandbits(62), own, setup.task.meta.policy, options.timeout_s
+            )
+            if coverage.custom_fraction is not None:
+                reason = coverage_reason(coverage)
+                reasons += [reason] if reason else []
+    return Timed(
+        Timing("cold", device, tuple(shapes)),
+        _headline_speedups(shapes, options),
+        roof,
+        coverage,
+        tuple(reasons),
+        tuple(flags),
+    )
+
+
+def _baselines(
+    setup: Setup,
+    ctx: VariantContext,
+    variant: str,
+    options: EvalOptions,
+    device: str,
+    workers: WorkerSource,
+    flags: list[str],
+) -> list[Program]:
+    """The cold regime's baselines, loaded in their persistent workers; one that fails is dropped with a flag."""
+    programs = []
+    for name in options.baselines:
+        if name in STEADY_ONLY:
+            flags.append(f"baseline {name} is a steady-regime baseline and was not used in the cold regime")
+            continue
+        key = (setup.task.sha256, variant, name, device, ctx.precision, ctx.mode)
+        bw = workers.baseline(key, device)
+        extra = {
+            "source": variant_source(setup.task, variant),
+            "compile_mode": name.split(":", 1)[1] if ":" in name else None,
+        }
+        try:
+            r = load_program(bw, ctx, setup.task.path, "baseline", options, extra)
+        except WorkerDied as died:
+            workers.discard_baseline(key)
+            flags.append(f"baseline {name} died while loading: {died.message}")
+            continue
+        if not r.get("ok"):
+            flags.append(f"baseline {name} failed to load: {r.get('message')}")
+            continue
+        programs.append(Program(name, bw))
+    return programs
+
+
+def _place(setup: Setup, ctx: VariantContext, timing: ShapeTiming, device: str):
+    """(the candidate on the roofline, the reason when its time is below the physical floor)."""
+    probe = make_inputs(ctx, "normal", 0)
+    ref, _ = reference_and_oracle(ctx, probe)
+    min_bytes = ctx.min_bytes(probe, ref)
+    roof = physics.place(
+        device_name(device),
+        ctx.flops(),
+        min_bytes,
+        timing.candidate.median_ms,
+        ctx.precision,
+        setup.task.meta.split_precision,
+    )
+    if roof.floor_ms is None or timing.candidate.median_ms >= roof.floor_ms:
+        return roof, None
+    return roof, Reason(
+        ReasonCode.BELOW_PHYSICAL_FLOOR,
+        f"median {timing.candidate.median_ms:.4g} ms is below the physical floor {roof.floor_ms:.4g} ms "
+        f"({ctx.flops() or 0:.3g} FLOP, {min_bytes:.3g} bytes at datasheet peaks): impossible",
+    )
+
+
+def _headline_speedups(shapes: list[ShapeTiming], options: EvalOptions) -> dict[str, Speedup]:
+    """Per baseline: the one timed shape's speedup, or the geometric mean over the timed shapes."""
+    speedup = {}
+    cold = [sh for sh in shapes if sh.regime == "cold"]
+    names = {s.baseline for sh in cold for s in sh.speedups}
+    for name in sorted(names):
+        per_shape = [s for sh in cold for s in sh.speedups if s.baseline == name]
+        if len(per_shape) == 1:
+            speedup[name] = per_shape[0]
+            continue
+        med = stats.geomean([s.median for s in per_shape])
+        # An interval only when every shape has one (a bound over some shapes is not the geomean's)
+        whole = all(s.ci95 for s in per_shape)
+        lo = stats.geomean([s.ci95[0] for s in per_shape]) if whole else None
+        hi = stats.geomean([s.ci95[1] for s in per_shape]) if whole else None
+        speedup[name] = Speedup(
+            name, med, (lo, hi) if lo and hi else None, med, "geometric mean over timed shapes"
+        )
+    for name in options.baselines:
+        if name not in speedup and name not in STEADY_ONLY:
+            speedup[name] = Speedup(name, None, None, None, "baseline not measured (see flags)")
+    return speedup
+
+
+def coverage_reason(cov: Coverage) -> Reason | None:
+    frac = cov.custom_fraction or 0.0
+    if frac == 0.0:
+        return Reason(
+            ReasonCode.NO_CUSTOM_KERNEL,
+            "no GPU time was spent in kernels the solution defines "
+            f"(policy {cov.policy}); the work ran in library or ATen kernels",
+        )
+    need = COVERAGE_MIN[cov.policy]
+    if frac < need:
+        return Reason(
+            ReasonCode.LOW_KERNEL_COVERAGE,
+            f"only {frac:.0%} of GPU time is in the solution's own kernels (policy {cov.policy} needs {need:.0%})",
+        )
+    return None

@@ -1,1 +1,0 @@
-"""The phases of one evaluation, in the order they run: correctness, then timing."""
