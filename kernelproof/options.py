@@ -24,6 +24,9 @@ class EvalOptions:
     correctness_only: bool = False  # skip timing
     kernelbench_compat: bool = False  # also report KernelBench's own allclose rule
     eval_mode: bool = False  # run reference and candidate in eval() mode
+    # a reference whose output depends on the RNG (dropout in training mode): False evaluates it in
+    # eval() mode with the flag random_reference; True refuses it as task_error
+    refuse_random_reference: bool = False
     shape_variants: str = "task"  # "task": the task's variants; "auto": also perturb the size constants
     seeds_per_case: int = 2  # hidden seeds per (shape, distribution)
     distributions: tuple[str, ...] | None = None  # None: every distribution the domain allows

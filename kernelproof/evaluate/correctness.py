@@ -9,6 +9,7 @@ precision contract sets from the reference's own error, and checks that run 2 ag
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -30,7 +31,7 @@ from kernelproof.verify.cases import (
     reference_and_oracle,
 )
 from kernelproof.verify.compare import (
-    DOWNGRADE_FACTOR,
+    DOWNGRADE_BAND,
     Tolerance,
     compare,
     kernelbench_accepts,
@@ -102,8 +103,21 @@ def check_correctness(setup: Setup, worker: WorkerProcess, staged: str, options:
         results.append(judged.result)
         flags += [n for n in judged.notes if n not in flags]
         if judged.reason is not None:
-            return checked(judged.reason)
+            return checked(_with_dropout_hint(judged.reason) if setup.random_reference else judged.reason)
     return checked()
+
+
+def _with_dropout_hint(reason: Reason) -> Reason:
+    """Where the reference draws random numbers and was evaluated in eval() mode, a candidate that
+    still draws them (dropout with training=True) fails: say so."""
+    if reason.code not in (ReasonCode.MISMATCH, ReasonCode.NONDETERMINISTIC, ReasonCode.NONFINITE):
+        return reason
+    hint = (
+        ". The reference uses dropout (its output depends on the random number generator), so it is "
+        "evaluated in eval() mode, without dropout: a ModelNew that still drops elements "
+        "(F.dropout(training=True), torch.rand in forward) cannot match it"
+    )
+    return Reason(reason.code, reason.message + hint, reason.detail)
 
 
 def _finite_case(ctx: VariantContext, case: Case):
@@ -204,7 +218,7 @@ def judge_case(
         return Judged(result, Reason(ReasonCode(code), message), t, kb_ok, tuple(notes))
 
     for k, (r, o, c1, c2) in enumerate(zip(ref, orc, run1, run2)):
-        tol = tolerance_for(r, o, ctx.dtype)
+        tol = tolerance_for(r, o, ctx.dtype, ctx.noise)
         if widest is None or tol.rel_norm > widest.rel_norm:
             widest = tol
         for run_index, c in ((1, c1), (2, c2)) if c2 is not None else ((1, c1),):
@@ -254,19 +268,40 @@ def judge_case(
 
 
 def classify_downgrade(ctx, args, oracle, err: float, message: str, output: int = 0) -> Label:
-    """Is a too-large error the error of a lower precision? Then say so (A9)."""
+    """Is a too-large error the error of a lower precision (A9)? Only when it lies within
+    ``DOWNGRADE_BAND`` of that precision's reference error, computed on the same case: then
+    ``precision_downgrade`` naming it. Otherwise a ``mismatch`` that names the nearest precision
+    and how far off it is, so that an error 80 times smaller than bf16's is never called bf16."""
+    nearest = None
+    notes = []
     for low in LOWER_PRECISIONS.get(ctx.precision, ()):
         try:
             outs = lower_precision_outputs(ctx, args, low)
-        except Exception:  # noqa: BLE001 - a lower-precision reference that does not run explains nothing
+        except Exception as exc:  # noqa: BLE001 - a lower-precision reference that does not run explains nothing
+            notes.append(
+                f"precision_unclassified: the {low} reference could not run ({type(exc).__name__}); "
+                f"errors are not classified against {low}"
+            )
             continue
-        if not outs:
+        if not outs or output >= len(outs):
             continue
-        low_err = rel_norm_error(outs[0].to(torch.float64), oracle)
-        if low_err > 0 and err <= DOWNGRADE_FACTOR * low_err:
+        low_err = rel_norm_error(outs[output].to(torch.float64), oracle)
+        if not low_err > 0:
+            continue
+        ratio = err / low_err
+        if 1 / DOWNGRADE_BAND <= ratio <= DOWNGRADE_BAND:
             return Label(
                 "precision_downgrade",
-                f"{message}. The error matches {low} arithmetic ({low} reference error {low_err:.3g}), "
-                f"below the task's {ctx.precision} contract",
+                f"{message}. The error matches {low} arithmetic ({low} reference error {low_err:.3g}, "
+                f"{ratio:.2g}x), below the task's {ctx.precision} contract",
+                tuple(notes),
             )
-    return Label("mismatch", message)
+        if nearest is None or abs(math.log(ratio)) < abs(math.log(nearest[1])):
+            nearest = (low, ratio, low_err)
+    if nearest is not None:
+        low, ratio, low_err = nearest
+        message += (
+            f" (no lower precision explains it: the nearest, {low}, has reference error {low_err:.3g}, "
+            f"{ratio:.2g}x this error)"
+        )
+    return Label("mismatch", message, tuple(notes))

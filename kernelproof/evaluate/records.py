@@ -62,6 +62,7 @@ class Setup:
     timing_seed: int  # seeds the timing step's own random stream (call seeds, projections)
     pending_build: PendingBuild | None  # the build submitted at setup (CUDA and native backends)
     flags: tuple[str, ...]  # observations so far (triage, dropped auto variants, in-place findings)
+    random_reference: bool = False  # the reference draws random numbers: evaluated in eval() mode
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,9 @@ from kernelproof.verify.cases import (
     make_inputs,
     plan_cases,
     reference_and_oracle,
-    reference_is_random,
+    reference_randomness,
 )
+from kernelproof.verify.oracle import Randomness
 
 
 def read(solution_path: str) -> Solution:
@@ -88,16 +89,26 @@ def prepare(
             first = contexts[probe_variant(task, variants)]
             probe = make_inputs(first, "task", rng.getrandbits(62))
             flags += inplace_findings(first, probe)
-            if reference_is_random(first, probe):
-                flags.append(
-                    "random_reference: the reference's output depends on RNG state (dropout in train mode)"
-                )
-                reason = Reason(
-                    ReasonCode.TASK_ERROR,
-                    "the reference is random (dropout in training mode?): outputs cannot be "
-                    "compared element by element; evaluate with --eval-mode",
-                )
-                return Stopped(Outcome.ERROR, reason, tuple(flags), task.sha256)
+            randomness = reference_randomness(first, probe)
+            random_reference = randomness.random
+            if random_reference:
+                stop = _random_reference(randomness, mode, options, flags, task.sha256)
+                if stop is not None:
+                    return stop
+                mode = "eval"  # dropout off in the reference, the oracle and ModelNew alike
+                contexts = {v: build_variant(task, v, dev, mode, init_seed) for v in variants}
+                first = contexts[probe_variant(task, variants)]
+                randomness = reference_randomness(first, probe)
+                if randomness.random:
+                    reason = Reason(
+                        ReasonCode.TASK_ERROR,
+                        "the reference's output depends on the random number generator even in eval() "
+                        f"mode (runs under different seeds differ by {min(randomness.other_seed_rel_norm):.3g}, "
+                        f"the tolerance is {randomness.tolerance_rel_norm:.3g}): outputs cannot be compared",
+                    )
+                    return Stopped(Outcome.ERROR, reason, tuple(flags), task.sha256)
+            for ctx in contexts.values():
+                ctx.noise = randomness.noise  # rounding between runs: part of the reference's own error
             for v in variants:
                 report = task_audit.audit_variant(task, contexts[v], rng.getrandbits(62))
                 if report.degenerate:
@@ -105,6 +116,7 @@ def prepare(
                         ReasonCode.DEGENERATE_TASK, f"shape variant {v!r} fails its audit: {report.summary()}"
                     )
                     return Stopped(Outcome.ERROR, reason, tuple(flags), task.sha256)
+            flags += sorted({c.oracle_note for c in contexts.values() if c.oracle_note})
             dists = allowed_distributions(task, len(probe), options.distributions)
             light = set(timed) if dev.type == "cuda" else set()
             cases = plan_cases(variants, light, dists, options.seeds_per_case, rng)
@@ -123,7 +135,33 @@ def prepare(
         timing_seed=rng.getrandbits(62),
         pending_build=pending,
         flags=tuple(flags),
+        random_reference=random_reference,
     )
+
+
+def _random_reference(
+    randomness: Randomness, mode: str, options: EvalOptions, flags: list[str], task_sha256: str
+) -> Stopped | None:
+    """A reference whose outputs depend on the RNG: refused when asked (or when already in eval()
+    mode, where nothing is left to turn off), else flagged and evaluated in eval() mode."""
+    differ = min(randomness.other_seed_rel_norm)
+    if options.refuse_random_reference or mode == "eval":
+        reason = Reason(
+            ReasonCode.TASK_ERROR,
+            f"the reference is random (runs under different seeds differ by {differ:.3g}, beyond the "
+            f"tolerance {randomness.tolerance_rel_norm:.3g}; dropout in training mode?): outputs cannot be "
+            "compared element by element"
+            + (
+                "" if mode == "eval" else "; without --refuse-random-reference it is evaluated in eval() mode"
+            ),
+        )
+        return Stopped(Outcome.ERROR, reason, tuple(flags), task_sha256)
+    flags.append(
+        f"random_reference: the reference's output depends on the random number generator (runs under "
+        f"different seeds differ by {differ:.3g}, beyond the tolerance {randomness.tolerance_rel_norm:.3g}: "
+        "dropout in training mode); evaluated in eval() mode, the reference, the oracle and ModelNew alike"
+    )
+    return None
 
 
 def _auto_variants(

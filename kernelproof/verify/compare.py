@@ -19,10 +19,14 @@ from dataclasses import dataclass
 
 import torch
 
+from kernelproof.verify.oracle import NO_NOISE, Noise
+
 K_NORM = 16.0  # normwise: candidate error <= K_NORM x reference error ...
 C_NORM = 16.0  # ... floored at C_NORM x eps(dtype)
 K_ELEM = 16.0  # elementwise: |c - o| <= K_ELEM x (max reference error + eps(dtype) * rms(oracle)) + rtol |o|
-DOWNGRADE_FACTOR = 4.0  # an error within 4x of a lower precision's error is that precision
+DOWNGRADE_BAND = (
+    4.0  # an error within 1/4x..4x of a lower precision's error on the same case is that precision
+)
 KERNELBENCH_TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 1e-2}  # KernelBench v0.2
 
 
@@ -48,8 +52,13 @@ def eps(dtype: torch.dtype) -> float:
     return float(torch.finfo(dtype).eps) if dtype.is_floating_point else 0.0
 
 
-def tolerance_for(reference: torch.Tensor, oracle: torch.Tensor, dtype: torch.dtype) -> Tolerance:
-    """The contract tolerance for one case, from the reference's own error against the oracle."""
+def tolerance_for(
+    reference: torch.Tensor, oracle: torch.Tensor, dtype: torch.dtype, noise: Noise = NO_NOISE
+) -> Tolerance:
+    """The contract tolerance for one case, from the reference's own error against the oracle.
+
+    `noise`: how far the reference differs from itself between runs on one seed (nondeterministic
+    kernels): part of its own error, normwise and, scaled to this case's output, elementwise."""
     o = oracle.to(torch.float64)
     r = reference.to(torch.float64)
     finite = torch.isfinite(o)
@@ -60,6 +69,8 @@ def tolerance_for(reference: torch.Tensor, oracle: torch.Tensor, dtype: torch.dt
     e = eps(dtype) if dtype.is_floating_point else 0.0
     rms = onorm / max(1, o0.numel()) ** 0.5
     max_ref_abs = float((r0 - o0).abs().max()) if o0.numel() else 0.0
+    ref_err = max(ref_err, noise.rel_norm)
+    max_ref_abs = max(max_ref_abs, noise.abs_over_rms * rms)
     return Tolerance(
         rel_norm=max(K_NORM * ref_err, C_NORM * e),
         atol=K_ELEM * (max_ref_abs + e * rms),
