@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from kernelproof.verify.compare import compare, kernelbench_accepts, tolerance_for
@@ -82,3 +83,57 @@ def test_kernelbench_rule_accepts_what_its_loose_tolerance_accepts():
     _, _, oracle, ref = _case()
     assert kernelbench_accepts(ref + 1e-5, ref)
     assert not kernelbench_accepts(ref + 1.0, ref)
+
+
+def test_a_comparison_in_slices_says_exactly_what_one_pass_says(monkeypatch):
+    from kernelproof.verify import compare as cmpmod
+
+    g = torch.Generator().manual_seed(3)
+    o = torch.randn(1000, 7, generator=g, dtype=torch.float64)
+    r = o.float()
+    c = r.clone()
+    c[10, 3] += 1.0  # elementwise failures on both sides of slice boundaries
+    c[600, 0] += 2.0
+    c[999, 6] = float("nan")
+    tol = cmpmod.tolerance_for(r, o, torch.float32)
+    whole = cmpmod.compare(c, o, r, tol)
+    monkeypatch.setattr(cmpmod, "CHUNK_ELEMENTS", 97)
+    sliced = cmpmod.compare(c, o, r, tol)
+    assert (sliced.code, sliced.message, sliced.bad_elements) == (whole.code, whole.message, whole.bad_elements)
+    c[999, 6] = r[999, 6]
+    whole = (cmpmod.tolerance_for(c, o, torch.float32), cmpmod.rel_norm_error(c, o))
+    monkeypatch.setattr(cmpmod, "CHUNK_ELEMENTS", 1 << 24)
+    again = (cmpmod.tolerance_for(c, o, torch.float32), cmpmod.rel_norm_error(c, o))
+    assert whole[0].rel_norm == pytest.approx(again[0].rel_norm) and whole[1] == pytest.approx(again[1])
+    assert whole[0].atol == again[0].atol
+
+
+MEMORY_CAPPED = """
+import resource, sys, torch
+from kernelproof.verify import compare as cmpmod
+n = 8 * 2**20
+o = torch.randn(n, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+r = o.float(); c = r.clone()
+tol = cmpmod.Tolerance(1e-5, 1e-5, 1e-6, 1e-7)
+cmpmod.CHUNK_ELEMENTS = int(sys.argv[1])
+vm = int([l for l in open('/proc/self/status') if l.startswith('VmSize')][0].split()[1]) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (vm + 200 * 2**20, resource.RLIM_INFINITY))
+try:
+    print("ok" if cmpmod.compare(c, o, r, tol).passed else "failed")
+except (MemoryError, RuntimeError):
+    print("out of memory")
+"""
+
+
+def test_a_large_output_is_compared_within_a_small_memory_cap():
+    """64 MB float64 outputs under a cap of 200 MB above what the process holds: six full-size
+    float64 temporaries (384 MB) do not fit, slices of 1 Mi elements do."""
+    import subprocess
+    import sys
+
+    def run(chunk: int) -> str:
+        done = subprocess.run([sys.executable, "-c", MEMORY_CAPPED, str(chunk)], capture_output=True, text=True)
+        return done.stdout.strip()
+
+    assert run(1 << 20) == "ok"
+    assert run(1 << 30) == "out of memory"  # the same comparison in one pass: the cap holds

@@ -52,6 +52,22 @@ def eps(dtype: torch.dtype) -> float:
     return float(torch.finfo(dtype).eps) if dtype.is_floating_point else 0.0
 
 
+CHUNK_ELEMENTS = 1 << 24  # elements per slice: 128 MiB per float64 temporary, a handful alive at once
+
+
+def _slices(*tensors: torch.Tensor):
+    """Aligned float64 slices of flat views of `tensors`, with the offset of each.
+
+    The comparisons run over slices so that a 6.4 GB output (KernelBench's 4096 x 393216 fp32
+    inputs) needs a few 128 MiB float64 temporaries, not six full-size copies: on an H200 those
+    copies took the parent past the GPU's memory.
+    """
+    flat = [t.detach().reshape(-1) for t in tensors]
+    n = flat[0].numel()
+    for start in range(0, max(n, 1), CHUNK_ELEMENTS):
+        yield start, [f[start : start + CHUNK_ELEMENTS].to(torch.float64) for f in flat]
+
+
 def tolerance_for(
     reference: torch.Tensor, oracle: torch.Tensor, dtype: torch.dtype, noise: Noise = NO_NOISE
 ) -> Tolerance:
@@ -59,16 +75,20 @@ def tolerance_for(
 
     `noise`: how far the reference differs from itself between runs on one seed (nondeterministic
     kernels): part of its own error, normwise and, scaled to this case's output, elementwise."""
-    o = oracle.to(torch.float64)
-    r = reference.to(torch.float64)
-    finite = torch.isfinite(o)
-    o0 = torch.where(finite, o, torch.zeros_like(o))
-    r0 = torch.where(finite, r, torch.zeros_like(r))
-    onorm = float(o0.norm())
-    ref_err = float((r0 - o0).norm()) / onorm if onorm > 0 else 0.0
+    o_sq = d_sq = 0.0
+    max_ref_abs = 0.0
+    for _, (r, o) in _slices(reference, oracle):
+        finite = torch.isfinite(o)
+        o0 = torch.where(finite, o, torch.zeros_like(o))
+        d = torch.where(finite, r, torch.zeros_like(r)) - o0
+        o_sq += float((o0 * o0).sum())
+        d_sq += float((d * d).sum())
+        if d.numel():
+            max_ref_abs = max(max_ref_abs, float(d.abs().max()))
+    onorm = o_sq**0.5
+    ref_err = d_sq**0.5 / onorm if onorm > 0 else 0.0
     e = eps(dtype) if dtype.is_floating_point else 0.0
-    rms = onorm / max(1, o0.numel()) ** 0.5
-    max_ref_abs = float((r0 - o0).abs().max()) if o0.numel() else 0.0
+    rms = onorm / max(1, oracle.numel()) ** 0.5
     ref_err = max(ref_err, noise.rel_norm)
     max_ref_abs = max(max_ref_abs, noise.abs_over_rms * rms)
     return Tolerance(
@@ -80,16 +100,17 @@ def tolerance_for(
 
 
 def rel_norm_error(candidate: torch.Tensor, oracle: torch.Tensor) -> float:
-    o = oracle.to(torch.float64)
-    c = candidate.to(torch.float64)
-    finite = torch.isfinite(o)
-    o0 = torch.where(finite, o, torch.zeros_like(o))
-    c0 = torch.where(finite, c, torch.zeros_like(c))
-    onorm = float(o0.norm())
-    diff = float((c0 - o0).norm())
-    if onorm == 0:
-        return 0.0 if diff == 0 else float("inf")
-    return diff / onorm
+    """||candidate - oracle|| / ||oracle|| over the elements where the oracle is finite."""
+    o_sq = d_sq = 0.0
+    for _, (c, o) in _slices(candidate, oracle):
+        finite = torch.isfinite(o)
+        o0 = torch.where(finite, o, torch.zeros_like(o))
+        d = torch.where(finite, c, torch.zeros_like(c)) - o0
+        o_sq += float((o0 * o0).sum())
+        d_sq += float((d * d).sum())
+    if o_sq == 0:
+        return 0.0 if d_sq == 0 else float("inf")
+    return d_sq**0.5 / o_sq**0.5
 
 
 def compare(
@@ -115,23 +136,47 @@ def compare(
         return Comparison(
             ok, "" if ok else "mismatch", "" if ok else f"{bad} elements differ", 0.0, float(bad), bad
         )
-    c = candidate.to(torch.float64)
-    o = oracle.to(torch.float64)
-    r = reference.to(torch.float64)
-    # Non-finite values pass only where the reference has the same value at the same index.
-    c_nan, r_nan = torch.isnan(c), torch.isnan(r)
-    c_inf, r_inf = torch.isinf(c), torch.isinf(r)
-    nonfinite_bad = (c_nan & ~r_nan) | (c_inf & ~(r_inf & (c == r))) | (r_nan & ~c_nan) | (r_inf & ~(c == r))
-    n_nonfinite = int(nonfinite_bad.sum())
-    finite = torch.isfinite(o) & torch.isfinite(r)
-    cf = torch.where(finite, c, torch.zeros_like(c))
-    of = torch.where(finite, o, torch.zeros_like(o))
-    cf = torch.where(torch.isfinite(cf), cf, torch.full_like(cf, float("inf")))
-    abs_err = (cf - of).abs()
-    max_abs = float(abs_err.max()) if abs_err.numel() else 0.0
-    err = rel_norm_error(cf, of) if torch.isfinite(cf).all() else float("inf")
+    n_nonfinite = n_bad = 0
+    first_nonfinite: list[int] = []
+    first_bad: list[int] = []
+    o_sq = d_sq = 0.0
+    max_abs = 0.0
+    all_finite = True
+    for start, (c, o, r) in _slices(candidate, oracle, reference):
+        # Non-finite values pass only where the reference has the same value at the same index.
+        c_nan, r_nan = torch.isnan(c), torch.isnan(r)
+        c_inf, r_inf = torch.isinf(c), torch.isinf(r)
+        nonfinite_bad = (
+            (c_nan & ~r_nan) | (c_inf & ~(r_inf & (c == r))) | (r_nan & ~c_nan) | (r_inf & ~(c == r))
+        )
+        k = int(nonfinite_bad.sum())
+        if k:
+            n_nonfinite += k
+            first_nonfinite += _first_flat(nonfinite_bad, start, 3 - len(first_nonfinite))
+        finite = torch.isfinite(o) & torch.isfinite(r)
+        cf = torch.where(finite, c, torch.zeros_like(c))
+        of = torch.where(finite, o, torch.zeros_like(o))
+        all_finite = all_finite and bool(torch.isfinite(cf).all())
+        cf = torch.where(torch.isfinite(cf), cf, torch.full_like(cf, float("inf")))
+        abs_err = (cf - of).abs()
+        if abs_err.numel():
+            max_abs = max(max_abs, float(abs_err.max()))
+        if all_finite:
+            o_sq += float((of * of).sum())
+            d_sq += float(((cf - of) ** 2).sum())
+        elem_bad = ~(abs_err <= tol.atol + tol.rtol * of.abs())  # written so NaN compares as bad
+        k = int(elem_bad.sum())
+        if k:
+            n_bad += k
+            first_bad += _first_flat(elem_bad, start, 3 - len(first_bad))
+    if not all_finite:
+        err = float("inf")
+    elif o_sq == 0:
+        err = 0.0 if d_sq == 0 else float("inf")
+    else:
+        err = d_sq**0.5 / o_sq**0.5
     if n_nonfinite:
-        idx = _first_indices(nonfinite_bad, candidate.shape)
+        idx = _indices(first_nonfinite, candidate.shape)
         return Comparison(
             False,
             "nonfinite",
@@ -140,10 +185,8 @@ def compare(
             max_abs,
             n_nonfinite,
         )
-    elem_bad = ~(abs_err <= tol.atol + tol.rtol * of.abs())  # written so NaN compares as bad
-    n_bad = int(elem_bad.sum())
     if not (err <= tol.rel_norm) or n_bad:
-        where = _first_indices(elem_bad, candidate.shape) if n_bad else "-"
+        where = _indices(first_bad, candidate.shape) if n_bad else "-"
         msg = (
             f"relative error {err:.3g} against the float64 oracle (tolerance {tol.rel_norm:.3g}, "
             f"the reference's own error {tol.ref_rel_norm_err:.3g}); {n_bad} of {candidate.numel()} elements "
@@ -161,8 +204,15 @@ def kernelbench_accepts(candidate: torch.Tensor, reference: torch.Tensor) -> boo
     return bool(torch.allclose(reference, candidate, atol=tol, rtol=tol))
 
 
-def _first_indices(mask: torch.Tensor, shape: torch.Size, k: int = 3) -> str:
-    flat = mask.reshape(-1).nonzero()[:k].reshape(-1).tolist()
+def _first_flat(mask: torch.Tensor, offset: int, k: int) -> list[int]:
+    """Flat indices (with `offset`) of the first `k` set elements of a slice's mask."""
+    if k <= 0:
+        return []
+    return [offset + int(i) for i in mask.nonzero()[:k].reshape(-1).tolist()]
+
+
+def _indices(flat: list[int], shape: torch.Size) -> str:
+    """Flat indices as index tuples of `shape`."""
     out = []
     for f in flat:
         idx = []

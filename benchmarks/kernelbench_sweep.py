@@ -1,0 +1,194 @@
+"""Every KernelBench task as published, paired with the identity solution: does each reach a verdict?
+
+KernelBench's upstream level1-3 folders (250 tasks) run unchanged, each with the identity solution
+(the task's own ``Model`` as ``ModelNew``), correctness only, one seed per case. The identity
+solution is right by construction, so every verdict other than ``pass`` is either a property of
+the task (``degenerate_task``: its outputs barely depend on its inputs; ``task_error``: its
+reference raises on its own inputs) or kernelproof's own failure. The run prints one line per
+task and a summary by reason code, and writes the table as Markdown and JSON.
+
+It is resumable: verdicts go to a store (``--db``), so a rerun serves what is done and evaluates
+the rest (an ``internal_error`` is evaluated again; ``too_large`` is never stored), and
+``--time-limit`` stops submitting new tasks in time for a 10-minute call. Run it level by level.
+
+KernelBench is never committed here: ``--prepare DIR`` exports the pinned commit's level folders
+from a local clone (``--from``) into DIR, an ignored folder, with the commit written beside them,
+and the sweep refuses a checkout at any other commit.
+
+    python benchmarks/kernelbench_sweep.py --prepare .kernelbench --from /path/to/KernelBench
+    python benchmarks/kernelbench_sweep.py .kernelbench --levels 1 --per-device 2 --db kb.sqlite
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from _common import ROOT
+
+PINNED_COMMIT = "423217d9fda91e0c2d67e4a43bf62f96f6d104f1"  # KernelBench main, 2026-03-05 (#143)
+LEVELS = ("level1", "level2", "level3")
+COMMIT_FILE = "KERNELBENCH_COMMIT"
+IDENTITY = '\n\nclass ModelNew(Model):\n    """The identity solution: the task\'s own Model."""\n'
+
+
+def prepare(dest: Path, clone: Path) -> None:
+    """Export the pinned commit's KernelBench/level1-3 into `dest`, with the commit beside them."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for level in LEVELS:
+        archive = subprocess.run(
+            ["git", f"--git-dir={_git_dir(clone)}", "archive", PINNED_COMMIT, f"KernelBench/{level}"],
+            check=True,
+            capture_output=True,
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest), "--strip-components=1"], input=archive, check=True)
+    (dest / COMMIT_FILE).write_text(PINNED_COMMIT + "\n")
+    print(f"KernelBench {PINNED_COMMIT[:12]}: {sum(1 for _ in dest.glob('level*/*.py'))} tasks in {dest}")
+
+
+def _git_dir(clone: Path) -> Path:
+    return clone / ".git" if (clone / ".git").exists() else clone
+
+
+def checked_root(path: Path) -> Path:
+    """The folder that holds level1-3, after checking that it is the pinned commit."""
+    root = path / "KernelBench" if (path / "KernelBench" / "level1").is_dir() else path
+    recorded = (path / COMMIT_FILE).read_text().strip() if (path / COMMIT_FILE).is_file() else None
+    if recorded is None:
+        try:
+            recorded = subprocess.run(
+                ["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+            ).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            recorded = None
+    if recorded != PINNED_COMMIT:
+        sys.exit(
+            f"{path} is KernelBench at {recorded or 'an unknown commit'}, not the pinned {PINNED_COMMIT}"
+        )
+    return root
+
+
+def identity_solutions(root: Path, levels: list[str], out: Path, only: str | None) -> list[tuple[Path, Path]]:
+    """(task, identity solution) pairs, the solutions written into `out` (re-written only when changed)."""
+    pairs = []
+    for level in levels:
+        for task in sorted((root / level).glob("*.py"), key=lambda p: (_number(p), p.name)):
+            if only and only not in f"{level}/{task.name}":
+                continue
+            sol = out / level / task.name
+            text = task.read_text() + IDENTITY
+            if not sol.is_file() or sol.read_text() != text:
+                sol.parent.mkdir(parents=True, exist_ok=True)
+                sol.write_text(text)
+            pairs.append((task, sol))
+    return pairs
+
+
+def _number(p: Path) -> int:
+    head = p.name.split("_", 1)[0]
+    return int(head) if head.isdigit() else 10**6
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("kernelbench", nargs="?", type=Path, help="the prepared folder (or a clone at the pin)")
+    ap.add_argument("--prepare", type=Path, help="export the pinned level folders into this folder")
+    ap.add_argument("--from", dest="clone", type=Path, help="a local KernelBench clone or bare git dir")
+    ap.add_argument("--levels", default="1,2,3", help="which levels, e.g. 1 or 2,3")
+    ap.add_argument("--only", help="only tasks whose level/file name contains this")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--per-device", type=int, default=2)
+    ap.add_argument("--db", default=str(ROOT / ".kernelbench" / "sweep.sqlite"), help="the resumable store")
+    ap.add_argument("--time-limit", type=float, default=0, help="stop submitting after this many seconds")
+    ap.add_argument("--timeout", type=float, default=300, help="per worker phase")
+    ap.add_argument("--out", type=Path, default=None, help="folder for the table (default: $OUT or /tmp)")
+    ns = ap.parse_args()
+    if ns.prepare:
+        if not ns.clone:
+            ap.error("--prepare needs --from CLONE")
+        prepare(ns.prepare, ns.clone)
+        return 0
+    if ns.kernelbench is None:
+        ap.error("the prepared KernelBench folder is required")
+    root = checked_root(ns.kernelbench)
+    levels = [f"level{n.strip()}" for n in ns.levels.split(",") if n.strip()]
+    pairs = identity_solutions(root, levels, ns.kernelbench / "identity", ns.only)
+    return sweep(pairs, root, ns)
+
+
+def sweep(pairs: list[tuple[Path, Path]], root: Path, ns) -> int:
+    from kernelproof.api import evaluate_many
+    from kernelproof.options import EvalOptions
+
+    options = EvalOptions(
+        device=ns.device,
+        correctness_only=True,
+        seeds_per_case=1,
+        per_device=ns.per_device,
+        db=ns.db,
+        timeout_s=ns.timeout,
+    )
+    started = time.monotonic()
+    rows = []
+    todo = list(pairs)
+    if ns.time_limit:
+        todo = _in_time(todo, started, ns.time_limit)
+    for v in evaluate_many(todo, options):
+        name = str(Path(v.task.path).relative_to(root))
+        first = v.reasons[0].message if v.reasons else ""
+        stored = bool(getattr(v, "stored", None))
+        rows.append(
+            {
+                "task": name,
+                "outcome": v.verdict.value,
+                "codes": v.codes,
+                "seconds": round(v.elapsed_s, 1),
+                "stored": stored,
+                "message": first[:300],
+                "flags": [f.split(":", 1)[0] for f in v.flags if not f.startswith("triage ")],
+            }
+        )
+        codes = ",".join(v.codes) or "-"
+        print(f"{name:58s} {v.verdict.value:5s} {codes:22s} {v.elapsed_s:6.1f}s {first[:90]}", flush=True)
+    wall = time.monotonic() - started
+    summary = collections.Counter(r["codes"][0] if r["codes"] else r["outcome"] for r in rows)
+    print(f"\n{len(rows)} of {len(pairs)} tasks reached a verdict in {wall:.0f} s:")
+    for code, n in summary.most_common():
+        print(f"  {code:24s} {n}")
+    doc = {"kernelbench": PINNED_COMMIT, "wall_s": round(wall, 1), "tasks": len(pairs), "rows": rows}
+    out = ns.out or Path(os.environ.get("OUT") or "/tmp/kernelproof-bench")
+    out.mkdir(parents=True, exist_ok=True)
+    tag = "-".join(sorted({r["task"].split("/")[0] for r in rows})) or "none"
+    (out / f"kernelbench-sweep-{tag}.json").write_text(json.dumps(doc, indent=1) + "\n")
+    (out / f"kernelbench-sweep-{tag}.md").write_text(_markdown(rows))
+    return 0
+
+
+def _in_time(pairs, started: float, limit_s: float):
+    """Yield pairs until `limit_s` has passed (what is already submitted still finishes)."""
+    for pair in pairs:
+        if time.monotonic() - started > limit_s:
+            print(f"time limit {limit_s:.0f} s reached: the rest waits for the next run", flush=True)
+            return
+        yield pair
+
+
+def _markdown(rows: list[dict]) -> str:
+    lines = ["| task | verdict | codes | s | flags | first reason |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        msg = r["message"].replace("|", "\\|")[:160]
+        lines.append(
+            f"| {r['task']} | {r['outcome']} | {','.join(r['codes'])} | {r['seconds']} | "
+            f"{','.join(r['flags'])} | {msg} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
