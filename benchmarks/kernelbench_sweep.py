@@ -136,10 +136,8 @@ def sweep(pairs: list[tuple[Path, Path]], root: Path, ns) -> int:
     )
     started = time.monotonic()
     rows = []
-    todo = list(pairs)
-    if ns.time_limit:
-        todo = _in_time(todo, started, ns.time_limit)
-    for v in evaluate_many(todo, options):
+    results = evaluate_many(pairs, options)
+    for v in results:
         name = str(Path(v.task.path).relative_to(root))
         first = v.reasons[0].message if v.reasons else ""
         stored = bool(getattr(v, "stored", None))
@@ -156,6 +154,10 @@ def sweep(pairs: list[tuple[Path, Path]], root: Path, ns) -> int:
         )
         codes = ",".join(v.codes) or "-"
         print(f"{name:58s} {v.verdict.value:5s} {codes:22s} {v.elapsed_s:6.1f}s {first[:90]}", flush=True)
+        if ns.time_limit and time.monotonic() - started > ns.time_limit:
+            print(f"time limit {ns.time_limit:.0f} s reached: the rest waits for the next run", flush=True)
+            results.close()  # evaluations in flight finish and are stored; nothing new starts
+            break
     wall = time.monotonic() - started
     summary = collections.Counter(r["codes"][0] if r["codes"] else r["outcome"] for r in rows)
     print(f"\n{len(rows)} of {len(pairs)} tasks reached a verdict in {wall:.0f} s:")
@@ -168,15 +170,6 @@ def sweep(pairs: list[tuple[Path, Path]], root: Path, ns) -> int:
     (out / f"kernelbench-sweep-{tag}.json").write_text(json.dumps(doc, indent=1) + "\n")
     (out / f"kernelbench-sweep-{tag}.md").write_text(_markdown(rows))
     return 0
-
-
-def _in_time(pairs, started: float, limit_s: float):
-    """Yield pairs until `limit_s` has passed (what is already submitted still finishes)."""
-    for pair in pairs:
-        if time.monotonic() - started > limit_s:
-            print(f"time limit {limit_s:.0f} s reached: the rest waits for the next run", flush=True)
-            return
-        yield pair
 
 
 def _markdown(rows: list[dict]) -> str:

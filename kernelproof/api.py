@@ -24,7 +24,7 @@ from kernelproof.executors.local import LocalPool, default_pool, resolve_devices
 from kernelproof.options import EvalOptions, normalize_baselines
 from kernelproof.source import this_source
 from kernelproof.store import served
-from kernelproof.verdict import Verdict
+from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode, Verdict
 
 PathLike = str | Path
 
@@ -145,26 +145,67 @@ def _evaluate_on(task: str, solution: str, options: EvalOptions, device: str, po
     for pending in pool.prebuild([solution], device, options).values():
         concurrent.futures.wait([pending.future])
     with pool.device_slots(device, options.per_device):
-        try:
-            verdict = evaluate_pair(task, solution, options, device, pool)
-        except (UsageError, KeyboardInterrupt):
-            raise
-        except Exception as exc:  # a harness bug must not lose the run: it becomes an error verdict
-            verdict = internal_error_verdict(task, solution, device, exc)
+        verdict = _judged(task, solution, options, device, pool)
+    if options.per_device > 1 and _short_of_memory(verdict):
+        # Out of GPU memory while other evaluations held some: this one again, alone on the device.
+        with pool.device_alone(device, options.per_device):
+            verdict = _judged(task, solution, options, device, pool)
+    if verdict.codes and verdict.codes[0] == ReasonCode.TOO_LARGE.value:
+        return verdict  # a property of this device and its neighbours at the time: never stored
     if store is not None:
         store.put(key, verdict)
     return verdict
 
 
+def _judged(task: str, solution: str, options: EvalOptions, device: str, pool: LocalPool) -> Verdict:
+    """The evaluation's verdict; kernelproof's own failures become an internal_error verdict, and
+    the parent running out of GPU memory a too_large one."""
+    try:
+        return evaluate_pair(task, solution, options, device, pool)
+    except (UsageError, KeyboardInterrupt):
+        raise
+    except torch.OutOfMemoryError as exc:
+        return too_large_verdict(task, solution, device, exc)
+    except Exception as exc:  # a harness bug must not lose the run: it becomes an error verdict
+        return internal_error_verdict(task, solution, device, exc)
+
+
+def _short_of_memory(verdict: Verdict) -> bool:
+    """Did the evaluation fail for want of GPU memory (the parent's, or its candidate's)?"""
+    for r in verdict.reasons:
+        if r.code is ReasonCode.TOO_LARGE:
+            return True
+        if r.code is ReasonCode.CRASH and "out of memory" in f"{r.message} {r.detail}".lower():
+            return True
+    return False
+
+
+def too_large_verdict(task: str, solution: str, device: str, exc: BaseException) -> Verdict:
+    """The parent ran out of GPU memory holding this task's references, alone on the device."""
+    total = (
+        torch.cuda.get_device_properties(torch.device(device)).total_memory
+        if device.startswith("cuda")
+        else 0
+    )
+    message = (
+        f"the task needs more GPU memory than {device} has ({total / 2**30:.0f} GiB): the parent ran out "
+        f"while holding its reference, float64 oracle and the candidate's outputs ({str(exc).splitlines()[0][:200]})"
+    )
+    return _error_verdict(task, solution, device, Reason(ReasonCode.TOO_LARGE, message))
+
+
 def internal_error_verdict(task: str, solution: str, device: str, exc: BaseException) -> Verdict:
     import traceback
 
-    from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode
-
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
+    reason = Reason(ReasonCode.INTERNAL_ERROR, f"kernelproof failed: {type(exc).__name__}: {exc}", tb)
+    return _error_verdict(task, solution, device, reason)
+
+
+def _error_verdict(task: str, solution: str, device: str, reason: Reason) -> Verdict:
     return Verdict(
         verdict=Outcome.ERROR,
-        reasons=(Reason(ReasonCode.INTERNAL_ERROR, f"kernelproof failed: {type(exc).__name__}: {exc}", tb),),
+        reasons=(reason,),
         task=FileRef(task, hashlib.sha256(Path(task).read_bytes()).hexdigest()),
         solution=FileRef(solution, hashlib.sha256(Path(solution).read_bytes()).hexdigest()),
         correctness=None,

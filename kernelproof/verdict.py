@@ -53,6 +53,7 @@ class ReasonCode(str, enum.Enum):
         "sanitizer_error"  # compute-sanitizer found invalid accesses, races or uninitialised reads
     )
     INTERNAL_ERROR = "internal_error"  # kernelproof itself failed; the verdict says where (please report it)
+    TOO_LARGE = "too_large"  # the task needs more GPU memory than the device has (never stored)
 
 
 class Outcome(str, enum.Enum):

@@ -77,7 +77,9 @@ def evaluate_pair(
     if built.failure is not None:
         stop = Stopped(Outcome.FAIL, built.failure, setup.flags)
         return stopped_verdict(stop, setup.task_ref, solution.ref, envelope, built)
-    ran = _run_candidate(setup, built, options, device, workers, phases)
+    with workers.memory(device).reserve(setup.footprint_bytes) as waited_s:
+        env["memory"] = {"footprint_bytes": setup.footprint_bytes, "admission_wait_s": round(waited_s, 3)}
+        ran = _run_candidate(setup, built, options, device, workers, phases)
     if ran.worker is not None:
         env["worker"] = ran.worker
         env["limits"] = ran.limits

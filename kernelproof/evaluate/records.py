@@ -63,6 +63,7 @@ class Setup:
     pending_build: PendingBuild | None  # the build submitted at setup (CUDA and native backends)
     flags: tuple[str, ...]  # observations so far (triage, dropped auto variants, in-place findings)
     random_reference: bool = False  # the reference draws random numbers: evaluated in eval() mode
+    footprint_bytes: int = 0  # GPU memory the evaluation takes, parent and worker (0 on the CPU)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from kernelproof.errors import TaskError
 from kernelproof.evaluate.build import needs_build
 from kernelproof.evaluate.records import Setup, Solution, Stopped
 from kernelproof.evaluate.source import WorkerSource
+from kernelproof.inputs import dtype_from_name
 from kernelproof.options import EvalOptions
 from kernelproof.solution import read_solution
 from kernelproof.task import Task, load_task, variants_for, with_auto_variants
@@ -76,6 +77,7 @@ def prepare(
     # Untimed GPU work (shapes, references, the audit, inputs) is shared with other evaluations
     # on this device; timing has the GPU to itself (sandbox/gate.py).
     with workers.gate(device).shared():
+        peak = _PeakMemory(dev)
         if options.shape_variants == "auto":
             task, kept = _auto_variants(task, variants[0], dev, mode, init_seed, flags)
             variants = tuple(variants) + kept
@@ -120,6 +122,7 @@ def prepare(
             dists = allowed_distributions(task, len(probe), options.distributions)
             light = set(timed) if dev.type == "cuda" else set()
             cases = plan_cases(variants, light, dists, options.seeds_per_case, rng)
+            footprint = footprint_bytes(contexts.values(), peak.bytes())
         except TaskError as exc:
             return Stopped(Outcome.ERROR, Reason(ReasonCode.TASK_ERROR, str(exc)), tuple(flags), task.sha256)
     return Setup(
@@ -136,6 +139,7 @@ def prepare(
         pending_build=pending,
         flags=tuple(flags),
         random_reference=random_reference,
+        footprint_bytes=footprint,
     )
 
 
@@ -162,6 +166,50 @@ def _random_reference(
         "dropout in training mode); evaluated in eval() mode, the reference, the oracle and ModelNew alike"
     )
     return None
+
+
+class _PeakMemory:
+    """The parent's peak GPU memory since this was made (process-wide: another evaluation's
+    allocations in the meantime count too, so it errs on the large side)."""
+
+    def __init__(self, dev: torch.device) -> None:
+        self.dev = dev
+        if dev.type == "cuda":
+            self.base = torch.cuda.memory_allocated(dev)
+            torch.cuda.reset_peak_memory_stats(dev)
+
+    def bytes(self) -> int:
+        if self.dev.type != "cuda":
+            return 0
+        return max(0, torch.cuda.max_memory_allocated(self.dev) - self.base)
+
+
+def footprint_bytes(contexts, measured_parent_bytes: int) -> int:
+    """GPU memory an evaluation of this task takes at its largest variant, parent and worker together.
+
+    The parent's share is what setup measured while the reference and the float64 oracle ran
+    (activations included), floored by what its correctness cases hold at once: the inputs, the
+    weights and the outputs of the reference, the same in float64 for the oracle, and two runs of
+    the candidate's outputs. The worker's share is estimated: the weights, the inputs and their
+    saved copies, two runs of outputs and the poisoned blocks of their size.
+    """
+    parent = worker = 0
+    for ctx in contexts:
+        w = sum(t.numel() * t.element_size() for t in ctx.weight_tensors)
+        inp = sum(_slot_bytes(s) for s in ctx.slots)
+        out = sum(ctx.output_nbytes)
+        parent = max(parent, 3 * (inp + w) + 5 * out)
+        worker = max(worker, w + 2 * inp + 3 * out)
+    return max(parent, measured_parent_bytes) + worker
+
+
+def _slot_bytes(slot) -> int:
+    if slot.kind == "scalar" or not slot.dtype:
+        return 0
+    n = 1
+    for d in slot.shape:
+        n *= d
+    return n * torch.empty((), dtype=dtype_from_name(slot.dtype)).element_size()
 
 
 def _auto_variants(

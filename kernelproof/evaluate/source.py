@@ -7,6 +7,8 @@ asks, the source decides how: so the steps never know whether they run on one GP
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from kernelproof.options import EvalOptions
@@ -15,6 +17,15 @@ from kernelproof.sandbox.process import WorkerProcess
 
 if TYPE_CHECKING:
     from kernelproof.evaluate.build import PendingBuild
+
+
+class _NoLimit:
+    @contextmanager
+    def reserve(self, nbytes: int) -> Iterator[float]:
+        yield 0.0
+
+
+_NO_LIMIT = _NoLimit()
 
 
 class WorkerSource:
@@ -34,6 +45,11 @@ class WorkerSource:
         """The device's gate: entered shared around untimed GPU work, exclusively around timing.
         A source whose evaluations never overlap on a device may hand out a fresh gate each time."""
         return DeviceGate()
+
+    def memory(self, device: str):
+        """The device's memory admission: ``reserve(nbytes)`` is a context manager that waits until
+        the evaluations in flight leave room (kernelproof/executors/memory.py). None here: no limit."""
+        return _NO_LIMIT
 
     def settle(self, device: str) -> None:
         """Return once no worker of this source is starting on the device (before timing)."""

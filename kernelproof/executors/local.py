@@ -19,6 +19,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -33,6 +34,8 @@ from kernelproof.build import (
 )
 from kernelproof.evaluate.build import PendingBuild, needs_build
 from kernelproof.evaluate.source import WorkerSource
+from kernelproof.executors.memory import DeviceMemory, Unlimited
+from kernelproof.executors.memory import for_device as memory_for
 from kernelproof.measure.quiet import quiet_probe
 from kernelproof.options import EvalOptions
 from kernelproof.sandbox.gate import DeviceGate
@@ -86,6 +89,8 @@ class LocalPool(WorkerSource):
         self._lock = threading.Lock()
         self._slots: dict[tuple[str, int], threading.BoundedSemaphore] = {}
         self._gates: dict[str, DeviceGate] = {}
+        self._memory: dict[str, DeviceMemory | Unlimited] = {}
+        self._alone: dict[str, threading.Lock] = {}
         self._builders: dict[tuple, BuilderPool] = {}
         self._pending: dict[tuple, PendingBuild] = {}  # builds submitted ahead of their evaluation
         self._spawning: dict[str, list[threading.Thread]] = {}  # device -> spare starts under way
@@ -97,6 +102,32 @@ class LocalPool(WorkerSource):
         evaluation passes whatever its admission."""
         with self._lock:
             return self._slots.setdefault((device, slots), threading.BoundedSemaphore(slots))
+
+    def memory(self, device: str) -> DeviceMemory | Unlimited:
+        """The device's memory admission, one per device for every evaluation of this pool."""
+        with self._lock:
+            budget = self._memory.get(device)
+            if budget is None:
+                budget = self._memory[device] = memory_for(device)
+            return budget
+
+    @contextmanager
+    def device_alone(self, device: str, slots: int) -> Iterator[None]:
+        """Admission to a device with no other evaluation on it: every one of its `slots`, taken
+        one by one as the evaluations holding them finish (one evaluation drains at a time)."""
+        sem = self.device_slots(device, slots)
+        with self._alone_lock(device):
+            for _ in range(slots):
+                sem.acquire()
+            try:
+                yield
+            finally:
+                for _ in range(slots):
+                    sem.release()
+
+    def _alone_lock(self, device: str) -> threading.Lock:
+        with self._lock:
+            return self._alone.setdefault(device, threading.Lock())
 
     def gate(self, device: str) -> DeviceGate:
         """The device's gate, one per device for every evaluation of this pool; it may lend a hung
