@@ -129,9 +129,11 @@ def eval_command(
     shape_variants: Annotated[
         str,
         typer.Option(
-            "--shape-variants", help="task: the task's variants; auto: also perturbed size constants"
+            "--shape-variants",
+            help="probe: the task's shapes decide, perturbed ones are also run (a failure there is the "
+            "flag shape_specialized); auto: perturbed shapes are in the contract; task: the task's alone",
         ),
-    ] = "task",
+    ] = "probe",
     steady: Annotated[
         bool, typer.Option("--steady", help="Also measure the steady (back-to-back) regime, reported apart.")
     ] = False,
@@ -162,8 +164,8 @@ def eval_command(
         samples,
         timeout,
     )
-    if shape_variants not in ("task", "auto"):
-        raise UsageError("--shape-variants must be task or auto")
+    if shape_variants not in ("probe", "task", "auto"):
+        raise UsageError(f"--shape-variants must be probe, auto or task, not {shape_variants!r}")
     if build_workers < 0:
         raise UsageError("--build-workers must be 0 (automatic) or more")
     opts = opts.replace(

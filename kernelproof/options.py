@@ -27,7 +27,10 @@ class EvalOptions:
     # a reference whose output depends on the RNG (dropout in training mode): False evaluates it in
     # eval() mode with the flag random_reference; True refuses it as task_error
     refuse_random_reference: bool = False
-    shape_variants: str = "task"  # "task": the task's variants; "auto": also perturb the size constants
+    # "probe": the task's variants are the contract, perturbed size constants are also run and a
+    # failure there is the flag shape_specialized; "auto": the perturbed shapes are in the contract
+    # (a failure there fails, as shape_specialized); "task": the task's variants alone
+    shape_variants: str = "probe"
     seeds_per_case: int = 2  # hidden seeds per (shape, distribution)
     distributions: tuple[str, ...] | None = None  # None: every distribution the domain allows
     timeout_s: float = 600.0  # wall budget of one worker phase before it is killed

@@ -21,9 +21,10 @@ import torch
 from kernelproof.evaluate.build import install_build, preparer, wait_for_build
 from kernelproof.evaluate.correctness import check_correctness
 from kernelproof.evaluate.finish import Envelope, environment, settings_of, stopped_verdict, verdict_of
-from kernelproof.evaluate.records import Built, Checked, Setup, Stopped, Timed
+from kernelproof.evaluate.records import Built, Checked, Probed, Setup, Stopped, Timed
 from kernelproof.evaluate.sanitizer import sanitize_first_case
 from kernelproof.evaluate.setup import prepare, read
+from kernelproof.evaluate.shapes import probe_shapes
 from kernelproof.evaluate.source import WorkerSource
 from kernelproof.evaluate.timing import time_candidate
 from kernelproof.options import EvalOptions
@@ -50,6 +51,7 @@ class _Ran:
     built: Built  # the build as the worker got it
     checked: Checked
     timed: Timed | None  # None: not timed (a failure, or correctness only)
+    probed: Probed  # the shapes beyond the contract
     died: Reason | None  # the worker died or broke the protocol
     worker: dict[str, Any] | None  # the worker's hello
     limits: str  # the resource limits applied to it
@@ -83,7 +85,7 @@ def evaluate_pair(
     if ran.worker is not None:
         env["worker"] = ran.worker
         env["limits"] = ran.limits
-    verdict = verdict_of(setup, ran.built, ran.checked, ran.timed, ran.died, envelope)
+    verdict = verdict_of(setup, ran.built, ran.checked, ran.timed, ran.probed, ran.died, envelope)
     del setup, ran  # the parent's references and oracles: the last of them
     if device.startswith("cuda"):
         with workers.gate(device).shared():  # the parent's frees touch the GPU too
@@ -100,6 +102,7 @@ def _run_candidate(
     hello, limits = None, ""
     checked = Checked((), (), (), {}, True)
     timed = None
+    probed = Probed(0)
     try:
         with gate.shared():  # waiting here (a timing inside) counts towards "worker"
             worker = workers.candidate(device, timed=not options.correctness_only)
@@ -131,17 +134,20 @@ def _run_candidate(
                 finally:
                     workers.resume(device)
             phases.mark("timing_done_s")
+        if not checked.reasons and not (timed and timed.reasons):
+            with gate.shared():
+                probed = probe_shapes(setup, worker, staged, options)
+            phases.mark("shapes_done_s")
     except WorkerDied as died:
-        return _Ran(
-            built, checked, timed, Reason(ReasonCode(died.code), died.message, died.detail), hello, limits
-        )
+        reason = Reason(ReasonCode(died.code), died.message, died.detail)
+        return _Ran(built, checked, timed, probed, reason, hello, limits)
     except ProtocolError as exc:
         if worker is not None:
             worker.kill()
         reason = Reason(ReasonCode.CRASH, f"the worker broke the protocol: {exc}")
-        return _Ran(built, checked, timed, reason, hello, limits)
+        return _Ran(built, checked, timed, probed, reason, hello, limits)
     finally:
         if worker is not None:
             with gate.shared():  # a worker's exit touches the GPU too
                 worker.close()
-    return _Ran(built, checked, timed, None, hello, limits)
+    return _Ran(built, checked, timed, probed, None, hello, limits)

@@ -10,7 +10,7 @@ precision contract sets from the reference's own error, and checks that run 2 ag
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -64,7 +64,34 @@ class Label:
 
 
 def check_correctness(setup: Setup, worker: WorkerProcess, staged: str, options: EvalOptions) -> Checked:
-    """Run the case plan in the candidate's worker; the first failure (or a case not run) ends it."""
+    """Run the case plan in the candidate's worker; the first failure (or a case not run) ends it.
+
+    A failure on a probed shape that is part of the contract (``--shape-variants auto``) is
+    ``shape_specialized``: every case of the task's own shapes ran before it and passed."""
+    checked = run_cases(setup, setup.cases, worker, staged, options)
+    if checked.reasons and setup.shapes_in_contract:
+        variant = checked.failed_case.split("/", 1)[0]
+        if variant in setup.shapes_probed:
+            return replace(
+                checked, reasons=(specialized(setup, variant, checked.reasons[0]),) + checked.reasons[1:]
+            )
+    return checked
+
+
+def specialized(setup: Setup, variant: str, first: Reason) -> Reason:
+    """A failure on a probed shape, said as shape specialisation, with the sizes and the failure."""
+    sizes = setup.task.meta.variants.get(variant, {})
+    shown = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    return Reason(
+        ReasonCode.SHAPE_SPECIALIZED,
+        f"the solution passes the task's own shapes but fails shape variant {variant!r} ({shown}): "
+        f"{first.code.value}: {first.message}",
+        first.detail,
+    )
+
+
+def run_cases(setup: Setup, cases, worker: WorkerProcess, staged: str, options: EvalOptions) -> Checked:
+    """Run `cases` in the candidate's worker, judged against the oracle; the first failure ends it."""
     results: list[CaseResult] = []
     flags: list[str] = []
     tolerances: dict[str, Tolerance] = {}
@@ -72,17 +99,18 @@ def check_correctness(setup: Setup, worker: WorkerProcess, staged: str, options:
     worker_build = None
     loaded = None
 
-    def checked(*reasons: Reason) -> Checked:
-        return Checked(tuple(results), reasons, tuple(flags), dict(tolerances), kb_ok, worker_build)
+    def checked(*reasons: Reason, at: Case | None = None) -> Checked:
+        failed = at.case_id if at is not None else ""
+        return Checked(tuple(results), reasons, tuple(flags), dict(tolerances), kb_ok, worker_build, failed)
 
-    for case in setup.cases:
+    for case in cases:
         ctx = setup.contexts[case.variant]
         if loaded != case.variant:
             reply = load_candidate(worker, ctx, staged, setup.task.path, options)
             if isinstance(reply.get("build"), dict):
                 worker_build = reply["build"]
             if not reply.get("ok"):
-                return checked(reason_of(reply))
+                return checked(reason_of(reply), at=case)
             if reply.get("weights") == "not_copied":
                 flags.append(
                     "weights_not_copied: ModelNew's parameters match the reference's by neither name nor order"
@@ -97,13 +125,15 @@ def check_correctness(setup: Setup, worker: WorkerProcess, staged: str, options:
         seed, args, ref, orc = drawn
         judged = _run_case(ctx, case, seed, args, ref, orc, worker, options, tolerances.get(case.variant))
         if isinstance(judged, Reason):
-            return checked(judged)
+            return checked(judged, at=case)
         tolerances[case.variant] = judged.tolerance
         kb_ok = kb_ok and judged.kernelbench_ok
         results.append(judged.result)
         flags += [n for n in judged.notes if n not in flags]
         if judged.reason is not None:
-            return checked(_with_dropout_hint(judged.reason) if setup.random_reference else judged.reason)
+            return checked(
+                _with_dropout_hint(judged.reason) if setup.random_reference else judged.reason, at=case
+            )
     return checked()
 
 

@@ -19,7 +19,7 @@ import torch
 
 from kernelproof import __version__
 from kernelproof.evaluate.build import with_worker_report
-from kernelproof.evaluate.records import Built, Checked, Setup, Stopped, Timed
+from kernelproof.evaluate.records import Built, Checked, Probed, Setup, Stopped, Timed
 from kernelproof.evaluate.requests import device_name
 from kernelproof.options import EvalOptions
 from kernelproof.source import this_source
@@ -84,12 +84,13 @@ def verdict_of(
     built: Built,
     checked: Checked,
     timed: Timed | None,
+    probed: Probed,
     died: Reason | None,
     envelope: Envelope,
 ) -> Verdict:
     """The verdict of an evaluation whose candidate ran: from every step's record, nothing else."""
     reasons = checked.reasons + (timed.reasons if timed else ()) + ((died,) if died else ())
-    flags = setup.flags + built.flags + checked.flags + (timed.flags if timed else ())
+    flags = setup.flags + built.flags + checked.flags + (timed.flags if timed else ()) + probed.flags
     if not checked.cases and not reasons:
         reasons += (Reason(ReasonCode.MISSING_RESULT, "no case was run"),)
     passed = not reasons and checked.passed
@@ -105,7 +106,7 @@ def verdict_of(
         kernelbench_compatible=checked.kernelbench_ok if envelope.kernelbench_asked else None,
         cases=checked.cases,
     )
-    settings = {**envelope.settings, "cases": [c.case_id for c in setup.cases]}
+    settings = {**envelope.settings, "cases": [c.case_id for c in setup.cases + setup.probe_cases]}
     record = with_worker_report(built.record, checked.worker_build) if built.record is not None else None
     outcome = Outcome.PASS if passed else Outcome.FAIL
     return _verdict(

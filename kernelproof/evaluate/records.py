@@ -64,6 +64,9 @@ class Setup:
     flags: tuple[str, ...]  # observations so far (triage, dropped auto variants, in-place findings)
     random_reference: bool = False  # the reference draws random numbers: evaluated in eval() mode
     footprint_bytes: int = 0  # GPU memory the evaluation takes, parent and worker (0 on the CPU)
+    shapes_probed: tuple[str, ...] = ()  # auto variants (perturbed size constants) run besides the task's
+    shapes_in_contract: bool = False  # a failure on them fails the candidate (--shape-variants auto)
+    probe_cases: tuple[Case, ...] = ()  # the probed shapes' cases, when they are not in the contract
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,7 @@ class Checked:
     ]  # variant -> the widest tolerance its cases used (timing checks outputs at it)
     kernelbench_ok: bool  # KernelBench's own allclose rule accepted every case (when asked)
     worker_build: Mapping[str, Any] | None = None  # the worker's account of its import (prebuilt or compiled)
+    failed_case: str = ""  # the case whose failure ended the run ("" when none did)
 
     @property
     def passed(self) -> bool:
@@ -98,6 +102,18 @@ class Checked:
         from dataclasses import replace
 
         return replace(self, reasons=self.reasons + reasons, flags=self.flags + flags)
+
+
+@dataclass(frozen=True)
+class Probed:
+    """The probed shapes run after the contract: does the candidate hold beyond the task's own shapes?"""
+
+    cases_run: int  # probe cases run
+    failure: str = ""  # the first failure ("" when every probe case passed), for the flag
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return (f"shape_specialized: {self.failure}",) if self.failure else ()
 
 
 @dataclass(frozen=True)

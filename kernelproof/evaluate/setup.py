@@ -78,9 +78,11 @@ def prepare(
     # on this device; timing has the GPU to itself (sandbox/gate.py).
     with workers.gate(device).shared():
         peak = _PeakMemory(dev)
-        if options.shape_variants == "auto":
-            task, kept = _auto_variants(task, variants[0], dev, mode, init_seed, flags)
-            variants = tuple(variants) + kept
+        shapes_probed: tuple[str, ...] = ()
+        if options.shape_variants in ("auto", "probe"):
+            base = next((v for v in task.meta.cpu if v in variants), variants[0])  # the smallest shapes
+            task, shapes_probed = _auto_variants(task, base, dev, mode, init_seed, flags)
+            variants = tuple(variants) + shapes_probed
         timed = tuple(
             v
             for v in (task.meta.timed if dev.type == "cuda" else task.meta.cpu[:1])
@@ -113,6 +115,12 @@ def prepare(
                 ctx.noise = randomness.noise  # rounding between runs: part of the reference's own error
             for v in variants:
                 report = task_audit.audit_variant(task, contexts[v], rng.getrandbits(62))
+                if report.degenerate and v in shapes_probed and options.shape_variants == "probe":
+                    flags.append(
+                        f"auto shape variant {v!r} not probed: it fails its audit ({report.summary()})"
+                    )
+                    shapes_probed = tuple(x for x in shapes_probed if x != v)
+                    continue
                 if report.degenerate:
                     reason = Reason(
                         ReasonCode.DEGENERATE_TASK, f"shape variant {v!r} fails its audit: {report.summary()}"
@@ -121,7 +129,14 @@ def prepare(
             flags += sorted({c.oracle_note for c in contexts.values() if c.oracle_note})
             dists = allowed_distributions(task, len(probe), options.distributions)
             light = set(timed) if dev.type == "cuda" else set()
-            cases = plan_cases(variants, light, dists, options.seeds_per_case, rng)
+            contract = tuple(
+                v for v in variants if options.shape_variants == "auto" or v not in shapes_probed
+            )
+            cases = plan_cases(contract, light, dists, options.seeds_per_case, rng)
+            probe_cases = []
+            if options.shape_variants == "probe":  # one light case per probed shape
+                probe_dists = tuple(d for d in ("normal", "task") if d in dists)[:1] or dists[:1]
+                probe_cases = plan_cases(shapes_probed, set(), probe_dists, 1, rng)
             footprint = footprint_bytes(contexts.values(), peak.bytes())
         except TaskError as exc:
             return Stopped(Outcome.ERROR, Reason(ReasonCode.TASK_ERROR, str(exc)), tuple(flags), task.sha256)
@@ -140,6 +155,9 @@ def prepare(
         flags=tuple(flags),
         random_reference=random_reference,
         footprint_bytes=footprint,
+        shapes_probed=shapes_probed,
+        shapes_in_contract=options.shape_variants == "auto",
+        probe_cases=tuple(probe_cases),
     )
 
 

@@ -1,0 +1,48 @@
+"""Shape specialisation made visible: the task's shapes decide, perturbed shapes are also run.
+
+A kernel written only for a KernelBench file's one row length passed on every default before;
+now it passes with the flag shape_specialized, naming the shape and the first failure, and
+``--shape-variants auto`` (the agent's default) fails it with the same code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernelproof.api import evaluate
+from kernelproof.options import EvalOptions
+
+DATA = Path(__file__).parent / "data"
+TASK = str(DATA / "tasks" / "kb_row_mean.py")
+OPTS = EvalOptions(device="cpu", db="", seed=21, correctness_only=True, seeds_per_case=1, timeout_s=120)
+
+
+def sol(name: str) -> str:
+    return str(DATA / "solutions" / f"{name}.py")
+
+
+def test_a_hard_coded_row_length_passes_the_task_with_the_flag_that_names_the_shape():
+    v = evaluate(TASK, sol("row_mean_hardcoded"), OPTS)
+    assert v.passed, v.reasons
+    flag = next(f for f in v.flags if f.startswith("shape_specialized"))
+    assert "auto_" in flag and "cols=" in flag, flag
+    assert any(c.startswith("auto_") for c in v.settings["cases"])
+
+
+def test_under_shape_variants_auto_the_same_kernel_fails_as_shape_specialized():
+    v = evaluate(TASK, sol("row_mean_hardcoded"), OPTS.replace(shape_variants="auto"))
+    assert not v.passed
+    assert v.codes[0] == "shape_specialized", v.reasons
+    assert "passes the task's own shapes" in v.reasons[0].message
+
+
+def test_a_general_kernel_passes_every_probed_shape_without_a_flag():
+    for mode in ("probe", "auto"):
+        v = evaluate(TASK, sol("row_mean_general"), OPTS.replace(shape_variants=mode))
+        assert v.passed, (mode, v.reasons)
+        assert not any(f.startswith("shape_specialized") for f in v.flags)
+
+
+def test_the_task_alone_runs_no_probed_shape():
+    v = evaluate(TASK, sol("row_mean_hardcoded"), OPTS.replace(shape_variants="task"))
+    assert v.passed and not any(c.startswith("auto_") for c in v.settings["cases"])
