@@ -54,7 +54,9 @@ class ReasonCode(str, enum.Enum):
     )
     INTERNAL_ERROR = "internal_error"  # kernelproof itself failed; the verdict says where (please report it)
     TOO_LARGE = "too_large"  # the task needs more GPU memory than the device has (never stored)
-    SHAPE_SPECIALIZED = "shape_specialized"  # passes the task's shapes, fails perturbed ones (--shape-variants auto)
+    SHAPE_SPECIALIZED = (
+        "shape_specialized"  # passes the task's shapes, fails perturbed ones (--shape-variants auto)
+    )
 
 
 class Outcome(str, enum.Enum):

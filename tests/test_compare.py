@@ -99,7 +99,11 @@ def test_a_comparison_in_slices_says_exactly_what_one_pass_says(monkeypatch):
     whole = cmpmod.compare(c, o, r, tol)
     monkeypatch.setattr(cmpmod, "CHUNK_ELEMENTS", 97)
     sliced = cmpmod.compare(c, o, r, tol)
-    assert (sliced.code, sliced.message, sliced.bad_elements) == (whole.code, whole.message, whole.bad_elements)
+    assert (sliced.code, sliced.message, sliced.bad_elements) == (
+        whole.code,
+        whole.message,
+        whole.bad_elements,
+    )
     c[999, 6] = r[999, 6]
     whole = (cmpmod.tolerance_for(c, o, torch.float32), cmpmod.rel_norm_error(c, o))
     monkeypatch.setattr(cmpmod, "CHUNK_ELEMENTS", 1 << 24)
@@ -132,7 +136,9 @@ def test_a_large_output_is_compared_within_a_small_memory_cap():
     import sys
 
     def run(chunk: int) -> str:
-        done = subprocess.run([sys.executable, "-c", MEMORY_CAPPED, str(chunk)], capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-c", MEMORY_CAPPED, str(chunk)], capture_output=True, text=True
+        )
         return done.stdout.strip()
 
     assert run(1 << 18) == "ok"

@@ -26,7 +26,9 @@ def case():
     ctx = build_variant(task, task.meta.cpu[0], torch.device("cpu"), "eval", 7)
     args = make_inputs(ctx, "normal", 11)
     _, orc = reference_and_oracle(ctx, args)
-    errs = {p: rel_norm_error(lower_precision_outputs(ctx, args, p)[0].double(), orc[0]) for p in ("bf16", "fp16")}
+    errs = {
+        p: rel_norm_error(lower_precision_outputs(ctx, args, p)[0].double(), orc[0]) for p in ("bf16", "fp16")
+    }
     return ctx, args, orc[0], errs
 
 

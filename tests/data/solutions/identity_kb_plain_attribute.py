@@ -20,7 +20,9 @@ class Model(nn.Module):
 
     def forward(self, x):
         h = self.h0.to(x.device)
-        return self.linear(x) + torch.matmul(x, h.t()).sum(-1, keepdim=True) + self.extras["bias"].to(x.device)
+        return (
+            self.linear(x) + torch.matmul(x, h.t()).sum(-1, keepdim=True) + self.extras["bias"].to(x.device)
+        )
 
 
 def get_inputs():
