@@ -188,6 +188,9 @@ def evaluate_pair(
             gate.lendable(cand)  # a reply long awaited (a hang) does not hold up another's timing
             env["worker"] = cand.wait_ready()
             env["limits"] = cand.limits_applied
+            env["sandbox"] = cand.sandbox_record()  # which containment layers held (kernelproof.sandbox)
+            if options.require_sandbox:
+                cand.require_layers()
             phases["worker_ready_s"] = time.monotonic() - started
             if pending is not None and built is not None and build_rec is not None:
                 t0 = time.monotonic()

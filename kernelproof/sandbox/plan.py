@@ -22,8 +22,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from kernelproof.errors import SandboxError
 from kernelproof.sandbox import identity
-from kernelproof.sandbox.private import PACKAGE_DIR, SandboxError, sandbox_root
+from kernelproof.sandbox.private import PACKAGE_DIR, sandbox_root
 
 SCHEMA = 1  # version of the plan's JSON document
 LAYERS = ("identity", "landlock", "mounts", "seccomp", "processes")  # what a report names, in order

@@ -18,13 +18,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelproof.errors import SandboxError
+
 ROOT_ENV = "KERNELPROOF_SANDBOX_DIR"  # where the private directories go (default: sandbox_root())
 ROOT_MODE = 0o711  # traverse, never list
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the kernelproof package: read, never its repository
-
-
-class SandboxError(RuntimeError):
-    """The sandbox cannot be set up as planned (a misconfiguration the user must fix)."""
 
 
 def sandbox_root() -> Path:
@@ -84,9 +82,7 @@ class PrivateDir:
 
     def hand_over(self, uid: int, gid: int) -> None:
         """Give rw/ (and everything under it) to the contained process's own uid."""
-        for dirpath, dirnames, filenames in os.walk(self.rw):
-            for name in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
-                os.lchown(name, uid, gid)
+        hand_over([self.rw], uid, gid)
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -104,3 +100,12 @@ def package_link(ro: Path) -> Path:
     if not link.is_symlink():
         link.symlink_to(PACKAGE_DIR, target_is_directory=True)
     return lib
+
+
+def hand_over(paths: list[Path], uid: int, gid: int) -> None:
+    """Give each path, and everything under a directory among them, to `uid`/`gid`."""
+    for p in paths:
+        os.lchown(p, uid, gid)
+        for dirpath, dirnames, filenames in os.walk(p):
+            for name in dirnames + filenames:
+                os.lchown(os.path.join(dirpath, name), uid, gid)

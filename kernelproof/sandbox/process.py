@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from kernelproof.errors import SandboxError
 from kernelproof.sandbox import contain, limits
 from kernelproof.sandbox import plan as sandbox_plan
 from kernelproof.sandbox.dirs import artifact_env
@@ -169,6 +170,20 @@ class WorkerProcess:
             os.close(self._report)
             self._report = -1
         return self._layers
+
+    def sandbox_record(self) -> dict[str, dict[str, Any]]:
+        """The layers for a verdict's environment: name -> {"active", "detail"}."""
+        return {x.name: {"active": x.active, "detail": x.detail} for x in self.layers}
+
+    def require_layers(self) -> None:
+        """Raise SandboxError naming every layer that does not hold (``--require-sandbox``)."""
+        missing = [x for x in self.layers if not x.active]
+        if missing:
+            raise SandboxError(
+                "--require-sandbox: the worker's containment is incomplete: "
+                + "; ".join(f"{x.name}: {x.detail}" for x in missing)
+                + " (python -m kernelproof.sandbox shows the layers on this machine)"
+            )
 
     @property
     def limits_applied(self) -> str:
