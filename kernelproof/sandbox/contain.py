@@ -23,6 +23,7 @@ from kernelproof.sandbox.plan import LAYERS, Layer, Plan
 
 PLAN_FLAG = "--contain"  # the plan's path (a file the parent wrote into the private root)
 REPORT_FLAG = "--contain-report"  # the pipe the report goes back on
+TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")  # shared temporary directories, each a bind of rw/tmp
 
 
 def apply(plan: Plan) -> list[Layer]:
@@ -30,7 +31,7 @@ def apply(plan: Plan) -> list[Layer]:
     if not plan.contained:
         return [Layer(name, False, plan.why_not) for name in LAYERS]
     layers: dict[str, Layer] = {}
-    layers["mounts"] = _mounts(plan)
+    layers["mounts"], bound = _mounts(plan)
     layers["processes"] = _processes(plan)
     layers["identity"] = _identity(plan)
     if plan.workdir:
@@ -38,29 +39,34 @@ def apply(plan: Plan) -> list[Layer]:
             os.chdir(plan.workdir)
         except OSError:
             pass
-    layers["landlock"] = _landlock(plan)
+    # Landlock follows paths through mounts: a bind of rw/tmp at /tmp is not beneath rw/ when
+    # reached as /tmp, so the binds that were made get rules of their own.
+    layers["landlock"] = _landlock(plan, [(t, "rw") for t in bound])
     layers["seccomp"] = _seccomp(plan)
     return [layers[name] for name in LAYERS]
 
 
-def _mounts(plan: Plan) -> Layer:
+def _mounts(plan: Plan) -> tuple[Layer, list[str]]:
+    """The mounts layer, and the shared temporary directories now bound to the private one."""
     if not plan.mount_namespace:
-        return Layer("mounts", False, "not planned")
+        return Layer("mounts", False, "not planned"), []
     try:
         if plan.user_namespace:
             mounts.enter_user_namespace()
         else:
             mounts.enter_mount_namespace()
     except OSError as exc:
-        return Layer("mounts", False, f"no mount namespace here ({exc.strerror}): /tmp is denied by Landlock")
+        reason = f"no mount namespace here ({exc.strerror}): /tmp is denied by Landlock"
+        return Layer("mounts", False, reason), []
     covers: list[tuple[str, str | None]] = [(d, None) for d in plan.reveal]
-    if plan.private_tmp:
-        covers += [(t, plan.private_tmp) for t in ("/tmp", "/var/tmp", "/dev/shm")]
-    done, missing = [], []
+    shared = [t for t in TMP_DIRS if plan.private_tmp and os.path.isdir(t)]
+    covers += [(t, plan.private_tmp) for t in shared]
+    done, missing, bound = [], [], []
     try:
         mounts.cover(covers, [r.path for r in plan.rules] + ([plan.workdir] if plan.workdir else []))
+        bound = shared
         if plan.private_tmp:
-            done.append("a private /tmp")
+            done.append("a private " + ", ".join(shared))
         if plan.reveal:
             done.append("covered " + ", ".join(plan.reveal))
     except OSError as exc:
@@ -74,8 +80,8 @@ def _mounts(plan: Plan) -> Layer:
     else:
         missing.append("/proc hidepid (needs root: a user namespace cannot mount proc)")
     if missing:
-        return Layer("mounts", False, "; ".join(done + ["missing: " + ", ".join(missing)]))
-    return Layer("mounts", True, "; ".join(done))
+        return Layer("mounts", False, "; ".join(done + ["missing: " + ", ".join(missing)])), bound
+    return Layer("mounts", True, "; ".join(done)), bound
 
 
 def _processes(plan: Plan) -> Layer:
@@ -105,9 +111,10 @@ def _identity(plan: Plan) -> Layer:
     return Layer("identity", True, "not root: same uid, the parent non-dumpable (its /proc entries closed)")
 
 
-def _landlock(plan: Plan) -> Layer:
+def _landlock(plan: Plan, extra: list[tuple[str, str]]) -> Layer:
+    rules = [(r.path, r.access) for r in plan.rules] + extra
     try:
-        done = landlock.restrict([(r.path, r.access) for r in plan.rules], deny_tcp=True, scope=plan.scope)
+        done = landlock.restrict(rules, deny_tcp=True, scope=plan.scope)
     except OSError as exc:
         return Layer("landlock", False, str(exc))
     gaps = []
@@ -118,7 +125,7 @@ def _landlock(plan: Plan) -> Layer:
     if gaps:
         return Layer("landlock", False, f"ABI {done.abi}, filesystem rules on; missing: " + "; ".join(gaps))
     scope = "signals and abstract unix sockets scoped" if plan.scope else "no scoping (under a tool)"
-    return Layer("landlock", True, f"ABI {done.abi}: {len(plan.rules)} path rules, no TCP, {scope}")
+    return Layer("landlock", True, f"ABI {done.abi}: {len(rules)} path rules, no TCP, {scope}")
 
 
 def _seccomp(plan: Plan) -> Layer:
