@@ -11,6 +11,7 @@ Exit codes (every verb):
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -146,6 +147,13 @@ def eval_command(
     ] = 600.0,
     build_cache: BuildCacheOpt = None,
     build_workers: BuildWorkers = 0,
+    require_sandbox: Annotated[
+        bool,
+        typer.Option(
+            "--require-sandbox",
+            help="Refuse to evaluate unless every containment layer holds (python -m kernelproof.sandbox).",
+        ),
+    ] = False,
 ) -> None:
     """Evaluate SOLUTION against TASK: one verdict, with reasons, cases, times and speedups."""
     from kernelproof.api import evaluate
@@ -174,6 +182,7 @@ def eval_command(
         sanitize=sanitize,
         build_cache=build_cache,
         build_workers=build_workers,
+        require_sandbox=require_sandbox,
     )
     with (
         console.status("evaluating (building, checking cases, timing)...", spinner="dots")
@@ -461,6 +470,10 @@ class _null:
 
 def main() -> None:
     _register_optional()
+    if os.geteuid() != 0:  # workers share our uid: close our /proc entries to them (never done by api)
+        from kernelproof.sandbox.identity import make_parent_nondumpable
+
+        make_parent_nondumpable()
     try:
         rv = app(standalone_mode=False)
         sys.exit(rv if isinstance(rv, int) else 0)

@@ -39,6 +39,14 @@ def print_verdict(v: Verdict, console: Console | None = None) -> None:
         if r.detail:
             for line in r.detail.splitlines()[:12]:
                 c.print(f"      {line}", markup=False, highlight=False)
+    missing = [n for n, x in (v.environment.get("sandbox") or {}).items() if not x.get("active")]
+    if missing:
+        c.print(
+            f"  sandbox: {', '.join(missing)} not active (python -m kernelproof.sandbox says why)",
+            highlight=False,
+            markup=False,
+            style="yellow",
+        )
     if v.build is not None:
         b = v.build
         how = "cache hit" if b.cached else f"built in {b.build_s:.1f} s"

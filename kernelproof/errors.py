@@ -5,6 +5,7 @@ for the user's own mistakes (a task that does not load, a bad option) and for ke
 
     KernelproofError
     ├── UsageError          a bad option or argument (CLI exit 2)
+    │   └── SandboxError    the sandbox cannot be set up as asked, or --require-sandbox found a layer missing
     ├── TaskError           the task file does not load, or its reference does not run (exit 2)
     ├── WorkerError         the worker protocol broke in a way that is kernelproof's fault (exit 3)
     └── StoreError          the results database cannot be opened or written (exit 3)
@@ -19,6 +20,11 @@ class KernelproofError(Exception):
 
 class UsageError(KernelproofError):
     """A bad option, argument or path given by the user."""
+
+
+class SandboxError(UsageError):
+    """The containment cannot be set up as planned (a rule would reach the store, the sandbox
+    directory is not ours), or a layer is missing where the user required all of them."""
 
 
 class TaskError(KernelproofError):

@@ -50,13 +50,14 @@ class EvalOptions:
     # evaluations in flight per device (evaluate_many): their untimed stretches overlap on the GPU,
     # their timings never do (sandbox/gate.py)
     per_device: int = 1
+    require_sandbox: bool = False  # refuse to evaluate unless every containment layer holds
 
     def replace(self, **changes: Any) -> EvalOptions:
         return dataclasses.replace(self, **changes)
 
     def cache_key_fields(self) -> dict[str, Any]:
         """Settings that change a verdict, JSON-ready (store keys, the verdict's ``settings``)."""
-        skip = {"fresh", "db", "timeout_s", "build_cache", "build_workers", "per_device"}
+        skip = {"fresh", "db", "timeout_s", "build_cache", "build_workers", "per_device", "require_sandbox"}
         out = {}
         for f in dataclasses.fields(self):
             if f.name not in skip:

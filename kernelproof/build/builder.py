@@ -4,12 +4,16 @@ Building means importing the solution: load_inline compiles at import, a native 
 load_cuda compiles at import, and Triton solutions are checked for import errors (their kernels
 compile at first launch, in the worker). The import runs untrusted code, so it runs in a child
 process (invariant I8) with a scrubbed environment, a timeout that kills its whole process group,
-and every cache and temporary directory pointed inside the staging directory. What it leaves in
+every cache and temporary directory pointed inside the staging directory, and the containment of
+a candidate worker (kernelproof.sandbox: its own uid as root, Landlock with writes only to
+``out/``, ``tmp/``, ``home/`` and ``result.json``, seccomp). It imports its own copy of the
+solution (``src/``), never the file in the user's folder, whose siblings stay out of its reach. What it leaves in
 ``<staging>/out`` is what the parent may publish (kernelproof.build.cache); nothing it prints or
 writes is trusted beyond being shown as the build log.
 
 Staging layout::
 
+    src/                    the solution's copy the builder imports; lib/: the kernelproof package link
     out/torch_extensions/   TORCH_EXTENSIONS_DIR (load_inline builds)
     out/triton/             TRITON_CACHE_DIR
     out/native/             KERNELPROOF_NATIVE_DIR (kernelproof.native cubins)
@@ -24,16 +28,20 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import subprocess
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kernelproof.build.env import cuda_home, device_arch
+from kernelproof.sandbox import plan as sandbox_plan
+from kernelproof.sandbox import spawn
 from kernelproof.sandbox.dirs import artifact_env
+from kernelproof.sandbox.plan import Layer
+from kernelproof.sandbox.private import hand_over, package_link
 
+SAFE_PATH = ("-P",) if sys.version_info >= (3, 11) else ()  # the working directory stays off sys.path
 MAX_LOG_LINES = 40  # error lines kept for the verdict and for agent feedback
 MAX_LOG_CHARS = 6000
 _VIOLATION = "KERNELPROOF-VIOLATION: "  # kernelproof.sandbox.guards.VIOLATION_PREFIX, as the guards print it
@@ -76,6 +84,7 @@ class BuildResult:
     key: str = ""  # the build cache key, when a pool built it
     violation: str = ""  # the guards' account of a forbidden action (-> forbidden_construct), if any
     detail: dict[str, str] = field(default_factory=dict)  # per-extension strategy and seconds, as strings
+    layers: tuple[Layer, ...] = ()  # the builder's containment, layer by layer (kernelproof.sandbox)
 
 
 def staging_out(staging_dir: str | Path) -> Path:
@@ -105,7 +114,7 @@ def build_solution(
     staging = Path(staging_dir).resolve()
     backend = detect_backend(source_path.read_text(errors="replace"))
     started = time.perf_counter()
-    returncode, timed_out, text = _run_child(source_path, staging, device, timeout_s, opts)
+    returncode, timed_out, text, layers = _run_child(source_path, staging, device, timeout_s, opts)
     if (
         returncode != 0
         and not timed_out
@@ -116,7 +125,7 @@ def build_solution(
         # The solution touches the GPU at import. Its compiled extensions are already in
         # staging (stamped), so the second import only loads them.
         remaining = max(1.0, timeout_s - (time.perf_counter() - started))
-        returncode, timed_out, text = _run_child(
+        returncode, timed_out, text, layers = _run_child(
             source_path, staging, device, remaining, replace(opts, hide_gpu=False)
         )
     seconds = time.perf_counter() - started
@@ -135,40 +144,51 @@ def build_solution(
         ok = False
         log_text = f"forbidden during the build: {violation}\n" + log_text
     return BuildResult(
-        ok, seconds, log_text, backend, artifacts, strategy, timed_out, detail=detail, violation=violation
+        ok,
+        seconds,
+        log_text,
+        backend,
+        artifacts,
+        strategy,
+        timed_out,
+        detail=detail,
+        violation=violation,
+        layers=layers,
     )
 
 
 def _run_child(
     source_path: Path, staging: Path, device: str, timeout_s: float, opts: BuildOptions
-) -> tuple[int, bool, str]:
-    """Run builder_main once; returns (exit code, timed out, log text)."""
+) -> tuple[int, bool, str, tuple[Layer, ...]]:
+    """Run builder_main once, contained; returns (exit code, timed out, log text, layers)."""
     env = _child_env(staging, device, opts)
-    cmd = [opts.python, "-m", "kernelproof.build.builder_main", str(source_path), str(staging)]
-    if (staging / "pch").is_dir():
-        cmd += ["--pch-dir", str(staging / "pch")]
-    if not opts.fast_inline:
-        cmd.append("--no-fast")
-    if not opts.guard:
-        cmd.append("--no-guard")
-    with open(staging / "build.log", "wb") as log:
-        proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
+    src = staging / "src" / (source_path.stem + ".py")
+    src.parent.mkdir(mode=0o755, exist_ok=True)
+    shutil.copyfile(source_path, src)
+    result = staging / "result.json"
+    result.write_text("")
+    writable = [staging / "out", staging / "tmp", staging / "home", result]
+    readable = [staging / "src", staging / "lib"] + ([staging / "pch"] if (staging / "pch").is_dir() else [])
+    plan = sandbox_plan.plan_for(
+        "builder", readable, writable, scratch=None, devices=not opts.hide_gpu and device.startswith("cuda")
+    )
+    try:
+        if plan.uid >= 0:
+            hand_over(writable, plan.uid, plan.gid)
+        cmd = [opts.python, *SAFE_PATH, "-m", "kernelproof.build.builder_main", str(src), str(staging)]
+        if (staging / "pch").is_dir():
+            cmd += ["--pch-dir", str(staging / "pch")]
+        if not opts.fast_inline:
+            cmd.append("--no-fast")
+        if not opts.guard:
+            cmd.append("--no-guard")
+        done = spawn.run(
+            cmd, plan, staging / "plan.json", env, staging / "build.log", timeout_s, cwd=staging / "tmp"
         )
-        timed_out = False
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        finally:
-            _kill_group(proc.pid)  # a build leaves nothing running: compilers, daemons, grandchildren
-            proc.wait()
-    return proc.returncode, timed_out, (staging / "build.log").read_text(errors="replace")
+    finally:
+        sandbox_plan.release(plan)
+    text = (staging / "build.log").read_text(errors="replace")
+    return done.returncode, done.timed_out, text, done.layers
 
 
 def _child_env(staging: Path, device: str, opts: BuildOptions) -> dict[str, str]:
@@ -176,11 +196,11 @@ def _child_env(staging: Path, device: str, opts: BuildOptions) -> dict[str, str]
     home = cuda_home()
     if home and "CUDA_HOME" not in env:
         env["CUDA_HOME"] = home
-    pkg_root = str(Path(__file__).resolve().parents[2])  # so `-m kernelproof...` imports this checkout
-    env["PYTHONPATH"] = pkg_root
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
     for sub in ("out", "tmp", "home"):
         (staging / sub).mkdir(parents=True, exist_ok=True)
+    # The kernelproof package only (a link in staging), never the checkout or the solution's folder.
+    env["PYTHONPATH"] = os.pathsep.join([str(package_link(staging)), *sandbox_plan.library_paths()])
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(artifact_env(staging_out(staging)))
     env["TMPDIR"] = str(staging / "tmp")
     env["HOME"] = str(staging / "home")
@@ -195,11 +215,7 @@ def _child_env(staging: Path, device: str, opts: BuildOptions) -> dict[str, str]
     return env
 
 
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+_kill_group = spawn.kill_group  # a build leaves nothing running (kept for callers of the old name)
 
 
 def _child_account(path: Path) -> tuple[dict[str, str], str]:

@@ -1,7 +1,8 @@
 """Entry point of the builder process: import one solution so that its builds happen here.
 
-Run by kernelproof.build.builder as ``python -m kernelproof.build.builder_main SOLUTION STAGING``.
-This process runs untrusted code (the solution's module level); the parent trusts nothing it
+Run by kernelproof.build.builder as ``python -m kernelproof.build.builder_main SOLUTION STAGING``,
+with the containment flags of kernelproof.sandbox.contain, which are applied first, before torch is
+imported (Landlock and seccomp bind only threads started afterwards). This process runs untrusted code (the solution's module level); the parent trusts nothing it
 writes except the artifacts it publishes after its own checks, and reads result.json only to show it.
 """
 
@@ -16,6 +17,9 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
+    from kernelproof.sandbox.contain import enter
+
+    argv = enter(list(sys.argv[1:] if argv is None else argv))
     parser = argparse.ArgumentParser(prog="kernelproof.build.builder_main")
     parser.add_argument("solution")
     parser.add_argument("staging")

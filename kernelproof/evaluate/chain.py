@@ -55,6 +55,7 @@ class _Ran:
     died: Reason | None  # the worker died or broke the protocol
     worker: dict[str, Any] | None  # the worker's hello
     limits: str  # the resource limits applied to it
+    sandbox: dict[str, Any] | None  # the containment layers it runs under, and whether each held
 
 
 def evaluate_pair(
@@ -85,6 +86,7 @@ def evaluate_pair(
     if ran.worker is not None:
         env["worker"] = ran.worker
         env["limits"] = ran.limits
+        env["sandbox"] = ran.sandbox
     verdict = verdict_of(setup, ran.built, ran.checked, ran.timed, ran.probed, ran.died, envelope)
     del setup, ran  # the parent's references and oracles: the last of them
     if device.startswith("cuda"):
@@ -99,7 +101,7 @@ def _run_candidate(
     """The candidate's worker, used once: its build installed, its cases checked, then timed alone."""
     gate = workers.gate(device)
     worker: WorkerProcess | None = None
-    hello, limits = None, ""
+    hello, limits, sandbox = None, "", None
     checked = Checked((), (), (), {}, True)
     timed = None
     probed = Probed(0)
@@ -108,6 +110,9 @@ def _run_candidate(
             worker = workers.candidate(device, timed=not options.correctness_only)
             gate.lendable(worker)  # a reply long awaited (a hang) does not hold up another's timing
             hello, limits = worker.wait_ready(), worker.limits_applied
+            sandbox = worker.sandbox_record()  # which containment layers held (kernelproof/sandbox)
+            if options.require_sandbox:
+                worker.require_layers()
             phases.mark("worker_ready_s")
             built = install_build(setup, built, worker, options.timeout_s)
             staged = worker.stage_solution(setup.solution.ref.path)
@@ -140,14 +145,14 @@ def _run_candidate(
             phases.mark("shapes_done_s")
     except WorkerDied as died:
         reason = Reason(ReasonCode(died.code), died.message, died.detail)
-        return _Ran(built, checked, timed, probed, reason, hello, limits)
+        return _Ran(built, checked, timed, probed, reason, hello, limits, sandbox)
     except ProtocolError as exc:
         if worker is not None:
             worker.kill()
         reason = Reason(ReasonCode.CRASH, f"the worker broke the protocol: {exc}")
-        return _Ran(built, checked, timed, probed, reason, hello, limits)
+        return _Ran(built, checked, timed, probed, reason, hello, limits, sandbox)
     finally:
         if worker is not None:
             with gate.shared():  # a worker's exit touches the GPU too
                 worker.close()
-    return _Ran(built, checked, timed, probed, None, hello, limits)
+    return _Ran(built, checked, timed, probed, None, hello, limits, sandbox)

@@ -1,5 +1,17 @@
 """Runtime guards armed in the worker before the candidate is imported (I1, I5, I7, I8).
 
+These guards name what they stop; they are not the boundary. Anything that reaches native code,
+or calls a forbidden function through a library that calls what it is given (an exec trampoline),
+acts below or around them: the OS layers of kernelproof.sandbox.contain (own uid, Landlock,
+mounts, seccomp) are what hold there (docs/threat-model.md).
+
+Two kinds of rule. Events that nothing in the harness, torch or Triton needs once the candidate
+may run are refused whoever raised them (ALWAYS_FORBIDDEN_EVENTS: tracing and profiling hooks, new
+audit hooks, sys.monitoring callbacks, signals, new sockets and name lookups, gc introspection);
+being judged by the event, not by the caller, a trampoline gains nothing. Everything else below is
+judged by who acted, and only names the cheat of plain solution code: exec, compile and
+sys._getframe are used by Triton's JIT and by dynamo, so they are left to the OS layers.
+
 An audit hook (``sys.addaudithook``) turns forbidden actions into an immediate end of the worker
 with exit status ``EXIT_VIOLATION``: the candidate cannot catch it, and the parent reads the
 status and the last stderr line, and rejects with ``forbidden_construct``. Audit hooks cannot be
@@ -31,6 +43,28 @@ from dataclasses import dataclass
 EXIT_VIOLATION = 86  # the worker's exit status after a forbidden action
 VIOLATION_PREFIX = "KERNELPROOF-VIOLATION: "
 SOLUTION_MODULE = "kernelproof_solution"  # the module name the worker imports a solution under
+
+# Events refused whoever raised them, once the hook is armed (nothing legitimate needs them then).
+ALWAYS_FORBIDDEN_EVENTS = {
+    "sys.settrace",
+    "sys.setprofile",
+    "sys.addaudithook",
+    "sys.monitoring.register_callback",  # Python 3.12
+    "os.kill",
+    "os.killpg",
+    "signal.pthread_kill",
+    "socket.__new__",
+    "socket.bind",
+    "socket.connect",
+    "socket.getaddrinfo",
+    "socket.gethostbyname",
+    "socket.gethostbyaddr",
+    "gc.get_objects",
+    "gc.get_referrers",
+    "gc.get_referents",
+}
+# Where a private /tmp is bound (kernelproof.sandbox.mounts), these are the worker's own directory.
+SHARED_TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 
 # Events forbidden to candidate code (the actor check decides who acted).
 CANDIDATE_FORBIDDEN_PREFIXES = ("ctypes.", "cffi.", "gc.", "socket.", "winreg.", "_winapi.")
@@ -110,7 +144,7 @@ def install(config: GuardConfig, emit: Callable[[str], None] | None = None) -> C
     private = os.path.realpath(config.private_dir)
     denied = tuple(os.path.realpath(p) for p in config.denied_reads)
     state = {"on": False, "busy": False, "threads": 0}
-    write_ok = (private, "/dev/null", "/dev/nvidia", "/dev/tty")
+    write_ok = (private, "/dev/null", "/dev/nvidia", "/dev/tty", *_bound_to(os.path.join(private, "tmp")))
     writable = tuple(dict.fromkeys((private, "/tmp", "/var/tmp", "/dev/shm", os.path.realpath("/tmp"))))
     # Code that is never the solution's, wherever it lives (a checkout under /tmp included).
     trusted = tuple(
@@ -207,6 +241,8 @@ def install(config: GuardConfig, emit: Callable[[str], None] | None = None) -> C
             return
         state["busy"] = True
         try:
+            if event in ALWAYS_FORBIDDEN_EVENTS:
+                die(f"{event}: forbidden in the worker, whoever calls it")
             if event == "open":
                 path, mode, flags = (list(args) + [None, None, None])[:3]
                 writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
@@ -323,14 +359,46 @@ def python_threads() -> set[int]:
     return {t.ident or 0 for t in threading.enumerate()}
 
 
+def _bound_to(private_tmp: str) -> tuple[str, ...]:
+    """The shared temporary directories that are, in this process, binds of `private_tmp`."""
+    out = []
+    for d in SHARED_TMP_DIRS:
+        try:
+            if os.path.samefile(d, private_tmp):
+                out.append(d)
+        except OSError:
+            pass
+    return tuple(out)
+
+
+def hooks_in_place() -> dict[str, object]:
+    """Every tracing, profiling and monitoring hook set now, by name. Setting one through the C API
+    (ctypes) or ``threading.settrace`` raises no audit event, so the worker compares this with its
+    snapshot after every request instead."""
+    hooks: dict[str, object] = {
+        "sys.settrace": sys.gettrace(),
+        "sys.setprofile": sys.getprofile(),
+        "threading.settrace": threading.gettrace() if hasattr(threading, "gettrace") else None,
+        "threading.setprofile": threading.getprofile() if hasattr(threading, "getprofile") else None,
+    }
+    monitoring = getattr(sys, "monitoring", None)  # Python 3.12
+    if monitoring is not None:
+        for tool in range(6):
+            hooks[f"sys.monitoring tool {tool}"] = monitoring.get_tool(tool)
+    return hooks
+
+
 def integrity_check(targets: list[tuple[object, str]]) -> Callable[[], list[str]]:
-    """Snapshot ``(owner, attribute)`` pairs now; the returned function names those since replaced.
+    """Snapshot ``(owner, attribute)`` pairs and the trace, profile and monitoring hooks now; the
+    returned function names those since replaced or set.
 
     Taken before the solution is imported. The snapshot lives in the closure, out of the
-    solution's reach; a solution that swaps a clock, a fingerprint or a check for its own is
-    caught after the call in which it did (C4, D4).
+    solution's reach; a solution that swaps a clock, a fingerprint or a check for its own, or
+    leaves a hook that runs its code inside the harness's calls, is caught after the call in
+    which it did (C4, D4).
     """
     snapshot = [(owner, name, getattr(owner, name, None)) for owner, name in targets]
+    hooks = hooks_in_place()
 
     def changed() -> list[str]:
         out = []
@@ -338,6 +406,7 @@ def integrity_check(targets: list[tuple[object, str]]) -> Callable[[], list[str]
             if getattr(owner, name, None) is not obj:
                 label = getattr(owner, "__name__", type(owner).__name__)
                 out.append(f"{label}.{name}")
+        out += [name for name, hook in hooks_in_place().items() if hook != hooks.get(name)]
         return out
 
     return changed

@@ -1,10 +1,11 @@
 """One worker process seen from the trusted parent: spawn, talk, time out, kill, explain a death.
 
-The worker gets a scrubbed environment (no API keys, a private HOME/TMPDIR/cache dirs), its own
-process group (a timeout kills everything it started), a cgroup with memory and process limits
-where the machine allows, and a socket the parent reads with strict framing (I1, I8). Whatever
-the worker does, the parent gets either a well-formed reply or a :class:`WorkerDied` with a
-reason code and a sentence.
+The worker gets a scrubbed environment (no API keys, a private HOME/TMPDIR/cache dirs out of
+/tmp), its own process group (a timeout kills everything it started), a cgroup with memory and
+process limits where the machine allows, a containment plan its bootstrap applies before torch is
+imported (kernelproof.sandbox.contain: own uid, Landlock, mounts, seccomp; :attr:`layers` says
+what held), and a socket the parent reads with strict framing (I1, I8). Whatever the worker does,
+the parent gets either a well-formed reply or a :class:`WorkerDied` with a reason code and a sentence.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,12 +25,21 @@ from typing import Any
 
 import torch
 
-from kernelproof.sandbox import limits
+from kernelproof.errors import SandboxError
+from kernelproof.sandbox import contain, limits
+from kernelproof.sandbox import plan as sandbox_plan
 from kernelproof.sandbox.dirs import artifact_env
 from kernelproof.sandbox.guards import EXIT_VIOLATION, VIOLATION_PREFIX
+from kernelproof.sandbox.plan import Layer
+from kernelproof.sandbox.private import PrivateDir, package_link
 from kernelproof.worker import handoff, protocol
 
 STARTUP_TIMEOUT_S = 120.0  # importing torch and initialising CUDA
+REPORT_TIMEOUT_S = 30.0  # the bootstrap reports its layers before it imports anything heavy
+# -P (Python 3.11+): the working directory (the worker's writable rw/) is not put on sys.path, so a
+# module the solution saves there cannot stand in for one the harness imports later.
+SAFE_PATH = ("-P",) if sys.version_info >= (3, 11) else ()
+BASELINE_UNCONTAINED = "a baseline worker runs the task's own reference, as the parent's uid"
 WORKER_MEMORY_BYTES = 64 * 1024**3  # host memory per worker (cgroup); GPU memory is the device's
 WORKER_MAX_PIDS = 512  # threads and processes per worker (cgroup): stops fork/thread bombs
 # glibc fills freshly allocated heap memory with 0x7f... (perturb byte 0x80 -> fill ^0xff): huge
@@ -67,28 +76,56 @@ class SpawnSpec:
     deny_read: tuple[str, ...] = ()  # paths the worker must not read
     env: dict[str, str] = field(default_factory=dict)  # extra environment (build cache materialisations)
     wrapper: tuple[str, ...] = ()  # a command the worker runs under (compute-sanitizer)
+    protected: tuple[str, ...] = ()  # paths no rule may reach (a custom store, its key), besides the defaults
 
 
 class WorkerProcess:
     def __init__(self, spec: SpawnSpec):
         self.spec = spec
-        self.private = Path(tempfile.mkdtemp(prefix="kernelproof-worker-"))
-        (self.private / "tmp").mkdir()
-        self.log_path = self.private.parent / (self.private.name + ".log")
+        self.dirs = PrivateDir.create("worker-")
+        self.private = self.dirs.ro  # what the parent fills: the solution's copy and its build
+        self.scratch = self.dirs.rw  # the worker's only writable directory (its /tmp, where possible)
+        self.log_path = self.dirs.root / "worker.log"
+        # Looked up on the module at each spawn: the tests' switch for showing an attack uncontained.
+        self.plan = (
+            sandbox_plan.plan_for(
+                spec.role,
+                readable=[self.dirs.ro],
+                writable=[self.dirs.rw],
+                scratch=self.dirs.rw,
+                devices=spec.device.startswith("cuda"),
+                relaxed=bool(spec.wrapper),
+                protected=spec.protected,
+            )
+            if spec.role == "candidate"
+            else sandbox_plan.uncontained(spec.role, BASELINE_UNCONTAINED)
+        )
+        self._layers: list[Layer] | None = None
         self.cgroup = limits.create(WORKER_MEMORY_BYTES, WORKER_MAX_PIDS)
         parent_sock, child_sock = socket.socketpair()
-        env = _worker_env(spec, self.private)
+        env = _worker_env(spec, self.dirs)
+        if self.plan.uid >= 0:
+            self.dirs.hand_over(self.plan.uid, self.plan.gid)
+        plan_path = self.dirs.root / "plan.json"
+        plan_path.write_text(self.plan.to_json())
+        report_r, report_w = os.pipe()
+        self._report = report_r
         cmd = [
             *spec.wrapper,
             sys.executable,
+            *SAFE_PATH,
             "-m",
             "kernelproof.worker",
+            contain.PLAN_FLAG,
+            str(plan_path),
+            contain.REPORT_FLAG,
+            str(report_w),
             "--fd",
             str(child_sock.fileno()),
             "--role",
             spec.role,
             "--private-dir",
-            str(self.private),
+            str(self.dirs.rw),
         ]
         for p in spec.deny_read:
             cmd += ["--deny-read", p]
@@ -97,14 +134,15 @@ class WorkerProcess:
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             cmd,
-            pass_fds=(child_sock.fileno(),),
+            pass_fds=(child_sock.fileno(), report_w),
             env=env,
-            cwd=str(self.private),
+            cwd=str(self.dirs.rw),
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=self._log,
             start_new_session=True,
         )
+        os.close(report_w)
         child_sock.close()
         if self.cgroup is not None:
             try:
@@ -122,6 +160,30 @@ class WorkerProcess:
         self._busy_since: float | None = None  # a request is waiting for its reply since then
         self._lending = threading.Condition()
         self.lent = False  # stopped by the device gate while another evaluation is timed (lend)
+
+    @property
+    def layers(self) -> list[Layer]:
+        """The containment layers the worker applied, each active or not and why (its bootstrap's
+        report, written before any candidate code ran; read once)."""
+        if self._layers is None:
+            self._layers = contain.parse_report(_read_report(self._report, REPORT_TIMEOUT_S))
+            os.close(self._report)
+            self._report = -1
+        return self._layers
+
+    def sandbox_record(self) -> dict[str, dict[str, Any]]:
+        """The layers for a verdict's environment: name -> {"active", "detail"}."""
+        return {x.name: {"active": x.active, "detail": x.detail} for x in self.layers}
+
+    def require_layers(self) -> None:
+        """Raise SandboxError naming every layer that does not hold (``--require-sandbox``)."""
+        missing = [x for x in self.layers if not x.active]
+        if missing:
+            raise SandboxError(
+                "--require-sandbox: the worker's containment is incomplete: "
+                + "; ".join(f"{x.name}: {x.detail}" for x in missing)
+                + " (python -m kernelproof.sandbox shows the layers on this machine)"
+            )
 
     @property
     def limits_applied(self) -> str:
@@ -369,31 +431,44 @@ class WorkerProcess:
         self._log.close()
         if self.cgroup is not None:
             self.cgroup.remove()
-        shutil.rmtree(self.private, ignore_errors=True)
-        try:
-            self.log_path.unlink()
-        except OSError:
-            pass
+        if self._report >= 0:
+            os.close(self._report)
+            self._report = -1
+        self.dirs.remove()
+        sandbox_plan.release(self.plan)
 
 
 def _tail(log: str, lines: int = 12) -> str:
     return "\n".join(log.splitlines()[-lines:])
 
 
-def _worker_env(spec: SpawnSpec, private: Path) -> dict[str, str]:
+def _read_report(fd: int, timeout_s: float) -> str:
+    """What the worker's bootstrap wrote on its report pipe, up to the pipe's end."""
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        readable, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not readable:
+            break
+        data = os.read(fd, 65536)
+        if not data:
+            break
+        chunks.append(data)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def _worker_env(spec: SpawnSpec, dirs: PrivateDir) -> dict[str, str]:
     env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
-    pkg_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(
-        [pkg_root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    )
+    env["PYTHONPATH"] = os.pathsep.join([str(package_link(dirs.ro)), *sandbox_plan.library_paths()])
+    built = artifact_env(dirs.ro)  # the parent materialises a solution's build there after spawn
     env.update(
         {
-            "HOME": str(private),
-            "TMPDIR": str(private / "tmp"),
-            # TORCH_EXTENSIONS_DIR, TRITON_CACHE_DIR, KERNELPROOF_NATIVE_DIR: where the parent
-            # materialises a solution's build after spawn (kernelproof/evaluate/build.py)
-            **artifact_env(private),
-            "TORCHINDUCTOR_CACHE_DIR": str(private / "inductor"),
+            "HOME": str(dirs.rw),
+            "TMPDIR": str(dirs.rw / "tmp"),
+            "TORCH_EXTENSIONS_DIR": built["TORCH_EXTENSIONS_DIR"],
+            "KERNELPROOF_NATIVE_DIR": built["KERNELPROOF_NATIVE_DIR"],
+            "TRITON_CACHE_DIR": str(dirs.rw / "triton"),  # Triton compiles in the worker at first launch
+            "TORCHINDUCTOR_CACHE_DIR": str(dirs.rw / "inductor"),
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONUNBUFFERED": "1",
             "PYTHONHASHSEED": "0",

@@ -1,5 +1,16 @@
+"""``python -m kernelproof.worker``: contain this process first, then start the worker.
+
+The containment (kernelproof.sandbox.contain) is applied before kernelproof.worker.main, and with
+it torch, is imported: Landlock and seccomp bind only the thread that asks and what it starts
+later, and torch, CUDA and CUPTI start threads at import and initialisation.
+"""
+
 import sys
 
-from kernelproof.worker.main import main
+from kernelproof.sandbox.contain import enter
 
-sys.exit(main())
+argv = enter(sys.argv[1:])
+
+from kernelproof.worker.main import main  # noqa: E402 - after the containment, by design
+
+sys.exit(main(argv))

@@ -78,6 +78,14 @@ def load_candidate(path: str, init_args: list[Any]) -> tuple[torch.nn.Module | N
         module = import_file(path, "kernelproof_solution")
     except SystemExit:
         return None, LoadFailure("forbidden_construct", "the solution called sys.exit while loading")
+    except ModuleNotFoundError as exc:
+        msg, detail = describe_exception(exc, path)
+        return None, LoadFailure(
+            "compile_error",
+            f"the solution failed to load: {msg}. A solution is one file: modules next to it are not "
+            "on the import path (only installed packages are)",
+            detail,
+        )
     except BaseException as exc:  # noqa: BLE001 - every failure of untrusted code becomes a verdict
         msg, detail = describe_exception(exc, path)
         return None, LoadFailure("compile_error", f"the solution failed to load: {msg}", detail)

@@ -15,3 +15,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords and str(item.fspath).startswith(os.path.dirname(__file__)):
             item.add_marker(skip)
+
+
+@pytest.fixture
+def uncontained_builds(monkeypatch):
+    """Builders run without the OS layers: a test-only switch for the defences behind them (the
+    audit hook, the parent's hash check), never a user option. Only pool and builder tests use it."""
+    from kernelproof.sandbox import plan
+
+    monkeypatch.setattr(
+        plan, "plan_for", lambda role, *a, **k: plan.uncontained(role, "the tests' uncontained run")
+    )

@@ -40,17 +40,18 @@ def test_import_error_returns_failed_result_with_its_line(tmp_path):
 
 
 def test_build_that_never_ends_is_killed_by_the_timeout(tmp_path):
-    marker = tmp_path / "grandchild.pid"
+    marker = tmp_path / "staging" / "home" / "grandchild.pid"  # $HOME: the builder writes only in staging
     sol = _write(
         tmp_path,
         "hang.py",
-        "import subprocess\n"
-        f"p = subprocess.Popen(['sleep', '300'])\nopen({str(marker)!r}, 'w').write(str(p.pid))\n"
+        "import os, subprocess\n"
+        "p = subprocess.Popen(['sleep', '300'])\n"
+        "open(os.path.join(os.environ['HOME'], 'grandchild.pid'), 'w').write(str(p.pid))\n"
         "while True:\n    pass\n",
     )
-    result = build_solution(sol, tmp_path / "staging", "cpu", 8, CPU_UNGUARDED)
+    result = build_solution(sol, tmp_path / "staging", "cpu", 20, CPU_UNGUARDED)  # torch imports first
     assert result.timed_out and not result.ok
-    assert "did not finish in 8 s" in result.log
+    assert "did not finish in 20 s" in result.log
     pid = int(marker.read_text())
     assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
 
@@ -58,11 +59,13 @@ def test_build_that_never_ends_is_killed_by_the_timeout(tmp_path):
 def test_builder_sees_only_its_staging_directories(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELPROOF_CACHE_DIR", str(tmp_path / "shared-cache"))
     monkeypatch.setenv("OPENAI_API_KEY", "secret")
-    dump = tmp_path / "env.json"
-    sol = _write(
-        tmp_path, "env.py", f"import json, os\njson.dump(dict(os.environ), open({str(dump)!r}, 'w'))\n"
-    )
     staging = tmp_path / "staging"
+    dump = staging / "home" / "env.json"  # $HOME: the builder writes only in staging
+    sol = _write(
+        tmp_path,
+        "env.py",
+        "import json, os\njson.dump(dict(os.environ), open(os.environ['HOME'] + '/env.json', 'w'))\n",
+    )
     assert build_solution(sol, staging, "cpu", 120, BuildOptions(arch="9.0a", guard=False)).ok
     env = json.loads(dump.read_text())
     assert "KERNELPROOF_CACHE_DIR" not in env and "OPENAI_API_KEY" not in env

@@ -54,7 +54,8 @@ def test_second_submit_of_a_source_is_a_cache_hit(tmp_path):
     assert "torch_extensions/kp-victim/victim.so" in second.artifacts
 
 
-def test_concurrent_submits_of_one_source_build_once(tmp_path):
+def test_concurrent_submits_of_one_source_build_once(tmp_path, uncontained_builds):
+    """The count is kept in a file outside the staging areas, which only an uncontained build can write."""
     count = tmp_path / "imports.txt"
     sol = tmp_path / "counted.py"
     sol.write_text(f"open({str(count)!r}, 'a').write('x')\n")
@@ -77,7 +78,24 @@ def _poison_setup(tmp_path):
     return cache, victim, poisoner
 
 
-def test_poisoning_build_is_stopped_by_the_guards_before_it_writes(tmp_path):
+def test_poisoning_build_is_refused_by_the_os_layers_and_the_entry_stays_intact(tmp_path):
+    """Contained, the builder cannot reach the cache even knowing its path (written into its source)."""
+    cache, victim, poisoner = _poison_setup(tmp_path)
+    poisoner.write_text(
+        POISONER.format(hint="/dev/null").replace("open('/dev/null').read()", repr(str(cache.root)))
+    )
+    with BuilderPool(cache, 1, device="cpu", options=CPU, work_root=tmp_path) as pool:
+        built = pool.submit(victim).result()
+        poisoned = pool.submit(poisoner).result()
+        assert not poisoned.ok and ("Permission denied" in poisoned.log or poisoned.violation), poisoned
+        pool.materialize(built, tmp_path / "worker")  # the victim's entry is intact
+    assert not list((cache.root / "entries").glob("ff*"))
+    assert (
+        tmp_path / "worker" / "torch_extensions" / "kp-victim" / "victim.so"
+    ).read_bytes() == b"honest library"
+
+
+def test_poisoning_build_is_stopped_by_the_guards_before_it_writes(tmp_path, uncontained_builds):
     cache, victim, poisoner = _poison_setup(tmp_path)
     with BuilderPool(cache, 1, device="cpu", options=CPU, work_root=tmp_path) as pool:
         built = pool.submit(victim).result()
@@ -89,7 +107,7 @@ def test_poisoning_build_is_stopped_by_the_guards_before_it_writes(tmp_path):
     ).read_bytes() == b"honest library"
 
 
-def test_poisoned_entry_is_refused_when_the_guards_are_off(tmp_path):
+def test_poisoned_entry_is_refused_when_the_guards_are_off(tmp_path, uncontained_builds):
     """The second line of defence: a write the guards miss (native code, a compiler plugin)
     is caught by the parent's hash check when the entry is materialised."""
     cache, victim, poisoner = _poison_setup(tmp_path)
