@@ -311,7 +311,9 @@ def test_without_a_reservation_bound_the_summary_says_when_the_gpu_budget_did_no
         server.count == 3 and res.spend.gpu_seconds == 12
     )  # three 3 s estimates were admitted, each took 4 s
     assert res.summary["budgets_held"] is False
-    assert "a budget was exceeded" in (tmp_path / "run" / "summary.md").read_text()
+    md = (tmp_path / "run" / "summary.md").read_text()
+    assert "**a budget was exceeded**: max_gpu_seconds: 12.0 GPU s spent, over the limit of 10.0 GPU s" in md
+    assert "why: max_gpu_seconds: the evaluation of t000s00 took 4.0 GPU s, more than the 3.0 reserved" in md
 
 
 def test_a_verdict_served_from_the_store_costs_no_gpu_seconds(serve, task_file, tmp_path):
