@@ -8,12 +8,16 @@ Why a retry loop of our own (the SDK clients are built with ``max_retries=0``): 
 wait is counted in the call's record, rate limits honour the server's ``Retry-After``, and a
 call that fails for good comes back as one :class:`BackendError` whose ``retryable`` flag tells
 the loop whether to carry on (the provider is flaky) or stop (the key or model is wrong).
+
+A reply with status 200 whose body is not the provider's format (not JSON, no choices, no usage
+numbers) is the provider's failure, not the user's: it is retried like a 5xx.
 """
 
 from __future__ import annotations
 
 import email.utils
 import importlib
+import json
 import os
 import random
 import time
@@ -42,6 +46,10 @@ PROVIDERS: dict[str, tuple[str, str | None, str | None]] = {
 # (the same set the SDKs retry themselves; 529 is Anthropic's "overloaded").
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 MAX_RETRY_AFTER_S = 120.0  # a server asking for a longer wait is treated as a permanent refusal
+
+
+class MalformedReply(Exception):
+    """A 200 reply whose body is not what the provider's API returns (invalid JSON, fields missing)."""
 
 
 @dataclass(frozen=True)
@@ -136,7 +144,7 @@ class _SdkBackend:
         while True:
             attempt += 1
             try:
-                done = self._send(prompt, max_output_tokens)
+                done = self._attempt(prompt, max_output_tokens)
             except Exception as exc:
                 retryable, status, wait_s = self._classify(exc, attempt)
                 if not retryable or attempt > self.config.max_retries:
@@ -160,6 +168,13 @@ class _SdkBackend:
                 usage_estimated=done.usage_estimated,
             )
 
+    def _attempt(self, prompt: Prompt, max_output_tokens: int) -> Completion:
+        """One HTTP attempt; a body the SDK cannot read becomes a MalformedReply."""
+        try:
+            return self._send(prompt, max_output_tokens)
+        except (json.JSONDecodeError, self._sdk.APIResponseValidationError) as exc:
+            raise MalformedReply(f"the body is not a valid reply: {_one_line(exc)}") from exc
+
     def _classify(self, exc: Exception, attempt: int) -> tuple[bool, int | None, float]:
         """(retryable, HTTP status, seconds to wait) for a failed attempt."""
         sdk = self._sdk
@@ -167,6 +182,8 @@ class _SdkBackend:
         backoff *= 1 - 0.25 * self._rng.random()  # jitter, so parallel samples do not retry in step
         if isinstance(exc, sdk.APIConnectionError):  # refused, dropped, timed out
             return True, None, backoff
+        if isinstance(exc, MalformedReply):  # a 200 with a body that is not a reply: the server's fault
+            return True, 200, backoff
         if isinstance(exc, sdk.APIStatusError):
             status = exc.status_code
             if status not in RETRYABLE_STATUS and status < 500:
@@ -190,13 +207,18 @@ class OpenAIBackend(_SdkBackend):
         if self.config.temperature is not None:
             kwargs["temperature"] = self.config.temperature
         resp = self._client.chat.completions.create(model=self.config.model, messages=messages, **kwargs)
-        choice = resp.choices[0]
-        text = choice.message.content or ""
-        finish, model, usage = str(choice.finish_reason), resp.model or "", resp.usage
+        try:
+            choice = resp.choices[0]
+            text = _text(choice.message.content or "")
+            finish, model, usage = str(choice.finish_reason), resp.model or "", resp.usage
+        except (AttributeError, IndexError, KeyError, TypeError) as exc:
+            raise MalformedReply(f"the body is not a chat completion ({type(exc).__name__}: {exc})") from exc
         if usage is None:  # some compatible servers omit it: charge the bounds that were reserved
             worst_in = prompt.worst_input_tokens()
             return Completion(text, worst_in, max_output_tokens, finish, model, usage_estimated=True)
-        return Completion(text, usage.prompt_tokens, usage.completion_tokens, finish, model)
+        return Completion(
+            text, _count(usage, "prompt_tokens"), _count(usage, "completion_tokens"), finish, model
+        )
 
 
 class AnthropicBackend(_SdkBackend):
@@ -215,11 +237,15 @@ class AnthropicBackend(_SdkBackend):
             max_tokens=max_output_tokens,
             **kwargs,
         )
-        text = "".join(getattr(b, "text", "") for b in resp.content if getattr(b, "type", "") == "text")
-        u = resp.usage
-        cached = (u.cache_creation_input_tokens or 0) + (u.cache_read_input_tokens or 0)
+        try:
+            text = "".join(getattr(b, "text", "") for b in resp.content if getattr(b, "type", "") == "text")
+            u = resp.usage
+            cached = (u.cache_creation_input_tokens or 0) + (u.cache_read_input_tokens or 0)
+        except (AttributeError, TypeError) as exc:
+            raise MalformedReply(f"the body is not a message ({type(exc).__name__}: {exc})") from exc
         finish = "length" if resp.stop_reason == "max_tokens" else str(resp.stop_reason)
-        return Completion(text, u.input_tokens + cached, u.output_tokens, finish, resp.model or "")
+        inputs = _count(u, "input_tokens") + _count_value(cached, "cached input tokens")
+        return Completion(text, inputs, _count(u, "output_tokens"), finish, resp.model or "")
 
 
 def make_backend(config: BackendConfig, **kwargs: Any) -> Backend:
@@ -253,6 +279,23 @@ def retry_after_s(headers: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+def _count(usage: Any, name: str) -> int:
+    """A token count from a reply's usage: a non-negative integer, else the reply is malformed."""
+    return _count_value(getattr(usage, name, None), name)
+
+
+def _count_value(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise MalformedReply(f"the reply's usage has no valid {name} ({value!r})")
+    return value
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise MalformedReply(f"the reply's text is a {type(value).__name__}, not a string")
+    return value
 
 
 def _one_line(exc: Exception) -> str:

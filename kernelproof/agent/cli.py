@@ -1,9 +1,17 @@
 """``kernelproof optimize``: a thin layer over :func:`kernelproof.agent.optimize`.
 
-Exit codes: 0 a verified solution was found; 1 the run ended without one; 2 misuse (a bad
-option, model spec, task, replay log, or a missing SDK: the message says how to install it);
-3 an internal error. A run that ends because the provider refused the key or the model
-(``backend_error``) exits 2, since retrying as-is cannot help.
+Exit codes (the house table; the command's --help says the same):
+
+- 0 a verified solution was found;
+- 1 the run ended without one;
+- 2 misuse: a bad option, model spec, task or replay log, a missing SDK (the message says how
+  to install it), or a provider that refused the request as written (the key, the model, an
+  option: ``backend_error``), since retrying as-is cannot help;
+- 3 kernelproof's own failure;
+- 4 the LLM provider failed: its calls kept failing after their retries (server errors, dropped
+  connections, 200 replies whose body is not a reply: ``backend_unavailable``), or a reply
+  reported more tokens than the cap it was sent (``reply_over_cap``). The run's files are
+  written as usual, best.py included when a verified solution was found before.
 """
 
 from __future__ import annotations
@@ -21,7 +29,8 @@ from kernelproof.agent.errors import AgentError
 if TYPE_CHECKING:
     from kernelproof.agent.budget import Limits
 
-EXIT_FOUND, EXIT_NONE, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_FOUND, EXIT_NONE, EXIT_USAGE, EXIT_INTERNAL, EXIT_PROVIDER = 0, 1, 2, 3, 4
+PROVIDER_FAILURES = frozenset({"backend_unavailable", "reply_over_cap"})  # stop reasons that exit 4
 
 console = Console(stderr=True)
 
@@ -38,7 +47,14 @@ def optimize_command(
     ] = None,
     strategy: Annotated[str, Opt("--strategy", help="refine | best-of-n | tree | evolve")] = "refine",
     max_candidates: Annotated[
-        int | None, Opt("--max-candidates", help="Candidates evaluated, at most.")
+        int | None,
+        Opt(
+            "--max-candidates",
+            help="Candidates, at most: those evaluated plus repeats (an answer equal to an earlier one).",
+        ),
+    ] = None,
+    max_calls: Annotated[
+        int | None, Opt("--max-calls", help="LLM calls over the run, answered or failed.")
     ] = None,
     max_tokens: Annotated[int | None, Opt("--max-tokens", help="Input+output tokens over the run.")] = None,
     max_dollars: Annotated[
@@ -97,14 +113,20 @@ def optimize_command(
         str | None, Opt("--json", help="Write the run's result as JSON here ('-': stdout).")
     ] = None,
 ) -> None:
-    """Let an LLM write and improve kernels for TASK; kernelproof verifies every candidate."""
+    """Let an LLM write and improve kernels for TASK; kernelproof verifies every candidate.
+
+    Exit codes: 0 a verified solution was found; 1 none was; 2 misuse (a bad option, task or
+    log, a missing SDK, a provider that refused the key, model or an option); 3 kernelproof's
+    own failure; 4 the LLM provider failed (calls still failing after their retries, replies
+    that are not replies, a reply over the token cap it was sent).
+    """
     from kernelproof.agent import AgentOptions, Limits, SearchSettings, optimize, parse_model
     from kernelproof.agent.budget import parse_price
     from kernelproof.agent.run import recorded_options
     from kernelproof.options import EvalOptions, normalize_baselines
 
     try:
-        limits = Limits(max_candidates, max_tokens, max_dollars, max_gpu_seconds)
+        limits = Limits(max_candidates, max_tokens, max_dollars, max_gpu_seconds, max_calls)
         if resume:
             found = _resumed(resume, db, limits, no_plot)
             opts, resume = found["options"], found["run_id"]
@@ -164,6 +186,8 @@ def optimize_command(
     _write_json(json_path, result)
     if result.stop_reason == "backend_error":
         raise typer.Exit(EXIT_USAGE)
+    if result.stop_reason in PROVIDER_FAILURES:
+        raise typer.Exit(EXIT_PROVIDER)
     raise typer.Exit(EXIT_FOUND if result.best is not None else EXIT_NONE)
 
 
@@ -189,12 +213,15 @@ def _report(result, out: Console) -> None:
 
     out.print(rich_table(result.summary))
     s = result.spend
+    for warning in result.warnings:
+        out.print(f"[yellow]warning:[/] {warning}", highlight=False)
     out.print(
         f"stopped: {result.stop_reason}"
-        + (f" ({result.error})" if result.error else "")
+        + (f" ({result.stop_detail})" if result.stop_detail else "")
         + f"; {len(result.candidates)} candidates, {s.evaluated} evaluated; "
         f"{s.input_tokens}+{s.output_tokens} tokens, {_dollars(result)}, {s.gpu_seconds:.1f} GPU s, "
         f"{s.live_calls} live calls"
+        + (f"; {s.repeats} repeats" if s.repeats else "")
         + (f"; {result.diverged} replayed answers met a different prompt" if result.diverged else ""),
         highlight=False,
     )

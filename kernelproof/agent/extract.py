@@ -5,17 +5,24 @@ token limit) becomes a candidate with a :class:`Rejection`: it is never evaluate
 time, never counts as an evaluated candidate and is never selected, and its message goes back to
 the model as feedback. Everything that parses is left to the evaluator to judge: this module reads
 text, it never decides correctness.
+
+When an answer holds several code blocks only one becomes the file; the others are dropped, and
+the model is told which block was taken and why each other one was not (``Extraction.note``),
+since a helper in a second block or a CUDA source in its own block is a common mistake that the
+evaluator's verdict alone would not explain.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
 
 from kernelproof.agent.records import Rejection
 
 MAX_SOLUTION_BYTES = 256_000  # far above any real solution file; bounds what is written and sent back
 MAX_IDEA_CHARS = 600  # one idea is a sentence or two
+MAX_NOTED_BLOCKS = 8  # dropped code blocks named in the feedback (an answer may hold thousands)
 
 # A fenced block: ``` or ~~~, an optional language tag, the body, the closing fence.
 _FENCE = re.compile(
@@ -26,7 +33,29 @@ _PY_TAGS = {"", "python", "py", "python3"}
 _ITEM = re.compile(r"^\s*(?:#{1,4}\s*)?(?:\d+[.)]|[-*•]|idea\s*\d+\s*[:.)-])\s+", re.IGNORECASE)
 
 
-def extract_solution(text: str, finish_reason: str = "stop") -> tuple[str | None, Rejection | None]:
+@dataclass(frozen=True)
+class Extraction:
+    """What an answer yields: the solution file, or why there is none, and how it was read."""
+
+    source: str | None  # the solution file ("\n"-terminated), None when the answer holds none
+    rejection: Rejection | None  # why there is no file
+    note: str = ""  # which of several code blocks was taken and why the others were dropped
+
+
+@dataclass(frozen=True)
+class _Block:
+    number: int  # 1-based, in the answer's order
+    lang: str  # the fence's language tag, lower case
+    body: str  # the block's text
+    first_line: int  # where the block starts and ends in the answer (1-based, fences included)
+    last_line: int
+
+    def where(self) -> str:
+        tag = self.lang or "no language tag"
+        return f"block {self.number} ({tag}, lines {self.first_line}-{self.last_line})"
+
+
+def extract_solution(text: str, finish_reason: str = "stop") -> Extraction:
     """The solution file in ``text``, or a rejection saying what is wrong with the answer.
 
     The file is the last fenced Python block that defines ``class ModelNew`` and parses (answers
@@ -34,33 +63,73 @@ def extract_solution(text: str, finish_reason: str = "stop") -> tuple[str | None
     when it parses and defines ``ModelNew``.
     """
     if not text.strip():
-        return None, _malformed("The answer was empty.", f"finish_reason={finish_reason}")
-    blocks = [m.group("body") for m in _FENCE.finditer(text) if m.group("lang").lower() in _PY_TAGS]
+        return _rejected("The answer was empty.", f"finish_reason={finish_reason}")
+    blocks = _blocks(text)
+    python = [b for b in blocks if b.lang in _PY_TAGS]
     cut_off = finish_reason == "length"
-    if not blocks:
+    if not python:
         if _defines_model_new(text):
-            return _check(text, cut_off)
+            return Extraction(*_check(text, cut_off))
         if cut_off or text.count("```") % 2 == 1:
-            return None, _malformed(
+            return _rejected(
                 "The answer was cut off before its code block closed: answer with one shorter, complete file.",
                 f"finish_reason={finish_reason}",
             )
-        return None, _malformed(
+        return _rejected(
             "The answer holds no Python code block: answer with one complete solution file "
             "in a single ```python block."
         )
-    with_model = [b for b in blocks if "ModelNew" in b]
+    with_model = [b for b in python if "ModelNew" in b.body]
     if not with_model:
-        return None, _malformed(
+        return _rejected(
             "No code block defines `class ModelNew(nn.Module)`: the solution file must define it."
         )
     last_error: Rejection | None = None
-    for body in reversed(with_model):
-        source, rejection = _check(body, cut_off=False)
+    failed: dict[int, str] = {}  # block number -> why it was not taken
+    for block in reversed(with_model):
+        source, rejection = _check(block.body, cut_off=False)
         if source is not None:
-            return source, None
+            return Extraction(source, None, _dropped_note(blocks, block, failed))
+        assert rejection is not None
+        failed[block.number] = rejection.message
         last_error = last_error or rejection
-    return None, last_error
+    return Extraction(None, last_error)
+
+
+def _blocks(text: str) -> list[_Block]:
+    out = []
+    for m in _FENCE.finditer(text):
+        first = text.count("\n", 0, m.start()) + 1
+        last = first + m.group(0).rstrip("\n").count("\n")
+        out.append(_Block(len(out) + 1, m.group("lang").lower(), m.group("body"), first, last))
+    return out
+
+
+def _dropped_note(blocks: list[_Block], taken: _Block, failed: dict[int, str]) -> str:
+    """Feedback for an answer of several blocks: which one became the file, and why not the others."""
+    if len(blocks) < 2:
+        return ""
+    why = []
+    for b in blocks:
+        if b is taken:
+            continue
+        if b.lang not in _PY_TAGS:
+            reason = "not a Python block; only the Python file is run (CUDA or C++ source goes inside it)"
+        elif "ModelNew" not in b.body:
+            reason = "it does not define ModelNew; code outside the one file is never seen by the evaluator"
+        elif b.number in failed:
+            reason = failed[b.number].rstrip(".")
+        else:
+            reason = "an earlier version; only the last complete file is evaluated"
+        why.append(f"{b.where()}: {reason}")
+    if len(why) > MAX_NOTED_BLOCKS:
+        why = why[:MAX_NOTED_BLOCKS] + [f"and {len(why) - MAX_NOTED_BLOCKS} more blocks"]
+    return (
+        f"Your answer held {len(blocks)} code blocks. The solution file was taken from {taken.where()}, "
+        "the last Python block that defines ModelNew and parses. Dropped: "
+        + "; ".join(why)
+        + ". Answer with one complete file in a single ```python block."
+    )
 
 
 def extract_ideas(text: str, limit: int) -> list[str]:
@@ -112,6 +181,10 @@ def _defines_model_new(text: str) -> bool:
 
 def _malformed(message: str, detail: str = "") -> Rejection:
     return Rejection("malformed_answer", message, detail)
+
+
+def _rejected(message: str, detail: str = "") -> Extraction:
+    return Extraction(None, _malformed(message, detail))
 
 
 def _excerpt(source: str, line: int | None, around: int = 2) -> str:

@@ -23,16 +23,18 @@ _ERROR_LINE = re.compile(r"\berror\b|Error:|^E\s", re.IGNORECASE)
 
 
 def describe_candidate(c: Candidate) -> str:
-    """The feedback for one candidate, headed by its id."""
+    """The feedback for one candidate, headed by its id; how its answer was read comes last."""
+    return _judgement(c) + (f"\n{c.note}" if c.note else "")
+
+
+def _judgement(c: Candidate) -> str:
+    repeat = f" (identical to {c.duplicate_of}, not evaluated again)" if c.duplicate_of else ""
     if c.rejection is not None:
-        text = f"Candidate {c.id}: not evaluated ({c.rejection.code}). {c.rejection.message}"
+        text = f"Candidate {c.id}{repeat}: not evaluated ({c.rejection.code}). {c.rejection.message}"
         return text + (f"\n{trim_log(c.rejection.detail)}" if c.rejection.detail else "")
     if c.verdict is None:
         return f"Candidate {c.id}: no verdict."
-    head = f"Candidate {c.id}"
-    if c.duplicate_of:
-        head += f" (identical to {c.duplicate_of}, not evaluated again)"
-    return f"{head}: {describe_verdict(c.verdict)}"
+    return f"Candidate {c.id}{repeat}: {describe_verdict(c.verdict)}"
 
 
 def describe_verdict(v: Verdict) -> str:

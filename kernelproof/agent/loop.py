@@ -6,6 +6,15 @@ be evaluated); the calls run concurrently (from the log where it has the answer)
 candidates (a malformed one is rejected before evaluation); the candidates of the turn are
 evaluated concurrently through ``evaluate_many``; the verdicts go back to the strategy through
 the state. Only a PASS verdict can make a candidate the best (see ranking).
+
+The provider's reported usage is what is charged. A reply that reports more tokens than the call
+reserved (more output than the cap it was sent, or more input than its prompt's byte bound) is
+charged in full, warned about, and ends the run after its turn is judged (``reply_over_cap``):
+a provider that does not keep to the cap it is sent leaves no budget that can be kept.
+
+An answer that repeats an earlier one (the same file, or without a file the same text,
+whitespace aside) is not evaluated again but counts against ``max_candidates``, so a model
+that keeps repeating itself runs out of candidates instead of calls.
 """
 
 from __future__ import annotations
@@ -19,11 +28,11 @@ from typing import Any
 
 from kernelproof.agent import ranking
 from kernelproof.agent.backends import Backend, BackendConfig
-from kernelproof.agent.budget import Budget, CallGrant, EvalGrant
+from kernelproof.agent.budget import Budget, CallGrant, EvalGrant, Refusal
 from kernelproof.agent.caller import Caller, Outcome, Slot
 from kernelproof.agent.extract import extract_solution
 from kernelproof.agent.options import AgentOptions
-from kernelproof.agent.records import Candidate, Rejection, candidate_id
+from kernelproof.agent.records import Candidate, Completion, LoggedCall, Rejection, candidate_id
 from kernelproof.agent.run import RunResult, Session, open_session
 from kernelproof.agent.strategies import SearchState, make_strategy
 from kernelproof.options import EvalOptions
@@ -63,7 +72,14 @@ def optimize(
     except BaseException:
         session.fail("interrupted by an exception; resume with --resume " + session.run_id)
         raise
-    return session.finish(loop.state.candidates, stop, loop.caller)
+    return session.finish(
+        loop.state.candidates,
+        stop,
+        loop.caller,
+        stop_detail=loop.stop_detail,
+        warnings=loop.warnings,
+        causes=loop.causes,
+    )
 
 
 class _Loop:
@@ -78,10 +94,15 @@ class _Loop:
         self.state = SearchState(session.ctx)
         self._known: dict[str, Candidate] = {}  # id -> latest version
         self._by_sha: dict[str, str] = {}  # source hash -> id of the first candidate with it
+        self._by_text: dict[str, str] = {}  # an answer without a file, whitespace normalised -> first id
         self._call_grants: dict[int, CallGrant] = {}
         self._eval_grants: dict[int, EvalGrant] = {}
         self._task_error = False
         self._longest_eval_s = 0.0  # the longest evaluation so far: the default reservation
+        self._over_cap = ""  # the first reply that reported more tokens than its call reserved
+        self.stop_detail = ""  # the figures behind the stop reason, in words
+        self.warnings: list[str] = []  # said as they happen, and kept in the summary
+        self.causes: list[str] = []  # spending that went past its reservation: why a budget may not hold
 
     def run(self) -> str:
         rounds = since_improved = failed_turns = 0
@@ -95,9 +116,13 @@ class _Loop:
             turn = self.state.turn
             slots = self._admit(turn, requests)
             if not slots:
-                return self._budget_reason() or self.budget.refused
+                refusal = (
+                    self.budget.exhausted(self._min_call_tokens(), self._reserve_s()) or self.budget.refused
+                )
+                assert refusal is not None  # the first request was refused, so a refusal was recorded
+                return self._stop_for(refusal)
             outcomes = self.caller.run(turn, slots)
-            self._settle_calls(outcomes)
+            self._settle_calls(turn, outcomes)
             if self.caller.live is None and all(o.origin == "missing" for o in outcomes):
                 for grant in self._eval_grants.values():
                     self.budget.release_eval(grant)
@@ -124,10 +149,17 @@ class _Loop:
             self.state.turn += 1
             if self._task_error:
                 return "task_error"
+            if self._over_cap:
+                self.stop_detail = self._over_cap
+                return "reply_over_cap"
             if fatal is not None and self.caller.live is not None:
                 self.s.error = str(fatal)
                 return "backend_error"
             if failed_turns >= self.o.max_failed_turns:
+                last = next((o.error for o in reversed(outcomes) if o.error is not None), None)
+                self.stop_detail = f"the calls of {failed_turns} turns in a row failed" + (
+                    f"; the last: {last}" if last is not None else ""
+                )
                 return "backend_unavailable"
 
     def _best_score(self) -> ranking.Score | None:
@@ -144,11 +176,15 @@ class _Loop:
         sol = ranking.sol_fraction(ranking.best(self.state.candidates))
         if target is not None and sol is not None and sol >= target:
             return "sol_target"
-        return self._budget_reason()
+        refusal = self.budget.exhausted(self._min_call_tokens(), self._reserve_s())
+        return self._stop_for(refusal) if refusal is not None else ""
 
-    def _budget_reason(self) -> str:
-        min_tokens = 0 if self.caller.live is None else self.o.min_output_tokens
-        return self.budget.exhausted(min_tokens, self._reserve_s())
+    def _stop_for(self, refusal: Refusal) -> str:
+        self.stop_detail = refusal.detail
+        return refusal.limit
+
+    def _min_call_tokens(self) -> int:
+        return 0 if self.caller.live is None else self.o.min_output_tokens
 
     def _reserve_s(self) -> float:
         """GPU seconds to reserve for one evaluation (see budget: a bound only when given)."""
@@ -170,13 +206,11 @@ class _Loop:
                     break
             failed_before = "" if logged is not None else self.caller.failed_before(turn, sample)
             if failed_before:
+                self.budget.charge_failed_call()
                 slots.append(Slot(sample, req, 0, None, failed_before))
             elif logged is not None or self.caller.live is None:
                 if logged is not None:
-                    cost = logged.cost_usd
-                    if cost is None:
-                        cost = self.budget.cost_of(logged.input_tokens, logged.output_tokens) or 0.0
-                    self.budget.charge_call(logged.input_tokens, logged.output_tokens, cost)
+                    self._charge_logged(turn, sample, logged)
                 slots.append(Slot(sample, req, 0, logged))
             else:
                 grant = self.budget.reserve_call(
@@ -192,15 +226,56 @@ class _Loop:
                 self._eval_grants[sample] = eval_grant
         return slots
 
-    def _settle_calls(self, outcomes: list[Outcome]) -> None:
+    def _charge_logged(self, turn: int, sample: int, logged: LoggedCall) -> None:
+        """Charge an answer on record (not asked again); say so if it alone crosses a limit."""
+        before = {o.limit for o in self.budget.overruns()}
+        cost = logged.cost_usd
+        if cost is None:
+            cost = self.budget.cost_of(logged.input_tokens, logged.output_tokens) or 0.0
+        self.budget.charge_call(logged.input_tokens, logged.output_tokens, cost)
+        for o in self.budget.overruns():
+            if o.limit not in before:
+                self.causes.append(
+                    f"{o.limit}: the answers on record up to call {candidate_id(turn, sample)} (served from the "
+                    f"log, not asked again) already spent {o.spent:g} of the {o.allowed:g} given now"
+                )
+
+    def _settle_calls(self, turn: int, outcomes: list[Outcome]) -> None:
         for o in outcomes:
             grant = self._call_grants.pop(o.slot.sample, None)
             if grant is None:
                 continue
             if o.completion is None:
-                self.budget.release_call(grant)
-            else:
-                self.budget.settle_call(grant, o.completion.input_tokens, o.completion.output_tokens)
+                self.budget.settle_failed_call(grant)
+                continue
+            done = o.completion
+            cost = self.budget.settle_call(grant, done.input_tokens, done.output_tokens)
+            if not done.usage_estimated:
+                self._check_reported_use(candidate_id(turn, o.slot.sample), grant, done, cost)
+
+    def _check_reported_use(self, call: str, grant: CallGrant, done: Completion, cost: float) -> None:
+        """Warn about, and stop after, a reply that reports more than its call reserved."""
+        over = []
+        if done.output_tokens > grant.output_tokens:
+            over.append(
+                f"{done.output_tokens} output tokens, over the cap of {grant.output_tokens} sent with it"
+            )
+        if done.input_tokens > grant.input_tokens:
+            over.append(
+                f"{done.input_tokens} input tokens, over the bound of {grant.input_tokens} its prompt's size gives"
+            )
+        if not over:
+            return
+        price = "" if self.budget.price is None else f" (${cost:.4f})"
+        text = (
+            f"the reply to call {call} reported {' and '.join(over)}; what it reported is counted{price}, "
+            "and the run stops: a provider that does not keep to the cap it is sent leaves no budget that "
+            "can be kept"
+        )
+        self.warnings.append(text)
+        self.causes.append(text)
+        self.say("warning: " + text)
+        self._over_cap = self._over_cap or text
 
     # --- candidates ------------------------------------------------------------------------
     def _judge(self, turn: int, outcomes: list[Outcome]) -> list[Candidate]:
@@ -213,11 +288,12 @@ class _Loop:
                 continue
             c = self._candidate(turn, o)
             stored = self.s.stored.get(c.id)
-            earlier = self._by_sha.get(c.source_sha256) if c.source_sha256 else None
-            if c.rejection is not None or earlier is not None:
+            earlier = self._earlier(c)
+            if earlier is not None:  # a repeat: counted as a candidate, not judged again
+                self.budget.settle_repeat(grant)
+                c = dataclasses.replace(c, duplicate_of=earlier)
+            elif c.rejection is not None:
                 self.budget.release_eval(grant)
-                if earlier is not None:
-                    c = dataclasses.replace(c, duplicate_of=earlier)
             elif (
                 stored is not None and stored.source_sha256 == c.source_sha256 and stored.verdict is not None
             ):
@@ -228,6 +304,8 @@ class _Loop:
                 pending.append((c, grant))
             if c.source_sha256:
                 self._by_sha.setdefault(c.source_sha256, c.id)
+            else:
+                self._by_text.setdefault(_normalised(c.response), c.id)
             self._known[c.id] = c
             made.append(c)
         self._evaluate(pending)
@@ -242,17 +320,34 @@ class _Loop:
             final.append(c)
         return final
 
+    def _earlier(self, c: Candidate) -> str | None:
+        """The id of an earlier candidate that ``c`` repeats, if any.
+
+        With a file: the same bytes (a file that differs only in whitespace is a different program
+        in Python, so it is evaluated). Without one: the same answer, whitespace aside.
+        """
+        if c.source_sha256:
+            return self._by_sha.get(c.source_sha256)
+        return self._by_text.get(_normalised(c.response))
+
     def _candidate(self, turn: int, o: Outcome) -> Candidate:
         req, done = o.slot.request, o.completion
         assert done is not None
         cid = candidate_id(turn, o.slot.sample)
-        source, rejection = extract_solution(done.text, done.finish_reason)
+        got = extract_solution(done.text, done.finish_reason)
         base = dict(
-            id=cid, turn=turn, sample=o.slot.sample, kind=req.kind, parents=req.parents, idea=req.idea
+            id=cid,
+            turn=turn,
+            sample=o.slot.sample,
+            kind=req.kind,
+            parents=req.parents,
+            idea=req.idea,
+            note=got.note,
         )
+        source = got.source
         if source is None:
             return Candidate(
-                **base, response=done.text, path="", source="", source_sha256="", rejection=rejection
+                **base, response=done.text, path="", source="", source_sha256="", rejection=got.rejection
             )
         path = self.s.candidates_dir / f"{cid}.py"
         path.write_text(source)
@@ -275,6 +370,11 @@ class _Loop:
             c, grant = hit
             gpu_s = v.elapsed_s if _decided_since(v, started) else 0.0  # else served from the store
             self.budget.settle_eval(grant, gpu_s)
+            if gpu_s > grant.gpu_seconds + 1e-9 and self.o.limits.max_gpu_seconds is not None:
+                self.causes.append(
+                    f"max_gpu_seconds: the evaluation of {c.id} took {gpu_s:.1f} GPU s, more than the "
+                    f"{grant.gpu_seconds:.1f} reserved for it (--eval-reserve bounds each evaluation)"
+                )
             self._longest_eval_s = max(self._longest_eval_s, gpu_s)
             c = dataclasses.replace(c, verdict=v, gpu_s=gpu_s)
             self._known[c.id] = c
@@ -296,7 +396,12 @@ class _Loop:
             f"turn {turn}: {len(new)} candidates, {passed} verified; best {best.id if best else '-'} "
             f"{ranking.speedup_text(best)}; spent {self.budget.tokens} tokens, {dollars}, "
             f"{self.budget.gpu_seconds:.1f} GPU s, {self.budget.candidates} evaluated"
+            + (f", {self.budget.repeats} repeats" if self.budget.repeats else "")
         )
+
+
+def _normalised(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _decided_since(v: Verdict, started: datetime) -> bool:

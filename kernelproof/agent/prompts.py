@@ -5,6 +5,11 @@ cache serves the long common prefix; what differs (earlier candidates, their fee
 implement) comes last. The rules are written from the evaluator's reason codes, so the model is
 told in advance exactly what gets an answer rejected and why. Prompts hold no timestamps or run
 ids: the same state gives the same prompt and the same hash.
+
+Earlier answers and files come back bounded (``MAX_HISTORY_CHARS`` each, with a marker that says
+what was cut and how much): a model that once wrote 2 MB would otherwise have those 2 MB re-sent,
+and paid for, in every later prompt. An answer cut for the history keeps its solution file when
+the file fits, since that is what the model works on next.
 """
 
 from __future__ import annotations
@@ -62,6 +67,8 @@ LANGUAGES = {
     "module level). Launch on the inputs' device, never a hard-coded 'cuda'.",
 }
 
+MAX_HISTORY_CHARS = 16_000  # of one earlier answer or file shown again in a later prompt (~4 k tokens)
+
 ANSWER_FORMAT = (
     "Answer with exactly one complete Python file in a single ```python fenced block. The file defines "
     "`class ModelNew(nn.Module)` whose constructor takes the same arguments as `Model` and whose forward "
@@ -116,7 +123,7 @@ def refine_prompt(ctx: PromptContext, lineage: list[Candidate], best: Candidate 
     """The next turn of one conversation: each earlier answer, then its feedback."""
     messages = [Message("user", task_text(ctx) + "\n\nWrite ModelNew: correct first, then fast.")]
     for c in lineage:
-        messages.append(Message("assistant", c.response or "(no answer)"))
+        messages.append(Message("assistant", earlier_answer(c)))
         messages.append(Message("user", describe_candidate(c) + "\n\n" + _next_step(c, best)))
     return Prompt(system_text(ctx), tuple(messages))
 
@@ -160,9 +167,34 @@ def _prompt(ctx: PromptContext, ask: str) -> Prompt:
     return Prompt(system_text(ctx), (Message("user", task_text(ctx) + "\n\n" + ask),))
 
 
+def earlier_answer(c: Candidate) -> str:
+    """An earlier answer as a later prompt carries it: whole when short, else its file, else cut."""
+    text = c.response or "(no answer)"
+    if len(text) <= MAX_HISTORY_CHARS:
+        return text
+    file = c.source.rstrip()
+    if file and len(file) <= MAX_HISTORY_CHARS:
+        return (
+            f"[This answer of {len(text)} characters is cut to the solution file taken from it "
+            f"({len(file)} characters); the other {len(text) - len(file)} characters are left out.]\n\n"
+            f"```python\n{file}\n```"
+        )
+    return cut_middle(text, MAX_HISTORY_CHARS, "answer")
+
+
+def cut_middle(text: str, max_chars: int, what: str) -> str:
+    """``text`` with its middle replaced by a marker that says how much was cut, when it is too long."""
+    if len(text) <= max_chars:
+        return text
+    head = max_chars * 3 // 4
+    tail = max_chars - head
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[... {cut} of this {what}'s {len(text)} characters cut here ...]\n{text[-tail:]}"
+
+
 def _shown(c: Candidate, title: str) -> str:
-    code = c.source or c.response
-    return f"{title} ({c.id}):\n\n```python\n{code.rstrip()}\n```\n\nIts evaluation:\n{describe_candidate(c)}"
+    code = cut_middle((c.source or c.response).rstrip(), MAX_HISTORY_CHARS, "file")
+    return f"{title} ({c.id}):\n\n```python\n{code}\n```\n\nIts evaluation:\n{describe_candidate(c)}"
 
 
 def _next_step(c: Candidate, best: Candidate | None) -> str:

@@ -101,8 +101,10 @@ class Candidate:
     source_sha256: str  # of the solution file's bytes ("" when there is none)
     rejection: Rejection | None = None  # set when it was never evaluated
     verdict: Verdict | None = None  # the evaluator's judgement
-    duplicate_of: str = ""  # id of an earlier candidate with the same source, whose verdict it shares
+    duplicate_of: str = ""  # id of an earlier candidate this answer repeats (same file, or same text
+    # without a file, whitespace aside); it is not evaluated again and shares that candidate's judgement
     gpu_s: float = 0.0  # GPU seconds charged: its verdict's elapsed_s, 0 when the store served an earlier one
+    note: str = ""  # how the answer was read (code blocks dropped), told to the model with the verdict
 
     @property
     def passed(self) -> bool:

@@ -38,6 +38,8 @@ class Spend:
     dollars: float  # at the price table's rates
     gpu_seconds: float  # sum of the evaluations' elapsed_s (a verdict served from the store costs 0)
     evaluated: int  # candidates judged by the evaluator
+    repeats: int  # answers that repeated an earlier one: not judged again, counted against max_candidates
+    calls: int  # LLM calls of the run, answered or failed (resumed and replayed ones included)
     live_calls: int  # calls this process sent to a provider
     failed_calls: int  # calls that got no answer
     retries: int  # extra HTTP attempts of answered live calls
@@ -47,7 +49,7 @@ class Spend:
 class RunResult:
     run_id: str  # the run's id in the store
     out_dir: str  # the run's folder
-    stop_reason: str  # why the loop ended: max_candidates, no_improvement, sol_target, ...
+    stop_reason: str  # why the loop ended: max_candidates, no_improvement, sol_target, reply_over_cap, ...
     best: Candidate | None  # the fastest verified candidate (PASS only), None when none passed
     candidates: tuple[Candidate, ...]  # every candidate, in order
     spend: Spend  # what the run used
@@ -57,6 +59,8 @@ class RunResult:
         default_factory=dict
     )  # best, verdict, summary_md, summary_json, plot, replay
     error: str = ""  # the backend's message when stop_reason is backend_error
+    stop_detail: str = ""  # the figures behind the stop reason (which budget, spent, needed, left)
+    warnings: tuple[str, ...] = ()  # what went wrong without ending in an exception (a reply over its cap)
 
     @property
     def best_verdict(self) -> Verdict | None:
@@ -100,7 +104,16 @@ class Session:
     def fail(self, reason: str) -> None:
         self.memory.update_run(self.run_id, status="failed", stop_reason=reason, finished_at=now())
 
-    def finish(self, candidates: list[Candidate], stop: str, caller: Caller) -> RunResult:
+    def finish(
+        self,
+        candidates: list[Candidate],
+        stop: str,
+        caller: Caller,
+        *,
+        stop_detail: str = "",
+        warnings: list[str] | tuple[str, ...] = (),
+        causes: list[str] | tuple[str, ...] = (),
+    ) -> RunResult:
         best = ranking.best(candidates)
         files = {"replay": str(self.out_dir / "replay.jsonl")}
         if best is not None and best.verdict is not None:
@@ -115,6 +128,8 @@ class Session:
             dollars=self.budget.dollars,
             gpu_seconds=self.budget.gpu_seconds,
             evaluated=self.budget.candidates,
+            repeats=self.budget.repeats,
+            calls=self.budget.calls,
             live_calls=caller.live_calls,
             failed_calls=len(calls) - len(answered),
             retries=sum(max(0, c["attempts"] - 1) for c in answered),
@@ -127,7 +142,12 @@ class Session:
             model=self.model,
             strategy=self.options.strategy,
             stop_reason=stop,
+            stop_detail=stop_detail or (self.error if stop == "backend_error" else ""),
             budgets_held=self.budget.within_limits(),
+            budgets_exceeded=[o.__dict__ for o in self.budget.overruns()],
+            limits=self.budget.limits.given(),
+            warnings=list(warnings),
+            overrun_causes=list(causes),
             price=None if self.budget.price is None else list(self.budget.price.__dict__.values()),
             diverged=caller.diverged,
             spend=spend.__dict__,
@@ -159,6 +179,8 @@ class Session:
             summary,
             files,
             self.error,
+            summary["stop_detail"],
+            tuple(warnings),
         )
 
 

@@ -135,25 +135,29 @@ def _count(items: Any) -> dict[str, int]:
 
 def render_markdown(s: dict[str, Any]) -> str:
     best = s["best"]
+    spend = s.get("spend", {})
+    detail = s.get("stop_detail") or ""
+    repeats = spend.get("repeats", 0)
     lines = [
         f"# kernelproof optimize: {s.get('task', '')}",
         "",
         f"- run `{s.get('run_id', '')}`, model `{s.get('model', '')}`, strategy `{s.get('strategy', '')}`",
-        f"- stopped: {s.get('stop_reason', '')}",
-        f"- candidates: {s['candidates']} ({s['evaluated']} evaluated, {s['verified']} verified)",
+        f"- stopped: {s.get('stop_reason', '')}" + (f" ({detail})" if detail else ""),
+        f"- candidates: {s['candidates']} ({s['evaluated']} evaluated, {s['verified']} verified"
+        + (f", {repeats} repeats of an earlier answer" if repeats else "")
+        + ")",
         "- best: " + ("none verified" if best is None else f"{best['id']}, {_speedup(best)}"),
     ]
-    spend = s.get("spend", {})
     if spend:
         lines.append(
             f"- spent: {spend['input_tokens']} input + {spend['output_tokens']} output tokens, "
             + ("$? (no price known)" if s.get("price") is None else f"${spend['dollars']:.4f}")
             + f", {spend['gpu_seconds']:.1f} GPU s, {spend['live_calls']} live calls"
         )
-    if s.get("budgets_held") is False:
-        lines.append(
-            "- **a budget was exceeded**: an evaluation took longer than the GPU seconds reserved for it"
-        )
+    lines += _budget_lines(s)
+    warnings = s.get("warnings") or []
+    if warnings:
+        lines += ["", "## Warnings", ""] + [f"- {w}" for w in warnings]
     lines += [
         "",
         "| turn | kind | calls | in tok | out tok | $ | LLM s | cands | verified | rejected | GPU s | best |",
@@ -173,6 +177,33 @@ def render_markdown(s: dict[str, Any]) -> str:
     lines += ["", "| GPU time by outcome | seconds |", "|---|---|"]
     lines += [f"| {k} | {v:.1f} |" for k, v in s["gpu_seconds_by_outcome"].items()]
     return "\n".join(lines) + "\n"
+
+
+def _budget_lines(s: dict[str, Any]) -> list[str]:
+    """Which budget was exceeded, by how much, and what made it happen (never a guessed cause)."""
+    if s.get("budgets_held") is not False:
+        return []
+    exceeded = s.get("budgets_exceeded") or []
+    causes = s.get("overrun_causes") or []
+    lines = []
+    for o in exceeded:
+        lines.append(
+            f"- **a budget was exceeded**: {o['limit']}: {_amount(o['limit'], o['spent'])} spent, "
+            f"over the limit of {_amount(o['limit'], o['allowed'])}"
+        )
+    if not exceeded:
+        lines.append("- **a budget was exceeded**")
+    lines += [f"  - why: {c}" for c in causes]
+    return lines
+
+
+def _amount(limit: str, value: float) -> str:
+    if limit == "max_dollars":
+        return f"${value:.4f}"
+    if limit == "max_gpu_seconds":
+        return f"{value:.1f} GPU s"
+    unit = {"max_tokens": "tokens", "max_calls": "calls", "max_candidates": "candidates"}.get(limit, "")
+    return f"{value:.0f} {unit}".strip()
 
 
 def _speedup(best: dict[str, Any]) -> str:

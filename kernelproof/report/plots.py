@@ -38,13 +38,57 @@ def to_data_uri(fig: Any) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+MAX_SPEEDUP_LABELS = 8  # tick labels on a speedup axis: "0.0001x" and its kind are wide
+
+
+def speedup_ticks(lo: float, hi: float, max_labels: int = MAX_SPEEDUP_LABELS) -> list[float]:
+    """Tick positions between ``lo`` and ``hi`` (both > 0) on a log speedup axis: few enough to read.
+
+    Why not matplotlib's LogLocator with subs 1, 2, 5: it puts three ticks in every decade, so a
+    run whose speedups span 1e-4x to 10x gets fifteen labels that run into each other. Here a
+    range of up to two decades gets 1-2-5 ticks, a wider one a tick per decade, and a range
+    wider than ``max_labels`` decades a tick every few decades; never more than ``max_labels``.
+    """
+    lo, hi = min(lo, hi), max(lo, hi)
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    for subs in ((1.0, 2.0, 5.0), (1.0,)):
+        ticks = [m * 10.0**e for e in range(first, last + 1) for m in subs]
+        ticks = [t for t in ticks if lo * (1 - 1e-9) <= t <= hi * (1 + 1e-9)]
+        if len(ticks) <= max_labels:
+            return ticks
+    step = math.ceil((last - first + 1) / max_labels)
+    start = math.ceil(math.log10(lo) - 1e-9)
+    # Decades that are multiples of the step, so 1x stays a tick whenever it is in range.
+    start += (-start) % step
+    return [10.0**e for e in range(start, math.floor(math.log10(hi) + 1e-9) + 1, step)]
+
+
+def speedup_label(value: float) -> str:
+    """``2x``, ``0.5x``, ``0.0001x``, and ``1e-5x`` rather than ``1e-05x``."""
+    text = f"{value:g}"
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}e{int(exponent)}"
+    return text + "x"
+
+
 def _speedup_axis(ax: Any) -> None:
-    """Log x axis labelled 0.5x, 1x, 2x, 5x rather than powers of ten."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    """Log x axis labelled 0.5x, 1x, 2x, 5x rather than powers of ten, thinned to stay readable."""
+    from matplotlib.ticker import FuncFormatter, Locator, NullFormatter
+
+    class SpeedupLocator(Locator):
+        def __call__(self) -> list[float]:
+            lo, hi = self.axis.get_view_interval()
+            return self.tick_values(lo, hi)
+
+        def tick_values(self, vmin: float, vmax: float) -> list[float]:
+            if not (vmin > 0 and vmax > 0 and math.isfinite(vmin) and math.isfinite(vmax)):
+                return []
+            return speedup_ticks(vmin, vmax)
 
     ax.set_xscale("log")
-    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+    ax.xaxis.set_major_locator(SpeedupLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: speedup_label(v)))
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 

@@ -2,8 +2,9 @@
 
 One server class answers both the OpenAI chat-completions route and the Anthropic messages route
 with scripted actions: a text reply (usage counted as bytes/4 and cut at the request's token cap
-like a real server), an HTTP error status with headers (429 with retry-after), or a dropped
-connection. Every request is counted and kept, so tests can assert that replay makes none.
+like a real server, unless the reply is told to report more output tokens than the cap), a 200
+reply whose body is not the API's format, an HTTP error status with headers (429 with
+retry-after), or a dropped connection. Every request is counted and kept, so tests can assert that replay makes none.
 """
 
 from __future__ import annotations
@@ -21,6 +22,14 @@ from typing import Any
 @dataclass(frozen=True)
 class Reply:
     text: str  # the assistant's answer
+    output_tokens: int | None = None  # usage to report whatever the cap (a server that overbills)
+
+
+@dataclass(frozen=True)
+class Raw:
+    """A 200 reply with this body, whatever it is (not JSON, or JSON of another shape)."""
+
+    body: str
 
 
 @dataclass(frozen=True)
@@ -34,7 +43,7 @@ class Drop:
     """Close the connection without answering."""
 
 
-Action = Reply | Status | Drop
+Action = Reply | Raw | Status | Drop
 
 
 @dataclass
@@ -90,10 +99,13 @@ class LoopbackServer:
                 if isinstance(action, Status):
                     self._send(action.code, _error_body(req.path, action.code), action.headers)
                     return
-                self._send(200, _reply_body(req, action.text), {})
+                if isinstance(action, Raw):
+                    self._send(200, action.body, {})
+                    return
+                self._send(200, _reply_body(req, action.text, action.output_tokens), {})
 
-            def _send(self, code: int, doc: dict[str, Any], headers: dict[str, str]) -> None:
-                data = json.dumps(doc).encode()
+            def _send(self, code: int, doc: dict[str, Any] | str, headers: dict[str, str]) -> None:
+                data = (doc if isinstance(doc, str) else json.dumps(doc)).encode()
                 self.send_response(code)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
@@ -126,11 +138,13 @@ class LoopbackServer:
         self.httpd.server_close()
 
 
-def _reply_body(req: Request, text: str) -> dict[str, Any]:
+def _reply_body(req: Request, text: str, reported: int | None = None) -> dict[str, Any]:
     cap = req.body.get("max_completion_tokens") or req.body.get("max_tokens") or 10**9
     out_tokens, cut = tokens(text), False
     if out_tokens > cap:  # a real server stops at the cap
         text, out_tokens, cut = text.encode()[: cap * 4].decode(errors="ignore"), cap, True
+    if reported is not None:
+        out_tokens = reported
     in_tokens = tokens(req.text)
     model = req.body.get("model", "")
     if req.path == "/v1/messages":

@@ -3,7 +3,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from agent_loopback import Drop, Reply, Status
+from agent_loopback import Drop, Raw, Reply, Status
 
 from kernelproof.agent.backends import (
     AnthropicBackend,
@@ -79,6 +79,35 @@ def test_server_error_retries_run_out_into_a_retryable_backend_error(serve):
         openai_backend(server, max_retries=2).complete(PROMPT, 50)
     assert err.value.retryable and err.value.status == 503 and err.value.attempts == 3
     assert server.count == 3
+
+
+MALFORMED = {
+    "not json": "{not json",
+    "empty": "",
+    "another shape": '{"unexpected": true}',
+    "no choices": '{"choices": [], "content": []}',
+    "a list": "[1, 2]",
+    "text usage": '{"choices": [{"message": {"content": "x"}, "finish_reason": "stop"}], '
+    '"content": [{"type": "text", "text": "x"}], "usage": {"prompt_tokens": "many", "completion_tokens": 1, '
+    '"input_tokens": "many", "output_tokens": 1}}',
+}
+
+
+@pytest.mark.parametrize("backend", [openai_backend, anthropic_backend])
+@pytest.mark.parametrize("body", list(MALFORMED.values()), ids=list(MALFORMED))
+def test_a_200_reply_whose_body_is_not_a_reply_is_retried(serve, backend, body):
+    server = serve(scripted(Raw(body), Reply("after the bad body")))
+    done = backend(server).complete(PROMPT, 50)
+    assert done.text == "after the bad body" and done.attempts == 2
+
+
+@pytest.mark.parametrize("backend", [openai_backend, anthropic_backend])
+def test_malformed_replies_that_do_not_stop_are_a_retryable_backend_error(serve, backend):
+    server = serve(scripted(Raw("{not json")))
+    with pytest.raises(BackendError) as err:
+        backend(server, max_retries=2).complete(PROMPT, 50)
+    assert err.value.retryable and err.value.status == 200 and err.value.attempts == 3
+    assert "MalformedReply: the body is not a valid reply" in str(err.value) and server.count == 3
 
 
 def test_authentication_error_is_not_retried(serve):

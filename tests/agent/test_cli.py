@@ -5,10 +5,10 @@ import json
 import pytest
 import typer
 from agent_fakes import FakeEvaluator, answer
-from agent_loopback import Reply
+from agent_loopback import Raw, Reply
 from typer.testing import CliRunner
 
-from kernelproof.agent.cli import EXIT_FOUND, EXIT_NONE, EXIT_USAGE, register
+from kernelproof.agent.cli import EXIT_FOUND, EXIT_NONE, EXIT_PROVIDER, EXIT_USAGE, register
 
 
 @pytest.fixture
@@ -158,3 +158,62 @@ def test_misuse_exits_2_with_a_sentence(cli, task_file, tmp_path, args, message)
 def test_a_task_is_needed_unless_resuming(cli):
     result = cli("--model", "openai:gpt-5")
     assert result.exit_code == EXIT_USAGE and "TASK is needed" in result.output
+
+
+def run_args(server, tmp_path, *more: str) -> list[str]:
+    return [
+        "--model",
+        "vllm:qwen",
+        "--base-url",
+        server.openai_url,
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path / "run"),
+        "--db",
+        "",
+        "--no-plot",
+        *more,
+    ]
+
+
+def test_malformed_replies_are_retried_then_the_run_exits_4(cli, serve, task_file, tmp_path):
+    server = serve(lambda req: Raw('{"choices": nope'))
+    result = cli(str(task_file), *run_args(server, tmp_path, "--retries", "1"))
+    assert result.exit_code == EXIT_PROVIDER, result.output
+    assert server.count == 6  # three turns of one call, each tried twice
+    assert "stopped: backend_unavailable" in result.output and "MalformedReply" in result.output
+
+
+def test_a_reply_over_its_cap_is_warned_about_on_stderr_and_exits_4(cli, serve, task_file, tmp_path):
+    server = serve(lambda req: Reply(answer("SPEED: 1.4"), output_tokens=req.body["max_tokens"] * 3))
+    result = cli(
+        str(task_file), *run_args(server, tmp_path, "--max-output-tokens", "2000", "--price", "1,10")
+    )
+    assert result.exit_code == EXIT_PROVIDER, result.output
+    stderr = " ".join(result.stderr.split())  # rich wraps at the terminal's width
+    assert "warning: the reply to call t000s00 reported 6000 output tokens, over the cap of 2000" in stderr
+    assert "stopped: reply_over_cap" in result.output and server.count == 1
+    assert (tmp_path / "run" / "best.py").exists()  # what was paid for and verified is kept
+
+
+def test_a_model_that_repeats_itself_stops_at_max_candidates(cli, serve, task_file, tmp_path):
+    server = serve(lambda req: Reply(answer("SPEED: 1.4", "same")))
+    result = cli(str(task_file), *run_args(server, tmp_path, "--max-candidates", "2"))
+    assert result.exit_code == EXIT_FOUND, result.output
+    assert server.count == 2 and "stopped: max_candidates" in result.output and "1 repeats" in result.output
+    assert len(cli.evaluator.evaluated) == 1
+
+
+def test_max_calls_bounds_the_calls_and_says_so(cli, serve, task_file, tmp_path):
+    server = counter_server(serve, ["WRONG"])
+    result = cli(str(task_file), *run_args(server, tmp_path, "--max-calls", "2"))
+    assert result.exit_code == EXIT_NONE and server.count == 2
+    assert "stopped: max_calls (2 of the 2 calls allowed are made)" in result.output
+
+
+def test_help_states_every_exit_code(cli):
+    text = " ".join(cli("--help").output.split())
+    for code in ("0 a verified solution was found", "1 none was", "2 misuse", "3 kernelproof's own failure"):
+        assert code in text
+    assert "4 the LLM provider failed" in text

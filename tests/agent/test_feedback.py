@@ -90,3 +90,11 @@ def test_short_logs_are_kept_whole():
 def test_a_log_without_error_lines_keeps_its_head_and_tail():
     text = trim_log("\n".join(f"line {i}" for i in range(200)), max_lines=20)
     assert "line 0" in text and "line 199" in text and "lines omitted" in text
+
+
+def test_how_the_answer_was_read_follows_the_verdict():
+    note = "Your answer held 2 code blocks. The solution file was taken from block 2 (python, lines 7-20)."
+    text = describe_candidate(candidate("SPEED: 2", note=note))
+    assert text.startswith("Candidate t001s00: PASS") and text.endswith("\n" + note)
+    rejected = candidate("x", verdict=None, rejection=Rejection("malformed_answer", "No code."), note=note)
+    assert describe_candidate(rejected).endswith(note)

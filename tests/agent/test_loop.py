@@ -6,7 +6,7 @@ import threading
 
 import pytest
 from agent_fakes import FakeEvaluator, answer
-from agent_loopback import Drop, Reply, Status
+from agent_loopback import Drop, Raw, Reply, Status
 
 from kernelproof.agent import AgentOptions, Limits, Price, SearchSettings, optimize, parse_model
 from kernelproof.agent.memory import Memory
@@ -311,7 +311,9 @@ def test_without_a_reservation_bound_the_summary_says_when_the_gpu_budget_did_no
         server.count == 3 and res.spend.gpu_seconds == 12
     )  # three 3 s estimates were admitted, each took 4 s
     assert res.summary["budgets_held"] is False
-    assert "a budget was exceeded" in (tmp_path / "run" / "summary.md").read_text()
+    md = (tmp_path / "run" / "summary.md").read_text()
+    assert "**a budget was exceeded**: max_gpu_seconds: 12.0 GPU s spent, over the limit of 10.0 GPU s" in md
+    assert "why: max_gpu_seconds: the evaluation of t000s00 took 4.0 GPU s, more than the 3.0 reserved" in md
 
 
 def test_a_verdict_served_from_the_store_costs_no_gpu_seconds(serve, task_file, tmp_path):
@@ -325,3 +327,178 @@ def test_a_verdict_served_from_the_store_costs_no_gpu_seconds(serve, task_file, 
         task_file, model(server), options(tmp_path, limits=Limits(max_candidates=1)), evaluator=FromStore()
     )
     assert res.spend.gpu_seconds == 0 and res.best.gpu_s == 0 and res.best.verdict.elapsed_s == 7
+
+
+# --- budgets hold: what the provider reports is charged, and the run stops before crossing a limit ---
+
+
+def overbilling(reported=lambda cap: cap + 1):
+    """A server whose every reply is a good answer but reports ``reported(cap)`` output tokens."""
+    n = iter(range(100))
+
+    def respond(req):
+        cap = req.body.get("max_tokens") or req.body.get("max_completion_tokens")
+        return Reply(answer("SPEED: 1.5", str(next(n))), output_tokens=reported(cap))
+
+    return respond
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_reply_over_its_cap_is_charged_warned_about_and_ends_the_run(serve, task_file, tmp_path, provider):
+    server = serve(overbilling(lambda cap: 40_000))
+    price = Price(1.0, 20.0)  # 40 000 output tokens cost $0.80, over the $0.50 budget
+    said = []
+    opts = options(tmp_path, limits=Limits(max_dollars=0.50), price=price, max_output_tokens=32_000)
+    res = optimize(task_file, model(server, provider), opts, evaluator=FakeEvaluator(), progress=said.append)
+    assert server.count == 1 and res.stop_reason == "reply_over_cap"
+    cap = server.requests[0].body["max_tokens"]  # shrunk to what the dollars left allow
+    assert 20_000 < cap < 25_000
+    assert res.spend.output_tokens == 40_000  # counted as the provider reported it
+    assert res.spend.dollars == pytest.approx(price.cost(res.spend.input_tokens, 40_000))
+    overshoot = price.cost(0, 40_000 - cap)
+    assert res.spend.dollars <= 0.50 + overshoot + 1e-12  # over the budget by that one reply's overshoot only
+    warning = f"the reply to call t000s00 reported 40000 output tokens, over the cap of {cap} sent with it"
+    assert any(line.startswith("warning: " + warning) for line in said)
+    assert res.warnings and res.warnings[0].startswith(warning)
+    md = (tmp_path / "run" / "summary.md").read_text()
+    assert "- stopped: reply_over_cap (" + warning in md
+    assert "**a budget was exceeded**: max_dollars: $0.8" in md and "over the limit of $0.5000" in md
+    assert "  - why: " + warning in md and "## Warnings" in md
+    assert "GPU seconds reserved" not in md  # the cause summary.md used to give for any budget
+    assert res.best is not None  # the answer was paid for, so it was judged before stopping
+
+
+def test_a_reply_over_its_cap_ends_the_run_even_with_budget_left(serve, task_file, tmp_path):
+    server = serve(overbilling())
+    opts = options(tmp_path, limits=Limits(max_candidates=10), max_output_tokens=2000, min_output_tokens=100)
+    res = optimize(task_file, model(server, "anthropic"), opts, evaluator=FakeEvaluator())
+    assert server.count == 1 and res.stop_reason == "reply_over_cap"
+    assert res.spend.output_tokens == 2001 and res.summary["budgets_held"] is True
+    assert "2001 output tokens, over the cap of 2000" in res.stop_detail
+
+
+def test_a_budget_stop_says_which_budget_and_the_figures(serve, task_file, tmp_path):
+    server = serve(Script([f"SPEED: 1.{i}" for i in range(1, 9)]))
+    opts = options(
+        tmp_path,
+        limits=Limits(max_dollars=0.02),
+        price=Price(2.0, 8.0),
+        max_output_tokens=1000,
+        min_output_tokens=100,
+    )
+    res = optimize(task_file, model(server), opts, evaluator=FakeEvaluator())
+    assert res.stop_reason == "max_dollars" and res.spend.dollars <= 0.02
+    assert res.stop_detail.startswith("the next call could cost $")
+    assert (
+        "of the $0.02 is left" in res.stop_detail and "input + 100 output tokens at least" in res.stop_detail
+    )
+    md = (tmp_path / "run" / "summary.md").read_text()
+    assert f"- stopped: max_dollars ({res.stop_detail})" in md
+
+
+def test_the_call_budget_counts_failed_calls_and_stops_the_run(serve, task_file, tmp_path):
+    script = Script(["WRONG", "SPEED: 1.2", "SPEED: 1.3"])
+    failures = iter([Status(500)])
+    server = serve(lambda req: next(failures, None) or script(req))
+    opts = options(tmp_path, limits=Limits(max_calls=3))
+    res = optimize(task_file, model(server, max_retries=0), opts, evaluator=FakeEvaluator())
+    assert res.stop_reason == "max_calls" and res.spend.calls == 3 and res.spend.failed_calls == 1
+    assert server.count == 3 and res.stop_detail == "3 of the 3 calls allowed are made"
+
+
+@pytest.mark.parametrize("inside", ["prose", "code"])
+def test_a_huge_answer_is_cut_in_the_history_sent_back(serve, task_file, tmp_path, inside):
+    from kernelproof.agent.prompts import MAX_HISTORY_CHARS
+
+    huge = "Thinking about tiles. " * 95_000  # 2.09 MB
+    first = (
+        huge + "\n\n" + answer("SPEED: 1.1", "huge")
+        if inside == "prose"
+        else "```python\nimport torch\n# " + huge + "\nclass ModelNew:\n    pass\n```\n"
+    )
+    n = iter(range(100))
+    server = serve(
+        lambda req: Reply(first if next(n) == 0 else answer("SPEED: 1.2", str(len(server.requests))))
+    )
+    opts = options(tmp_path, limits=Limits(max_candidates=5), max_output_tokens=600_000, patience=10)
+    res = optimize(task_file, model(server), opts, evaluator=FakeEvaluator())
+    assert len(res.candidates[0].response) > 2_000_000 and len(server.requests) >= 4
+    base = len(server.requests[0].text)  # the first prompt: system, task, no history
+    bound = base + 3 * (MAX_HISTORY_CHARS + 4_000)  # three earlier answers and their feedback at most
+    for req in server.requests[1:]:
+        assert len(req.text) < bound < 120_000
+    sent_back = server.requests[1].body["messages"][-2]["content"]
+    if inside == "prose":
+        assert sent_back.startswith("[This answer of 2090") and "cut to the solution file" in sent_back
+        assert "SPEED: 1.1" in sent_back
+    else:
+        assert "characters cut here ...]" in sent_back and len(sent_back) < MAX_HISTORY_CHARS + 200
+
+
+def test_a_model_that_repeats_itself_runs_out_of_candidates(serve, task_file, tmp_path):
+    server = serve(lambda req: Reply(answer("SPEED: 1.5", "same")))
+    ev = FakeEvaluator()
+    res = optimize(task_file, model(server), options(tmp_path, limits=Limits(max_candidates=2)), evaluator=ev)
+    assert server.count == 2 and res.stop_reason == "max_candidates"
+    assert len(ev.evaluated) == 1 and res.spend.evaluated == 1 and res.spend.repeats == 1
+    assert res.candidates[1].duplicate_of == "t000s00"
+    assert "1 repeats of an earlier answer" in res.stop_detail
+
+
+def test_a_repeated_answer_without_code_counts_too_whitespace_aside(serve, task_file, tmp_path):
+    texts = iter(
+        ["I cannot write this kernel.", "I cannot  write\nthis kernel. ", "I cannot write this kernel."]
+    )
+    server = serve(lambda req: Reply(next(texts, "never asked")))
+    res = optimize(
+        task_file,
+        model(server),
+        options(tmp_path, limits=Limits(max_candidates=2)),
+        evaluator=FakeEvaluator(),
+    )
+    assert server.count == 3 and res.stop_reason == "max_candidates"  # the first is not a candidate
+    assert [c.duplicate_of for c in res.candidates] == ["", "t000s00", "t000s00"]
+    assert res.spend.repeats == 2 and res.spend.evaluated == 0
+
+
+def test_a_file_that_differs_only_in_whitespace_is_evaluated_not_shared(serve, task_file, tmp_path):
+    a = answer("SPEED: 1.5", "ws")
+    b = a.replace("return x * 2", "return  x * 2")
+    texts = iter([a, b])
+    server = serve(lambda req: Reply(next(texts, a)))
+    ev = FakeEvaluator()
+    optimize(task_file, model(server), options(tmp_path, limits=Limits(max_candidates=2)), evaluator=ev)
+    assert len(ev.evaluated) == 2  # Python's whitespace can change the program: never share a verdict
+
+
+def test_the_next_prompt_says_which_code_block_was_taken_and_which_were_dropped(serve, task_file, tmp_path):
+    two = (
+        "A helper:\n```python\ndef scale(x):\n    return x * 2\n```\nThe file:\n```python\n"
+        + answer("SPEED: 1.2").split("```python\n")[1]
+    )
+    texts = iter([two])
+    server = serve(lambda req: Reply(next(texts, answer("SPEED: 1.3", "later"))))
+    optimize(
+        task_file,
+        model(server),
+        options(tmp_path, limits=Limits(max_candidates=2)),
+        evaluator=FakeEvaluator(),
+    )
+    feedback = server.requests[1].last_user
+    assert (
+        "Your answer held 2 code blocks. The solution file was taken from block 2 (python, lines 7-20)"
+        in feedback
+    )
+    assert "Dropped: block 1 (python, lines 2-5): it does not define ModelNew" in feedback
+
+
+def test_a_provider_that_sends_malformed_replies_is_retried_then_ends_the_run(serve, task_file, tmp_path):
+    server = serve(lambda req: Raw("{not json"))
+    res = optimize(
+        task_file,
+        model(server, max_retries=1),
+        options(tmp_path, max_failed_turns=2),
+        evaluator=FakeEvaluator(),
+    )
+    assert res.stop_reason == "backend_unavailable" and server.count == 4  # 2 turns, 2 attempts each
+    assert "MalformedReply" in res.stop_detail and res.spend.calls == 2

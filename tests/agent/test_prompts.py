@@ -4,10 +4,13 @@ from agent_fakes import make_verdict, solution
 
 from kernelproof.agent.context import DeviceInfo, read_task
 from kernelproof.agent.prompts import (
+    MAX_HISTORY_CHARS,
     RULES,
     PromptContext,
     crossover_prompt,
+    cut_middle,
     draft_prompt,
+    earlier_answer,
     ideas_prompt,
     implement_prompt,
     mutate_prompt,
@@ -110,3 +113,32 @@ def test_implement_and_crossover_show_their_inputs(task_file):
     )
     text = crossover_prompt(ctx(task_file), a, b).messages[0].content
     assert "Solution A (t001s00)" in text and "Solution B (t001s01)" in text
+
+
+def test_a_long_earlier_answer_comes_back_as_its_file_with_a_marker(task_file):
+    long = cand("t000s00", "SPEED: 1.1", "I thought hard. " * 10_000 + "```python\n...```")
+    p = refine_prompt(ctx(task_file), [long], long)
+    sent = p.messages[1].content
+    assert sent.startswith(f"[This answer of {len(long.response)} characters is cut to the solution file")
+    assert long.source.rstrip() in sent and len(sent) < MAX_HISTORY_CHARS
+
+
+def test_a_long_answer_without_a_small_file_is_cut_in_the_middle_and_says_how_much(task_file):
+    text = "a" * 50_000 + "b" * 50_000
+    c = Candidate("t000s00", 0, 0, "draft", (), "", text, "", "", "", rejection=None)
+    sent = earlier_answer(c)
+    cut = len(text) - MAX_HISTORY_CHARS
+    assert f"[... {cut} of this answer's {len(text)} characters cut here ...]" in sent
+    assert sent.startswith("a" * 1000) and sent.endswith("b" * 1000)
+    assert len(sent) < MAX_HISTORY_CHARS + 100
+    assert cut_middle("short", 10, "file") == "short"
+
+
+def test_a_huge_file_shown_to_mutate_is_bounded(task_file):
+    big = cand("t000s00", "SPEED: 1.1")
+    big = Candidate(**{**big.__dict__, "source": big.source + "# pad\n" * 20_000})
+    text = mutate_prompt(ctx(task_file), big, big).messages[0].content
+    assert (
+        "characters cut here" in text
+        and len(text) < len(draft_prompt(ctx(task_file)).messages[0].content) + 24_000
+    )

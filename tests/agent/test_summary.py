@@ -73,3 +73,28 @@ def test_renders_markdown_a_terminal_table_and_a_figure(tmp_path):
     assert rich_table(s).row_count == 6
     png = plot(s, tmp_path / "s.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_an_exceeded_budget_is_explained_by_its_real_cause():
+    why = "the reply to call t000s00 reported 40000 output tokens, over the cap of 16384 sent with it"
+    s = summarize(
+        CANDS,
+        CALLS,
+        stop_reason="reply_over_cap",
+        stop_detail=why,
+        budgets_held=False,
+        budgets_exceeded=[{"limit": "max_dollars", "spent": 0.8123, "allowed": 0.5}],
+        warnings=[why],
+        overrun_causes=[why],
+        price=[1.0, 20.0],
+    )
+    md = render_markdown(s)
+    assert f"- stopped: reply_over_cap ({why})" in md
+    assert "- **a budget was exceeded**: max_dollars: $0.8123 spent, over the limit of $0.5000" in md
+    assert f"  - why: {why}" in md and f"## Warnings\n\n- {why}" in md
+    assert "GPU seconds" not in md.split("|")[0]
+
+
+def test_budgets_that_held_say_nothing_about_exceeding():
+    md = render_markdown(summarize(CANDS, CALLS, stop_reason="max_candidates", budgets_held=True))
+    assert "exceeded" not in md and "Warnings" not in md

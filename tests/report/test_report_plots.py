@@ -36,3 +36,42 @@ def test_empty_inputs_still_draw_a_labelled_figure():
     for fig in (plots.fast_p_figure([], ["eager"]), plots.speedup_histogram_figure([], ["eager"])):
         assert "no timed passing results" in [t.get_text() for t in fig.axes[0].texts]
     assert plots.to_data_uri(plots.roofline_figure([], None))
+
+
+def _drawn_speedup_labels(fig):
+    """The x tick labels a reader sees (inside the axis' view), with their boxes on the canvas."""
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    lo, hi = sorted(ax.get_xlim())
+    ticks = [
+        t
+        for t in ax.xaxis.get_major_ticks()
+        if t.label1.get_visible() and t.label1.get_text() and lo <= t.get_loc() <= hi
+    ]
+    return [(t.label1.get_text(), t.label1.get_window_extent()) for t in ticks]
+
+
+def test_speedup_axes_label_a_wide_range_with_few_distinct_labels_that_do_not_overlap(make_verdict):
+    speeds = [1e-4, 3e-3, 0.2, 1.5, 10.0]
+    docs = [
+        make_verdict(task=f"suite/level1/t{i}.py", speedups={"eager": s}).to_json()
+        for i, s in enumerate(speeds)
+    ]
+    results = results_from(docs)
+    for figure in (plots.fast_p_figure, plots.speedup_histogram_figure):
+        labels = _drawn_speedup_labels(figure(results, ["eager"]))
+        texts = [text for text, _ in labels]
+        assert 3 <= len(texts) <= plots.MAX_SPEEDUP_LABELS, texts
+        assert len(set(texts)) == len(texts) and "1x" in texts and "0.0001x" in texts, texts
+        boxes = [box for _, box in labels]
+        assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:])), texts  # left to right, apart
+
+
+def test_speedup_ticks_stay_few_over_any_range():
+    assert [plots.speedup_label(t) for t in plots.speedup_ticks(0.5, 4)] == ["0.5x", "1x", "2x"]
+    for lo, hi in [(0.9, 1.3), (0.05, 20), (1e-4, 10), (1e-12, 1e3), (1e-20, 1e20)]:
+        ticks = plots.speedup_ticks(lo, hi)
+        assert 1 <= len(ticks) <= plots.MAX_SPEEDUP_LABELS and all(lo <= t <= hi for t in ticks)
+        assert len({plots.speedup_label(t) for t in ticks}) == len(ticks)
+    assert 1.0 in plots.speedup_ticks(1e-12, 1e3)  # a thinned axis still marks 1x
+    assert plots.speedup_label(1e-5) == "1e-5x"
