@@ -14,16 +14,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from kernelproof.agent.errors import AgentError
+from kernelproof.console import make_console, say
 
 if TYPE_CHECKING:
     from kernelproof.agent.budget import Limits
 
 EXIT_FOUND, EXIT_NONE, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 
 Opt = typer.Option
 
@@ -158,9 +158,9 @@ def optimize_command(
         )
         result = optimize(task, spec, opts, resume=resume, replay=replay, progress=_say)
     except (AgentError, ValueError) as exc:
-        console.print(f"[red]error:[/] {exc}", highlight=False)
+        say(console, ("error:", "red"), f" {exc}")
         raise typer.Exit(EXIT_USAGE) from None
-    _report(result, Console(stderr=json_path == "-"))
+    _report(result, make_console(stderr=json_path == "-"))
     _write_json(json_path, result)
     if result.stop_reason == "backend_error":
         raise typer.Exit(EXIT_USAGE)
@@ -180,34 +180,30 @@ def _resumed(run: str, db: str | None, limits: Limits, no_plot: bool) -> dict:
 
 
 def _say(line: str) -> None:
-    console.print(line, highlight=False, markup=False)
+    say(console, line)
 
 
-def _report(result, out: Console) -> None:
+def _report(result, out) -> None:
     from kernelproof.agent import ranking
     from kernelproof.agent.summary import rich_table
 
     out.print(rich_table(result.summary))
     s = result.spend
-    out.print(
+    say(
+        out,
         f"stopped: {result.stop_reason}"
         + (f" ({result.error})" if result.error else "")
         + f"; {len(result.candidates)} candidates, {s.evaluated} evaluated; "
         f"{s.input_tokens}+{s.output_tokens} tokens, {_dollars(result)}, {s.gpu_seconds:.1f} GPU s, "
         f"{s.live_calls} live calls"
         + (f"; {result.diverged} replayed answers met a different prompt" if result.diverged else ""),
-        highlight=False,
     )
     if result.best is None:
-        out.print("[red]no verified solution[/]", highlight=False)
+        say(out, ("no verified solution", "red"))
     else:
-        out.print(
-            f"[green]best[/] {result.best.id}: {ranking.speedup_text(result.best)} -> {result.files['best']}",
-            highlight=False,
-        )
-    out.print(
-        f"run {result.run_id} in {result.out_dir} (resume with --resume {result.out_dir})", highlight=False
-    )
+        best = f" {result.best.id}: {ranking.speedup_text(result.best)} -> {result.files['best']}"
+        say(out, ("best", "green"), best)
+    say(out, f"run {result.run_id} in {result.out_dir} (resume with --resume {result.out_dir})")
 
 
 def _dollars(result) -> str:

@@ -73,3 +73,18 @@ def test_renders_markdown_a_terminal_table_and_a_figure(tmp_path):
     assert rich_table(s).row_count == 6
     png = plot(s, tmp_path / "s.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_hostile_task_name_stays_inert_in_markdown_and_the_terminal():
+    from markdown_it import MarkdownIt
+    from rich.console import Console
+
+    name = "x![i](http://e/i.png)<b>[bold]\x1b]0;t\x07"
+    s = summarize(CANDS, CALLS, run_id="r", task=name, model="m", strategy="refine", stop_reason="done")
+    page = MarkdownIt("commonmark").enable("table").render(render_markdown(s))
+    assert "<img" not in page and "<b>" not in page and "\x1b" not in page
+    assert "<h1>kernelproof optimize: <code>x![i](http://e/i.png)&lt;b&gt;[bold]\\x1b]0;t\\x07</code>" in page
+    console = Console(record=True, width=200, force_terminal=True)
+    console.print(rich_table(s))
+    title = console.export_text().splitlines()[0]
+    assert "[bold]\\x1b]0;t\\x07: refine with m" in title
