@@ -36,3 +36,13 @@ def test_empty_inputs_still_draw_a_labelled_figure():
     for fig in (plots.fast_p_figure([], ["eager"]), plots.speedup_histogram_figure([], ["eager"])):
         assert "no timed passing results" in [t.get_text() for t in fig.axes[0].texts]
     assert plots.to_data_uri(plots.roofline_figure([], None))
+
+
+def test_a_hostile_baseline_name_is_drawn_as_written_not_as_mathtext(make_verdict):
+    from kernelproof.report.plots import fast_p_figure, to_data_uri
+
+    docs = [make_verdict(speedups={"eager": 2.0, "$\\frac{$ \x1b[2K": 1.5}).to_json()]
+    figure = fast_p_figure(results_from(docs), ["eager", "$\\frac{$ \x1b[2K"])
+    labels = [t.get_text() for t in figure.axes[0].get_legend().get_texts()]
+    assert labels == ["eager", "\\$\\frac{\\$ \\x1b[2K"]
+    assert to_data_uri(figure).startswith("data:image/png;base64,")  # no mathtext parse error
