@@ -411,11 +411,12 @@ def ceilings_command(
 def _register_optional() -> None:
     """Verbs whose modules bring optional dependencies register without importing them eagerly."""
     try:
-        from kernelproof.report.cli import certify_command, report_command, verify_command
+        from kernelproof.report.cli import certify_command, keys_command, report_command, verify_command
 
         app.command("report")(report_command)
         app.command("certify")(certify_command)
         app.command("verify")(verify_command)
+        app.command("keys")(keys_command)
     except ImportError:  # pragma: no cover - the report package is part of the core install
         pass
     try:
