@@ -19,6 +19,8 @@ from kernelproof.agent.errors import AgentError
 from kernelproof.console import make_console, say
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from kernelproof.agent.budget import Limits
 
 EXIT_FOUND, EXIT_NONE, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -183,7 +185,7 @@ def _say(line: str) -> None:
     say(console, line)
 
 
-def _report(result, out) -> None:
+def _report(result, out: Console) -> None:
     from kernelproof.agent import ranking
     from kernelproof.agent.summary import rich_table
 
