@@ -3,54 +3,69 @@
 ``certify`` evaluates the pair in at least two independent runs (fresh evaluations, separate
 seeds, raw samples kept) and writes one JSON document with the environment, the sha256 of
 kernelproof's source tree, of the task and of the solution (their text embedded), the seeds,
-settings, every run's full verdict, and the equivalence band calibrated from the spread between
-the runs. ``verify`` re-runs the certificate and says whether the result holds: the verdict is
-the same, and every certified speedup is inside its band. docs/certificates.md states the rule.
+the settings that decide a verdict, every run's full verdict, and the claim: the verdict the runs
+agree on and, per baseline, the speedup and its equivalence band (kernelproof/band.py). The
+command line signs it (kernelproof/signing.py).
 
-Why a band from run-to-run spread: a within-run CI describes the noise of one session only. A
-re-run happens in another session (clocks, placement, thermal state), and an honest claim
-checked against a within-run CI alone would often fail.
+``verify`` believes nothing in the document it has not re-derived: the signature must hold, by a
+key the reader trusts (or ``allow_unsigned`` says so); the claim must be what the recorded runs
+give; the bands come from those runs and kernelproof's own calibration constants, never from the
+band fields written in the claim; the embedded task and solution are re-run through the normal
+evaluation API, in its sandbox, with no store and a build cache of their own, whatever paths,
+stores or caches the certificate names. docs/certificates.md states what that proves.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import hashlib
-import json
 import math
-import os
-import platform
 import secrets
-import sys
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import kernelproof
-from kernelproof.errors import UsageError
+from kernelproof import signing
+from kernelproof.band import band_halfwidth_log, derive_claim, positive, same_center
+from kernelproof.certificate import (
+    CERT_SCHEMA,
+    CertificateError,
+    check_structure,
+    embed_file,
+    embedded_bytes,
+    embedded_name,
+    finite_json,
+    host_environment,
+    read_certificate,
+    rerun_options,
+    sha256_file,
+    write_certificate,
+)
 from kernelproof.options import EvalOptions
 from kernelproof.source import source_tree_sha256
 from kernelproof.verdict import Verdict
 
-CERT_SCHEMA = "kernelproof.certificate/1"
+__all__ = [
+    "CERT_SCHEMA",
+    "CertificateError",
+    "Check",
+    "VerifyOptions",
+    "VerifyResult",
+    "certify",
+    "finite_json",
+    "read_certificate",
+    "verify",
+    "write_certificate",
+]
+
 VERIFY_SCHEMA = "kernelproof.verify/1"
-BAND_FLOOR = 0.03  # relative: session-to-session drift a re-run may show (docs/certificates.md)
-PREDICTION_LEVEL = 0.95  # two-sided level of the prediction interval for a re-run's speedup
-# Student t quantiles t(0.975, df) for df = 1..30 (standard tables); beyond 30 the normal 1.96 is used.
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-         2.045, 2.042)  # fmt: skip
 
 Evaluator = Callable[[Any, Any, EvalOptions], Verdict]
-
-
-class CertificateError(UsageError):
-    """A certificate that cannot be made or read (misuse or a damaged file; not a failed claim)."""
 
 
 def certify(
@@ -61,10 +76,11 @@ def certify(
     *,
     evaluate: Evaluator | None = None,
 ) -> dict[str, Any]:
-    """Evaluate ``runs`` times independently and return the certificate document.
+    """Evaluate ``runs`` times independently and return the (unsigned) certificate document.
 
     Each run is a fresh evaluation (``fresh=True``: nothing served from a store) with its own
     seed and ``keep_samples=True``. ``evaluate`` defaults to :func:`kernelproof.api.evaluate`.
+    :func:`write_certificate` signs it with the key it is given.
     """
     if runs < 2:
         raise CertificateError("a certificate needs at least two independent runs to calibrate its band")
@@ -75,102 +91,20 @@ def certify(
     for i in range(runs):
         seed = _run_seed(base.seed, i)
         records.append(_timed_run(evaluate, task_p, sol_p, base.replace(seed=seed)))
-    docs = [r["verdict"] for r in records]
-    return {
-        "schema": CERT_SCHEMA,
-        "created_at": _now(),
-        "kernelproof": {"version": kernelproof.__version__, "source_sha256": source_tree_sha256()},
-        "environment": host_environment(),
-        "task": embed_file(task_p),
-        "solution": embed_file(sol_p),
-        "settings": _settings_json(base.replace(seed=None)),
-        "seeds": [r["seed"] for r in records],
-        "runs": records,
-        "claim": _claim(docs),
-    }
-
-
-def write_certificate(cert: dict[str, Any], path: str | Path) -> Path:
-    out = Path(path)
-    out.write_text(json.dumps(cert, indent=1, allow_nan=False) + "\n", encoding="utf-8")
-    return out
-
-
-def read_certificate(path: str | Path) -> dict[str, Any]:
-    try:
-        cert = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise CertificateError(f"{path}: cannot read a certificate ({err})") from err
-    if not isinstance(cert, dict) or cert.get("schema") != CERT_SCHEMA:
-        raise CertificateError(f"{path}: not a {CERT_SCHEMA} document")
-    return cert
-
-
-# ---------------------------------------------------------------------------------------------
-# The equivalence band
-
-
-def t_quantile(df: int) -> float:
-    """t(0.975, df): the two-sided 95 % Student t quantile."""
-    if df < 1:
-        raise ValueError("df must be at least 1")
-    return _T975[df - 1] if df <= len(_T975) else 1.96
-
-
-def band_halfwidth_log(band: dict[str, Any], reruns: int = 1) -> float:
-    """Half-width, in log space, inside which the mean log speedup of ``reruns`` new runs must fall.
-
-    The largest of: the floor; the 95 % prediction interval from the certificate's runs,
-    ``t(0.975, n-1) * s * sqrt(1/reruns + 1/n)``; and the widest within-run CI (between-run
-    noise is never smaller than within-run noise).
-    """
-    n, s = band["runs"], band["log_sd"]
-    predicted = t_quantile(n - 1) * s * math.sqrt(1.0 / reruns + 1.0 / n)
-    return max(math.log1p(band["floor"]), predicted, band["within_run_log_halfwidth"])
-
-
-def calibrate_band(run_speedups: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The band of one baseline from its ``speedup`` entries in every run, or None if any is missing."""
-    medians = [s.get("median") if s else None for s in run_speedups]
-    if not medians or any(not _positive(m) for m in medians):
-        return None
-    logs = [math.log(m) for m in medians]
-    mean = sum(logs) / len(logs)
-    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
-    within = 0.0
-    for s in run_speedups:
-        ci = s.get("ci95")
-        if ci and _positive(ci[0]) and _positive(ci[1]):
-            within = max(within, (math.log(ci[1]) - math.log(ci[0])) / 2)
-    band = {
-        "center": math.exp(mean),  # geometric mean of the runs' medians
-        "runs": len(logs),
-        "log_sd": sd,  # sample standard deviation of log speedups across runs
-        "within_run_log_halfwidth": within,
-        "floor": BAND_FLOOR,
-        "level": PREDICTION_LEVEL,
-    }
-    band["rel_halfwidth_one_rerun"] = math.expm1(band_halfwidth_log(band, 1))
-    return band
-
-
-def _claim(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    outcomes = [d["verdict"] for d in docs]
-    consistent = len(set(outcomes)) == 1
-    claim: dict[str, Any] = {
-        "verdict": outcomes[0] if consistent else "inconsistent",
-        "consistent": consistent,
-        "outcomes": outcomes,
-        "codes": sorted({r["code"] for d in docs for r in d.get("reasons", [])}),
-        "speedups": {},
-    }
-    if consistent and outcomes[0] == "pass":
-        names = set.intersection(*(set(d.get("speedup") or {}) for d in docs))
-        for name in sorted(names):
-            band = calibrate_band([d["speedup"][name] for d in docs])
-            if band is not None:
-                claim["speedups"][name] = band
-    return claim
+    return finite_json(
+        {
+            "schema": CERT_SCHEMA,
+            "created_at": _now(),
+            "kernelproof": {"version": kernelproof.__version__, "source_sha256": source_tree_sha256()},
+            "environment": host_environment(),
+            "task": embed_file(task_p),
+            "solution": embed_file(sol_p),
+            "settings": {k: v for k, v in base.cache_key_fields().items() if k != "seed"},
+            "seeds": [r["seed"] for r in records],
+            "runs": records,
+            "claim": derive_claim([r["verdict"] for r in records]),
+        }
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -179,12 +113,24 @@ def _claim(docs: list[dict[str, Any]]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Check:
-    name: str  # "verdict", "speedup:eager", "task_hash", ...
+    name: str  # "signature", "claim", "verdict", "speedup:eager", "task_hash", ...
     passed: bool  # whether this part of the claim holds
     message: str  # one sentence a person can act on
     certified: float | str | None = None  # what the certificate claims
-    observed: float | str | None = None  # what the re-run found
+    observed: float | str | None = None  # what the re-run (or the recorded runs) found
     band_rel: float | None = None  # relative half-width allowed (speedups only)
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    reruns: int = 1  # re-runs whose mean log speedup is compared with the band
+    task: str | Path | None = None  # a task file to check in place of the embedded text
+    solution: str | Path | None = None  # a solution file to check in place of the embedded text
+    fresh_seeds: bool = False  # new secret seeds instead of the recorded ones
+    # raw Ed25519 public keys the reader trusts -> what names each ("your key", a --trust file)
+    trusted: Mapping[bytes, str] = field(default_factory=dict)
+    allow_unsigned: bool = False  # check the claim without a signature that holds by a trusted key
+    timeout_s: float = EvalOptions.timeout_s  # the verifier's limit on one worker step
 
 
 @dataclass(frozen=True)
@@ -193,6 +139,8 @@ class VerifyResult:
     checks: tuple[Check, ...]  # in the order they were made
     notes: tuple[str, ...] = ()  # differences that do not decide (kernelproof version, device)
     verdicts: tuple[dict[str, Any], ...] = ()  # the re-runs' verdict documents
+    signature: signing.SignatureCheck | None = None  # who signed, and whether it holds
+    unsigned_allowed: bool = False  # --unsigned: the signature did not decide
     schema: str = VERIFY_SCHEMA
 
     @property
@@ -201,74 +149,136 @@ class VerifyResult:
         return [c.message for c in self.checks if not c.passed]
 
     def to_json(self) -> dict[str, Any]:
-        return json.loads(json.dumps(dataclasses.asdict(self), allow_nan=False))
+        return finite_json(dataclasses.asdict(self))
 
 
 def verify(
     cert: str | Path | dict[str, Any],
+    options: VerifyOptions | None = None,
     *,
     evaluate: Evaluator | None = None,
-    reruns: int = 1,
-    task: str | Path | None = None,
-    solution: str | Path | None = None,
-    fresh_seeds: bool = False,
 ) -> VerifyResult:
-    """Re-run a certificate and decide whether its claim holds.
+    """Check a certificate's signature and claim, then re-run it; say whether the result holds.
 
-    The re-runs use the certificate's settings and its recorded seeds (the same cases), or new
-    secret seeds with ``fresh_seeds``. ``task``/``solution`` name files to check in place of the
-    embedded text; their hashes must match the certificate's.
+    Nothing is run unless the signature holds by a trusted key (or ``allow_unsigned``) and the
+    claim is what the recorded runs give. The re-runs use the certificate's verdict-deciding
+    settings and its recorded seeds (the same cases), or new secret seeds with ``fresh_seeds``.
     """
+    opts = options or VerifyOptions()
     doc = cert if isinstance(cert, dict) else read_certificate(cert)
-    if reruns < 1:
+    check_structure(doc)
+    if opts.reruns < 1:
         raise CertificateError("verify needs at least one re-run")
+    sig = signing.check(doc, dict(opts.trusted))
+    checks = [_signature_check(sig, opts.allow_unsigned)]
+    derived = derive_claim([r["verdict"] for r in doc["runs"]])
+    if checks[-1].passed:
+        checks.append(_claim_check(doc["claim"], derived, len(doc["runs"])))
+    if not all(c.passed for c in checks):
+        return _result(checks, (), doc, sig, opts)
     evaluate = evaluate or _default_evaluate()
-    claim = doc["claim"]
-    if not claim["consistent"]:
-        msg = (
-            f"the certificate's own runs disagree ({', '.join(claim['outcomes'])}): nothing stable to verify"
-        )
-        return VerifyResult(False, (Check("certificate", False, msg),))
     with tempfile.TemporaryDirectory(prefix="kernelproof-verify-") as tmp:
-        checks, paths = [], {}
-        for role, given in (("task", task), ("solution", solution)):
-            path, check = _resolve(doc[role], given, Path(tmp) / role, role)
+        paths = {}
+        for role, given in (("task", opts.task), ("solution", opts.solution)):
+            paths[role], check = _resolve(doc[role], given, Path(tmp) / role, role)
             checks.append(check)
-            paths[role] = path
         if not all(c.passed for c in checks):
-            return VerifyResult(False, tuple(checks), _notes(doc))
-        options = _options_from(doc["settings"])
+            return _result(checks, (), doc, sig, opts)
+        rerun = rerun_options(doc["settings"], Path(tmp) / "builds", opts.timeout_s)
+        seeds = [r["seed"] for r in doc["runs"]]
         docs = []
-        for i in range(reruns):
-            seed = _run_seed(None, i) if fresh_seeds else doc["seeds"][i % len(doc["seeds"])]
-            run = _timed_run(evaluate, paths["task"], paths["solution"], options.replace(seed=seed))
+        for i in range(opts.reruns):
+            seed = _run_seed(None, i) if opts.fresh_seeds else seeds[i % len(seeds)]
+            run = _timed_run(evaluate, paths["task"], paths["solution"], rerun.replace(seed=seed))
             docs.append(run["verdict"])
-    checks += _compare(claim, docs)
-    notes = _notes(doc) + _device_notes(doc, docs)
-    return VerifyResult(all(c.passed for c in checks), tuple(checks), notes, tuple(docs))
+    checks += _compare(derived, docs)
+    return _result(checks, tuple(docs), doc, sig, opts, derived)
 
 
-def _compare(claim: dict[str, Any], docs: list[dict[str, Any]]) -> list[Check]:
-    outcomes = [d["verdict"] for d in docs]
-    same = all(o == claim["verdict"] for o in outcomes)
+def _result(
+    checks: list[Check],
+    docs: tuple[dict[str, Any], ...],
+    doc: dict[str, Any],
+    sig: signing.SignatureCheck,
+    opts: VerifyOptions,
+    derived: dict[str, Any] | None = None,
+) -> VerifyResult:
+    """The result of the checks made so far, with the notes the certificate and re-runs call for."""
+    notes = _notes(doc) + (_device_notes(doc, list(docs)) if docs else ())
+    notes += _band_notes(doc["claim"], derived) if derived else ()
+    return VerifyResult(all(c.passed for c in checks), tuple(checks), notes, docs, sig, opts.allow_unsigned)
+
+
+def _signature_check(sig: signing.SignatureCheck, allow_unsigned: bool) -> Check:
+    if sig.state == "valid" and sig.trusted:
+        return Check(
+            "signature", True, f"signed by {sig.fingerprint} ({sig.trusted_as}); the signature holds"
+        )
+    if sig.state == "valid":
+        problem = (
+            f"signed by {sig.fingerprint}, a key you do not trust (trust it with --trust PUBKEY_FILE "
+            "once you know whose it is)"
+        )
+    elif sig.state == "invalid":
+        by = f" by {sig.fingerprint}" if sig.fingerprint else ""
+        problem = f"the signature{by} does not hold: the certificate was changed after it was signed"
+    else:
+        problem = "the certificate is not signed: nothing shows who made it or that it is unchanged"
+    if allow_unsigned:
+        return Check("signature", True, f"{problem}; checked anyway (--unsigned), its origin unproven")
+    return Check("signature", False, problem)
+
+
+def _claim_check(claim: dict[str, Any], derived: dict[str, Any], n: int) -> Check:
+    """Whether the written claim is what the recorded runs give (the band fields are not read)."""
+    if claim.get("verdict") != derived["verdict"]:
+        msg = (
+            f"the certificate claims {claim.get('verdict')}; its {n} recorded runs give "
+            f"{derived['verdict']} ({', '.join(derived['outcomes'])})"
+        )
+        return Check("claim", False, msg, str(claim.get("verdict")), derived["verdict"])
+    claimed = claim.get("speedups") if isinstance(claim.get("speedups"), dict) else {}
+    for name, band in claimed.items():
+        center = band.get("center") if isinstance(band, dict) else None
+        got = derived["speedups"].get(name)
+        if got is None:
+            msg = f"the certificate claims a speedup against {name}; its {n} recorded runs have none"
+            return Check("claim", False, msg, str(center), None)
+        if not same_center(center, got["center"]):
+            msg = (
+                f"the certificate claims {_x(center)} against {name}; its {n} recorded runs give "
+                f"{got['center']:.4g}x"
+            )
+            return Check("claim", False, msg, center if positive(center) else str(center), got["center"])
+    if not derived["consistent"]:
+        msg = f"the certificate's own runs disagree ({', '.join(derived['outcomes'])}): nothing stable to verify"
+        return Check("claim", False, msg, "inconsistent", "inconsistent")
+    speedups = "".join(f", {b['center']:.4g}x against {k}" for k, b in derived["speedups"].items())
+    msg = f"the claim ({derived['verdict']}{speedups}) is what its {n} recorded runs give"
+    return Check("claim", True, msg, derived["verdict"], derived["verdict"])
+
+
+def _compare(derived: dict[str, Any], docs: list[dict[str, Any]]) -> list[Check]:
+    outcomes = [str(d.get("verdict")) for d in docs]
+    same = all(o == derived["verdict"] for o in outcomes)
     seen = ", ".join(outcomes)
     msg = (
-        f"verdict {claim['verdict']} reproduced"
+        f"verdict {derived['verdict']} reproduced"
         if same
-        else f"the certificate says {claim['verdict']}, the re-run says {seen}"
+        else f"the certificate says {derived['verdict']}, the re-run says {seen}"
         + _codes_text([r for d in docs for r in d.get("reasons", [])])
     )
-    checks = [Check("verdict", same, msg, claim["verdict"], seen)]
+    checks = [Check("verdict", same, msg, derived["verdict"], seen)]
     if not same:
         return checks
-    for name, band in claim["speedups"].items():
+    for name, band in derived["speedups"].items():
         checks.append(_compare_speedup(name, band, docs))
     return checks
 
 
 def _compare_speedup(name: str, band: dict[str, Any], docs: list[dict[str, Any]]) -> Check:
     medians = [(d.get("speedup") or {}).get(name, {}).get("median") for d in docs]
-    if any(not _positive(m) for m in medians):
+    if any(not positive(m) for m in medians):
         return Check(f"speedup:{name}", False, f"the re-run has no speedup against {name}", band["center"])
     observed = math.exp(sum(math.log(m) for m in medians) / len(medians))
     half = band_halfwidth_log(band, len(medians))
@@ -278,21 +288,30 @@ def _compare_speedup(name: str, band: dict[str, Any], docs: list[dict[str, Any]]
     where = "inside" if inside else "outside"
     msg = (
         f"speedup against {name}: certified {band['center']:.4g}x, re-run {observed:.4g}x, "
-        f"{where} the band [{lo:.4g}, {hi:.4g}] (±{100 * rel:.1f} %)"
+        f"{where} the band [{lo:.4g}, {hi:.4g}] (±{100 * rel:.1f} %) derived from "
+        f"{band['runs']} recorded runs"
     )
     return Check(f"speedup:{name}", inside, msg, band["center"], observed, rel)
 
 
 def _codes_text(reasons: list[dict[str, Any]]) -> str:
-    codes = sorted({r.get("code", "") for r in reasons})
+    codes = sorted({str(r.get("code", "")) for r in reasons if isinstance(r, dict)})
     return f" ({', '.join(codes)})" if codes else ""
 
 
+def _x(value: Any) -> str:
+    return f"{value:.4g}x" if positive(value) else repr(value)
+
+
 def _resolve(entry: dict[str, Any], given: str | Path | None, folder: Path, role: str) -> tuple[Path, Check]:
-    """The file to evaluate for ``role`` and whether its bytes are the certified ones."""
+    """The file to evaluate for ``role`` and whether its bytes are the certified ones.
+
+    Without ``given``, the embedded bytes are written to a folder of the verifier's own, under
+    the recorded file name when it is a plain one: the recorded path itself is never opened.
+    """
     want = entry["sha256"]
     if given is not None:
-        got = _sha256_file(Path(given))
+        got = sha256_file(Path(given))
         ok = got == want
         msg = (
             f"{role} {given} matches the certificate"
@@ -300,13 +319,13 @@ def _resolve(entry: dict[str, Any], given: str | Path | None, folder: Path, role
             else f"{role} {given} differs from the certified one"
         )
         return Path(given), Check(f"{role}_hash", ok, msg, want, got)
-    recorded = Path(entry["path"])
-    if recorded.is_file() and _sha256_file(recorded) == want:
-        return recorded, Check(f"{role}_hash", True, f"{role} {recorded} matches the certificate", want, want)
     folder.mkdir(parents=True)
-    path = folder / Path(entry["path"]).name
-    path.write_bytes(_embedded_bytes(entry))
-    got = _sha256_file(path)
+    path = folder / embedded_name(entry, role)
+    try:
+        path.write_bytes(embedded_bytes(entry))
+    except (ValueError, TypeError):
+        return path, Check(f"{role}_hash", False, f"the certificate's embedded {role} is damaged", want)
+    got = sha256_file(path)
     ok = got == want
     msg = (
         f"{role} rebuilt from the certificate's text"
@@ -319,12 +338,15 @@ def _resolve(entry: dict[str, Any], given: str | Path | None, folder: Path, role
 def _notes(doc: dict[str, Any]) -> tuple[str, ...]:
     notes = []
     here = source_tree_sha256()
-    if doc["kernelproof"]["source_sha256"] != here:
+    made_by = doc.get("kernelproof") if isinstance(doc.get("kernelproof"), dict) else {}
+    there = str(made_by.get("source_sha256"))
+    if there != here:
         notes.append(
-            f"kernelproof's source differs from the certificate's ({doc['kernelproof']['version']} "
-            f"{doc['kernelproof']['source_sha256'][:12]} there, {kernelproof.__version__} {here[:12]} here)"
+            f"kernelproof's source differs from the certificate's ({made_by.get('version')} "
+            f"{there[:12]} there, {kernelproof.__version__} {here[:12]} here)"
         )
-    env_here, env_there = host_environment(), doc.get("environment", {})
+    env_here = host_environment()
+    env_there = doc.get("environment") if isinstance(doc.get("environment"), dict) else {}
     for key in ("torch", "cuda_visible_devices", "machine"):
         if env_there.get(key) != env_here.get(key):
             notes.append(
@@ -337,13 +359,32 @@ def _device_notes(cert: dict[str, Any], docs: list[dict[str, Any]]) -> tuple[str
     """Say so when the re-run ran on another device: speedups then need not carry over."""
 
     def name(doc: dict[str, Any]) -> str:
-        return str((doc.get("environment") or {}).get("device_name", ""))
+        env = doc.get("environment")
+        return str(env.get("device_name", "")) if isinstance(env, dict) else ""
 
     there = {name(r["verdict"]) for r in cert["runs"]}
     here = {name(d) for d in docs}
     if there == here:
         return ()
     return (f"device differs: {', '.join(sorted(there))} in the certificate, {', '.join(sorted(here))} here",)
+
+
+def _band_notes(claim: dict[str, Any], derived: dict[str, Any]) -> tuple[str, ...]:
+    """Say so when the band written in the claim is not the one the runs give (it is not used)."""
+    notes = []
+    claimed = claim.get("speedups") if isinstance(claim.get("speedups"), dict) else {}
+    for name, band in derived["speedups"].items():
+        written = (
+            claimed.get(name, {}).get("rel_halfwidth_one_rerun")
+            if isinstance(claimed.get(name), dict)
+            else None
+        )
+        if written != band["rel_halfwidth_one_rerun"]:
+            notes.append(
+                f"the band written for {name} ({written!r}) is not the one its runs give "
+                f"(±{100 * band['rel_halfwidth_one_rerun']:.1f} % for one re-run); the derived band is used"
+            )
+    return tuple(notes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -370,73 +411,8 @@ def _run_seed(base: int | None, index: int) -> int:
     return int.from_bytes(digest[:8], "big") >> 1
 
 
-def _settings_json(options: EvalOptions) -> dict[str, Any]:
-    """The options as JSON, less the store path (a path on the certifying machine only)."""
-    settings = dataclasses.asdict(options)
-    settings.pop("db")
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()}
-
-
-def _options_from(settings: dict[str, Any]) -> EvalOptions:
-    """The certified options for a re-run: fresh, samples kept, nothing read from or written to a store."""
-    known = {f.name for f in dataclasses.fields(EvalOptions)} - {"db"}
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items() if k in known}
-    return EvalOptions(**values).replace(fresh=True, keep_samples=True, db="")
-
-
-def host_environment() -> dict[str, Any]:
-    """The certifying host: Python, platform, torch (versions only; the device is left untouched)."""
-    env: dict[str, Any] = {
-        "python": platform.python_version(),
-        "implementation": sys.implementation.name,
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-    }
-    try:
-        import torch
-
-        env["torch"] = torch.__version__
-        env["torch_cuda"] = torch.version.cuda
-    except ImportError:  # pragma: no cover - torch is a dependency
-        env["torch"] = None
-    return env
-
-
-def embed_file(path: Path) -> dict[str, Any]:
-    """Path, sha256 and contents (UTF-8 text, or base64 when the bytes are not text)."""
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise CertificateError(f"{path}: cannot read ({err})") from err
-    entry: dict[str, Any] = {"path": str(path), "sha256": hashlib.sha256(data).hexdigest()}
-    try:
-        entry["text"] = data.decode("utf-8")
-    except UnicodeDecodeError:
-        entry["base64"] = base64.b64encode(data).decode("ascii")
-    return entry
-
-
-def _embedded_bytes(entry: dict[str, Any]) -> bytes:
-    if "text" in entry:
-        return entry["text"].encode("utf-8")
-    return base64.b64decode(entry.get("base64", ""))
-
-
-def _sha256_file(path: Path) -> str:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return ""
-
-
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _positive(x: Any) -> bool:
-    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
 def _default_evaluate() -> Evaluator:

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from kernelproof.console import make_console, say
 from kernelproof.errors import KernelproofError, StoreError, TaskError, UsageError
 from kernelproof.options import EvalOptions, normalize_baselines
 
@@ -31,7 +31,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console(stderr=False)
+console = make_console()
 
 
 def _options(
@@ -277,10 +277,7 @@ def bench_command(
         raise UsageError(f"--executor must be local or ray, not {executor!r}")
     for v in stream:
         verdicts.append(v)
-        console.print(
-            f"[{len(verdicts)}/{len(pairs)}] {v.verdict.value:5s} {v.task.path} {','.join(v.codes)}",
-            highlight=False,
-        )
+        say(console, f"[{len(verdicts)}/{len(pairs)}] {v.verdict.value:5s} {v.task.path} {','.join(v.codes)}")
     console.print(bench_table(verdicts))
     passed = sum(v.passed for v in verdicts)
     console.print(
@@ -294,7 +291,7 @@ def bench_command(
             line = ", ".join(f"fast_{p:g}={_pct(fast_p(results, p, base))}" for p in (0.0, 1.0, 1.5, 2.0))
             console.print(f"vs {base}: {line}", highlight=False)
     for task, _ in missing:
-        console.print(f"[dim]no solution for {task}[/]")
+        say(console, f"no solution for {task}", style="dim")
     _write_json(json_path, [v.to_json() for v in verdicts])
 
 
@@ -335,11 +332,11 @@ def audit_command(
         degenerate += doc["degenerate"]
         docs.append(doc)
         if json_path != "-":
-            mark = "[red]DEGENERATE[/]" if doc["degenerate"] else "[green]ok[/]"
-            console.print(f"{mark} {f}")
+            mark = ("DEGENERATE", "red") if doc["degenerate"] else ("ok", "green")
+            say(console, mark, f" {f}")
             for r in reports:
                 if r.degenerate:
-                    console.print(f"    {r.variant}: {r.summary()}", highlight=False)
+                    say(console, f"    {r.variant}: {r.summary()}")
     _write_json(json_path, docs if target.is_dir() else docs[0])
     if json_path != "-":
         console.print(f"{len(docs)} tasks audited, {degenerate} degenerate")
@@ -371,7 +368,7 @@ def results_command(
         _write_json(json_path, docs)
     else:
         console.print(bench_table([from_json(d) for d in docs]))
-        console.print(f"{len(docs)} shown of {store.count()} stored in {store.path}")
+        say(console, f"{len(docs)} shown of {store.count()} stored in {store.path}")
 
 
 @app.command("compare")
@@ -387,7 +384,7 @@ def compare_command(
     from kernelproof.api import compare
 
     result = compare(task, a, b, EvalOptions(device=device, seed=seed, time_budget_s=time_budget, db=""))
-    console.print(result.summary(), highlight=False)
+    say(console, result.summary())
     raise typer.Exit(EXIT_PASS if result.ok else EXIT_REJECTED)
 
 
@@ -425,11 +422,12 @@ def ceilings_command(
 def _register_optional() -> None:
     """Verbs whose modules bring optional dependencies register without importing them eagerly."""
     try:
-        from kernelproof.report.cli import certify_command, report_command, verify_command
+        from kernelproof.report.cli import certify_command, keys_command, report_command, verify_command
 
         app.command("report")(report_command)
         app.command("certify")(certify_command)
         app.command("verify")(verify_command)
+        app.command("keys")(keys_command)
     except ImportError:  # pragma: no cover - the report package is part of the core install
         pass
     try:
@@ -480,13 +478,13 @@ def main() -> None:
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except (UsageError, TaskError) as exc:
-        console.print(f"[red]error:[/] {exc}", highlight=False)
+        say(console, ("error:", "red"), f" {exc}")
         sys.exit(EXIT_USAGE)
     except StoreError as exc:
-        console.print(f"[red]store error:[/] {exc}", highlight=False)
+        say(console, ("store error:", "red"), f" {exc}")
         sys.exit(EXIT_INTERNAL)
     except KernelproofError as exc:
-        console.print(f"[red]error:[/] {exc}", highlight=False)
+        say(console, ("error:", "red"), f" {exc}")
         sys.exit(EXIT_INTERNAL)
     except Exception as exc:  # the CLI parser's usage errors, and anything unexpected
         if hasattr(exc, "show") and hasattr(exc, "exit_code"):  # click/typer usage errors
@@ -496,7 +494,9 @@ def main() -> None:
             sys.exit(EXIT_USAGE)
         import traceback
 
-        traceback.print_exc()
+        from kernelproof.text import terminal
+
+        sys.stderr.write(terminal(traceback.format_exc(), multiline=True) + "\n")
         console.print("[red]internal error[/]: please report it with the traceback above")
         sys.exit(EXIT_INTERNAL)
 

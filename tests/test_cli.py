@@ -151,3 +151,92 @@ def test_bench_evaluates_a_suite_folder_and_reports_fast_p_only_when_it_timed(tm
     assert "vs eager: fast_0=" in r.stdout, r.stdout
     (verdict,) = json.loads(out.read_text())
     assert verdict["verdict"] == "pass" and verdict["speedup"]["eager"]["median"] > 0
+
+
+HOSTILE = str(DATA / "solutions" / "raises_escapes.py")  # forward raises OSC, CSI, CR and markup
+
+
+def _assert_inert(out: bytes) -> str:
+    """The output decoded; it holds no ESC, no C1 control and no bidi override, in any encoding."""
+    text = out.decode("utf-8")
+    assert "\x1b" not in text, text
+    assert not [c for c in text if 0x80 <= ord(c) <= 0x9F], text
+    assert "\u202e" not in text, text
+    return text
+
+
+def _kp_bytes(*args: str) -> subprocess.CompletedProcess:
+    """Run the CLI piped, on lines wide enough that Rich does not wrap what the tests look for."""
+    import os
+
+    env = dict(os.environ, COLUMNS="400")
+    return subprocess.run(
+        [sys.executable, "-m", "kernelproof.cli", *args], capture_output=True, timeout=300, env=env
+    )
+
+
+def _kp_pty(*args: str, term: str) -> tuple[int, bytes]:
+    """Run the CLI with a pseudo-terminal as its stdout and stderr; return (exit status, output)."""
+    import os
+    import pty
+
+    env = dict(os.environ, TERM=term, COLUMNS="400")
+    env.pop("NO_COLOR", None)
+    pid, fd = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.execvpe(sys.executable, [sys.executable, "-m", "kernelproof.cli", *args], env)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), b"".join(chunks)
+
+
+EVAL_HOSTILE = ("eval", TASK, HOSTILE, "--device", "cpu", "--db", "", "--correctness-only")
+
+
+def test_eval_piped_shows_a_candidates_escape_sequences_as_text():
+    r = _kp_bytes(*EVAL_HOSTILE)
+    assert r.returncode == 1
+    text = _assert_inert(r.stdout + r.stderr)
+    assert "\\x1b]0;pwned title\\x07" in text and "\\x1b[1A\\x1b[2K" in text
+    assert "\\x1b[32mPASS  forged line" in text and "\r" not in text
+    assert "[bold red]markup[/]" in text  # Rich markup printed as written, not applied
+
+
+def test_eval_on_a_terminal_writes_no_escape_sequence_of_the_candidates():
+    status, out = _kp_pty(*EVAL_HOSTILE, term="dumb")  # a tty on which Rich itself styles nothing
+    assert status == 1
+    text = _assert_inert(out)
+    assert "runtime_error" in text and "\\x1b]8;;https://evil.example/" in text
+    status, out = _kp_pty(*EVAL_HOSTILE, term="xterm-256color")  # Rich colours its own words
+    assert status == 1
+    assert b"\x1b]" not in out and b"\x1b[32mPASS" not in out and b"\x1b[1A\x1b[2K\r" not in out
+    assert b"\\x1b[1A\\x1b[2K" in out and b"\\x1b[32mPASS  forged line" in out
+
+
+def test_paths_and_messages_stay_inert_in_results_audit_and_compare(tmp_path):
+    import shutil
+
+    task = tmp_path / "t\x1b]0;x\x07[bold]y\u202e.py"
+    shutil.copy(TASK, task)
+    db = str(tmp_path / "r.sqlite")
+    r = _kp_bytes("eval", str(task), HOSTILE, "--device", "cpu", "--db", db, "--correctness-only")
+    assert r.returncode == 1
+    _assert_inert(r.stdout + r.stderr)
+    r = _kp_bytes("results", "--db", db)
+    assert r.returncode == 0
+    assert "t\\x1b]0;x\\x07[bold]y\\u202e.py" in _assert_inert(r.stdout + r.stderr)
+    r = _kp_bytes("audit", str(task), "--device", "cpu", "--seed", "1")
+    assert r.returncode == 0 and "[bold]y" in _assert_inert(r.stdout + r.stderr)
+    plain = str(DATA / "solutions" / "plain_torch.py")
+    r = _kp_bytes("compare", str(task), plain, HOSTILE, "--device", "cpu", "--time-budget", "0.5")
+    assert r.returncode == 1
+    assert "\\x1b]0;pwned title" in _assert_inert(r.stdout + r.stderr)

@@ -22,17 +22,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from kernelproof.agent.errors import AgentError
+from kernelproof.console import make_console, say
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from kernelproof.agent.budget import Limits
 
 EXIT_FOUND, EXIT_NONE, EXIT_USAGE, EXIT_INTERNAL, EXIT_PROVIDER = 0, 1, 2, 3, 4
 PROVIDER_FAILURES = frozenset({"backend_unavailable", "reply_over_cap"})  # stop reasons that exit 4
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 
 Opt = typer.Option
 
@@ -180,9 +182,9 @@ def optimize_command(
         )
         result = optimize(task, spec, opts, resume=resume, replay=replay, progress=_say)
     except (AgentError, ValueError) as exc:
-        console.print(f"[red]error:[/] {exc}", highlight=False)
+        say(console, ("error:", "red"), f" {exc}")
         raise typer.Exit(EXIT_USAGE) from None
-    _report(result, Console(stderr=json_path == "-"))
+    _report(result, make_console(stderr=json_path == "-"))
     _write_json(json_path, result)
     if result.stop_reason == "backend_error":
         raise typer.Exit(EXIT_USAGE)
@@ -204,7 +206,7 @@ def _resumed(run: str, db: str | None, limits: Limits, no_plot: bool) -> dict:
 
 
 def _say(line: str) -> None:
-    console.print(line, highlight=False, markup=False)
+    say(console, line)
 
 
 def _report(result, out: Console) -> None:
@@ -214,8 +216,9 @@ def _report(result, out: Console) -> None:
     out.print(rich_table(result.summary))
     s = result.spend
     for warning in result.warnings:
-        out.print(f"[yellow]warning:[/] {warning}", highlight=False)
-    out.print(
+        say(out, ("warning:", "yellow"), f" {warning}")
+    say(
+        out,
         f"stopped: {result.stop_reason}"
         + (f" ({result.stop_detail})" if result.stop_detail else "")
         + f"; {len(result.candidates)} candidates, {s.evaluated} evaluated; "
@@ -223,18 +226,13 @@ def _report(result, out: Console) -> None:
         f"{s.live_calls} live calls"
         + (f"; {s.repeats} repeats" if s.repeats else "")
         + (f"; {result.diverged} replayed answers met a different prompt" if result.diverged else ""),
-        highlight=False,
     )
     if result.best is None:
-        out.print("[red]no verified solution[/]", highlight=False)
+        say(out, ("no verified solution", "red"))
     else:
-        out.print(
-            f"[green]best[/] {result.best.id}: {ranking.speedup_text(result.best)} -> {result.files['best']}",
-            highlight=False,
-        )
-    out.print(
-        f"run {result.run_id} in {result.out_dir} (resume with --resume {result.out_dir})", highlight=False
-    )
+        best = f" {result.best.id}: {ranking.speedup_text(result.best)} -> {result.files['best']}"
+        say(out, ("best", "green"), best)
+    say(out, f"run {result.run_id} in {result.out_dir} (resume with --resume {result.out_dir})")
 
 
 def _dollars(result) -> str:

@@ -3,6 +3,8 @@
 Built from the candidates and the calls table only, so ``kernelproof report`` can rebuild it from
 the store for any finished or interrupted run. Rendered as a Markdown table, a rich table for the
 terminal and a PNG figure (matplotlib, the optional ``report`` extra; skipped when missing).
+The names in it that come from outside (the task, the model, the run) go through
+kernelproof.text: code spans in Markdown, inert plain text in the terminal.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from kernelproof.agent import ranking
 from kernelproof.agent.records import Candidate
+from kernelproof.text import markdown_code
 
 
 def summarize(candidates: list[Candidate], calls: list[dict[str, Any]], **head: Any) -> dict[str, Any]:
@@ -139,9 +142,10 @@ def render_markdown(s: dict[str, Any]) -> str:
     detail = s.get("stop_detail") or ""
     repeats = spend.get("repeats", 0)
     lines = [
-        f"# kernelproof optimize: {s.get('task', '')}",
+        f"# kernelproof optimize: {_md(s.get('task', ''))}",
         "",
-        f"- run `{s.get('run_id', '')}`, model `{s.get('model', '')}`, strategy `{s.get('strategy', '')}`",
+        f"- run {_md(s.get('run_id', ''))}, model {_md(s.get('model', ''))}, "
+        f"strategy {_md(s.get('strategy', ''))}",
         f"- stopped: {s.get('stop_reason', '')}" + (f" ({detail})" if detail else ""),
         f"- candidates: {s['candidates']} ({s['evaluated']} evaluated, {s['verified']} verified"
         + (f", {repeats} repeats of an earlier answer" if repeats else "")
@@ -206,6 +210,11 @@ def _amount(limit: str, value: float) -> str:
     return f"{value:.0f} {unit}".strip()
 
 
+def _md(text: Any) -> str:
+    """A name as a code span outside a table (a heading or a list item)."""
+    return markdown_code(text, table=False)
+
+
 def _speedup(best: dict[str, Any]) -> str:
     if best["speedup"] is None:
         return "verified (not timed)"
@@ -216,20 +225,22 @@ def _speedup(best: dict[str, Any]) -> str:
 def rich_table(s: dict[str, Any]) -> Any:
     from rich.table import Table
 
-    table = Table(title=f"{s.get('task', '')}: {s.get('strategy', '')} with {s.get('model', '')}")
+    from kernelproof.console import line
+
+    table = Table(title=line(f"{s.get('task', '')}: {s.get('strategy', '')} with {s.get('model', '')}"))
     for col in ("turn", "kind", "calls", "tokens", "$", "cands", "verified", "GPU s", "best so far"):
         table.add_column(col, justify="left" if col in ("kind", "best so far") else "right")
     for t in s["turns"]:
         table.add_row(
             str(t["turn"]),
-            t["kind"],
+            line(t["kind"]),
             str(t["calls"]),
             str(t["input_tokens"] + t["output_tokens"]),
             f"{t['dollars']:.4f}",
             str(t["candidates"]),
             str(t["verified"]),
             f"{t['gpu_s']:.1f}",
-            t["best"],
+            line(t["best"]),
         )
     return table
 

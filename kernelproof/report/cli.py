@@ -1,11 +1,13 @@
 """Command-line verbs for reports and certificates, registered by ``kernelproof.cli``.
 
-Thin layers over :mod:`kernelproof.report` and :mod:`kernelproof.certify` (house rule 10).
-Exit codes:
+Thin layers over :mod:`kernelproof.report`, :mod:`kernelproof.certify` and
+:mod:`kernelproof.signing` (house rule 10). Everything printed that a certificate, a verdict or a
+path can carry goes through :func:`kernelproof.text.terminal`. Exit codes:
 
-    0  done (report written; certificate consistent; claim holds)
-    1  the claim does not hold (verify), or the certificate's runs disagree (certify; still written)
-    2  misuse: missing or unreadable input, bad option, damaged certificate
+    0  done (report written; certificate consistent; claim holds; key shown)
+    1  the claim does not hold, or the certificate is unsigned, altered or signed by a key not
+       trusted (verify), or the certificate's runs disagree (certify; still written)
+    2  misuse: missing or unreadable input, bad option, damaged certificate, unusable key file
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ from typing import Annotated
 import typer
 
 from kernelproof.options import EvalOptions, normalize_baselines
+from kernelproof.text import terminal
 
 EXIT_OK, EXIT_DOES_NOT_HOLD, EXIT_USAGE = 0, 1, 2
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
+    typer.echo(f"error: {terminal(message)}", err=True)
     return typer.Exit(code)
 
 
@@ -59,8 +62,45 @@ def report_command(
     summary = build_report(docs, html=html, md=md, title=title, ceilings=chosen)
     written = ", ".join(str(p) for p in (html, md) if p is not None)
     typer.echo(
-        f"{plural(len(summary.results), 'verdict')} on {plural(len(summary.tasks), 'task')} -> {written}"
+        terminal(
+            f"{plural(len(summary.results), 'verdict')} on {plural(len(summary.tasks), 'task')} -> {written}"
+        )
     )
+
+
+KeyPath = Annotated[
+    Path | None,
+    typer.Option(
+        "--key", help="Your signing key (default: ~/.config/kernelproof/signing-key.pem; made on first use)."
+    ),
+]
+
+
+def _say(text: str) -> None:
+    typer.echo(terminal(text))
+
+
+def keys_command(
+    path: Annotated[
+        Path | None,
+        typer.Option("--path", help="The private key file (default: ~/.config/kernelproof/signing-key.pem)."),
+    ] = None,
+) -> None:
+    """Create your certificate signing key (once) and show its public key and fingerprint."""
+    from kernelproof import signing
+
+    try:
+        key, where, created = signing.load_or_create_key(path)
+    except signing.KeyFileError as err:
+        raise _fail(str(err)) from err
+    _say(
+        f"created a signing key: {where} (mode 0600: keep it to yourself)"
+        if created
+        else f"signing key: {where}"
+    )
+    _say(f"public key ({signing.public_key_path(where)}; give it to whoever verifies your certificates):")
+    _say(f"  {signing.openssh_line(key.public_key())}")
+    _say(f"fingerprint: {signing.fingerprint(signing.raw_public(key))}")
 
 
 def certify_command(
@@ -73,13 +113,22 @@ def certify_command(
     seed: Annotated[int | None, typer.Option("--seed", help="Derive the runs' seeds from this.")] = None,
     time_budget_s: Annotated[float, typer.Option("--time-budget", help="Timing budget per shape, s.")] = 20.0,
     eval_mode: Annotated[bool, typer.Option("--eval-mode", help="Run models in eval() mode.")] = False,
+    key: KeyPath = None,
 ) -> None:
-    """Evaluate a solution in independent runs and write a certificate anyone can verify."""
+    """Evaluate a solution in independent runs and write a signed certificate anyone can verify."""
+    from kernelproof import signing
     from kernelproof.certify import certify, write_certificate
     from kernelproof.errors import UsageError
 
     if not task.is_file() or not solution.is_file():
         raise _fail(f"{task if not task.is_file() else solution}: no such file")
+    try:
+        private, where, created = signing.load_or_create_key(key)
+    except signing.KeyFileError as err:
+        raise _fail(str(err)) from err
+    if created:
+        public = signing.public_key_path(where)
+        _say(f"created a signing key: {where} (mode 0600); others trust your certificates through {public}")
     try:
         options = EvalOptions(
             device=device,
@@ -91,14 +140,15 @@ def certify_command(
         cert = certify(task, solution, options, runs=runs)
     except (UsageError, ValueError) as err:
         raise _fail(str(err)) from err
-    path = write_certificate(cert, out or solution.with_suffix(".cert.json"))
+    path = write_certificate(cert, out or solution.with_suffix(".cert.json"), private)
     claim = cert["claim"]
-    typer.echo(f"{path}: {claim['verdict']} in {runs} runs ({', '.join(claim['outcomes'])})")
+    _say(f"{path}: {claim['verdict']} in {runs} runs ({', '.join(claim['outcomes'])})")
     for name, band in claim["speedups"].items():
-        typer.echo(
+        _say(
             f"  speedup vs {name}: {band['center']:.4g}x, re-runs must fall within "
             f"±{100 * band['rel_halfwidth_one_rerun']:.1f} %"
         )
+    _say(f"  signed by {signing.fingerprint(signing.raw_public(private))}")
     if not claim["consistent"]:
         raise _fail("the runs disagree on the verdict; the certificate records it", EXIT_DOES_NOT_HOLD)
 
@@ -109,23 +159,54 @@ def verify_command(
     task: Annotated[Path | None, typer.Option("--task", help="Check this task file instead.")] = None,
     solution: Annotated[Path | None, typer.Option("--solution", help="Check this solution instead.")] = None,
     fresh_seeds: Annotated[bool, typer.Option("--fresh-seeds", help="New secret seeds.")] = False,
+    trust: Annotated[
+        list[Path] | None,
+        typer.Option("--trust", help="A public key file whose signatures you trust (repeatable)."),
+    ] = None,
+    unsigned: Annotated[
+        bool,
+        typer.Option("--unsigned", help="Check the claim although no trusted signature holds (said so)."),
+    ] = False,
+    key: KeyPath = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the result document here.")] = None,
 ) -> None:
-    """Re-run a certificate and say whether its result holds (exit 0) or not (exit 1), and why."""
-    from kernelproof.certify import CertificateError, verify
+    """Check a certificate's signature and claim, re-run it, and say whether it holds (exit 0) or not (1)."""
+    from kernelproof import signing
+    from kernelproof.certify import CertificateError, VerifyOptions, verify
 
     try:
-        result = verify(cert, reruns=reruns, task=task, solution=solution, fresh_seeds=fresh_seeds)
-    except CertificateError as err:
+        options = VerifyOptions(
+            reruns=reruns,
+            task=task,
+            solution=solution,
+            fresh_seeds=fresh_seeds,
+            trusted=_trusted(key, trust or []),
+            allow_unsigned=unsigned,
+        )
+        result = verify(cert, options)
+    except (CertificateError, signing.KeyFileError) as err:
         raise _fail(str(err)) from err
     for check in result.checks:
-        typer.echo(f"  [{'ok' if check.passed else 'FAIL'}] {check.message}")
+        _say(f"  [{'ok' if check.passed else 'FAIL'}] {check.message}")
     for note in result.notes:
-        typer.echo(f"  note: {note}")
+        _say(f"  note: {note}")
     if json_out is not None:
         json_out.write_text(json.dumps(result.to_json(), indent=1) + "\n", encoding="utf-8")
-    typer.echo(
-        "the result holds" if result.holds else "the result does not hold: " + "; ".join(result.reasons)
-    )
+    if result.unsigned_allowed:
+        _say("--unsigned: no trusted signature was required; nothing here shows who made this certificate")
+    _say("the result holds" if result.holds else "the result does not hold: " + "; ".join(result.reasons))
     if not result.holds:
         raise typer.Exit(EXIT_DOES_NOT_HOLD)
+
+
+def _trusted(key: Path | None, files: list[Path]) -> dict[bytes, str]:
+    """The reader's trusted public keys: their own (when they have one) and every --trust file."""
+    from kernelproof import signing
+
+    trusted: dict[bytes, str] = {}
+    own = key or signing.default_key_path()
+    if own.exists():
+        trusted[signing.raw_public(signing.load_private_key(own))] = "your key"
+    for path in files:
+        trusted.setdefault(signing.load_public_key(path), f"trusted through {path}")
+    return trusted

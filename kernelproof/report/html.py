@@ -2,12 +2,12 @@
 
 The page has no script and loads nothing: styles are inline and figures are PNG data URIs, so it
 can be mailed, attached to a PR or opened offline. Every string from a verdict (paths, reason
-messages, compiler excerpts) may come from an untrusted candidate and is escaped.
+messages, compiler excerpts) may come from an untrusted candidate and is escaped
+(kernelproof.text.html: control and bidi characters shown as visible escapes, then HTML-escaped).
 """
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 
 from kernelproof import __version__
@@ -23,6 +23,7 @@ from kernelproof.report.metrics import (
     task_label,
 )
 from kernelproof.report.plots import VERDICT_COLOURS
+from kernelproof.text import html
 
 _CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1200px;
@@ -68,7 +69,7 @@ def write_html(summary: Summary, path: str | Path) -> Path:
 
 
 def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    return html(text)
 
 
 def _header(s: Summary) -> str:

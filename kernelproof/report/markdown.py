@@ -1,7 +1,10 @@
 """The report as GitHub-flavoured Markdown, for READMEs and pull requests.
 
-Tables only (no images), so it pastes anywhere. Cell text from verdicts is escaped for tables:
-pipes, newlines and HTML-looking brackets cannot break the layout or inject markup.
+Tables only (no images), so it pastes anywhere. Every string read from a verdict (paths, reason
+messages, flags, codes, baseline and device names) may come from an untrusted candidate: it is
+written as a code span (kernelproof.text.markdown_code), so no link, image, emphasis, autolink or
+HTML in it renders, and a pipe or newline in it cannot break the table. The title is ours, and
+escaped as prose.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from kernelproof.report.metrics import (
     plural,
     task_label,
 )
+from kernelproof.text import markdown_code, markdown_text
 
 
 def render_markdown(summary: Summary) -> str:
@@ -25,12 +29,12 @@ def render_markdown(summary: Summary) -> str:
     s = summary
     counts = {v: sum(1 for r in s.results if r.verdict == v) for v in ("pass", "fail", "error")}
     lines = [
-        f"# {_cell(s.title)}",
+        f"# {markdown_text(s.title)}",
         "",
         f"{plural(len(s.results), 'result')} on {plural(len(s.tasks), 'task')} "
         f"({len(s.degenerate)} degenerate, not scored): "
         f"{counts['pass']} pass, {counts['fail']} fail, {counts['error']} error. "
-        f"Measured on {_cell(', '.join(s.devices) or 'unknown device')}.",
+        f"Measured on {', '.join(markdown_code(d) for d in s.devices) or 'unknown device'}.",
         "",
         "## Scores",
         "",
@@ -40,7 +44,7 @@ def render_markdown(summary: Summary) -> str:
     for sc in s.scores:
         cells = " | ".join("—" if v is None else f"{100 * v:.1f} %" for _, v in sc.fast_p)
         geo = "—" if sc.geomean is None else f"{format_ratio(sc.geomean)}x"
-        lines.append(f"| {_cell(sc.baseline)} | {sc.tasks} | {sc.correct} | {cells} | {geo} |")
+        lines.append(f"| {markdown_code(sc.baseline)} | {sc.tasks} | {sc.correct} | {cells} | {geo} |")
     if not s.scores:
         lines.append("| (no timed results) | | | " + "| " * len(STANDARD_P) + "|")
     lines += [
@@ -54,7 +58,7 @@ def render_markdown(summary: Summary) -> str:
         mark = " — degenerate task, not scored" if key in s.degenerate else ""
         lines += [
             "",
-            f"### `{_code(task_label(s, key))}`{mark}",
+            f"### {markdown_code(task_label(s, key), table=False)}{mark}",
             "",
             "| # | solution | verdict | reasons | vs eager (95% CI) | vs best (95% CI) | SOL | coverage |",
             "|---:|---|---|---|---:|---:|---:|---:|",
@@ -70,22 +74,11 @@ def write_markdown(summary: Summary, path: str | Path) -> Path:
 
 
 def _row(rank: int, r: Result) -> str:
-    reasons = "; ".join(f"`{_code(code)}`: {_cell(msg)}" for code, msg in r.reasons)
-    flags = "; ".join(f"flag `{_code(f)}`" for f in r.flags)
-    verdict = {"pass": "**pass**", "fail": "fail", "error": "error"}.get(r.verdict, _cell(r.verdict))
+    reasons = "; ".join(f"{markdown_code(code)}: {markdown_code(msg)}" for code, msg in r.reasons)
+    flags = "; ".join(f"flag {markdown_code(f)}" for f in r.flags)
+    verdict = {"pass": "**pass**", "fail": "fail", "error": "error"}.get(r.verdict, markdown_code(r.verdict))
     return (
-        f"| {rank} | `{_code(r.solution)}` | {verdict} | {'; '.join(x for x in (reasons, flags) if x)} | "
+        f"| {rank} | {markdown_code(r.solution)} | {verdict} | {'; '.join(x for x in (reasons, flags) if x)} | "
         f"{format_speedup(r.speedups.get('eager'))} | {format_speedup(r.speedups.get('best'))} | "
         f"{format_fraction(r.sol_fraction)} | {format_fraction(r.custom_fraction)} |"
     )
-
-
-def _cell(text: str) -> str:
-    """Text safe inside a table cell: no pipes, newlines or raw HTML."""
-    out = str(text).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
-    return " ".join(out.split())
-
-
-def _code(text: str) -> str:
-    """Text safe inside a code span in a table cell (backticks cannot be escaped there)."""
-    return " ".join(str(text).replace("`", "'").replace("|", "\\|").split())

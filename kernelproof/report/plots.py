@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kernelproof.report.metrics import Result, fast_p, is_positive, task_best
+from kernelproof.text import plot_label
 
 VERDICT_COLOURS = {"pass": "#1b9e4b", "fail": "#d1495b", "error": "#7f7f7f"}
 BASELINE_STYLES = ("-", "--", "-.", ":")
@@ -110,7 +111,9 @@ def fast_p_figure(results: Sequence[Result], baselines: Sequence[str]) -> Any:
         lo = min(0.1, speeds[0] / 2)
         ps = [lo, *speeds, max(speeds[-1] * 2, 4.0)]
         ys = [100.0 * (fast_p(results, p, baseline) or 0.0) for p in ps]
-        ax.step(ps, ys, where="post", linestyle=BASELINE_STYLES[i % 4], linewidth=2, label=baseline)
+        ax.step(
+            ps, ys, where="post", linestyle=BASELINE_STYLES[i % 4], linewidth=2, label=plot_label(baseline)
+        )
         drawn = True
     if not drawn:
         _message(ax, "no timed passing results")
@@ -143,7 +146,12 @@ def speedup_histogram_figure(results: Sequence[Result], baselines: Sequence[str]
     edges = [10 ** (lo + (hi - lo) * i / 24) for i in range(25)]
     for i, (baseline, vs) in enumerate(series.items()):
         ax.hist(
-            vs, bins=edges, histtype="step", linewidth=2, linestyle=BASELINE_STYLES[i % 4], label=baseline
+            vs,
+            bins=edges,
+            histtype="step",
+            linewidth=2,
+            linestyle=BASELINE_STYLES[i % 4],
+            label=plot_label(baseline),
         )
     _speedup_axis(ax)
     ax.axvline(1.0, color="#999999", linewidth=1)

@@ -98,3 +98,18 @@ def test_an_exceeded_budget_is_explained_by_its_real_cause():
 def test_budgets_that_held_say_nothing_about_exceeding():
     md = render_markdown(summarize(CANDS, CALLS, stop_reason="max_candidates", budgets_held=True))
     assert "exceeded" not in md and "Warnings" not in md
+
+
+def test_a_hostile_task_name_stays_inert_in_markdown_and_the_terminal():
+    from markdown_it import MarkdownIt
+    from rich.console import Console
+
+    name = "x![i](http://e/i.png)<b>[bold]\x1b]0;t\x07"
+    s = summarize(CANDS, CALLS, run_id="r", task=name, model="m", strategy="refine", stop_reason="done")
+    page = MarkdownIt("commonmark").enable("table").render(render_markdown(s))
+    assert "<img" not in page and "<b>" not in page and "\x1b" not in page
+    assert "<h1>kernelproof optimize: <code>x![i](http://e/i.png)&lt;b&gt;[bold]\\x1b]0;t\\x07</code>" in page
+    console = Console(record=True, width=200, force_terminal=True)
+    console.print(rich_table(s))
+    title = console.export_text().splitlines()[0]
+    assert "[bold]\\x1b]0;t\\x07: refine with m" in title

@@ -22,3 +22,26 @@ def make_verdict():
 @pytest.fixture
 def suite_docs():
     return report_fixtures.suite_documents()
+
+
+@pytest.fixture
+def hostile_docs():
+    return report_fixtures.hostile_documents()
+
+
+@pytest.fixture
+def benign_docs():
+    return report_fixtures.benign_documents()
+
+
+@pytest.fixture(scope="session")
+def real_hostile_doc():
+    """A real verdict: the CPU pipeline on a solution whose forward raises escapes, markup and HTML."""
+    from kernelproof.api import evaluate
+    from kernelproof.options import EvalOptions
+
+    data = Path(__file__).parent.parent / "data"
+    options = EvalOptions(device="cpu", db="", correctness_only=True, seed=1)
+    verdict = evaluate(data / "tasks" / "scale_relu.py", data / "solutions" / "raises_escapes.py", options)
+    assert verdict.reasons and "evil.example" in verdict.reasons[0].detail
+    return verdict.to_json()

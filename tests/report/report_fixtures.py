@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 
 from kernelproof.verdict import (
@@ -147,3 +148,36 @@ def suite_documents() -> list[dict]:
 
 def _sha_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+# Text a candidate may choose, built to render as something in each medium: terminal escapes
+# (OSC title, OSC 8 link, cursor-up and erase, CR), Rich markup, a bidi override, and Markdown and
+# HTML that would become an image, a link, an autolink, emphasis or raw elements.
+HOSTILE = (
+    "\x1b]0;title\x07\x1b]8;;https://evil.example/\x1b\\link\x1b]8;;\x1b\\ \x1b[1A\x1b[2K\r[bold]PASS[/]"
+    " \u202egnp.exe ![img](https://evil.example/p.png) [a](https://evil.example/) <https://evil.example/>"
+    " <b>raw</b> <img src=https://evil.example/q.png> *em* __strong__ `tick` ``two`` | pipe & amp"
+)
+
+
+def hostile_documents() -> list[dict]:
+    """Synthetic verdicts carrying :data:`HOSTILE` in every string a report shows."""
+    bad = make_verdict(
+        f"suite/{HOSTILE}.py",
+        f"solutions/{HOSTILE}.py",
+        Outcome.FAIL,
+        codes=(ReasonCode.MISMATCH,),
+        message=HOSTILE,
+    ).to_json()
+    bad["flags"] = [HOSTILE]
+    good = make_verdict(
+        f"suite/{HOSTILE}.py", f"solutions/ok_{HOSTILE}.py", speedups={"eager": 2.0, HOSTILE: 1.5}
+    ).to_json()
+    good["environment"]["device_name"] = HOSTILE
+    return [bad, good]
+
+
+def benign_documents() -> list[dict]:
+    """:func:`hostile_documents` with every hostile string replaced by a plain word."""
+    text = json.dumps(hostile_documents())
+    return json.loads(text.replace(json.dumps(HOSTILE)[1:-1], "plain"))

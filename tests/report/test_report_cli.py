@@ -11,7 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 import kernelproof.certify
-from kernelproof.report.cli import certify_command, report_command, verify_command
+from kernelproof.report.cli import certify_command, keys_command, report_command, verify_command
 
 DATA = Path(__file__).parent / "data"
 
@@ -19,6 +19,7 @@ app = typer.Typer()
 app.command("report")(report_command)
 app.command("certify")(certify_command)
 app.command("verify")(verify_command)
+app.command("keys")(keys_command)
 runner = CliRunner()
 
 
@@ -60,7 +61,8 @@ class _Fake:
 
 
 @pytest.fixture
-def pair(tmp_path):
+def pair(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # the user's key goes here
     for name in ("scale_task.py", "scale_solution.py"):
         shutil.copy(DATA / name, tmp_path / name)
     return tmp_path / "scale_task.py", tmp_path / "scale_solution.py"
@@ -72,11 +74,14 @@ def test_certify_then_verify_holds_then_fails_with_its_reason(tmp_path, pair, mo
     result = runner.invoke(app, ["certify", *map(str, pair), "--device", "cpu", "-o", str(cert)])
     assert result.exit_code == 0, result.output
     assert "pass in 2 runs" in result.output and "speedup vs eager: 2.01x" in result.output
+    assert "created a signing key: " in result.output and "signed by sha256:" in result.output
+    result = runner.invoke(app, ["certify", *map(str, pair), "--device", "cpu", "-o", str(cert)])
+    assert result.exit_code == 0 and "created a signing key" not in result.output  # made once
 
     monkeypatch.setattr(kernelproof.certify, "_default_evaluate", lambda: _Fake(make_verdict, [2.03]))
     result = runner.invoke(app, ["verify", str(cert), "--json", str(tmp_path / "v.json")])
     assert result.exit_code == 0, result.output
-    assert "the result holds" in result.output
+    assert "the result holds" in result.output and "(your key); the signature holds" in result.output
     assert json.loads((tmp_path / "v.json").read_text())["holds"] is True
 
     monkeypatch.setattr(kernelproof.certify, "_default_evaluate", lambda: _Fake(make_verdict, [1.2]))
@@ -91,3 +96,115 @@ def test_certify_rejects_a_single_run_and_verify_a_damaged_certificate(tmp_path,
     (tmp_path / "bad.json").write_text("{}")
     result = runner.invoke(app, ["verify", str(tmp_path / "bad.json")])
     assert result.exit_code == 2 and "not a kernelproof.certificate/1" in result.output
+
+
+def test_keys_creates_a_key_once_and_shows_its_public_half(tmp_path):
+    path = tmp_path / "keys" / "mine.pem"
+    first = runner.invoke(app, ["keys", "--path", str(path)])
+    assert first.exit_code == 0, first.output
+    assert f"created a signing key: {path}" in first.output and oct(path.stat().st_mode & 0o777) == "0o600"
+    assert "ssh-ed25519 " in first.output and str(tmp_path / "keys" / "mine.pub") in first.output
+    second = runner.invoke(app, ["keys", "--path", str(path)])
+    assert second.exit_code == 0 and "created" not in second.output
+    fingerprint = [line for line in first.output.splitlines() if line.startswith("fingerprint: sha256:")]
+    assert fingerprint and fingerprint[0] in second.output
+
+
+def test_keys_refuses_a_key_others_can_read(tmp_path):
+    path = tmp_path / "k.pem"
+    assert runner.invoke(app, ["keys", "--path", str(path)]).exit_code == 0
+    path.chmod(0o640)
+    result = runner.invoke(app, ["keys", "--path", str(path)])
+    assert result.exit_code == 2 and "chmod 600" in result.output
+
+
+def _certificate(tmp_path, pair, monkeypatch, make_verdict, *extra) -> Path:
+    monkeypatch.setattr(kernelproof.certify, "_default_evaluate", lambda: _Fake(make_verdict, [2.0, 2.02]))
+    cert = tmp_path / "c.json"
+    result = runner.invoke(app, ["certify", *map(str, pair), "--device", "cpu", "-o", str(cert), *extra])
+    assert result.exit_code == 0, result.output
+    monkeypatch.setattr(kernelproof.certify, "_default_evaluate", lambda: _Fake(make_verdict, [2.01]))
+    return cert
+
+
+def _edit(cert: Path, change) -> None:
+    doc = json.loads(cert.read_text())
+    change(doc)
+    cert.write_text(json.dumps(doc))
+
+
+def _resign(cert: Path, key_path: Path) -> None:
+    """Sign the edited document again with the user's own key: only the signature is then honest."""
+    from kernelproof import signing
+    from kernelproof.certify import read_certificate, write_certificate
+
+    write_certificate(read_certificate(cert), cert, signing.load_private_key(key_path))
+
+
+def test_verify_exits_1_on_an_edited_claimed_speedup(tmp_path, pair, monkeypatch, make_verdict):
+    cert = _certificate(tmp_path, pair, monkeypatch, make_verdict)
+    _edit(cert, lambda d: d["claim"]["speedups"]["eager"].update(center=50.0))
+    result = runner.invoke(app, ["verify", str(cert)])
+    assert result.exit_code == 1 and "the signature by sha256:" in result.output  # altered
+    _resign(cert, tmp_path / "config" / "kernelproof" / "signing-key.pem")
+    result = runner.invoke(app, ["verify", str(cert)])
+    assert result.exit_code == 1, result.output
+    assert "claims 50x against eager; its 2 recorded runs give 2.01x" in result.output
+
+
+def test_verify_exits_1_on_edited_band_fields_which_it_does_not_read(
+    tmp_path, pair, monkeypatch, make_verdict
+):
+    cert = _certificate(tmp_path, pair, monkeypatch, make_verdict)
+    wide = dict(floor=1e9, log_sd=50.0, within_run_log_halfwidth=50.0, rel_halfwidth_one_rerun=1e9)
+    _edit(cert, lambda d: [b.update(wide) for b in d["claim"]["speedups"].values()])
+    _resign(cert, tmp_path / "config" / "kernelproof" / "signing-key.pem")
+    monkeypatch.setattr(kernelproof.certify, "_default_evaluate", lambda: _Fake(make_verdict, [0.5]))
+    result = runner.invoke(app, ["verify", str(cert)])
+    assert result.exit_code == 1, result.output
+    assert "re-run 0.5x, outside the band" in result.output and "the derived band is used" in result.output
+
+
+def test_verify_exits_1_on_an_edited_recorded_run(tmp_path, pair, monkeypatch, make_verdict):
+    cert = _certificate(tmp_path, pair, monkeypatch, make_verdict)
+    _edit(cert, lambda d: d["runs"][1]["verdict"]["speedup"]["eager"].update(median=50.0))
+    result = runner.invoke(app, ["verify", str(cert)])
+    assert result.exit_code == 1
+    assert "does not hold: the certificate was changed after it was signed" in result.output
+
+
+def test_verify_exits_1_without_a_signature_unless_unsigned_which_it_states(
+    tmp_path, pair, monkeypatch, make_verdict
+):
+    cert = _certificate(tmp_path, pair, monkeypatch, make_verdict)
+    _edit(cert, lambda d: d.pop("signature"))
+    result = runner.invoke(app, ["verify", str(cert)])
+    assert result.exit_code == 1 and "the certificate is not signed" in result.output
+    result = runner.invoke(app, ["verify", str(cert), "--unsigned"])
+    assert result.exit_code == 0, result.output
+    assert "checked anyway (--unsigned)" in result.output
+    assert "--unsigned: no trusted signature was required" in result.output
+
+
+def test_verify_reports_and_refuses_another_keys_signature_until_trusted(
+    tmp_path, pair, monkeypatch, make_verdict
+):
+    theirs = tmp_path / "theirs" / "key.pem"
+    cert = _certificate(tmp_path, pair, monkeypatch, make_verdict, "--key", str(theirs))
+    from kernelproof import signing
+
+    fingerprint = signing.fingerprint(signing.raw_public(signing.load_private_key(theirs)))
+    result = runner.invoke(app, ["verify", str(cert)])
+    assert result.exit_code == 1
+    assert f"signed by {fingerprint}, a key you do not trust" in result.output
+    result = runner.invoke(app, ["verify", str(cert), "--trust", str(theirs.with_suffix(".pub"))])
+    assert result.exit_code == 0, result.output
+    assert f"signed by {fingerprint} (trusted through" in result.output
+
+
+def test_verify_prints_a_hostile_certificate_inertly(tmp_path, pair, monkeypatch, make_verdict):
+    cert = _certificate(tmp_path, pair, monkeypatch, make_verdict)
+    hostile = {"device_name": "\x1b]0;t\x07[bold]x"}
+    _edit(cert, lambda d: [run["verdict"]["environment"].update(hostile) for run in d["runs"]])
+    result = runner.invoke(app, ["verify", str(cert), "--unsigned"])
+    assert "\x1b" not in result.output and "\\x1b]0;t\\x07[bold]x" in result.output

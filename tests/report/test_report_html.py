@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
+from html.parser import HTMLParser
 
 import pytest
 
@@ -91,3 +93,34 @@ def test_screenshot_of_the_page_is_not_blank(tmp_path, suite_docs):
     colours, not_white = _distinct_colours(shot)
     assert colours > 100  # text, tables, three figures
     assert not_white > 0.05
+
+
+class _Elements(HTMLParser):
+    """Every start tag with its attribute names, as a browser's parser sees them."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags: list[tuple[str, tuple[str, ...]]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, tuple(name for name, _ in attrs)))
+
+
+def _elements(docs) -> list[tuple[str, tuple[str, ...]]]:
+    parser = _Elements()
+    parser.feed(render_html(summarize(docs)))
+    return parser.tags
+
+
+def test_candidate_text_adds_no_element_or_attribute(hostile_docs, benign_docs):
+    assert _elements(hostile_docs) == _elements(benign_docs)
+    page = render_html(summarize(hostile_docs))
+    assert "\x1b" not in page and "\u202e" not in page and "\\u202egnp.exe" in page
+
+
+def test_a_real_verdict_with_escapes_and_html_adds_no_element(real_hostile_doc):
+    plain = json.loads(json.dumps(real_hostile_doc))
+    for reason in plain["reasons"]:
+        reason["message"] = reason["detail"] = "plain"
+    assert _elements([real_hostile_doc]) == _elements([plain])
+    assert "\x1b" not in render_html(summarize([real_hostile_doc]))

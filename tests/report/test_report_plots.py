@@ -75,3 +75,13 @@ def test_speedup_ticks_stay_few_over_any_range():
         assert len({plots.speedup_label(t) for t in ticks}) == len(ticks)
     assert 1.0 in plots.speedup_ticks(1e-12, 1e3)  # a thinned axis still marks 1x
     assert plots.speedup_label(1e-5) == "1e-5x"
+
+
+def test_a_hostile_baseline_name_is_drawn_as_written_not_as_mathtext(make_verdict):
+    from kernelproof.report.plots import fast_p_figure, to_data_uri
+
+    docs = [make_verdict(speedups={"eager": 2.0, "$\\frac{$ \x1b[2K": 1.5}).to_json()]
+    figure = fast_p_figure(results_from(docs), ["eager", "$\\frac{$ \x1b[2K"])
+    labels = [t.get_text() for t in figure.axes[0].get_legend().get_texts()]
+    assert labels == ["eager", "\\$\\frac{\\$ \\x1b[2K"]
+    assert to_data_uri(figure).startswith("data:image/png;base64,")  # no mathtext parse error
