@@ -57,6 +57,10 @@ RULES: dict[ReasonCode, str | None] = {
     ReasonCode.SANITIZER_ERROR: "Memory errors and races are found by compute-sanitizer: no out-of-bounds or "
     "uninitialised accesses, no missing barriers.",
     ReasonCode.INTERNAL_ERROR: None,  # kernelproof's own failure: nothing for the model to fix
+    ReasonCode.TOO_LARGE: None,  # the task does not fit the device: nothing for the model to fix
+    ReasonCode.SHAPE_SPECIALIZED: "The kernel must hold for other sizes than the published ones: the probed "
+    "shapes (the size constants made odd and about half) are checked too. Mask loads and stores at every "
+    "edge and derive sizes from the tensors, never from constants.",
 }
 
 LANGUAGES = {
