@@ -168,10 +168,17 @@ class Roofline:
 
 @dataclass(frozen=True)
 class Coverage:
-    custom_fraction: float | None  # share of GPU time in the submission's own kernels
+    custom_fraction: (
+        float | None
+    )  # share of the GPU work (durations above the launch floor) in the submission's kernels
     kernels: tuple[tuple[str, str, float], ...] = ()  # (name, origin, gpu_ms), top entries
-    policy: str = "strict"  # the task's kernel policy
+    policy: str = "strict"  # the kernel policy that applied (the task's, or --policy)
     note: str = ""
+    custom_fraction_raw: float | None = None  # the same share of whole durations (the floor not subtracted)
+    floor_us: float | None = (
+        None  # the device's launch floor subtracted from each kernel (None: not measured)
+    )
+    other_policy_fraction: float | None = None  # the deciding share under the other policy, for comparison
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,8 @@ def evaluate_pair(
     setup = prepare(task_path, solution, options, seed, device, workers)
     if isinstance(setup, Stopped):
         return stopped_verdict(setup, FileRef(str(task_path), setup.task_sha256), solution.ref, envelope)
-    env.update(precision=setup.task.meta.precision, policy=setup.task.meta.policy, mode=setup.mode)
+    policy = options.policy or setup.task.meta.policy  # the kernel policy that applies (--policy overrides)
+    env.update(precision=setup.task.meta.precision, policy=policy, mode=setup.mode)
     phases.mark("setup_s")
     env["phases"] = phases.marks
     env["per_device"] = options.per_device  # evaluations in flight on this device (timing alone)

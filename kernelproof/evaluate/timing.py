@@ -20,6 +20,8 @@ from kernelproof.evaluate.source import WorkerSource
 from kernelproof.measure import roofline as physics
 from kernelproof.measure import stats
 from kernelproof.measure.accounting import account
+from kernelproof.measure.coverage import COVERAGE_MIN
+from kernelproof.measure.floor import for_device as launch_floor
 from kernelproof.measure.session import Program, time_steady, time_variant
 from kernelproof.options import EvalOptions
 from kernelproof.sandbox.process import WorkerDied, WorkerProcess
@@ -29,10 +31,6 @@ from kernelproof.verify.cases import VariantContext, make_inputs, reference_and_
 from kernelproof.worker.replies import reason_of
 
 STEADY_ONLY = ("compile:reduce-overhead", "compile:max-autotune")  # baselines of the steady regime
-COVERAGE_MIN = {
-    "strict": 0.8,
-    "library-ok": 0.5,
-}  # share of (non-library) GPU time in the submission's kernels
 
 
 def time_candidate(
@@ -84,9 +82,11 @@ def time_candidate(
             reasons += [floor_reason] if floor_reason else []
         if coverage is None:
             own = setup.solution.file.triage.kernel_names
-            coverage = account(
-                worker, ctx, rng.getrandbits(62), own, setup.task.meta.policy, options.timeout_s
-            )
+            floor = launch_floor(device)
+            policy = options.policy or setup.task.meta.policy
+            coverage = account(worker, ctx, rng.getrandbits(62), own, policy, options.timeout_s, floor.us)
+            if floor.us is None and device.startswith("cuda"):
+                flags.append(f"coverage_floor: {floor.how}; kernels counted whole")
             if coverage.custom_fraction is not None:
                 reason = coverage_reason(coverage)
                 reasons += [reason] if reason else []
@@ -181,7 +181,10 @@ def _headline_speedups(shapes: list[ShapeTiming], options: EvalOptions) -> dict[
 
 
 def coverage_reason(cov: Coverage) -> Reason | None:
+    """no_custom_kernel or low_kernel_coverage under the policy that applied, with the figures;
+    when the other policy would accept the same kernels, the message says so."""
     frac = cov.custom_fraction or 0.0
+    raw = f", {cov.custom_fraction_raw:.0%} of whole durations" if cov.custom_fraction_raw is not None else ""
     if frac == 0.0:
         return Reason(
             ReasonCode.NO_CUSTOM_KERNEL,
@@ -189,9 +192,16 @@ def coverage_reason(cov: Coverage) -> Reason | None:
             f"(policy {cov.policy}); the work ran in library or ATen kernels",
         )
     need = COVERAGE_MIN[cov.policy]
-    if frac < need:
-        return Reason(
-            ReasonCode.LOW_KERNEL_COVERAGE,
-            f"only {frac:.0%} of GPU time is in the solution's own kernels (policy {cov.policy} needs {need:.0%})",
+    if frac >= need:
+        return None
+    message = (
+        f"only {frac:.0%} of the GPU work is in the solution's own kernels (durations above the launch "
+        f"floor{raw}); policy {cov.policy} needs {need:.0%}"
+    )
+    other = cov.other_policy_fraction
+    if cov.policy == "strict" and other is not None and other >= COVERAGE_MIN["library-ok"]:
+        message += (
+            f". Under --policy library-ok (library GEMMs and convolutions left out) the share is {other:.0%} and "
+            "would pass: the usual shape of a fusion around a cuBLAS GEMM"
         )
-    return None
+    return Reason(ReasonCode.LOW_KERNEL_COVERAGE, message)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from kernelproof.measure.coverage import shares
 from kernelproof.sandbox.process import WorkerProcess
 from kernelproof.verdict import Coverage
 from kernelproof.verify.cases import VariantContext
@@ -39,8 +40,16 @@ def origin_of(name: str, own: tuple[str, ...]) -> str:
 
 
 def account(
-    worker: WorkerProcess, ctx: VariantContext, seed: int, own: tuple[str, ...], policy: str, timeout_s: float
+    worker: WorkerProcess,
+    ctx: VariantContext,
+    seed: int,
+    own: tuple[str, ...],
+    policy: str,
+    timeout_s: float,
+    floor_us: float | None = None,
 ) -> Coverage:
+    """One hidden call under the profiler: its kernels, and the submission's share of the work
+    above the launch floor (`floor_us`, measured apart: kernelproof/measure/floor.py)."""
     if ctx.device.type != "cuda":
         return Coverage(None, (), policy, "launch accounting needs CUDA; skipped on the CPU")
     spec, fixed_tensors = ctx.input_spec()
@@ -49,13 +58,21 @@ def account(
         return Coverage(None, (), policy, f"profiling failed: {reply.get('message', '')}")
     rows = [(str(n), origin_of(str(n), own), float(ms)) for n, _stream, ms in reply.get("kernels", [])]
     total = sum(ms for _, _, ms in rows)
-    custom = sum(ms for _, o, ms in rows if o == "solution")
-    library = sum(ms for _, o, ms in rows if o == "library")
-    denom = total - library if policy == "library-ok" else total
-    frac = custom / denom if denom > 0 else (1.0 if custom > 0 else 0.0)
+    share = shares(rows, floor_us)
+    other = "library-ok" if policy == "strict" else "strict"
     merged: dict[tuple[str, str], float] = {}
     for n, o, ms in rows:
         merged[(n[:120], o)] = merged.get((n[:120], o), 0.0) + ms
     top = sorted(((n, o, ms) for (n, o), ms in merged.items()), key=lambda r: -r[2])[:TOP_KERNELS]
     note = f"{len(rows)} device activities, {total:.3f} ms GPU time"
-    return Coverage(frac if rows else 0.0, tuple(top), policy, note)
+    if floor_us:
+        note += f"; each counted above the launch floor of {floor_us:.2f} us"
+    return Coverage(
+        share.above_floor[policy] if rows else 0.0,
+        tuple(top),
+        policy,
+        note,
+        custom_fraction_raw=share.raw[policy] if rows else 0.0,
+        floor_us=floor_us,
+        other_policy_fraction=share.above_floor[other] if rows else 0.0,
+    )
