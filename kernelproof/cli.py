@@ -360,7 +360,11 @@ def results_command(
         _write_json(json_path, docs)
     else:
         console.print(bench_table([from_json(d) for d in docs]))
-        console.print(f"{len(docs)} shown of {store.count()} stored in {store.path}")
+        console.print(
+            store.listing_note(len(docs), task=task, solution=solution, outcome=outcome, code=code),
+            markup=False,
+            highlight=False,
+        )
 
 
 @app.command("compare")

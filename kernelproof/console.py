@@ -34,6 +34,8 @@ def print_verdict(v: Verdict, console: Console | None = None) -> None:
         f"[{STYLE[v.verdict.value]}]{v.verdict.value.upper()}[/]  {v.solution.path}  vs  {v.task.path}"
         f"  ({v.solution.backend or '?'} backend, {v.environment.get('device_name', v.environment.get('device'))})"
     )
+    if v.stored is not None:
+        c.print(f"  stored verdict from {v.stored.at} (--fresh re-runs)", highlight=False, markup=False)
     for r in v.reasons:
         c.print(f"  {r.code.value}: {r.message}", markup=False, highlight=False, style="red")
         if r.detail:

@@ -139,6 +139,20 @@ def test_a_verdict_round_trips_nonfinite_values_in_every_numeric_field(x):
 
 
 @pytest.mark.parametrize("x", NONFINITE, ids=["inf", "-inf", "nan"])
+def test_a_stored_verdict_round_trips_nonfinite_values_through_the_store(tmp_path, x):
+    from kernelproof.store import Store
+
+    v = filled(Verdict, x)
+    store = Store(tmp_path / "r.sqlite")
+    store.put("k", v, limits={"timeout_s": x})
+    back = store.get("k")
+    assert back is not None and back.stored is not None
+    original_elapsed = shape(back.stored.elapsed_s_then)
+    assert shape(dataclasses.replace(back, stored=v.stored, elapsed_s=x)) == shape(v)
+    assert original_elapsed == shape(x) and shape(back.stored.limits_then) == {"timeout_s": shape(x)}
+
+
+@pytest.mark.parametrize("x", NONFINITE, ids=["inf", "-inf", "nan"])
 def test_an_audit_report_round_trips_nonfinite_errors(x):
     from kernelproof.verify.audit import AuditReport, Control
 

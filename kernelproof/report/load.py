@@ -88,7 +88,8 @@ def deduplicate(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     Why: a store keeps every evaluation, and a report built from a store plus exported JSON would
     otherwise count one solution twice in fast_p. Order of first appearance is kept.
     """
-    ignored = {"seed", "fresh", "db", "timeout_s", "keep_samples"}  # do not change what is measured
+    # do not change what is measured
+    ignored = {"seed", "fresh", "db", "timeout_s", "keep_samples", "per_device"}
     newest: dict[str, dict[str, Any]] = {}
     order: list[str] = []
     for doc in docs:
