@@ -168,3 +168,25 @@ def test_a_replay_log_line_round_trips_a_nonfinite_cost(x):
     call = LoggedCall(1, 0, "draft", "h", "answer", 10, 20, x, "stop", "m")
     back = LoggedCall.from_json(strict_loads(json.dumps(call.to_json(), allow_nan=False)))
     assert shape(back) == shape(call)
+
+
+@pytest.mark.parametrize("x", NONFINITE, ids=["inf", "-inf", "nan"])
+def test_the_agents_stored_calls_and_candidates_round_trip_nonfinite_values(tmp_path, x):
+    from kernelproof.agent.memory import Memory
+    from kernelproof.agent.records import Candidate, Completion, Message, Prompt
+
+    mem = Memory(tmp_path / "kp.db")
+    mem.create_run(run_id="r", task_path="t.py", task_sha256="0" * 64, model="m", strategy="refine",
+                   out_dir=str(tmp_path), options_json="{}")  # fmt: skip
+    prompt = Prompt("sys", (Message("user", "go"),))
+    mem.record_call("r", 0, 0, "draft", prompt, Completion("a", 1, 2, "stop", "m", 1, x), cost_usd=x)
+    call = mem.calls("r")[0]
+    assert shape(call["cost_usd"]) == shape(x) and shape(call["latency_s"]) == shape(x)
+    assert shape(mem.logged_calls("r")[(0, 0)].cost_usd) == shape(x)
+
+    c = Candidate(
+        "t000s00", 0, 0, "draft", ("p",), "", "", "a.py", "src", "h", verdict=filled(Verdict, x), gpu_s=x
+    )
+    mem.record_candidate("r", c)
+    (back,) = mem.candidates("r")
+    assert shape(back.verdict) == shape(c.verdict) and shape(back.gpu_s) == shape(x)
