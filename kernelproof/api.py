@@ -108,7 +108,8 @@ def _to_build(items: list[tuple[str, str]], options: EvalOptions, device: str) -
     for task, sol in items:
         if not (Path(task).is_file() and Path(sol).is_file()):
             continue
-        if store is not None and served(store, evaluation_key(task, sol, options, device)) is not None:
+        key = evaluation_key(task, sol, options, device) if store is not None else ""
+        if store is not None and served(store, key, options.time_limits()) is not None:
             continue
         out.append(sol)
     return out
@@ -136,7 +137,7 @@ def _evaluate_on(task: str, solution: str, options: EvalOptions, device: str, po
     store = _open_store(options)
     key = evaluation_key(task, solution, options, device)
     if store is not None and not options.fresh:
-        cached = served(store, key)
+        cached = served(store, key, options.time_limits())
         if cached is not None:
             return cached
     # A CUDA or native solution is built before the GPU is taken: its compile (tens of seconds)
@@ -153,7 +154,7 @@ def _evaluate_on(task: str, solution: str, options: EvalOptions, device: str, po
     if verdict.codes and verdict.codes[0] == ReasonCode.TOO_LARGE.value:
         return verdict  # a property of this device and its neighbours at the time: never stored
     if store is not None:
-        store.put(key, verdict)
+        store.put(key, verdict, options_sha256=options_digest(options), limits=options.time_limits())
     return verdict
 
 
@@ -219,7 +220,11 @@ def _error_verdict(task: str, solution: str, device: str, reason: Reason) -> Ver
 
 
 def evaluation_key(task: str, solution: str, options: EvalOptions, device: str) -> str:
-    """Identity of an evaluation: file contents, settings and environment (served from the store)."""
+    """Identity of an evaluation: file contents, settings and environment (served from the store).
+
+    The settings are ``EvalOptions.cache_key_fields``: every option that can change the outcome.
+    The time limits are not in it; they are stored with the row and checked when it is served.
+    """
     h = hashlib.sha256()
     for p in (task, solution):
         h.update(hashlib.sha256(Path(p).read_bytes()).digest())
@@ -231,6 +236,11 @@ def evaluation_key(task: str, solution: str, options: EvalOptions, device: str) 
     }
     h.update(json.dumps({"settings": options.cache_key_fields(), "env": env}, sort_keys=True).encode())
     return h.hexdigest()
+
+
+def options_digest(options: EvalOptions) -> str:
+    """sha256 of the settings an evaluation is keyed on (signed with its stored row)."""
+    return hashlib.sha256(json.dumps(options.cache_key_fields(), sort_keys=True).encode()).hexdigest()
 
 
 def _open_store(options: EvalOptions):

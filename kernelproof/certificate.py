@@ -22,7 +22,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from kernelproof import signing
+from kernelproof import jsonsafe, signing
 from kernelproof.errors import UsageError
 from kernelproof.options import EvalOptions
 
@@ -38,18 +38,9 @@ class CertificateError(UsageError):
 
 
 def finite_json(obj: Any) -> Any:
-    """``obj`` with every non-finite float written as the string "inf", "-inf" or "nan".
-
-    JSON has no literal for them, and a certificate must be written whatever a run measured; this
-    is the rule every JSON writer of kernelproof follows.
-    """
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
-    if isinstance(obj, dict):
-        return {str(k): finite_json(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [finite_json(v) for v in obj]
-    return obj
+    """``obj`` with every non-finite float written as the string "inf", "-inf" or "nan": the rule
+    every JSON writer of kernelproof follows (kernelproof/jsonsafe.py)."""
+    return jsonsafe.encode(obj)
 
 
 def write_certificate(cert: dict[str, Any], path: str | Path, key: Ed25519PrivateKey | None = None) -> Path:
@@ -111,7 +102,12 @@ def rerun_options(settings: dict[str, Any], build_cache: Path, timeout_s: float)
     )
 
 
+OPTIONAL_TEXT_SETTINGS = ("policy",)  # settings whose default is None and whose value is text
+
+
 def _typed(name: str, value: Any, default: Any) -> Any:
+    if value is None and default is None:  # an optional setting left to the task (policy, seed)
+        return None
     if name == "distributions" or isinstance(default, tuple):
         if value is None and name == "distributions":
             return None
@@ -127,6 +123,8 @@ def _typed(name: str, value: Any, default: Any) -> Any:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             return float(value)
     elif isinstance(default, str) and isinstance(value, str):
+        return value
+    elif default is None and isinstance(value, str) and name in OPTIONAL_TEXT_SETTINGS:
         return value
     raise CertificateError(f"damaged certificate: settings.{name} is {value!r}")
 

@@ -368,7 +368,7 @@ def results_command(
         _write_json(json_path, docs)
     else:
         console.print(bench_table([from_json(d) for d in docs]))
-        say(console, f"{len(docs)} shown of {store.count()} stored in {store.path}")
+        say(console, store.listing_note(len(docs), task=task, solution=solution, outcome=outcome, code=code))
 
 
 @app.command("compare")

@@ -66,6 +66,8 @@ def print_verdict(v: Verdict, console: Console | None = None) -> None:
         (v.verdict.value.upper(), STYLE.get(v.verdict.value, "")),
         f"  {v.solution.path}  vs  {v.task.path}  ({v.solution.backend or '?'} backend, {device})",
     )
+    if v.stored is not None:
+        c.print(f"  stored verdict from {v.stored.at} (--fresh re-runs)", highlight=False, markup=False)
     for r in v.reasons:
         say(c, f"  {r.code.value}: {r.message}", style="red")
         if r.detail:

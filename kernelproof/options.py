@@ -16,6 +16,12 @@ BASELINE_NAMES = (
 )
 
 
+# Options that are time limits: kept out of the store's key and checked when a stored verdict is
+# served instead (a timeout at a small limit is not a timeout at a larger one). A new per-phase
+# limit joins this list.
+TIME_LIMITS = ("timeout_s",)
+
+
 @dataclass(frozen=True)
 class EvalOptions:
     device: str = "auto"  # "auto" | "cuda" | "cuda:N" | "cpu"
@@ -57,14 +63,35 @@ class EvalOptions:
         return dataclasses.replace(self, **changes)
 
     def cache_key_fields(self) -> dict[str, Any]:
-        """Settings that change a verdict, JSON-ready (store keys, the verdict's ``settings``)."""
-        skip = {"fresh", "db", "timeout_s", "build_cache", "build_workers", "per_device", "require_sandbox"}
+        """Settings that change a verdict, JSON-ready (store keys, the verdict's ``settings``).
+
+        Every option that can change the outcome is in the key. Left out, one by one:
+
+        - ``timeout_s``: not in the key but recorded with the stored row and checked when it is
+          served (store.served): a ``timeout`` verdict answers only an equal or smaller limit,
+          any other verdict answers whatever the limit. See :meth:`time_limits`.
+        - ``fresh``, ``db``: whether and where the store is read; not what is measured.
+        - ``build_cache``: where built extensions are kept. Entries are content-addressed and
+          hash-checked, so any cache root yields the same build of the same source.
+        - ``build_workers``: how many builder processes run at once; each build is the same.
+        - ``require_sandbox``: whether to refuse running without every containment layer; a verdict
+          that was produced at all was produced under the layers it records.
+
+        ``per_device`` is in the key: evaluations in flight on one device share its memory in
+        their untimed stretches, so an out-of-memory crash at ``per_device=2`` says nothing about
+        one evaluation alone.
+        """
+        skip = {"fresh", "db", "build_cache", "build_workers", "require_sandbox", *TIME_LIMITS}
         out = {}
         for f in dataclasses.fields(self):
             if f.name not in skip:
                 value = getattr(self, f.name)
                 out[f.name] = list(value) if isinstance(value, tuple) else value
         return out
+
+    def time_limits(self) -> dict[str, float]:
+        """The time limits of an evaluation (recorded with a stored verdict, see cache_key_fields)."""
+        return {name: float(getattr(self, name)) for name in TIME_LIMITS}
 
 
 def normalize_baselines(names: list[str] | tuple[str, ...]) -> tuple[str, ...]:

@@ -4,22 +4,60 @@ One row per evaluation with the hashes it was keyed on and its whole verdict doc
 and a busy timeout let several processes (a bench on two GPUs, an agent, a report) write and read
 at once; each call opens its own connection, so threads never share one. Other modules (agent
 memory) keep their own tables in the same file.
+
+The store belongs to the parent alone (issue 15), and these rules hold even if something else
+wrote to the file:
+
+- Every row carries an HMAC-SHA256 (kernelproof/store_key.py) over its evaluation key and its
+  content: the task, solution and options digests, the kernelproof version, the time limits it
+  ran under and the whole document. A row that does not verify (an older unsigned row, a row
+  changed with ``sqlite3``, malformed JSON, a document that does not read as a verdict) is
+  never served; :meth:`Store.rows` lists it as unverified, and nothing crashes on it.
+- A database that holds triggers or views is refused (kernelproof never creates them; a
+  trigger planted by a solution rewrote every later verdict to pass), and every connection
+  runs with ``PRAGMA trusted_schema=OFF``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
 import sqlite3
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelproof import __version__, jsonsafe, store_key
 from kernelproof.errors import StoreError
-from kernelproof.verdict import Verdict, from_json
+from kernelproof.verdict import ReasonCode, Stored, Verdict, from_json
 
+TABLE = "verdicts"
+# Signed columns, in the order the signature covers them (every column but id and hmac).
+COLUMNS = (
+    "key",
+    "created_at",
+    "task_path",
+    "task_sha256",
+    "solution_path",
+    "solution_sha256",
+    "backend",
+    "outcome",
+    "codes",
+    "device",
+    "speedup_best",
+    "elapsed_s",
+    "doc",
+    "options_sha256",
+    "kernelproof_version",
+    "limits_json",
+)
+REAL_COLUMNS = ("speedup_best", "elapsed_s")  # non-finite values stored as jsonsafe's strings
 SCHEMA_SQL = """
 CREATE TABLE IF NOT EXISTS verdicts (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -35,22 +73,79 @@ CREATE TABLE IF NOT EXISTS verdicts (
     device TEXT NOT NULL,
     speedup_best REAL,
     elapsed_s REAL NOT NULL,
-    doc TEXT NOT NULL
+    doc TEXT NOT NULL,
+    options_sha256 TEXT NOT NULL DEFAULT '',
+    kernelproof_version TEXT NOT NULL DEFAULT '',
+    limits_json TEXT NOT NULL DEFAULT '{}',
+    hmac TEXT
 );
 CREATE INDEX IF NOT EXISTS verdicts_key ON verdicts(key);
 CREATE INDEX IF NOT EXISTS verdicts_task ON verdicts(task_sha256);
 """
+# Columns added since the first release: an older database gets them on open, its rows with no
+# hmac (so they are listed as unverified and evaluated again, never served).
+MIGRATIONS = (
+    ("options_sha256", "TEXT NOT NULL DEFAULT ''"),
+    ("kernelproof_version", "TEXT NOT NULL DEFAULT ''"),
+    ("limits_json", "TEXT NOT NULL DEFAULT '{}'"),
+    ("hmac", "TEXT"),
+)
 BUSY_TIMEOUT_MS = 60_000  # concurrent writers wait up to a minute rather than fail
+NOTE_ROWS = 20  # unverified rows named one by one under the `results` listing
 
 
-def served(store: Any, key: str) -> Verdict | None:
-    """The stored verdict an evaluation with this key is answered with: any but a harness error.
+@dataclass(frozen=True)
+class Row:
+    """One stored evaluation as listed, verified or not. Unverified rows' claims are not trusted."""
 
-    An ``internal_error`` says kernelproof failed, not the solution; it is stored (nothing is lost)
-    but evaluated again on the next request. One rule for every executor.
+    id: int  # the row's id in the table
+    created_at: str  # when it claims to have been decided
+    task_path: str  # the task it claims
+    solution_path: str  # the solution it claims
+    outcome: str  # the outcome it claims
+    verified: bool  # its signature verifies and its document reads as a verdict
+    problem: str = ""  # why it is unverified ("" when verified)
+    doc: dict[str, Any] | None = None  # the verdict document, verified rows only
+    verdict: Verdict | None = None  # the same, read (verified rows only)
+    limits: dict[str, float] = field(default_factory=dict)  # time limits it ran under (verified rows)
+
+    def marked(self) -> dict[str, Any]:
+        """An unverified row as ``Store.query(unverified=True)`` lists it."""
+        return {
+            "unverified": self.problem,
+            "row": self.id,
+            "created_at": self.created_at,
+            "task_path": self.task_path,
+            "solution_path": self.solution_path,
+            "outcome": self.outcome,
+        }
+
+
+def served(store: Any, key: str, limits: Mapping[str, float] | None = None) -> Verdict | None:
+    """The stored verdict an evaluation with this key is answered with, or None (evaluate it).
+
+    - An ``internal_error`` says kernelproof failed, not the solution: it is stored (nothing is
+      lost) but evaluated again on the next request.
+    - A ``timeout`` is served only when every time limit of the new request (``limits``, from
+      ``EvalOptions.time_limits``) is equal to or smaller than the stored evaluation's: a
+      verdict that timed out at 20 s says nothing about 600 s. Unknown limits serve no timeout.
+    - Any other verdict is served whatever the limits.
+
+    One rule for every executor; ``store`` needs only ``get(key)``.
     """
-    stored = store.get(key)
-    return stored if stored is not None and "internal_error" not in stored.codes else None
+    found = store.get(key)
+    if found is None or ReasonCode.INTERNAL_ERROR.value in found.codes:
+        return None
+    if ReasonCode.TIMEOUT.value in found.codes and not _within(limits, found.stored):
+        return None
+    return found
+
+
+def _within(limits: Mapping[str, float] | None, stored: Stored | None) -> bool:
+    if limits is None or stored is None:
+        return False
+    then = stored.limits_then
+    return all(name in then and float(value) <= then[name] for name, value in limits.items())
 
 
 def default_db_path() -> str:
@@ -58,33 +153,82 @@ def default_db_path() -> str:
     return os.path.join(base, "kernelproof", "results.sqlite")
 
 
+def open_connection(path: str, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
+    """A connection to a store file that may have been tampered with: schema distrusted, checked.
+
+    Autocommit mode (``isolation_level=None``): callers write inside ``BEGIN IMMEDIATE``, and call
+    :func:`refuse_foreign_objects` again once the write lock is held, so nothing is planted between
+    the check and the write. Shared by the agent's tables (agent/memory.py).
+    """
+    con = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None)
+    try:
+        con.execute("PRAGMA trusted_schema=OFF")  # no SQL functions with side effects from the schema
+        con.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        con.execute("PRAGMA journal_mode=WAL")
+        refuse_foreign_objects(con, path)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def refuse_foreign_objects(con: sqlite3.Connection, path: str) -> None:
+    """StoreError if the database holds a trigger or a view: kernelproof never creates either."""
+    found = con.execute(
+        "SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'view') ORDER BY type, name"
+    ).fetchall()
+    if not found:
+        return
+    names = ", ".join(f"{kind} {name!r}" for kind, name in found)
+    recover = f"move it aside (mv '{path}' '{path}.suspect') to start a new store"
+    if all(re.fullmatch(r"\w+", str(name), re.ASCII) for _, name in found):  # never echo a crafted name
+        drops = " ".join(f'DROP {kind.upper()} "{name}";' for kind, name in found)
+        recover += (
+            f", or remove them (sqlite3 '{path}' '{drops}'): signed rows that still verify are then "
+            "served, the rest are listed as unverified"
+        )
+    raise StoreError(
+        f"the results database {path} holds {names}. kernelproof never creates triggers or views, so "
+        "something else changed this file (a solution that reached it can rewrite stored verdicts this "
+        f"way). Refusing to use it. To recover, {recover}"
+    )
+
+
 class Store:
     _init_lock = threading.Lock()
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, *, key: bytes | None = None):
         self.path = str(path)
         try:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            with self._init_lock, self.connect() as con:
+            self._key = key or store_key.load_key(store_dir=Path(self.path).resolve().parent)
+            with self._init_lock, self.connect() as con:  # connect() refuses triggers and views
                 con.executescript(SCHEMA_SQL)
+                _migrate(con)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open the results database {self.path}: {exc}") from None
 
     @contextmanager
     def connect(self) -> Iterator[sqlite3.Connection]:
-        con = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000)
+        con = open_connection(self.path)
         try:
-            con.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            con.execute("PRAGMA journal_mode=WAL")
             yield con
-            con.commit()
         finally:
             con.close()
 
-    def put(self, key: str, verdict: Verdict) -> int:
-        doc = verdict.to_json()
+    def put(
+        self,
+        key: str,
+        verdict: Verdict,
+        *,
+        options_sha256: str = "",
+        limits: Mapping[str, float] | None = None,
+    ) -> int:
+        """Store a verdict under its evaluation key, signed; ``limits``: the time limits it ran under."""
+        if verdict.stored is not None:  # a served verdict stored again: keep the evaluation's own form
+            verdict = dataclasses.replace(verdict, elapsed_s=verdict.stored.elapsed_s_then, stored=None)
         best = verdict.speedup.get("best") or verdict.speedup.get("eager")
-        row = (
+        values = (
             key,
             verdict.created_at,
             verdict.task.path,
@@ -95,27 +239,55 @@ class Store:
             verdict.verdict.value,
             ",".join(verdict.codes),
             str(verdict.environment.get("device", "")),
-            best.median if best and best.median is not None else None,
-            verdict.elapsed_s,
-            json.dumps(doc, allow_nan=False),
+            _real(best.median if best and best.median is not None else None),
+            _real(verdict.elapsed_s),
+            verdict.dumps(indent=None),
+            options_sha256,
+            __version__,
+            jsonsafe.dumps({k: float(v) for k, v in (limits or {}).items()}, sort_keys=True),
         )
+        mac = store_key.sign(self._key, TABLE, values)
+        cols = ", ".join((*COLUMNS, "hmac"))
+        marks = ", ".join("?" * (len(COLUMNS) + 1))
         try:
             with self.connect() as con:
-                cur = con.execute(
-                    "INSERT INTO verdicts (key, created_at, task_path, task_sha256, solution_path, solution_sha256, "
-                    "backend, outcome, codes, device, speedup_best, elapsed_s, doc) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    row,
-                )
+                con.execute("BEGIN IMMEDIATE")
+                try:
+                    refuse_foreign_objects(con, self.path)
+                    cur = con.execute(f"INSERT INTO verdicts ({cols}) VALUES ({marks})", (*values, mac))
+                    con.execute("COMMIT")
+                except BaseException:
+                    con.execute("ROLLBACK")
+                    raise
                 return int(cur.lastrowid or 0)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot write to {self.path}: {exc}") from None
 
     def get(self, key: str) -> Verdict | None:
-        with self.connect() as con:
-            row = con.execute(
-                "SELECT doc FROM verdicts WHERE key = ? ORDER BY id DESC LIMIT 1", (key,)
-            ).fetchone()
-        return from_json(json.loads(row[0])) if row else None
+        """The newest verified verdict stored under ``key``, marked ``stored``; None if there is none.
+
+        Unverified rows under the key are passed over (``rows`` lists them). The verdict's
+        ``elapsed_s`` is this lookup's time; the evaluation's own is ``stored.elapsed_s_then``.
+        """
+        started = time.monotonic()
+        for row in self._rows("WHERE key = ?", [key]):
+            if row.verified and row.verdict is not None:
+                v = row.verdict
+                stored = Stored(v.created_at or row.created_at, v.elapsed_s, row.limits)
+                return dataclasses.replace(v, stored=stored, elapsed_s=time.monotonic() - started)
+        return None
+
+    def rows(
+        self,
+        task: str | None = None,
+        solution: str | None = None,
+        outcome: str | None = None,
+        code: str | None = None,
+        limit: int | None = None,
+    ) -> list[Row]:
+        """Every stored row matching the filters, verified or not, newest first."""
+        where, params = _filters(task, solution, outcome, code)
+        return list(self._rows(where, params, limit))
 
     def query(
         self,
@@ -124,29 +296,124 @@ class Store:
         outcome: str | None = None,
         code: str | None = None,
         limit: int | None = None,
+        *,
+        unverified: bool = False,
     ) -> list[dict[str, Any]]:
-        """Verdict documents, newest first, filtered by substrings of paths, outcome or reason code."""
-        sql = "SELECT doc FROM verdicts WHERE 1=1"
-        params: list[Any] = []
-        if task:
-            sql += " AND task_path LIKE ?"
-            params.append(f"%{task}%")
-        if solution:
-            sql += " AND solution_path LIKE ?"
-            params.append(f"%{solution}%")
-        if outcome:
-            sql += " AND outcome = ?"
-            params.append(outcome)
-        if code:
-            sql += " AND (',' || codes || ',') LIKE ?"
-            params.append(f"%,{code},%")
-        sql += " ORDER BY id DESC"
-        if limit:
-            sql += " LIMIT ?"
-            params.append(int(limit))
-        with self.connect() as con:
-            return [json.loads(r[0]) for r in con.execute(sql, params)]
+        """Verdict documents as they were stored, newest first, filtered by substrings of paths,
+        outcome or reason code. Only verified rows, unless ``unverified``: then the others come
+        too, each marked (``{"unverified": why, "row": id, ...}``, see :meth:`Row.marked`)."""
+        where, params = _filters(task, solution, outcome, code)
+        out: list[dict[str, Any]] = []
+        for row in self._rows(where, params):
+            if row.verified and row.doc is not None:
+                out.append(row.doc)
+            elif unverified:
+                out.append(row.marked())
+            if limit and len(out) >= limit:
+                break
+        return out
 
     def count(self) -> int:
-        with self.connect() as con:
-            return int(con.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0])
+        """Rows stored, verified or not."""
+        try:
+            with self.connect() as con:
+                return int(con.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0])
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read {self.path}: {exc}") from None
+
+    def listing_note(self, shown: int, **filters: Any) -> str:
+        """The lines under the ``results`` table: how many rows, and those matching that do not verify."""
+        bad = [r for r in self.rows(**filters) if not r.verified]
+        text = f"{shown} shown of {self.count()} stored in {self.path}"
+        if not bad:
+            return text
+        lines = [
+            text,
+            f"{len(bad)} stored {'row does' if len(bad) == 1 else 'rows do'} not verify and "
+            f"{'is' if len(bad) == 1 else 'are'} never served (evaluations are run again):",
+        ]
+        for r in bad[:NOTE_ROWS]:
+            lines.append(
+                f"  unverified row {r.id}: {_inert(r.task_path)} / {_inert(r.solution_path)}, claims "
+                f"{_inert(r.outcome)!r} at {_inert(r.created_at)}: {_inert(r.problem)}"
+            )
+        if len(bad) > NOTE_ROWS:
+            lines.append(f"  ... and {len(bad) - NOTE_ROWS} more")
+        return "\n".join(lines)
+
+    def _rows(self, where: str, params: list[Any], limit: int | None = None) -> Iterator[Row]:
+        sql = f"SELECT id, {', '.join(COLUMNS)}, hmac FROM verdicts {where} ORDER BY id DESC"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        try:
+            with self.connect() as con:
+                for raw in con.execute(sql, params):
+                    yield self._read(raw)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read {self.path}: {exc}") from None
+
+    def _read(self, raw: tuple[Any, ...]) -> Row:
+        """One row, checked: signature first, then its document and limits (never raises)."""
+        row_id, values, mac = raw[0], raw[1 : 1 + len(COLUMNS)], raw[-1]
+        cell = dict(zip(COLUMNS, values))
+        claims = {k: str(cell[k]) for k in ("created_at", "task_path", "solution_path", "outcome")}
+        if mac is None:
+            return Row(row_id, **claims, verified=False, problem="unsigned (written before rows were signed)")
+        if not store_key.verifies(self._key, TABLE, values, mac):
+            return Row(
+                row_id,
+                **claims,
+                verified=False,
+                problem="its signature does not match (changed outside kernelproof)",
+            )
+        try:
+            doc = json.loads(cell["doc"])
+            verdict = from_json(doc)
+            limits = {str(k): float(jsonsafe.number(v)) for k, v in json.loads(cell["limits_json"]).items()}
+        except (TypeError, ValueError, AttributeError) as exc:
+            return Row(
+                row_id, **claims, verified=False, problem=f"its document does not read as a verdict: {exc}"
+            )
+        return Row(row_id, **claims, verified=True, doc=doc, verdict=verdict, limits=limits)
+
+
+def _inert(text: str, limit: int = 200) -> str:
+    """An unverified row's claim, safe to print: control characters escaped, length capped."""
+    out = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+    return out if len(out) <= limit else out[:limit] + "..."
+
+
+def _real(x: float | None) -> float | str | None:
+    """A REAL cell: SQLite stores NaN as NULL, so non-finite values go in as jsonsafe's strings."""
+    return jsonsafe.encode(float(x)) if x is not None else None
+
+
+def _filters(task: str | None, solution: str | None, outcome: str | None, code: str | None):
+    where, params = "WHERE 1=1", []
+    if task:
+        where += " AND task_path LIKE ?"
+        params.append(f"%{task}%")
+    if solution:
+        where += " AND solution_path LIKE ?"
+        params.append(f"%{solution}%")
+    if outcome:
+        where += " AND outcome = ?"
+        params.append(outcome)
+    if code:
+        where += " AND (',' || codes || ',') LIKE ?"
+        params.append(f"%,{code},%")
+    return where, params
+
+
+def _migrate(con: sqlite3.Connection) -> None:
+    """Add the columns an older store lacks (inside the caller's write lock; idempotent)."""
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        have = {r[1] for r in con.execute("PRAGMA table_info(verdicts)")}
+        for name, decl in MIGRATIONS:
+            if name not in have:
+                con.execute(f"ALTER TABLE verdicts ADD COLUMN {name} {decl}")
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise

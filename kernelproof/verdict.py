@@ -13,12 +13,20 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import json
 import math
+import types
+import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA = "kernelproof.verdict/1"
+from kernelproof import jsonsafe
+
+# Version 2: non-finite numbers are the strings "inf", "-inf", "nan" (version 1 wrote null, which
+# lost the figure), and a verdict served from the store says so (``stored``). Version 1 documents
+# are still read.
+SCHEMA = "kernelproof.verdict/2"
+SCHEMA_V1 = "kernelproof.verdict/1"
+READABLE_SCHEMAS = (SCHEMA, SCHEMA_V1)
 
 
 class ReasonCode(str, enum.Enum):
@@ -198,6 +206,20 @@ class BuildRecord:
 
 
 @dataclass(frozen=True)
+class Stored:
+    """Set on a verdict the store answered with: it was decided earlier, not by this request.
+
+    Why: a stored verdict must not pass for a fresh one (issue 19), so its text and JSON say when
+    it was decided, how long that took, and under which time limits (a ``timeout`` is served
+    only for an equal or smaller limit: a verdict that ran out of 20 s says nothing about 600 s).
+    """
+
+    at: str  # ISO time the stored evaluation was decided
+    elapsed_s_then: float  # that evaluation's wall time
+    limits_then: dict[str, float] = field(default_factory=dict)  # its time limits (timeout_s), by option
+
+
+@dataclass(frozen=True)
 class Verdict:
     verdict: Outcome
     reasons: tuple[Reason, ...]
@@ -212,9 +234,10 @@ class Verdict:
     reward: float  # 0 unless pass, else max(0, lower CI bound of log speedup over the best baseline)
     flags: tuple[str, ...] = ()  # non-fatal observations (plain-torch solution, dropout, ...)
     settings: dict[str, Any] = field(default_factory=dict)  # what was asked for (device, seed, ...)
-    elapsed_s: float = 0.0  # wall time of the evaluation
+    elapsed_s: float = 0.0  # wall time of the evaluation (of the store's answer, when ``stored``)
     created_at: str = ""  # ISO time the verdict was decided
     build: BuildRecord | None = None  # CUDA and native solutions: how the build went
+    stored: Stored | None = None  # set when the store answered with an earlier evaluation's verdict
     schema: str = SCHEMA
 
     @property
@@ -226,24 +249,11 @@ class Verdict:
         return [r.code.value for r in self.reasons]
 
     def to_json(self) -> dict[str, Any]:
-        return _to_jsonable(self)
+        """The JSON document: non-finite numbers as "inf", "-inf", "nan" (kernelproof/jsonsafe.py)."""
+        return jsonsafe.encode(self)
 
     def dumps(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_json(), indent=indent, allow_nan=False)
-
-
-def _to_jsonable(obj: Any) -> Any:
-    if isinstance(obj, enum.Enum):
-        return obj.value
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, dict):
-        return {str(k): _to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_to_jsonable(v) for v in obj]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None  # JSON has no NaN/Inf; a missing figure is null
-    return obj
+        return jsonsafe.dumps(self.to_json(), indent=indent)
 
 
 def compute_reward(outcome: Outcome, best: Speedup | None) -> float:
@@ -262,55 +272,132 @@ def compute_reward(outcome: Outcome, best: Speedup | None) -> float:
 
 
 def from_json(doc: dict[str, Any]) -> Verdict:
-    """Rebuild a :class:`Verdict` from its JSON document (the store, replay logs, certificates)."""
-    if doc.get("schema") != SCHEMA:
+    """Rebuild a :class:`Verdict` from its JSON document (the store, replay logs, certificates).
+
+    Typed: every field is checked against its annotation, and the strings "inf", "-inf", "nan"
+    become floats only where the schema says a number stands. A document that does not fit
+    raises ``ValueError`` naming the field (``correctness.cases[2].max_abs_err: ...``), so a
+    malformed stored row is reported, never half-read. Version 1 documents are read too; the
+    record built is of the current version.
+    """
+    if not isinstance(doc, dict):
+        raise ValueError(f"a verdict document is a JSON object, not {type(doc).__name__}")
+    if doc.get("schema") not in READABLE_SCHEMAS:
         raise ValueError(f"not a {SCHEMA} document (schema={doc.get('schema')!r})")
-    return _build(Verdict, doc)
+    verdict = _decode(Verdict, {k: v for k, v in doc.items() if k != "schema"}, "")
+    return verdict
 
 
-def _build(cls: Any, value: Any) -> Any:
-    import typing
+def numbers_decoded(doc: dict[str, Any]) -> dict[str, Any]:
+    """A verdict document as plain data with its numeric fields decoded to floats (inf, nan).
 
-    if value is None:
-        return None
-    hints = typing.get_type_hints(cls)
-    kwargs = {}
-    for f in dataclasses.fields(cls):
-        if f.name not in value:
-            continue
-        kwargs[f.name] = _coerce(hints[f.name], value[f.name])
-    return cls(**kwargs)
+    For readers of the raw document (reports): nothing else is checked or changed, and fields
+    this version does not know are kept as they are.
+    """
+    return _numbers(Verdict, doc)
 
 
-def _coerce(tp: Any, value: Any) -> Any:
-    import types
-    import typing
+_HINTS: dict[type, dict[str, Any]] = {}
 
-    if value is None:
-        return None
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        for a in args:
-            if a is type(None):
-                continue
-            try:
-                return _coerce(a, value)
-            except (TypeError, ValueError, KeyError):
-                continue
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _decode(tp: Any, value: Any, path: str) -> Any:
+    """``value`` as type ``tp``, or ValueError naming ``path``. None stands for a missing figure
+    anywhere (version 1 wrote null for non-finite numbers)."""
+    if value is None or tp is Any:
         return value
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return tp(value)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        errors = []
+        for arm in (a for a in args if a is not type(None)):
+            try:
+                return _decode(arm, value, path)
+            except ValueError as exc:
+                errors.append(str(exc))
+        raise ValueError(errors[-1] if errors else f"{path or 'document'}: no type fits {value!r}")
     if dataclasses.is_dataclass(tp):
-        return _build(tp, value)
+        if not isinstance(value, dict):
+            raise ValueError(f"{path or 'document'}: expected an object, found {type(value).__name__}")
+        hints = _hints(tp)
+        kwargs = {
+            f.name: _decode(hints[f.name], value[f.name], f"{path}.{f.name}".lstrip("."))
+            for f in dataclasses.fields(tp)
+            if f.name in value and f.init
+        }
+        missing = [
+            f.name
+            for f in dataclasses.fields(tp)
+            if f.name not in kwargs
+            and f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
+        ]
+        if missing:
+            raise ValueError(f"{path or 'document'}: missing {', '.join(missing)}")
+        return tp(**kwargs)
     if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"{path}: expected a list, found {type(value).__name__}")
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_coerce(args[0], v) for v in value)
-        return tuple(_coerce(a, v) for a, v in zip(args, value))
-    if origin is dict:
-        return {k: _coerce(args[1], v) for k, v in value.items()}
+            return tuple(_decode(args[0], v, f"{path}[{i}]") for i, v in enumerate(value))
+        if len(value) != len(args):
+            raise ValueError(f"{path}: expected {len(args)} items, found {len(value)}")
+        return tuple(_decode(a, v, f"{path}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
     if origin is list:
-        return [_coerce(args[0], v) for v in value]
-    if tp is float and isinstance(value, (int, float)):
-        return float(value)
+        if not isinstance(value, list):
+            raise ValueError(f"{path}: expected a list, found {type(value).__name__}")
+        return [_decode(args[0], v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ValueError(f"{path}: expected an object, found {type(value).__name__}")
+        return {str(k): _decode(args[1], v, f"{path}.{k}") for k, v in value.items()}
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        try:
+            return tp(value)
+        except ValueError:
+            raise ValueError(f"{path}: {value!r} is not a known {tp.__name__}") from None
+    if tp is float:
+        try:
+            return jsonsafe.number(value)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+    if tp is bool or tp is str:
+        if not isinstance(value, tp):
+            raise ValueError(f"{path}: expected {tp.__name__}, found {type(value).__name__}")
+        return value
+    if tp is int:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ValueError(f"{path}: expected an integer, found {type(value).__name__}")
+        return value
+    return value
+
+
+def _numbers(tp: Any, value: Any) -> Any:
+    """Like :func:`_decode`, but lenient: numeric fields decoded where they can be, all else kept."""
+    if value is None or tp is Any:
+        return value
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        arms = [a for a in args if a is not type(None)]
+        return _numbers(arms[0], value) if len(arms) == 1 else value
+    if dataclasses.is_dataclass(tp) and isinstance(value, dict):
+        hints = _hints(tp)
+        return {k: _numbers(hints[k], v) if k in hints else v for k, v in value.items()}
+    if origin is tuple and isinstance(value, list):
+        if len(args) == 2 and args[1] is Ellipsis:
+            return [_numbers(args[0], v) for v in value]
+        return [_numbers(a, v) for a, v in zip(args, value)] + value[len(args) :]
+    if origin is list and isinstance(value, list):
+        return [_numbers(args[0], v) for v in value]
+    if origin is dict and isinstance(value, dict):
+        return {k: _numbers(args[1], v) for k, v in value.items()}
+    if tp is float:
+        try:
+            return jsonsafe.number(value)
+        except ValueError:
+            return value
     return value

@@ -1,5 +1,6 @@
 """Shared test configuration: GPU tests are skipped where no CUDA device is present, and the
-build cache of CUDA and native solutions is a temporary one (not the user's)."""
+build cache of CUDA and native solutions and the store's signing key are temporary ones (not
+the user's)."""
 
 from __future__ import annotations
 
@@ -34,3 +35,16 @@ def _private_build_cache(tmp_path_factory):
         yield
     finally:
         os.environ.pop("KERNELPROOF_CACHE_DIR", None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_store_key(tmp_path_factory):
+    """Stores sign their rows with a session key unless KERNELPROOF_STORE_KEY is set already."""
+    if os.environ.get("KERNELPROOF_STORE_KEY"):
+        yield
+        return
+    os.environ["KERNELPROOF_STORE_KEY"] = str(tmp_path_factory.mktemp("store-key") / "store.key")
+    try:
+        yield
+    finally:
+        os.environ.pop("KERNELPROOF_STORE_KEY", None)

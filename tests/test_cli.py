@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 DATA = Path(__file__).parent / "data"
 TASK = str(DATA / "tasks" / "scale_relu.py")
 
@@ -33,7 +35,7 @@ def test_eval_pass_exits_0_and_writes_the_verdict_json(tmp_path):
     )
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(out.read_text())
-    assert doc["schema"] == "kernelproof.verdict/1" and doc["verdict"] == "pass"
+    assert doc["schema"] == "kernelproof.verdict/2" and doc["verdict"] == "pass"
 
 
 def test_eval_rejection_exits_1_with_the_reason_printed():
@@ -94,6 +96,23 @@ def test_a_constant_output_task_fails_its_audit(tmp_path):
     r = kp("audit", str(t), "--device", "cpu", "--json", "-", "--seed", "1")
     assert r.returncode == 1
     assert json.loads(r.stdout)["degenerate"] is True
+
+
+def test_audit_json_of_a_task_with_infinite_errors_is_written(tmp_path):
+    # The output is all zeros: any control that is not zero is infinitely wrong, relatively.
+    t = tmp_path / "zero.py"
+    t.write_text(
+        "import torch\nimport torch.nn as nn\n"
+        "class Model(nn.Module):\n    def forward(self, x):\n        return x * 0\n"
+        "def get_inputs():\n    return [torch.rand(8, 16)]\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    out = tmp_path / "a.json"
+    r = kp("audit", str(t), "--device", "cpu", "--json", str(out), "--seed", "1")
+    assert r.returncode == 1, r.stdout + r.stderr  # degenerate, and said so: not an internal error
+    doc = json.loads(out.read_text(), parse_constant=lambda name: pytest.fail(f"{name} in the JSON"))
+    assert "inf" in {c["rel_norm_err"] for c in doc["controls"]}
+    assert doc["shapes"][0]["schema"] == "kernelproof.audit/1"
 
 
 def test_results_lists_what_eval_stored(tmp_path):

@@ -37,7 +37,7 @@ def test_correct_triton_solution_passes_with_timing_and_ci():
     assert shape.candidate.n > 0 and shape.baselines["eager"].n > 0
     eager = v.speedup["eager"]
     assert eager.median is not None and eager.ci95[0] <= eager.median <= eager.ci95[1]
-    assert v.to_json()["schema"] == "kernelproof.verdict/1"
+    assert v.to_json()["schema"] == "kernelproof.verdict/2"
 
 
 @pytest.mark.parametrize(

@@ -1,11 +1,15 @@
-"""The SQLite store: every verdict kept, concurrent writers never lose a row, JSON round-trips."""
+"""The SQLite store: every verdict kept, concurrent writers never lose a row, JSON round-trips.
+
+Tampering (tests/test_store_tamper.py) and what is served when (tests/test_store_serving.py)
+have files of their own."""
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
 
 from kernelproof.store import Store
-from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode, Speedup, Verdict, from_json
+from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode, Speedup, Stored, Verdict, from_json
 
 
 def _verdict(i: int) -> Verdict:
@@ -44,13 +48,16 @@ def test_concurrent_writers_from_several_processes_lose_no_row(tmp_path):
     assert Store(path).count() == 200
 
 
-def test_a_stored_verdict_comes_back_as_the_same_verdict(tmp_path):
+def test_a_stored_verdict_comes_back_as_the_same_verdict_marked_stored(tmp_path):
     s = Store(tmp_path / "r.sqlite")
-    v = _verdict(1)
-    s.put("key", v)
+    v = dataclasses.replace(_verdict(1), elapsed_s=12.5)
+    s.put("key", v, limits={"timeout_s": 600.0})
     back = s.get("key")
-    assert back == v
+    assert back.stored == Stored(at=v.created_at, elapsed_s_then=12.5, limits_then={"timeout_s": 600.0})
+    assert back.elapsed_s < 12.5  # the lookup's own time, not the evaluation's
+    assert dataclasses.replace(back, stored=None, elapsed_s=12.5) == v
     assert from_json(v.to_json()) == v
+    assert v.to_json()["stored"] is None and back.to_json()["stored"]["elapsed_s_then"] == 12.5
 
 
 def test_query_filters_by_outcome_code_and_path(tmp_path):

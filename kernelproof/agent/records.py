@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from kernelproof import jsonsafe
 from kernelproof.verdict import Verdict
 
 # A byte-level BPE token covers at least one byte of text, so a prompt's UTF-8 size bounds its
@@ -136,11 +137,18 @@ class LoggedCall:
     model: str  # model name the provider reported
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        """The replay log's line: a non-finite cost as "inf" or "nan" (kernelproof/jsonsafe.py)."""
+        return jsonsafe.encode(self)
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> LoggedCall:
-        return cls(**{k: doc[k] for k in cls.__dataclass_fields__})
+        """Read a replay log's line; TypeError for a cost that is not a number (or null)."""
+        fields = {k: doc[k] for k in cls.__dataclass_fields__}
+        try:
+            cost = jsonsafe.number(fields["cost_usd"])
+        except ValueError as exc:
+            raise TypeError(f"cost_usd: {exc}") from None
+        return cls(**{**fields, "cost_usd": cost})
 
     def completion(self) -> Completion:
         return Completion(

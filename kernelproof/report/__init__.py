@@ -1,7 +1,7 @@
 """Reports over verdict documents: a self-contained HTML page and a Markdown version.
 
-Reports read ``kernelproof.verdict/1`` documents only (from JSON files or a store) and write
-leaderboards per task, fast_p, the speedup distribution and the device's roofline.
+Reports read ``kernelproof.verdict/2`` (and ``/1``) documents only (from JSON files or a store)
+and write leaderboards per task, fast_p, the speedup distribution and the device's roofline.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Read verdict documents for a report: from JSON files, folders of them, or a result store.
 
-Reports consume only ``kernelproof.verdict/1`` documents (the one shared language), as plain
-dicts. Every document is checked for its schema tag, so a report never silently mixes in
-something else.
+Reports consume only ``kernelproof.verdict/2`` (and ``/1``) documents (the one shared language),
+as plain dicts with their numeric fields decoded ("inf" back to a float). Every document is
+checked for its schema tag, so a report never silently mixes in something else.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelproof.errors import StoreError, UsageError
-from kernelproof.verdict import SCHEMA
+from kernelproof.verdict import READABLE_SCHEMAS, SCHEMA, numbers_decoded
 
 
 class ReportInputError(UsageError):
@@ -77,9 +77,9 @@ def _parse(text: str, where: str) -> Any:
 def _checked(doc: Any, where: str) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise ReportInputError(f"{where}: expected a {SCHEMA} object, found {type(doc).__name__}")
-    if doc.get("schema") != SCHEMA:
+    if doc.get("schema") not in READABLE_SCHEMAS:
         raise ReportInputError(f"{where}: not a {SCHEMA} document (schema={doc.get('schema')!r})")
-    return doc
+    return numbers_decoded(doc)
 
 
 def deduplicate(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -88,7 +88,8 @@ def deduplicate(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     Why: a store keeps every evaluation, and a report built from a store plus exported JSON would
     otherwise count one solution twice in fast_p. Order of first appearance is kept.
     """
-    ignored = {"seed", "fresh", "db", "timeout_s", "keep_samples"}  # do not change what is measured
+    # do not change what is measured
+    ignored = {"seed", "fresh", "db", "timeout_s", "keep_samples", "per_device"}
     newest: dict[str, dict[str, Any]] = {}
     order: list[str] = []
     for doc in docs:

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from kernelproof import jsonsafe
 from kernelproof.task import Task
 from kernelproof.verify.cases import (
     VariantContext,
@@ -29,6 +30,8 @@ from kernelproof.verify.cases import (
 )
 from kernelproof.verify.compare import compare, tolerance_for
 
+# Version 1: the first with a version; non-finite errors are the strings "inf", "-inf", "nan".
+AUDIT_SCHEMA = "kernelproof.audit/1"
 AUDIT_DISTRIBUTIONS = ("task", "normal")  # KernelBench's own inputs, and zero-mean ones
 _CACHE: dict[tuple[str, str, str], AuditReport] = {}
 
@@ -53,12 +56,36 @@ class AuditReport:
         return "controls that passed the comparison: " + ", ".join(bad) if bad else "all controls rejected"
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "task": self.task,
-            "variant": self.variant,
-            "degenerate": self.degenerate,
-            "controls": [asdict(c) for c in self.controls],
-        }
+        """The report as JSON. A control's error is often infinite (a zero oracle makes any other
+        output infinitely wrong): it is written "inf" (or "nan"), as kernelproof/jsonsafe.py says."""
+        return jsonsafe.encode(
+            {
+                "schema": AUDIT_SCHEMA,
+                "task": self.task,
+                "variant": self.variant,
+                "degenerate": self.degenerate,
+                "controls": [asdict(c) for c in self.controls],
+            }
+        )
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> AuditReport:
+        """Read a report back; ValueError if it is not one (the error a number only where one stands)."""
+        if not isinstance(doc, dict) or doc.get("schema") != AUDIT_SCHEMA:
+            raise ValueError(f"not a {AUDIT_SCHEMA} document")
+        try:
+            controls = tuple(
+                Control(
+                    str(c["name"]),
+                    bool(c["failed_as_it_should"]),
+                    float(jsonsafe.number(c["rel_norm_err"])),  # type: ignore[arg-type]
+                    str(c.get("note", "")),
+                )
+                for c in doc["controls"]
+            )
+            return cls(str(doc["task"]), str(doc["variant"]), bool(doc["degenerate"]), controls)
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"malformed {AUDIT_SCHEMA} document: {exc!r}") from None
 
 
 def audit_variant(task: Task, ctx: VariantContext, seed: int) -> AuditReport:

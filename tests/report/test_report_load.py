@@ -29,8 +29,21 @@ def test_reads_a_folder_recursively(tmp_path, suite_docs):
 def test_rejects_documents_of_another_schema(tmp_path, suite_docs):
     bad = dict(suite_docs[0], schema="kernelproof.verdict/0")
     (tmp_path / "bad.json").write_text(json.dumps(bad))
-    with pytest.raises(ReportInputError, match="not a kernelproof.verdict/1 document"):
+    with pytest.raises(ReportInputError, match="not a kernelproof.verdict/2 document"):
         load_documents([tmp_path / "bad.json"])
+
+
+def test_reads_version_1_documents_and_decodes_nonfinite_numbers_only_where_numbers_stand(
+    tmp_path, suite_docs
+):
+    old = dict(suite_docs[0], schema="kernelproof.verdict/1")
+    new = dict(suite_docs[1], roofline={**(suite_docs[1]["roofline"] or {}), "sol_fraction": "inf"})
+    new["task"] = dict(new["task"], path="nan")
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    (tmp_path / "new.json").write_text(json.dumps(new))
+    first, second = load_documents([tmp_path / "old.json", tmp_path / "new.json"])
+    assert first["schema"] == "kernelproof.verdict/1"
+    assert second["roofline"]["sol_fraction"] == float("inf") and second["task"]["path"] == "nan"
 
 
 def test_rejects_missing_paths_and_broken_json(tmp_path):
