@@ -337,6 +337,9 @@ class BuildCache:
         for sub in ("entries", "pch"):
             with contextlib.suppress(FileNotFoundError):
                 os.rename(self.root / sub, trash / sub)
+        for dirpath, _dirs, _files in os.walk(trash):  # published headers are read-only
+            with contextlib.suppress(OSError):
+                os.chmod(dirpath, 0o700)
         shutil.rmtree(trash, ignore_errors=True)
         return n
 

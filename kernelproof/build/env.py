@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 KEY_VERSION = "kernelproof.build/1"  # bump when the layout of an entry or the build recipe changes
@@ -79,12 +80,14 @@ def _first_line(cmd: tuple[str, ...], last: bool = False) -> str:
     return out[-1] if last else out[0]
 
 
-def nvcc_path() -> str | None:
-    """nvcc from CUDA_HOME or PATH (the same search torch.utils.cpp_extension makes)."""
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+def nvcc_path(environ: Mapping[str, str] | None = None) -> str | None:
+    """nvcc from CUDA_HOME or PATH (the same search torch.utils.cpp_extension makes), in `environ`
+    (default: os.environ)."""
+    environ = os.environ if environ is None else environ
+    home = environ.get("CUDA_HOME") or environ.get("CUDA_PATH")
     if home and os.path.isfile(os.path.join(home, "bin", "nvcc")):
         return os.path.join(home, "bin", "nvcc")
-    found = shutil.which("nvcc")
+    found = shutil.which("nvcc", path=environ.get("PATH"))
     if found:
         return found
     default = "/usr/local/cuda/bin/nvcc"
