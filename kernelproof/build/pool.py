@@ -10,7 +10,7 @@ thread here only waits on one), while the GPU evaluates whatever is already buil
 4. otherwise takes the key's lock (a second build of the same key waits and then hits), makes a
    private staging directory, copies into it the verified precompiled torch header the source
    will want (kernelproof.build.pch), builds (kernelproof.build.builder), and publishes the
-   result from this trusted process.
+   build's declared outputs, and nothing else, from this trusted process.
 
 Compile failures are cached too (an agent often resubmits the same code); timeouts are not,
 since they depend on the machine's load.
@@ -31,6 +31,7 @@ from kernelproof.build.builder import (
     BuildOptions,
     BuildResult,
     build_solution,
+    declared_output,
     detect_backend,
     staging_out,
 )
@@ -150,7 +151,8 @@ class BuilderPool:
             out = staging_out(staging)
             try:
                 if result.ok:
-                    self.cache.publish(key, out, meta)
+                    entry = self.cache.publish(key, out, meta, select=declared_output)
+                    result = replace(result, artifacts=tuple(f.path for f in entry.files))
                 else:
                     empty = staging / "empty"
                     empty.mkdir()

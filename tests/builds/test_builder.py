@@ -194,3 +194,25 @@ def test_compiler_chosen_through_the_environment_at_import_is_ignored(tmp_path):
     assert result.ok, result.log  # built with the compiler pinned before the import
     assert any(a.endswith("kp_tiny_env.so") for a in result.artifacts)
     assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "rel, declared",
+    [
+        ("torch_extensions/kp-add-0123456789abcdef/add.so", True),
+        ("torch_extensions/kp-add-0123456789abcdef/kp_inline.json", True),
+        ("torch_extensions/py311_cu130/kp-add-0123456789abcdef/add.so", True),
+        ("native/" + "0f" * 16 + ".cubin", True),
+        ("torch_extensions/kp-add-0123456789abcdef/other.so", False),
+        ("torch_extensions/kp-add-0123456789abcdef/main.o", False),
+        ("torch_extensions/kp-add-0123456789abcdef/build.ninja", False),
+        ("torch_extensions/sitecustomize.py", False),
+        ("native/evil.so", False),
+        ("triton/abc/kernel.cubin", False),
+        ("sitecustomize.py", False),
+    ],
+)
+def test_only_built_extensions_stamps_and_cubins_are_declared_outputs(rel, declared):
+    from kernelproof.build.builder import declared_output
+
+    assert declared_output(rel) is declared

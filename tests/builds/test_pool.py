@@ -247,3 +247,46 @@ def test_compiler_plugin_in_a_literal_flag_is_refused(tmp_path):
     ) as pool:
         result = pool.submit(sol).result()
     assert not result.ok and "-fplugin=" in result.log and "loads a compiler plugin" in result.log
+
+
+LEFTOVERS = """
+import os, pathlib
+out = pathlib.Path(os.environ["TORCH_EXTENSIONS_DIR"]).parent
+ext = out / "torch_extensions" / "kp-clean-0123456789abcdef"
+ext.mkdir(parents=True, exist_ok=True)
+(ext / "clean.so").write_bytes(b"the extension")
+(ext / "kp_inline.json").write_text("{}")
+(ext / "evil.so").write_bytes(b"planted library")
+(out / "sitecustomize.py").write_text("import os")
+(out / "torch_extensions" / "usercustomize.py").write_text("import os")
+(out / "native").mkdir(exist_ok=True)
+(out / "native" / ("ab" * 16 + ".cubin")).write_bytes(b"cubin")
+(out / "native" / "evil.so").write_bytes(b"planted library")
+(out / "triton").mkdir(exist_ok=True)
+(out / "triton" / "planted.py").write_text("import os")
+import torch.nn as nn
+class ModelNew(nn.Module):
+    pass
+"""
+DECLARED = {
+    "torch_extensions/kp-clean-0123456789abcdef/clean.so",
+    "torch_extensions/kp-clean-0123456789abcdef/kp_inline.json",
+    "native/" + "ab" * 16 + ".cubin",
+}
+
+
+def test_files_left_in_staging_beside_the_build_are_neither_published_nor_given_to_the_worker(tmp_path):
+    sol = tmp_path / "leftovers.py"
+    sol.write_text(LEFTOVERS)
+    with BuilderPool(
+        BuildCache(tmp_path / "cache"), 1, device="cpu", options=CPU, work_root=tmp_path
+    ) as pool:
+        built = pool.submit(sol).result()
+        cached = pool.submit(sol).result()
+        pool.materialize(built, tmp_path / "worker")
+    assert built.ok, built.log
+    assert set(built.artifacts) == DECLARED and set(cached.artifacts) == DECLARED
+    given = {
+        p.relative_to(tmp_path / "worker").as_posix() for p in (tmp_path / "worker").rglob("*") if p.is_file()
+    }
+    assert given == DECLARED
