@@ -5,7 +5,7 @@ thread here only waits on one), while the GPU evaluates whatever is already buil
 
 1. checks the literal flags of the solution's build calls (kernelproof.build.allowlist): a refused
    one fails the build at once, before any builder or compiler runs;
-2. hashes the solution with the build environment (the cache key);
+2. hashes the solution with everything else that feeds its build (the cache key, :meth:`key_for`);
 3. serves a cache hit at once (< 1 s: a manifest read);
 4. otherwise takes the key's lock (a second build of the same key waits and then hits), makes a
    private staging directory, copies into it the verified precompiled torch header the source
@@ -66,11 +66,17 @@ class BuilderPool:
         self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="kp-build")
         self.headers = _pch.HeaderStore(cache.root)
         self._pch_failed: set[str] = set()
+        self._pch_ids: dict[tuple[str, ...], str] = {}
         self._pch_lock = threading.Lock()
 
     def key_for(self, source: bytes) -> str:
-        flags = (f"fast_inline={self.options.fast_inline}",)
-        return build_key(source, self.env, flags)
+        """The cache key: the solution's bytes, the build environment (compilers, torch, arch), the
+        build options, the flag allowlist's version and the identity of every precompiled header
+        the build will be given (the hash of its inputs, kernelproof.build.pch.pch_id)."""
+        flags = [f"fast_inline={self.options.fast_inline}", f"flag_policy={allowlist.POLICY}"]
+        text = source.decode("utf-8", errors="replace")
+        flags += [f"pch={ident}" for ident in self._header_ids(text)]
+        return build_key(source, self.env, tuple(flags))
 
     def submit(self, source_path: str | Path) -> Future[BuildResult]:
         """Queue one build (cache lookup first); the Future never raises for a candidate's failure."""
@@ -171,6 +177,21 @@ class BuilderPool:
         if not self._wants_pch(source):
             return []
         return [f for f in _pch.guess_extra_cflags(source)[:2] if _pch.flags_allowed(f)]
+
+    def _header_ids(self, source: str) -> list[str]:
+        """Identities of the headers :meth:`_give_pch` would copy for this source (for the key)."""
+        ids = []
+        for flags in self._pch_flag_sets(source):
+            tag = tuple(flags)
+            if tag not in self._pch_ids:
+                try:
+                    ident = self.headers.identity(flags)
+                except Exception:  # noqa: BLE001 - torch cannot describe the flags: no header is given
+                    ident = "none"
+                with self._pch_lock:
+                    self._pch_ids[tag] = ident
+            ids.append(self._pch_ids[tag])
+        return ids
 
     def _give_pch(self, source: str, dest: Path) -> None:
         """Copy into the staging area the verified precompiled header(s) this source's load_inline calls want."""

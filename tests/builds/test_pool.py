@@ -290,3 +290,22 @@ def test_files_left_in_staging_beside_the_build_are_neither_published_nor_given_
         p.relative_to(tmp_path / "worker").as_posix() for p in (tmp_path / "worker").rglob("*") if p.is_file()
     }
     assert given == DECLARED
+
+
+def test_key_covers_the_flag_policy_and_the_precompiled_headers_identity(tmp_path, monkeypatch):
+    from kernelproof.build import allowlist
+
+    source = SHELL_FLAG.format(argument="extra_cflags", flag="-O3").encode()
+    pool = BuilderPool(BuildCache(tmp_path), 1, device="cpu", options=BuildOptions(arch="9.0a"))
+    try:
+        monkeypatch.setattr(pool.headers, "identity", lambda flags: "a" * 24)
+        first = pool.key_for(source)
+        assert pool.key_for(source) == first
+        pool._pch_ids.clear()
+        monkeypatch.setattr(pool.headers, "identity", lambda flags: "b" * 24)
+        second = pool.key_for(source)
+        assert second != first
+        monkeypatch.setattr(allowlist, "POLICY", "kernelproof.build-flags/other")
+        assert pool.key_for(source) != second
+    finally:
+        pool.shutdown()
