@@ -174,16 +174,17 @@ def _cache_dir() -> Path:
 def compile_cubin(source: str, arch: str, options: Sequence[str] = DEFAULT_OPTIONS) -> Path:
     """Compile `source` to a cubin for `arch` with nvcc, or return the cached one of the same hash.
 
-    `options` are checked against kernelproof.build.allowlist first (a refused one raises
+    `options` are checked against kernelproof.compiler_flags first (a refused one raises
     RefusedFlagError naming it; nothing is compiled), and nvcc runs from an argument list with
     the compilers' environment as pinned before the solution ran (kernelproof.build.toolenv).
     """
-    from kernelproof.build import allowlist, toolenv
+    from kernelproof import compiler_flags
+    from kernelproof.build import toolenv
     from kernelproof.build.env import _first_line, nvcc_path
 
     try:
-        tokens = allowlist.check("options", options, toolenv.staging())
-    except allowlist.RefusedFlagError as e:
+        tokens = compiler_flags.check("options", options, toolenv.staging())
+    except compiler_flags.RefusedFlagError as e:
         _records.append({"refused": str(e), "cached": True, "seconds": 0.0})
         raise
     env = toolenv.environ()
@@ -367,7 +368,7 @@ def load_cuda(
 
     `source` must not include torch headers; `kernels` names its ``extern "C" __global__``
     functions; `options` go to nvcc (e.g. ``("-O3", "--use_fast_math")``), if the allowlist in
-    kernelproof.build.allowlist accepts them (docs/builds.md).
+    kernelproof.compiler_flags accepts them (docs/builds.md).
     """
     if isinstance(kernels, str):
         kernels = [kernels]

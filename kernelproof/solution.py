@@ -3,7 +3,7 @@
 Triage reads the AST and never runs the code. It only flags, with line numbers: obfuscation
 defeats any static reading (exploits.md D6), so the decisions belong to the runtime guards, the
 comparison and launch accounting. One finding is also acted on: a literal compiler flag the build
-allowlist refuses (``refused_flag``, kernelproof.build.allowlist) fails the build in the trusted
+allowlist refuses (``refused_flag``, kernelproof.compiler_flags) fails the build in the trusted
 parent before any builder starts, and the builder checks the flags it is actually given again. Its findings go into the verdict's flags so a person or an agent
 sees them, and the kernel names it finds feed launch accounting (which kernels are the
 submission's own).
@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelproof.build.allowlist import literal_refusals
+from kernelproof.compiler_flags import literal_refusals
 from kernelproof.errors import UsageError
 
 # Modules whose import by a solution is flagged (the audit hook forbids their use at run time).

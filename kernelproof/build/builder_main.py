@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _refusals(account: dict[str, object]) -> list[str]:
-    """The messages of the build calls whose flags kernelproof.build.allowlist refused."""
+    """The messages of the build calls whose flags kernelproof.compiler_flags refused."""
     out = []
     for key in ("inline", "native"):
         records = account.get(key)

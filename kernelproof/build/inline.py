@@ -15,7 +15,7 @@ solution's own ``from torch.utils.cpp_extension import load_inline`` then gets t
   refusal or failure of that path falls back to torch's own load_inline with the same arguments,
   so a solution that builds with torch builds here, and its errors read the same.
 - **What reaches a compiler.** Every flag, include path and the extension's name are checked
-  against kernelproof.build.allowlist before anything is built, here and in ``cpp_extension.load``
+  against kernelproof.compiler_flags before anything is built, here and in ``cpp_extension.load``
   (a refused one raises RefusedFlagError, which the builder turns into the solution's
   compile_error). The fast path runs each compiler from an argument list, never through a shell;
   torch's own path (ninja, which runs its command lines through ``/bin/sh``) only ever sees flags
@@ -39,8 +39,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kernelproof.build import allowlist, toolenv
+from kernelproof import compiler_flags
 from kernelproof.build import pch as _pch
+from kernelproof.build import toolenv
 from kernelproof.build.split import split_cuda_source
 
 STAMP = "kp_inline.json"  # written beside <name>.so after a successful build
@@ -116,12 +117,12 @@ def records() -> list[dict[str, Any]]:
 def _refuse_unless_allowed(a: dict[str, Any], paths: dict[str, Any] | None = None) -> None:
     """RefusedFlagError (recorded) when the name, a flag or an include path is not allowed."""
     try:
-        allowlist.check_name(a.get("name"))
+        compiler_flags.check_name(a.get("name"))
         for key in _FLAG_ARGS:
-            allowlist.check(key, a.get(key), toolenv.staging())
+            compiler_flags.check(key, a.get(key), toolenv.staging())
         for key, value in (paths or {}).items():
-            allowlist.check_paths(key, value)
-    except allowlist.RefusedFlagError as e:
+            compiler_flags.check_paths(key, value)
+    except compiler_flags.RefusedFlagError as e:
         _state["records"].append(
             {"name": str(a.get("name"))[:64], "strategy": "refused", "refused": str(e), "seconds": 0.0}
         )

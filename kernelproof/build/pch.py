@@ -11,7 +11,7 @@ attacker's constructor inside. So:
 
 - **Built by the trusted side, in its own clean process.** The parent (never a builder that ran
   solution code) runs the compiler from an argument list, with a scrubbed environment, only for
-  flag sets the allowlist accepts (kernelproof.build.allowlist; a flag such as ``-fplugin=``
+  flag sets the allowlist accepts (kernelproof.compiler_flags; a flag such as ``-fplugin=``
   would otherwise run code here).
 - **Content-addressed.** Its directory is named by the hash of its inputs: the compiler and its
   version, torch's version, the flags, the header's text (:func:`pch_id`).
@@ -50,7 +50,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelproof.build import allowlist
+from kernelproof import compiler_flags
 from kernelproof.build.env import _first_line
 
 PCH_HEADER = "kp_torch.h"  # includes torch/extension.h; the .gch sits beside it
@@ -168,7 +168,7 @@ def pch_id(vars_: dict[str, str]) -> str:
 def flags_allowed(extra_cflags: list[str] | None) -> bool:
     """Whether a precompiled header may be built for these user flags in the trusted parent:
     every flag on the allowlist, with no staging directory (so no include path but the toolkit's)."""
-    return allowlist.first_refusal("extra_cflags", list(extra_cflags or []), None) is None
+    return compiler_flags.first_refusal("extra_cflags", list(extra_cflags or []), None) is None
 
 
 def pch_root(cache_root: str | Path) -> Path:

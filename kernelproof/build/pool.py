@@ -3,7 +3,7 @@
 An evaluation batch submits every solution's build up front; builds run in child processes (a
 thread here only waits on one), while the GPU evaluates whatever is already built. Each job:
 
-1. checks the literal flags of the solution's build calls (kernelproof.build.allowlist): a refused
+1. checks the literal flags of the solution's build calls (kernelproof.compiler_flags): a refused
    one fails the build at once, before any builder or compiler runs;
 2. hashes the solution with everything else that feeds its build (the cache key, :meth:`key_for`);
 3. serves a cache hit at once (< 1 s: a manifest read);
@@ -25,7 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
-from kernelproof.build import allowlist
+from kernelproof import compiler_flags
 from kernelproof.build import pch as _pch
 from kernelproof.build.builder import (
     BuildOptions,
@@ -73,7 +73,7 @@ class BuilderPool:
         """The cache key: the solution's bytes, the build environment (compilers, torch, arch), the
         build options, the flag allowlist's version and the identity of every precompiled header
         the build will be given (the hash of its inputs, kernelproof.build.pch.pch_id)."""
-        flags = [f"fast_inline={self.options.fast_inline}", f"flag_policy={allowlist.POLICY}"]
+        flags = [f"fast_inline={self.options.fast_inline}", f"flag_policy={compiler_flags.POLICY}"]
         text = source.decode("utf-8", errors="replace")
         flags += [f"pch={ident}" for ident in self._header_ids(text)]
         return build_key(source, self.env, tuple(flags))
@@ -89,7 +89,7 @@ class BuilderPool:
     def build(self, source_path: Path) -> BuildResult:
         source = source_path.read_bytes()
         text = source.decode("utf-8", errors="replace")
-        refused = allowlist.literal_refusals(text)
+        refused = compiler_flags.literal_refusals(text)
         if refused:  # nothing is built, nothing is cached: the policy decides afresh each time
             return BuildResult(False, 0.0, refused[0].message(), detect_backend(text))
         key = self.key_for(source)

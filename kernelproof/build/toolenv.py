@@ -5,7 +5,7 @@ Why: flags are not the only way into a compile line. torch reads ``CXX``, ``CC``
 writes build.ninja (unquoted: ninja runs it through ``/bin/sh``), and nvcc and gcc read
 ``NVCC_APPEND_FLAGS``, ``NVCC_CCBIN``, ``COMPILER_PATH``, ``GCC_EXEC_PREFIX``, ``CPATH`` and more. A
 solution that set one at import would choose the compiler, or add flags the allowlist never saw
-(kernelproof.build.allowlist; invariant I8). So the builder and the worker pin these variables when
+(kernelproof.compiler_flags; invariant I8). So the builder and the worker pin these variables when
 they install the load_inline hook, before the solution is imported: every compile kernelproof
 starts gets the pinned values (:func:`environ`), and torch's own build runs inside
 :func:`pinned`, which puts them back for its duration.

@@ -197,7 +197,7 @@ def test_kernelbench_add_builds_split_and_computes(tmp_path, monkeypatch):
 
 # -- issue 15, the build path ----------------------------------------------------------------------
 def test_refused_flag_raises_before_torchs_build_and_is_recorded(hooked, monkeypatch):
-    from kernelproof.build.allowlist import RefusedFlagError
+    from kernelproof.compiler_flags import RefusedFlagError
 
     monkeypatch.setitem(inline._state, "original", FakeTorchLoadInline(fail=True))
     with pytest.raises(RefusedFlagError, match="loads a compiler plugin"):
@@ -215,7 +215,7 @@ def test_cpp_extension_load_is_checked_and_built_under_the_extensions_directory(
 
     from torch.utils import cpp_extension as ce
 
-    from kernelproof.build.allowlist import RefusedFlagError
+    from kernelproof.compiler_flags import RefusedFlagError
 
     calls = []
 

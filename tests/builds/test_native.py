@@ -124,7 +124,7 @@ def test_compile_error_carries_nvccs_error_line(tmp_path, monkeypatch):
     ],
 )
 def test_refused_option_raises_before_nvcc_runs(tmp_path, monkeypatch, options, named):
-    from kernelproof.build.allowlist import RefusedFlagError
+    from kernelproof.compiler_flags import RefusedFlagError
 
     monkeypatch.setenv("KERNELPROOF_NATIVE_DIR", str(tmp_path))
     monkeypatch.setattr(native.subprocess, "run", lambda *a, **k: pytest.fail("nvcc must not run"))

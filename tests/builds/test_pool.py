@@ -293,7 +293,7 @@ def test_files_left_in_staging_beside_the_build_are_neither_published_nor_given_
 
 
 def test_key_covers_the_flag_policy_and_the_precompiled_headers_identity(tmp_path, monkeypatch):
-    from kernelproof.build import allowlist
+    from kernelproof import compiler_flags
 
     source = SHELL_FLAG.format(argument="extra_cflags", flag="-O3").encode()
     pool = BuilderPool(BuildCache(tmp_path), 1, device="cpu", options=BuildOptions(arch="9.0a"))
@@ -305,7 +305,7 @@ def test_key_covers_the_flag_policy_and_the_precompiled_headers_identity(tmp_pat
         monkeypatch.setattr(pool.headers, "identity", lambda flags: "b" * 24)
         second = pool.key_for(source)
         assert second != first
-        monkeypatch.setattr(allowlist, "POLICY", "kernelproof.build-flags/other")
+        monkeypatch.setattr(compiler_flags, "POLICY", "kernelproof.build-flags/other")
         assert pool.key_for(source) != second
     finally:
         pool.shutdown()

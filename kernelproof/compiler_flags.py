@@ -18,6 +18,9 @@ kernelproof.solution.triage and the builder pool, before any builder starts), an
 on the flags actually passed (kernelproof.build.inline, kernelproof.native), since flags may be
 computed at run time. It is deliberately narrow: a harmless flag missing here is a one-line
 addition, a harmful one allowed is a way into the build cache.
+
+A leaf module (it imports nothing of kernelproof but errors): solution triage, on the left of the
+data flow, reads it, and so does the build layer.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import ast
 import glob
 import os
 import re
+import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -280,9 +284,7 @@ def _toolkit_dirs(what: str) -> tuple[str, ...]:
     toolchain, and KernelBench-style solutions often name them (``-I/usr/local/cuda/include``,
     ``-L/usr/local/cuda/lib64 -lcublas``).
     """
-    from kernelproof.build.env import cuda_home
-
-    home = cuda_home()
+    home = _toolkit_home()
     if not home:
         return ()
     subdirs = ("include", "targets/*/include") if what == "include" else ("lib64", "lib", "targets/*/lib")
@@ -290,6 +292,19 @@ def _toolkit_dirs(what: str) -> tuple[str, ...]:
     for sub in subdirs:
         found += [os.path.realpath(p) for p in sorted(glob.glob(os.path.join(home, sub)))]
     return tuple(dict.fromkeys(found))
+
+
+def _toolkit_home() -> str | None:
+    """The CUDA toolkit's root: the search kernelproof.build.env.cuda_home makes (CUDA_HOME,
+    CUDA_PATH, /usr/local/cuda, the folder above nvcc's bin/), repeated so this stays a leaf."""
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home and os.path.isfile(os.path.join(home, "bin", "nvcc")):
+            return home
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        return None
+    home = os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
+    return home if os.path.isdir(os.path.join(home, "include")) else None
 
 
 # -- the static check in the trusted parent ------------------------------------------------------

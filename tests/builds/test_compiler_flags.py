@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kernelproof.build import allowlist
-from kernelproof.build.allowlist import RefusedFlagError, check, first_refusal, literal_refusals
+from kernelproof import compiler_flags
 from kernelproof.build.env import cuda_home
+from kernelproof.compiler_flags import RefusedFlagError, check, first_refusal, literal_refusals
 
 
 @pytest.mark.parametrize(
@@ -102,10 +102,14 @@ def test_the_toolkits_own_include_and_library_directories_are_allowed():
     assert first_refusal("extra_ldflags", [f"-L{home}/lib64", "-lcublas"]) is None
 
 
+def test_toolkit_search_matches_the_build_environments():
+    assert compiler_flags._toolkit_home() == cuda_home()
+
+
 def test_extension_names_must_be_identifiers():
-    allowlist.check_name("kp_add")
+    compiler_flags.check_name("kp_add")
     with pytest.raises(RefusedFlagError, match="C identifier"):
-        allowlist.check_name("x`touch /tmp/kp-marker`")
+        compiler_flags.check_name("x`touch /tmp/kp-marker`")
 
 
 def test_literal_flags_of_every_build_call_are_read_statically():
