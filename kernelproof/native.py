@@ -137,12 +137,15 @@ def _parse_param(kernel: str, idx: int, raw: str) -> Param:
 
 # -- compiling -----------------------------------------------------------------------------------
 def _target_arch(arch: str | None) -> str:
-    """ "9.0a" style arch: the argument, else a single TORCH_CUDA_ARCH_LIST entry, else the device."""
+    """ "9.0a" style arch: the argument, else a single TORCH_CUDA_ARCH_LIST entry (as pinned before
+    the solution ran, kernelproof.build.toolenv), else the device."""
+    from kernelproof.build import toolenv
+
     if arch:
-        return arch
-    listed = os.environ.get("TORCH_CUDA_ARCH_LIST", "").replace(";", " ").split()
+        return _checked_arch(arch)
+    listed = toolenv.environ().get("TORCH_CUDA_ARCH_LIST", "").replace(";", " ").split()
     if len(listed) == 1:
-        return listed[0].replace("+PTX", "")
+        return _checked_arch(listed[0].replace("+PTX", ""))
     import torch
 
     if torch.cuda.is_available():
@@ -150,6 +153,12 @@ def _target_arch(arch: str | None) -> str:
 
         return arch_for_capability(*torch.cuda.get_device_capability())
     raise NativeCompileError("no target architecture: run on a GPU or set TORCH_CUDA_ARCH_LIST to one entry")
+
+
+def _checked_arch(arch: str) -> str:
+    if not re.fullmatch(r"[0-9]{1,3}\.[0-9][a-z]?", str(arch)):
+        raise NativeCompileError(f"architecture {arch!r} is not of the form 9.0 or 9.0a")
+    return arch
 
 
 def _gencode(arch: str) -> str:
@@ -163,13 +172,26 @@ def _cache_dir() -> Path:
 
 
 def compile_cubin(source: str, arch: str, options: Sequence[str] = DEFAULT_OPTIONS) -> Path:
-    """Compile `source` to a cubin for `arch` with nvcc, or return the cached one of the same hash."""
+    """Compile `source` to a cubin for `arch` with nvcc, or return the cached one of the same hash.
+
+    `options` are checked against kernelproof.compiler_flags first (a refused one raises
+    RefusedFlagError naming it; nothing is compiled), and nvcc runs from an argument list with
+    the compilers' environment as pinned before the solution ran (kernelproof.build.toolenv).
+    """
+    from kernelproof import compiler_flags
+    from kernelproof.build import toolenv
     from kernelproof.build.env import _first_line, nvcc_path
 
-    nvcc = nvcc_path()
+    try:
+        tokens = compiler_flags.check("options", options, toolenv.staging())
+    except compiler_flags.RefusedFlagError as e:
+        _records.append({"refused": str(e), "cached": True, "seconds": 0.0})
+        raise
+    env = toolenv.environ()
+    nvcc = nvcc_path(env)
     if nvcc is None:
         raise NativeCompileError("nvcc not found: set CUDA_HOME or put nvcc on PATH")
-    cmd_flags = ["-cubin", _gencode(arch), *options]
+    cmd_flags = ["-cubin", _gencode(_checked_arch(arch)), *tokens]
     h = hashlib.sha256()
     for part in (RECIPE, _first_line((nvcc, "--version"), last=True), " ".join(cmd_flags), source):
         h.update(part.encode() + b"\0")
@@ -186,7 +208,9 @@ def compile_cubin(source: str, arch: str, options: Sequence[str] = DEFAULT_OPTIO
     src, target = stem.with_suffix(".cu"), stem.with_suffix(".cubin")
     src.write_text(source)
     try:
-        done = subprocess.run([nvcc, *cmd_flags, str(src), "-o", str(target)], capture_output=True, text=True)
+        done = subprocess.run(
+            [nvcc, *cmd_flags, str(src), "-o", str(target)], capture_output=True, text=True, env=env
+        )
         if done.returncode != 0:
             lines = [ln for ln in (done.stderr + done.stdout).splitlines() if ln.strip()]
             errors = [ln.replace(str(src), "kernels.cu") for ln in lines if "error" in ln.lower()] or lines[
@@ -343,12 +367,13 @@ def load_cuda(
     """Compile (or find cached) plain CUDA C++ and return its kernels, ready to launch.
 
     `source` must not include torch headers; `kernels` names its ``extern "C" __global__``
-    functions; `options` go to nvcc (e.g. ``("-O3", "--use_fast_math")``).
+    functions; `options` go to nvcc (e.g. ``("-O3", "--use_fast_math")``), if the allowlist in
+    kernelproof.compiler_flags accepts them (docs/builds.md).
     """
     if isinstance(kernels, str):
         kernels = [kernels]
     if not kernels:
         raise ValueError("load_cuda needs the names of the kernels to launch")
     signatures = {k: parse_signature(source, k) for k in kernels}
-    cubin = compile_cubin(source, _target_arch(arch), tuple(options))
+    cubin = compile_cubin(source, _target_arch(arch), options)
     return NativeModule(cubin, signatures)

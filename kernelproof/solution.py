@@ -2,7 +2,9 @@
 
 Triage reads the AST and never runs the code. It only flags, with line numbers: obfuscation
 defeats any static reading (exploits.md D6), so the decisions belong to the runtime guards, the
-comparison and launch accounting. Its findings go into the verdict's flags so a person or an agent
+comparison and launch accounting. One finding is also acted on: a literal compiler flag the build
+allowlist refuses (``refused_flag``, kernelproof.compiler_flags) fails the build in the trusted
+parent before any builder starts, and the builder checks the flags it is actually given again. Its findings go into the verdict's flags so a person or an agent
 sees them, and the kernel names it finds feed launch accounting (which kernels are the
 submission's own).
 """
@@ -15,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernelproof.compiler_flags import literal_refusals
 from kernelproof.errors import UsageError
 
 # Modules whose import by a solution is flagged (the audit hook forbids their use at run time).
@@ -47,7 +50,7 @@ TIMER_TARGETS = re.compile(
 @dataclass(frozen=True)
 class Finding:
     line: int  # 1-based line in the solution
-    kind: str  # short tag: forbidden_import, forbidden_call, monkeypatch, subclass_tensor, ...
+    kind: str  # short tag: forbidden_import, forbidden_call, monkeypatch, subclass_tensor, refused_flag, ...
     message: str
 
     def render(self) -> str:
@@ -148,6 +151,10 @@ def triage(source: str) -> Triage:
                 if d in ("triton.jit", "jit", "triton.autotune", "autotune", "triton.heuristics"):
                     if d.endswith("jit"):
                         triton_kernels.append(node.name)
+    findings += [
+        Finding(r.line, "refused_flag", r.message().removeprefix(f"line {r.line}: "))
+        for r in literal_refusals(source)
+    ]
     cuda_kernels = re.findall(
         r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?\w[\w:<>\s\*]*?\s+(\w+)\s*\(", source
     )

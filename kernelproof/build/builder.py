@@ -7,16 +7,18 @@ process (invariant I8) with a scrubbed environment, a timeout that kills its who
 every cache and temporary directory pointed inside the staging directory, and the containment of
 a candidate worker (kernelproof.sandbox: its own uid as root, Landlock with writes only to
 ``out/``, ``tmp/``, ``home/`` and ``result.json``, seccomp). It imports its own copy of the
-solution (``src/``), never the file in the user's folder, whose siblings stay out of its reach. What it leaves in
-``<staging>/out`` is what the parent may publish (kernelproof.build.cache); nothing it prints or
-writes is trusted beyond being shown as the build log.
+solution (``src/``), never the file in the user's folder, whose siblings stay out of its reach. Of
+what it leaves in ``<staging>/out``, the parent publishes only the declared outputs
+(:func:`declared_output`: the built extensions with their stamps, and the native cubins) after its
+own checks (kernelproof.build.cache); anything else a solution writes there is never published nor
+copied into a worker, and nothing it prints or writes is trusted beyond being shown as the build log.
 
 Staging layout::
 
     src/                    the solution's copy the builder imports; lib/: the kernelproof package link
-    out/torch_extensions/   TORCH_EXTENSIONS_DIR (load_inline builds)
-    out/triton/             TRITON_CACHE_DIR
-    out/native/             KERNELPROOF_NATIVE_DIR (kernelproof.native cubins)
+    out/torch_extensions/   TORCH_EXTENSIONS_DIR (load_inline builds: kp-<name>-<digest>/<name>.so)
+    out/triton/             TRITON_CACHE_DIR (never published: Triton compiles in the worker)
+    out/native/             KERNELPROOF_NATIVE_DIR (kernelproof.native cubins: <hash>.cubin)
     pch/                    the build's private copy of a precompiled torch header
     tmp/, home/             TMPDIR and HOME for the compilers
     build.log               the child's stdout and stderr
@@ -87,9 +89,28 @@ class BuildResult:
     layers: tuple[Layer, ...] = ()  # the builder's containment, layer by layer (kernelproof.sandbox)
 
 
+# The outputs a build declares, relative to <staging>/out: an extension kernelproof.build.inline
+# built (its <name>.so and its stamp, in the directory named for its arguments' digest; torch adds
+# a py<ver>_<accelerator>/ level when TORCH_EXTENSIONS_DIR is unset) and a kernelproof.native cubin.
+_DECLARED = (
+    re.compile(
+        r"^torch_extensions/(?:[A-Za-z0-9_.+-]+/)?kp-(?P<name>[A-Za-z_]\w*)-[0-9a-f]{16}/"
+        r"((?P=name)\.so|kp_inline\.json)$"
+    ),
+    re.compile(r"^native/[0-9a-f]{32}\.cubin$"),
+)
+
+
 def staging_out(staging_dir: str | Path) -> Path:
-    """The part of a staging directory that is published."""
+    """The part of a staging directory whose declared outputs are published."""
     return Path(staging_dir) / "out"
+
+
+def declared_output(rel: str) -> bool:
+    """Whether a file (its path relative to <staging>/out) is one a build declares, so the parent
+    publishes it. Everything else a solution leaves there (a sitecustomize.py, a planted library,
+    ninja's object files) stays in staging and is deleted with it."""
+    return any(p.match(rel) for p in _DECLARED)
 
 
 def detect_backend(source: str) -> str:

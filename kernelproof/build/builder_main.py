@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from kernelproof.build import inline
 
-    inline.install(pch_dir=args.pch_dir, fast=not args.no_fast)
+    inline.install(pch_dir=args.pch_dir, fast=not args.no_fast, staging=args.staging)
     if not args.no_guard:
         _arm_guards(args.solution, args.staging)
     account: dict[str, object] = {"ok": False}
@@ -56,10 +56,28 @@ def main(argv: list[str] | None = None) -> int:
             account["native"] = native.records()
         except Exception:  # noqa: BLE001
             pass
+        refused = _refusals(account)
+        if refused:
+            # A refused flag fails the build even if the solution caught the error and went on;
+            # the message, last in the log, is what the verdict quotes.
+            account["ok"] = False
+            code = 1
+            print(refused[0], file=sys.stderr)
         Path(args.staging, "result.json").write_text(json.dumps(account, default=str))
         sys.stdout.flush()
         sys.stderr.flush()
     return code
+
+
+def _refusals(account: dict[str, object]) -> list[str]:
+    """The messages of the build calls whose flags kernelproof.compiler_flags refused."""
+    out = []
+    for key in ("inline", "native"):
+        records = account.get(key)
+        for rec in records if isinstance(records, list) else []:
+            if isinstance(rec, dict) and rec.get("refused"):
+                out.append(str(rec["refused"]))
+    return out
 
 
 def _arm_guards(solution: str, staging: str) -> None:

@@ -16,7 +16,7 @@ bits do not help: everything runs as root. The defence is in who touches what:
 Layout under the root::
 
     entries/<key[:2]>/<key>/manifest.json   file list, sizes, mtimes and sha256s
-    entries/<key[:2]>/<key>/files/...       the artifacts, as the build left them
+    entries/<key[:2]>/<key>/files/...       the build's declared outputs, as the build left them
     locks/<key>.lock                        fcntl lock: one builder per key, readers wait for it
     tmp/                                    entries being assembled (same file system: atomic rename)
 
@@ -33,7 +33,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -91,19 +91,25 @@ def _check_key(key: str) -> str:
     return key
 
 
-def _walk_files(top: Path, exclude: frozenset[str]) -> list[Path]:
-    """Regular files under top, sorted; links and special files are an error (never followed)."""
+def _walk_files(
+    top: Path, exclude: frozenset[str], select: Callable[[str], bool] | None = None
+) -> list[Path]:
+    """Regular files under top, sorted; links and special files are an error (never followed).
+
+    With `select`, only the files whose relative path it accepts are listed (and checked); the
+    rest, links included, are left where they are.
+    """
     out: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
         here = Path(dirpath)
         rel_dir = here.relative_to(top)
         dirnames[:] = sorted(d for d in dirnames if (rel_dir / d).as_posix() not in exclude)
         for d in dirnames:
-            if (here / d).is_symlink():
+            if (here / d).is_symlink() and select is None:
                 raise PublishError(f"{(rel_dir / d).as_posix()} is a link; only regular files are published")
         for name in sorted(filenames):
             rel = (rel_dir / name).as_posix()
-            if rel in exclude:
+            if rel in exclude or (select is not None and not select(rel)):
                 continue
             p = here / name
             if p.is_symlink() or not p.is_file():
@@ -239,16 +245,19 @@ class BuildCache:
         meta: dict[str, str] | None = None,
         exclude: tuple[str, ...] = (),
         max_bytes: int = MAX_ENTRY_BYTES,
+        select: Callable[[str], bool] | None = None,
     ) -> Entry:
         """Publish the artifacts in `staging_dir` under `key`; the first publisher of a key wins.
 
         Call it from the trusted parent after the build process has ended. `exclude` lists
-        top-level relative paths left out (a private copy of a precompiled header, say).
+        top-level relative paths left out (a private copy of a precompiled header, say); `select`,
+        when given, names the only files published (the builder pool passes the declared outputs,
+        kernelproof.build.builder.declared_output), so nothing else a build left is ever copied.
         """
         _check_key(key)
         self._ensure_dirs()
         staging = Path(staging_dir)
-        paths = _walk_files(staging, frozenset(exclude))
+        paths = _walk_files(staging, frozenset(exclude), select)
         total = sum(p.stat().st_size for p in paths)
         if total > max_bytes:
             raise PublishError(f"build output is {total} bytes, over the {max_bytes}-byte limit")
@@ -337,6 +346,9 @@ class BuildCache:
         for sub in ("entries", "pch"):
             with contextlib.suppress(FileNotFoundError):
                 os.rename(self.root / sub, trash / sub)
+        for dirpath, _dirs, _files in os.walk(trash):  # published headers are read-only
+            with contextlib.suppress(OSError):
+                os.chmod(dirpath, 0o700)
         shutil.rmtree(trash, ignore_errors=True)
         return n
 

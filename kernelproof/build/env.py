@@ -1,7 +1,8 @@
 """The build environment: what besides the source decides what a build produces, and the cache key.
 
 A cached build may only be reused where it would have come out the same: same solution bytes,
-same torch, CUDA and compiler versions, same target architecture and flags. Everything here is
+same torch, CUDA and compiler versions (and which compilers), same target architecture and
+flags, same precompiled torch header, same flag allowlist (issue 15, point 6). Everything here is
 read in the trusted parent (the device's capability included) and handed to the builder process
 as plain values, so the candidate's build never decides its own key.
 """
@@ -14,9 +15,12 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-KEY_VERSION = "kernelproof.build/1"  # bump when the layout of an entry or the build recipe changes
+# Bump when the layout of an entry or the build recipe changes. /2: entries hold only the declared
+# outputs, compilers run from argument lists, keys cover the compilers' paths and the header's identity.
+KEY_VERSION = "kernelproof.build/2"
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,8 @@ class BuildEnv:
     cxx_version: str  # first line of `c++ --version`
     arch: str  # one TORCH_CUDA_ARCH_LIST entry, e.g. "9.0a"; "" for a CPU-only evaluation
     python_abi: str  # e.g. "cpython-311"; extensions are tied to it
+    cxx_path: str = ""  # the C++ compiler torch runs ($CXX or c++), resolved to a file
+    nvcc_path: str = ""  # the nvcc torch and kernelproof.native run, resolved to a file
 
     def to_json(self) -> dict[str, str]:
         return asdict(self)
@@ -79,12 +85,14 @@ def _first_line(cmd: tuple[str, ...], last: bool = False) -> str:
     return out[-1] if last else out[0]
 
 
-def nvcc_path() -> str | None:
-    """nvcc from CUDA_HOME or PATH (the same search torch.utils.cpp_extension makes)."""
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+def nvcc_path(environ: Mapping[str, str] | None = None) -> str | None:
+    """nvcc from CUDA_HOME or PATH (the same search torch.utils.cpp_extension makes), in `environ`
+    (default: os.environ)."""
+    environ = os.environ if environ is None else environ
+    home = environ.get("CUDA_HOME") or environ.get("CUDA_PATH")
     if home and os.path.isfile(os.path.join(home, "bin", "nvcc")):
         return os.path.join(home, "bin", "nvcc")
-    found = shutil.which("nvcc")
+    found = shutil.which("nvcc", path=environ.get("PATH"))
     if found:
         return found
     default = "/usr/local/cuda/bin/nvcc"
@@ -110,18 +118,27 @@ def current_env(arch: str) -> BuildEnv:
     import torch
 
     nvcc = nvcc_path()
+    cxx = os.environ.get("CXX") or "c++"  # what torch.utils.cpp_extension runs
+    cxx_file = shutil.which(cxx.split()[0]) if cxx.split() else None
     return BuildEnv(
         torch_version=torch.__version__,
         torch_cuda=torch.version.cuda or "",
         nvcc_version=_first_line((nvcc, "--version"), last=True) if nvcc else "",
-        cxx_version=_first_line(("c++", "--version")),
+        cxx_version=_first_line((cxx.split()[0], "--version")) if cxx.split() else "",
         arch=arch,
         python_abi=sysconfig.get_config_var("SOABI") or "",
+        cxx_path=os.path.realpath(cxx_file) if cxx_file else "",
+        nvcc_path=os.path.realpath(nvcc) if nvcc else "",
     )
 
 
 def build_key(source: bytes, env: BuildEnv, flags: tuple[str, ...] = ()) -> str:
-    """sha256 over the solution's bytes, the environment and the build flags: the cache key."""
+    """sha256 over the solution's bytes, the environment and the build flags: the cache key.
+
+    `flags` holds everything else that feeds a build, as ``name=value`` strings: the build options,
+    the allowlist's version and the identity of each precompiled header the build is given
+    (kernelproof.build.pool.BuilderPool.key_for).
+    """
     h = hashlib.sha256()
     header = {"v": KEY_VERSION, "env": env.to_json(), "flags": list(flags)}
     h.update(json.dumps(header, sort_keys=True).encode())

@@ -14,6 +14,14 @@ solution's own ``from torch.utils.cpp_extension import load_inline`` then gets t
   headers, and the C++ files use a precompiled torch header when the parent provided one. Any
   refusal or failure of that path falls back to torch's own load_inline with the same arguments,
   so a solution that builds with torch builds here, and its errors read the same.
+- **What reaches a compiler.** Every flag, include path and the extension's name are checked
+  against kernelproof.compiler_flags before anything is built, here and in ``cpp_extension.load``
+  (a refused one raises RefusedFlagError, which the builder turns into the solution's
+  compile_error). The fast path runs each compiler from an argument list, never through a shell;
+  torch's own path (ninja, which runs its command lines through ``/bin/sh``) only ever sees flags
+  that passed the check. Both run with the environment pinned before the solution was imported
+  (kernelproof.build.toolenv), so a solution cannot choose the compiler through ``CXX`` or
+  ``PYTORCH_NVCC``.
 """
 
 from __future__ import annotations
@@ -24,13 +32,16 @@ import inspect
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from kernelproof import compiler_flags
 from kernelproof.build import pch as _pch
+from kernelproof.build import toolenv
 from kernelproof.build.split import split_cuda_source
 
 STAMP = "kp_inline.json"  # written beside <name>.so after a successful build
@@ -50,26 +61,39 @@ _ARG_KEYS = (
 )
 _NO_FAST_CUDA_FLAGS = re.compile(r"^(-rdc|--relocatable-device-code|-dc$|-dlink|--device-link|-lto|-dlto)")
 
-_state: dict[str, Any] = {"original": None, "pch_dir": None, "fast": True, "records": []}
+_FLAG_ARGS = ("extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths")
+
+_state: dict[str, Any] = {
+    "original": None,
+    "original_load": None,
+    "pch_dir": None,
+    "fast": True,
+    "records": [],
+}
 
 
 class _NoFast(Exception):
     """The fast path does not apply or failed; the reason goes into the build record."""
 
 
-def install(pch_dir: str | None = None, fast: bool = True) -> None:
-    """Make torch.utils.cpp_extension.load_inline this module's load_inline (idempotent).
+def install(pch_dir: str | None = None, fast: bool = True, staging: str | None = None) -> None:
+    """Make torch.utils.cpp_extension.load_inline (and load) this module's (idempotent).
 
     `pch_dir` holds this process's private copies of precompiled headers, one folder per
-    identity (kernelproof.build.pch). Call before the solution is imported.
+    identity (kernelproof.build.pch); `staging` is the directory include paths may point into.
+    Call before the solution is imported: it also pins the compilers' environment.
     """
     from torch.utils import cpp_extension as ce
 
     if _state["original"] is None:
         _state["original"] = ce.load_inline
+    if _state["original_load"] is None:
+        _state["original_load"] = ce.load
     _state["pch_dir"] = pch_dir
     _state["fast"] = fast
+    toolenv.pin(staging)
     ce.load_inline = load_inline
+    ce.load = load
 
 
 def uninstall() -> None:
@@ -78,11 +102,49 @@ def uninstall() -> None:
     if _state["original"] is not None:
         ce.load_inline = _state["original"]
         _state["original"] = None
+    if _state["original_load"] is not None:
+        ce.load = _state["original_load"]
+        _state["original_load"] = None
+    toolenv.unpin()
 
 
 def records() -> list[dict[str, Any]]:
-    """One record per load_inline call in this process: strategy, seconds, why the fast path was not used."""
+    """One record per load_inline call in this process: strategy, seconds, why the fast path was not
+    used, and for a call whose flags were refused, ``refused`` (the message naming the flag)."""
     return list(_state["records"])
+
+
+def _refuse_unless_allowed(a: dict[str, Any], paths: dict[str, Any] | None = None) -> None:
+    """RefusedFlagError (recorded) when the name, a flag or an include path is not allowed."""
+    try:
+        compiler_flags.check_name(a.get("name"))
+        for key in _FLAG_ARGS:
+            compiler_flags.check(key, a.get(key), toolenv.staging())
+        for key, value in (paths or {}).items():
+            compiler_flags.check_paths(key, value)
+    except compiler_flags.RefusedFlagError as e:
+        _state["records"].append(
+            {"name": str(a.get("name"))[:64], "strategy": "refused", "refused": str(e), "seconds": 0.0}
+        )
+        raise
+
+
+def load(*args: Any, **kwargs: Any) -> Any:
+    """torch.utils.cpp_extension.load with its flags checked and its environment pinned.
+
+    Its build goes where torch puts it by default, under TORCH_EXTENSIONS_DIR (the staging
+    directory): a requested ``build_directory`` elsewhere would have the compilers write there.
+    """
+    from torch.utils import cpp_extension as ce
+
+    original = _state["original_load"] or ce.load
+    bound = inspect.signature(original).bind(*args, **kwargs)
+    bound.apply_defaults()
+    a = dict(bound.arguments)
+    _refuse_unless_allowed(a, {"sources": a.get("sources")})
+    a["build_directory"] = None
+    with toolenv.pinned():
+        return original(**a)
 
 
 def load_inline(*args: Any, **kwargs: Any) -> Any:
@@ -97,6 +159,14 @@ def load_inline(*args: Any, **kwargs: Any) -> Any:
         if isinstance(a.get(key), str):
             a[key] = [a[key]]
         a[key] = list(a.get(key) or [])
+    _refuse_unless_allowed(a)
+    with toolenv.pinned():
+        return _load_checked(a, original)
+
+
+def _load_checked(a: dict[str, Any], original: Any) -> Any:
+    from torch.utils import cpp_extension as ce
+
     digest = _digest(a)
     dirname = f"kp-{a['name']}-{digest[:16]}"
     build_dir = ce._get_build_directory(dirname, False)
@@ -207,28 +277,74 @@ def _fast_build(a: dict[str, Any], build_dir: str) -> tuple[str, bool]:
     (out / "main.cpp").write_text(_main_cpp(a))
     (out / "launch.cpp").write_text(split.launch_cpp)
     (out / "kernels.cu").write_text(split.kernels_cu)
-    header = vars_["_header"]
     pch_used = False
     pch_dir = _state["pch_dir"]
     if pch_dir:
         found = Path(pch_dir) / _pch.pch_id(vars_) / _pch.PCH_HEADER
         if found.with_name(_pch.PCH_HEADER + ".gch").is_file():
-            header = re.sub(
-                r"^cflags = ", f"cflags = -include {found} -Winvalid-pch ", header, count=1, flags=re.M
-            )
+            vars_ = dict(vars_, cflags=f"-include {shlex.quote(str(found))} -Winvalid-pch {vars_['cflags']}")
             pch_used = True
+    rules = _pch.ninja_rules(vars_["_header"])
     name = a["name"]
-    builds = (
-        f"\nbuild main.o: compile {out / 'main.cpp'}\n"
-        f"build launch.o: compile {out / 'launch.cpp'}\n"
-        f"build kernels.cuda.o: cuda_compile {out / 'kernels.cu'}\n"
-        f"build {name}.so: link main.o launch.o kernels.cuda.o\n"
-        f"default {name}.so\n"
+
+    def command(rule: str, ins: list[str], target: str) -> list[str]:
+        return _argv(rules.get(rule, ""), vars_, [str(out / i) for i in ins], str(out / target))
+
+    # device code first: a refusal costs a second, not a full build
+    _run_compilers(out, [command("cuda_compile", ["kernels.cu"], "kernels.cuda.o")])
+    _run_compilers(
+        out, [command("compile", ["main.cpp"], "main.o"), command("compile", ["launch.cpp"], "launch.o")]
     )
-    (out / "build.ninja").write_text(header + "\n" + builds)
-    _run_ninja(out, "kernels.cuda.o")  # device code first: a refusal costs a second, not a full build
-    _run_ninja(out, None)
+    _run_compilers(out, [command("link", ["main.o", "launch.o", "kernels.cuda.o"], f"{name}.so")])
     return ("split+pch" if pch_used else "split"), pch_used
+
+
+def _argv(template: str, vars_: dict[str, str], ins: list[str], target: str) -> list[str]:
+    """One ninja rule's command as an argument list: what ninja would hand to /bin/sh, split the
+    way sh splits it, with no shell. A word this cannot expand without sh refuses the fast path."""
+    if not template:
+        raise _NoFast("torch's build file has no rule for this step")
+    argv: list[str] = []
+    for word in template.split():
+        if word == "$in":
+            argv += ins
+        elif word == "$out":
+            argv.append(target)
+        elif word == "$out.d":
+            argv.append(target + ".d")
+        elif re.fullmatch(r"\$\w+", word):
+            argv += _words(vars_.get(word[1:], ""))
+        else:
+            argv += _words(word)
+    return argv
+
+
+def _words(value: str) -> list[str]:
+    if any(c in value for c in "`$\n"):
+        raise _NoFast(f"torch's build flags need a shell to expand: {value[:200]!r}")
+    return shlex.split(value)
+
+
+def _run_compilers(build_dir: Path, commands: list[list[str]]) -> None:
+    """Run these compiler commands (in parallel up to MAX_JOBS), from argument lists, with the
+    pinned environment; _NoFast with their output when one fails."""
+    env = toolenv.environ()
+    jobs = max(1, int(env.get("MAX_JOBS") or (os.cpu_count() or 1) + 2))
+    failed: list[str] = []
+    for start in range(0, len(commands), jobs):
+        procs = [
+            subprocess.Popen(
+                cmd, cwd=build_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
+            for cmd in commands[start : start + jobs]
+        ]
+        for cmd, proc in zip(commands[start : start + jobs], procs, strict=True):
+            output, _ = proc.communicate()
+            if proc.returncode != 0:
+                failed.append(shlex.join(cmd) + "\n" + output)
+    if failed:
+        sys.stderr.write(f"kernelproof: fast build of {build_dir.name} failed, building with torch instead\n")
+        raise _NoFast(f"split build failed: {''.join(failed)[-4000:]}")
 
 
 def _clean(build_dir: Path) -> None:
@@ -238,12 +354,3 @@ def _clean(build_dir: Path) -> None:
             p.suffix in (".o", ".so", ".d") or p.name in ("build.ninja", ".ninja_log", ".ninja_deps")
         ):
             p.unlink()
-
-
-def _run_ninja(build_dir: Path, target: str | None) -> None:
-    jobs = os.environ.get("MAX_JOBS") or str((os.cpu_count() or 1) + 2)
-    cmd = ["ninja", "-v", "-j", jobs] + ([target] if target else [])
-    done = subprocess.run(cmd, cwd=build_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if done.returncode != 0:
-        sys.stderr.write(f"kernelproof: fast build of {build_dir.name} failed, building with torch instead\n")
-        raise _NoFast(f"split build failed: {done.stdout[-4000:]}")

@@ -3,11 +3,14 @@
 An evaluation batch submits every solution's build up front; builds run in child processes (a
 thread here only waits on one), while the GPU evaluates whatever is already built. Each job:
 
-1. hashes the solution with the build environment (the cache key);
-2. serves a cache hit at once (< 1 s: a manifest read);
-3. otherwise takes the key's lock (a second build of the same key waits and then hits), makes a
-   private staging directory, copies the precompiled torch header the source will want into it,
-   builds (kernelproof.build.builder), and publishes the result from this trusted process.
+1. checks the literal flags of the solution's build calls (kernelproof.compiler_flags): a refused
+   one fails the build at once, before any builder or compiler runs;
+2. hashes the solution with everything else that feeds its build (the cache key, :meth:`key_for`);
+3. serves a cache hit at once (< 1 s: a manifest read);
+4. otherwise takes the key's lock (a second build of the same key waits and then hits), makes a
+   private staging directory, copies into it the verified precompiled torch header the source
+   will want (kernelproof.build.pch), builds (kernelproof.build.builder), and publishes the
+   build's declared outputs, and nothing else, from this trusted process.
 
 Compile failures are cached too (an agent often resubmits the same code); timeouts are not,
 since they depend on the machine's load.
@@ -22,8 +25,16 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
+from kernelproof import compiler_flags
 from kernelproof.build import pch as _pch
-from kernelproof.build.builder import BuildOptions, BuildResult, build_solution, detect_backend, staging_out
+from kernelproof.build.builder import (
+    BuildOptions,
+    BuildResult,
+    build_solution,
+    declared_output,
+    detect_backend,
+    staging_out,
+)
 from kernelproof.build.cache import BuildCache, CacheTamperError, PublishError
 from kernelproof.build.env import BuildEnv, build_key, current_env, device_arch
 
@@ -53,12 +64,19 @@ class BuilderPool:
         self.env: BuildEnv = current_env(opts.arch or "")
         self._work_root = Path(work_root) if work_root else None
         self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="kp-build")
+        self.headers = _pch.HeaderStore(cache.root)
         self._pch_failed: set[str] = set()
+        self._pch_ids: dict[tuple[str, ...], str] = {}
         self._pch_lock = threading.Lock()
 
     def key_for(self, source: bytes) -> str:
-        flags = (f"fast_inline={self.options.fast_inline}",)
-        return build_key(source, self.env, flags)
+        """The cache key: the solution's bytes, the build environment (compilers, torch, arch), the
+        build options, the flag allowlist's version and the identity of every precompiled header
+        the build will be given (the hash of its inputs, kernelproof.build.pch.pch_id)."""
+        flags = [f"fast_inline={self.options.fast_inline}", f"flag_policy={compiler_flags.POLICY}"]
+        text = source.decode("utf-8", errors="replace")
+        flags += [f"pch={ident}" for ident in self._header_ids(text)]
+        return build_key(source, self.env, tuple(flags))
 
     def submit(self, source_path: str | Path) -> Future[BuildResult]:
         """Queue one build (cache lookup first); the Future never raises for a candidate's failure."""
@@ -70,6 +88,10 @@ class BuilderPool:
 
     def build(self, source_path: Path) -> BuildResult:
         source = source_path.read_bytes()
+        text = source.decode("utf-8", errors="replace")
+        refused = compiler_flags.literal_refusals(text)
+        if refused:  # nothing is built, nothing is cached: the policy decides afresh each time
+            return BuildResult(False, 0.0, refused[0].message(), detect_backend(text))
         key = self.key_for(source)
         hit = self._from_cache(key)
         if hit is not None:
@@ -119,7 +141,7 @@ class BuilderPool:
         staging = Path(tempfile.mkdtemp(prefix=f"kp-build-{key[:12]}-", dir=self._work_root))
         try:
             text = source.decode("utf-8", errors="replace")
-            if self.options.fast_inline and self.options.arch and detect_backend(text) == "cuda":
+            if self._wants_pch(text):
                 self._give_pch(text, staging / "pch")
             result = build_solution(source_path, staging, self.device, self.timeout_s, self.options)
             result = replace(result, key=key)
@@ -135,7 +157,8 @@ class BuilderPool:
             out = staging_out(staging)
             try:
                 if result.ok:
-                    self.cache.publish(key, out, meta)
+                    entry = self.cache.publish(key, out, meta, select=declared_output)
+                    result = replace(result, artifacts=tuple(f.path for f in entry.files))
                 else:
                     empty = staging / "empty"
                     empty.mkdir()
@@ -146,19 +169,48 @@ class BuilderPool:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
+    def _wants_pch(self, source: str) -> bool:
+        return bool(self.options.fast_inline and self.options.arch and detect_backend(source) == "cuda")
+
+    def _pch_flag_sets(self, source: str) -> list[list[str]]:
+        """The flag sets whose precompiled headers this source's build is given (at most two)."""
+        if not self._wants_pch(source):
+            return []
+        return [f for f in _pch.guess_extra_cflags(source)[:2] if _pch.flags_allowed(f)]
+
+    def _header_ids(self, source: str) -> list[str]:
+        """Identities of the headers :meth:`_give_pch` would copy for this source (for the key)."""
+        ids = []
+        for flags in self._pch_flag_sets(source):
+            tag = tuple(flags)
+            if tag not in self._pch_ids:
+                try:
+                    ident = self.headers.identity(flags)
+                except Exception:  # noqa: BLE001 - torch cannot describe the flags: no header is given
+                    ident = "none"
+                with self._pch_lock:
+                    self._pch_ids[tag] = ident
+            ids.append(self._pch_ids[tag])
+        return ids
+
     def _give_pch(self, source: str, dest: Path) -> None:
-        """Copy into the staging area the precompiled header(s) this source's load_inline calls want."""
-        for flags in _pch.guess_extra_cflags(source)[:2]:
-            directory = self._ensure_pch(flags)
-            if directory is not None:
-                _pch.copy_pch(self.cache.root, directory.name, dest)
+        """Copy into the staging area the verified precompiled header(s) this source's load_inline calls want."""
+        for flags in self._pch_flag_sets(source):
+            tag = " ".join(flags)
+            if tag in self._pch_failed:
+                continue
+            try:
+                self.headers.provide(flags, dest)
+            except Exception:  # noqa: BLE001 - no header: builds still work, only slower
+                with self._pch_lock:
+                    self._pch_failed.add(tag)
 
     def _ensure_pch(self, flags: list[str]) -> Path | None:
         tag = " ".join(flags)
         if tag in self._pch_failed or not _pch.flags_allowed(flags):
             return None
         try:
-            return _pch.ensure_pch(self.cache.root, flags)
+            return self.headers.ensure(flags)
         except Exception:  # noqa: BLE001 - no header: builds still work, only slower
             with self._pch_lock:
                 self._pch_failed.add(tag)

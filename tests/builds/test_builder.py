@@ -119,3 +119,103 @@ def test_write_outside_staging_during_the_build_is_a_violation(tmp_path):
     assert not result.ok
     assert "outside the worker's private directory" in result.violation
     assert not target.exists()
+
+
+# -- issue 15, the build path: flags computed at run time are checked in the builder -------------
+RUNTIME_FLAGS = """
+import json
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+from kernelproof.native import load_cuda
+
+CPP = "int kp_answer() {{ return 42; }}"
+CU = "__global__ void kp_fill(float* x) {{ x[0] = 1.0f; }}"
+CASES = json.loads({cases!r})  # (argument, flag) pairs: nothing the parent can read as a literal
+for i, (argument, flag) in enumerate(CASES):
+    try:
+        load_inline(name=f"kp_case{{i}}", cpp_sources=CPP, cuda_sources=CU, no_implicit_headers=True,
+                    **{{argument: [flag]}})
+    except Exception:  # a solution that swallows the refusal still fails its build
+        pass
+try:
+    load_cuda('extern "C" __global__ void k(float* x) {{}}', ["k"], options=("-O3", "-Xcompiler=-fplugin=" + "x.so"))
+except Exception:
+    pass
+
+class ModelNew(nn.Module):
+    pass
+"""
+
+
+def test_flags_computed_at_run_time_are_refused_in_the_builder_and_nothing_runs(tmp_path):
+    import json as _json
+
+    marker = tmp_path / "marker"
+    cases = [
+        (argument, form.format(marker=marker))
+        for argument in ("extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths")
+        for form in ("`touch {marker}`", "$(touch {marker})", "$$(touch {marker})")
+    ] + [("extra_cflags", f"-fplugin={tmp_path / 'evil.so'}")]
+    sol = _write(tmp_path, "runtime.py", RUNTIME_FLAGS.format(cases=_json.dumps(cases)))
+    staging = tmp_path / "staging"
+    result = build_solution(sol, staging, "cpu", 120, BuildOptions(arch="9.0a"))
+    assert not result.ok
+    assert result.log.splitlines()[-1].startswith(f"extra_cflags entry '`touch {marker}`' refused")
+    account = _json.loads((staging / "result.json").read_text())
+    refused = [r["refused"] for r in account["inline"]]
+    assert len(refused) == len(cases)
+    for (argument, flag), message in zip(cases, refused, strict=True):
+        assert f"{argument} entry {flag!r} refused" in message
+    assert "-fplugin=x.so" in account["native"][0]["refused"]
+    assert not marker.exists()
+    assert not list((staging / "out").rglob("*.o"))  # nothing was compiled
+
+
+# torch writes $CXX into build.ninja as the compiler, and ninja runs it through /bin/sh.
+CXX_FROM_ENV = '''
+import os
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+os.environ["CXX"] = "touch {marker}; c++"
+TINY = r"""
+#include <Python.h>
+static struct PyModuleDef def = {{PyModuleDef_HEAD_INIT, "kp_tiny_env", NULL, -1, NULL}};
+PyMODINIT_FUNC PyInit_kp_tiny_env(void) {{ return PyModule_Create(&def); }}
+"""
+ext = load_inline(name="kp_tiny_env", cpp_sources=TINY, no_implicit_headers=True)
+
+class ModelNew(nn.Module):
+    pass
+'''
+
+
+def test_compiler_chosen_through_the_environment_at_import_is_ignored(tmp_path):
+    marker = tmp_path / "marker"
+    sol = _write(tmp_path, "cxx_env.py", CXX_FROM_ENV.format(marker=marker))
+    result = build_solution(sol, tmp_path / "staging", "cpu", 300, BuildOptions(arch=""))
+    assert result.ok, result.log  # built with the compiler pinned before the import
+    assert any(a.endswith("kp_tiny_env.so") for a in result.artifacts)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "rel, declared",
+    [
+        ("torch_extensions/kp-add-0123456789abcdef/add.so", True),
+        ("torch_extensions/kp-add-0123456789abcdef/kp_inline.json", True),
+        ("torch_extensions/py311_cu130/kp-add-0123456789abcdef/add.so", True),
+        ("native/" + "0f" * 16 + ".cubin", True),
+        ("torch_extensions/kp-add-0123456789abcdef/other.so", False),
+        ("torch_extensions/kp-add-0123456789abcdef/main.o", False),
+        ("torch_extensions/kp-add-0123456789abcdef/build.ninja", False),
+        ("torch_extensions/sitecustomize.py", False),
+        ("native/evil.so", False),
+        ("triton/abc/kernel.cubin", False),
+        ("sitecustomize.py", False),
+    ],
+)
+def test_only_built_extensions_stamps_and_cubins_are_declared_outputs(rel, declared):
+    from kernelproof.build.builder import declared_output
+
+    assert declared_output(rel) is declared

@@ -193,3 +193,14 @@ def test_cache_commands_report_and_clear(tmp_path):
     cleared = runner.invoke(cache_app, ["clear", "--root", str(tmp_path / "cache")])
     assert cleared.exit_code == 0 and "removed 1 entries" in cleared.output
     assert cache.keys() == []
+
+
+def test_publish_with_a_selection_copies_only_the_selected_files(tmp_path):
+    staging = _staging(tmp_path)
+    (staging / "sitecustomize.py").write_text("import os")
+    (staging / "link.so").symlink_to(staging / "torch_extensions" / "ext" / "ext.so")
+    cache = BuildCache(tmp_path / "cache")
+    entry = cache.publish(KEY, staging, select=lambda rel: rel.endswith("ext.so"))
+    assert [f.path for f in entry.files] == ["torch_extensions/ext/ext.so"]
+    cache.materialize(KEY, tmp_path / "worker")
+    assert sorted(p.name for p in (tmp_path / "worker").rglob("*") if p.is_file()) == ["ext.so"]

@@ -25,3 +25,16 @@ def test_key_changes_with_source_flags_and_every_env_field():
     assert build_key(b"src", ENV, ("fast_inline=False",)) != base
     for f in dataclasses.fields(BuildEnv):
         assert build_key(b"src", dataclasses.replace(ENV, **{f.name: "other"})) != base, f.name
+
+
+def test_environment_names_the_compiler_torch_runs(monkeypatch, tmp_path):
+    import os
+    import shutil
+
+    from kernelproof.build.env import current_env
+
+    alias = tmp_path / "my-c++"
+    alias.symlink_to(shutil.which("c++"))
+    monkeypatch.setenv("CXX", str(alias))
+    env = current_env("9.0a")
+    assert env.cxx_path == os.path.realpath(shutil.which("c++")) and env.cxx_version

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sysconfig
 from pathlib import Path
@@ -53,6 +54,7 @@ class FakeTorchLoadInline:
         if self.fail:
             raise AssertionError("torch's load_inline must not run for a prebuilt module")
         self.calls.append(dict(locals()))
+        self.environ = {k: os.environ.get(k) for k in ("CXX", "NVCC_APPEND_FLAGS")}  # as torch reads it
         return "module"
 
 
@@ -191,3 +193,87 @@ def test_kernelbench_add_builds_split_and_computes(tmp_path, monkeypatch):
     a, b = torch.rand(1000, device="cuda"), torch.rand(1000, device="cuda")
     torch.testing.assert_close(mod.elementwise_add_cuda(a, b), a + b)
     assert inline.records()[-1]["strategy"] in ("split", "split+pch")
+
+
+# -- issue 15, the build path ----------------------------------------------------------------------
+def test_refused_flag_raises_before_torchs_build_and_is_recorded(hooked, monkeypatch):
+    from kernelproof.compiler_flags import RefusedFlagError
+
+    monkeypatch.setitem(inline._state, "original", FakeTorchLoadInline(fail=True))
+    with pytest.raises(RefusedFlagError, match="loads a compiler plugin"):
+        inline.load_inline("ext", "int f();", extra_cflags=["-O3", "-fplugin=/tmp/evil.so"])
+    with pytest.raises(RefusedFlagError, match="C identifier"):
+        inline.load_inline("ext;id", "int f();")
+    refused = [r["refused"] for r in inline.records()]
+    assert "-fplugin=/tmp/evil.so" in refused[0] and "ext;id" in refused[1]
+
+
+def test_cpp_extension_load_is_checked_and_built_under_the_extensions_directory(
+    hooked, monkeypatch, tmp_path
+):
+    import inspect
+
+    from torch.utils import cpp_extension as ce
+
+    from kernelproof.compiler_flags import RefusedFlagError
+
+    calls = []
+
+    def fake_load(**kwargs):
+        calls.append(kwargs)
+        return "module"
+
+    fake_load.__signature__ = inspect.signature(ce.load)  # type: ignore[attr-defined]
+    monkeypatch.setitem(inline._state, "original_load", fake_load)
+    with pytest.raises(RefusedFlagError, match="shell metacharacter"):
+        inline.load("ext", [str(tmp_path / "a`id`.cu")])
+    with pytest.raises(RefusedFlagError, match="outside the staging directory"):
+        inline.load("ext", [str(tmp_path / "a.cu")], extra_include_paths=["/etc"])
+    assert calls == []
+    assert inline.load("ext", [str(tmp_path / "a.cu")], build_directory="/tmp/elsewhere") == "module"
+    assert calls[0]["build_directory"] is None  # torch's default: under TORCH_EXTENSIONS_DIR
+
+
+def test_torchs_build_runs_with_the_environment_pinned_before_the_import(hooked, monkeypatch, tmp_path):
+    from kernelproof.build import toolenv
+
+    monkeypatch.setenv("CXX", "g++")
+    monkeypatch.delenv("NVCC_APPEND_FLAGS", raising=False)
+    toolenv.pin(str(tmp_path))
+    try:
+        os.environ["CXX"] = "touch /tmp/kp-marker; c++"  # what a solution does at import
+        os.environ["NVCC_APPEND_FLAGS"] = "-ccbin /tmp/fake"
+        assert inline.load_inline("ext", "int f();") == "module"
+        assert hooked.environ == {"CXX": "g++", "NVCC_APPEND_FLAGS": None}
+        assert toolenv.environ()["CXX"] == "g++" and "NVCC_APPEND_FLAGS" not in toolenv.environ()
+        assert os.environ["CXX"] == "touch /tmp/kp-marker; c++"  # the solution's own view is left alone
+    finally:
+        toolenv.unpin()
+        os.environ.pop("NVCC_APPEND_FLAGS", None)
+
+
+@pytest.mark.skipif(nvcc_path() is None, reason="needs a CUDA toolkit for torch's build flags")
+def test_fast_build_commands_are_argument_lists_expanded_from_torchs_rules(monkeypatch):
+    from torch.utils import cpp_extension as ce
+
+    from kernelproof.build import pch
+    from kernelproof.build.env import cuda_home
+
+    monkeypatch.setattr(ce, "CUDA_HOME", cuda_home())
+    v = pch.torch_build_vars(extra_cflags=["-O3"], extra_cuda_cflags=["-arch=sm_90a"], name="probe")
+    rules = pch.ninja_rules(v["_header"])
+    compile_ = inline._argv(rules["compile"], v, ["/b/main.cpp"], "/b/main.o")
+    assert compile_[0] == v["cxx"] and "-O3" in compile_
+    assert compile_[compile_.index("-c") : compile_.index("-c") + 4] == [
+        "-c",
+        "/b/main.cpp",
+        "-o",
+        "/b/main.o",
+    ]
+    assert "-DTORCH_EXTENSION_NAME=probe" in compile_
+    cuda = inline._argv(rules["cuda_compile"], v, ["/b/k.cu"], "/b/k.o")
+    assert "--compiler-options" in cuda and "-fPIC" in cuda  # torch's '-fPIC' quoting, unquoted as sh would
+    link = inline._argv(rules["link"], v, ["/b/a.o", "/b/b.o"], "/b/x.so")
+    assert link[1:3] == ["/b/a.o", "/b/b.o"] and link[-2:] == ["-o", "/b/x.so"]
+    with pytest.raises(inline._NoFast, match="shell"):
+        inline._argv("$cxx $cflags", dict(v, cflags="-O3 `id`"), [], "x")

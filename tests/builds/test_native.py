@@ -114,6 +114,32 @@ def test_compile_error_carries_nvccs_error_line(tmp_path, monkeypatch):
         load_cuda(bad, ["k"], arch="9.0a")
 
 
+@pytest.mark.parametrize(
+    "options, named",
+    [
+        (("-O3", "-Xcompiler=-fplugin=/tmp/evil.so"), "loads a compiler plugin"),
+        (("-O3", "-ccbin", "/tmp/fake-gcc"), "chooses the host compiler"),
+        (("-O3", "`touch /tmp/kp-native-marker`"), "shell metacharacter"),
+        ("-O3", "list of strings"),
+    ],
+)
+def test_refused_option_raises_before_nvcc_runs(tmp_path, monkeypatch, options, named):
+    from kernelproof.compiler_flags import RefusedFlagError
+
+    monkeypatch.setenv("KERNELPROOF_NATIVE_DIR", str(tmp_path))
+    monkeypatch.setattr(native.subprocess, "run", lambda *a, **k: pytest.fail("nvcc must not run"))
+    with pytest.raises(RefusedFlagError, match=named):
+        load_cuda(SRC, ["saxpy"], options=options, arch="9.0a")
+    assert named in native.records()[-1]["refused"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_architecture_that_is_not_a_version_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELPROOF_NATIVE_DIR", str(tmp_path))
+    with pytest.raises(NativeCompileError, match="not of the form"):
+        load_cuda(SRC, ["saxpy"], arch="90 -ccbin=/tmp/x")
+
+
 def test_unknown_kernel_attribute_lists_the_loaded_ones(tmp_path):
     mod = native.NativeModule(tmp_path / "x.cubin", {"saxpy": parse_signature(SRC, "saxpy")})
     with pytest.raises(AttributeError, match="loaded: saxpy"):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import pytest
 
 from kernelproof.build import pch
@@ -81,3 +84,110 @@ def test_torch_build_vars_match_torchs_own_link_line(monkeypatch):
     for lib in ("-lc10", "-ltorch_cpu", "-ltorch_python", "-lcudart"):
         assert lib in v["ldflags"].split()
     assert "-arch=sm_90" in v["cuda_cflags"]
+
+
+# -- issue 15, the build path: the shared header is content-addressed, manifested, read-only -------
+FAKE_CXX = """#!{python}
+# Stands in for g++: answers --version, writes the -o target from the header's text, counts its runs.
+import sys
+if "--version" in sys.argv:
+    print("fake-c++ 1.0")
+    sys.exit(0)
+open({count!r}, "a").write("run\\n")
+out = sys.argv[sys.argv.index("-o") + 1]
+src = next(a for a in sys.argv if a.endswith("kp_torch.h"))
+open(out, "w").write("precompiled:" + open(src).read())
+"""
+
+
+@pytest.fixture
+def fake_compiler(tmp_path, monkeypatch):
+    """torch's flags and the compiler are faked: what is tested is who builds the header, how, and
+    what is checked before a build gets a copy (a real header takes 40 s of g++ here)."""
+    import sys
+
+    count = tmp_path / "compiles.txt"
+    cxx = tmp_path / "fake-cxx"
+    cxx.write_text(FAKE_CXX.format(python=sys.executable, count=str(count)))
+    cxx.chmod(0o755)
+    torch_cflags = ["-O3 -DKP=1"]  # a test may change what "torch" passes
+
+    def fake_vars(extra_cflags=None, **_):
+        return {
+            "cxx": str(cxx),
+            "cflags": " ".join(torch_cflags + list(extra_cflags or [])),
+            "post_cflags": "",
+        }
+
+    monkeypatch.setattr(pch, "torch_build_vars", fake_vars)
+
+    def compiles():
+        return len(count.read_text().splitlines()) if count.exists() else 0
+
+    return compiles, torch_cflags
+
+
+def test_header_is_built_without_a_shell_with_a_manifest_and_read_only_files(tmp_path, fake_compiler):
+    compiles, torch_cflags = fake_compiler
+    marker = tmp_path / "marker"
+    torch_cflags.append(f"-DKP_SHELL=1;touch {marker}")
+    built = pch.ensure_pch(tmp_path / "cache", [])
+    assert compiles() == 1
+    assert not marker.exists()  # ";touch ..." reached the compiler as an argument, not a shell
+    manifest = json.loads((built / pch.MANIFEST).read_text())
+    assert sorted(manifest["files"]) == sorted(["flags.txt", pch.PCH_HEADER, pch.PCH_HEADER + ".gch"])
+    for name, f in manifest["files"].items():
+        assert hashlib.sha256((built / name).read_bytes()).hexdigest() == f["sha256"]
+        assert (built / name).stat().st_mode & 0o222 == 0
+    assert built.stat().st_mode & 0o222 == 0
+    assert pch.ensure_pch(tmp_path / "cache", [""]) == built and compiles() == 1
+
+
+def test_poisoned_header_is_ignored_and_rebuilt(tmp_path, fake_compiler):
+    """Issue 15: a build rewrote <cache>/pch/*/kp_torch.h, and a later honest build used it."""
+    compiles, _ = fake_compiler
+    built = pch.ensure_pch(tmp_path / "cache", [])
+    poisoned = built / "kp_torch.h"
+    poisoned.chmod(0o644)
+    poisoned.write_text('__attribute__((constructor)) static void kp_evil() { system("id"); }\n')
+    again = pch.ensure_pch(tmp_path / "cache", [])
+    assert compiles() == 2 and again == built
+    copy = pch.copy_pch(tmp_path / "cache", again.name, tmp_path / "staging" / "pch")
+    assert copy is not None and (copy / "kp_torch.h").read_text() == "#include <torch/extension.h>\n"
+
+
+def test_header_changed_after_this_store_verified_it_is_caught_at_the_next_copy(tmp_path, fake_compiler):
+    compiles, _ = fake_compiler
+    store = pch.HeaderStore(tmp_path / "cache")
+    first = store.provide([], tmp_path / "one")
+    assert first is not None and compiles() == 1
+    gch = pch.pch_root(tmp_path / "cache") / first.name / (pch.PCH_HEADER + ".gch")
+    gch.chmod(0o644)
+    gch.write_text("precompiled:planted")
+    second = store.provide([], tmp_path / "two")
+    assert compiles() == 2
+    assert (second / (pch.PCH_HEADER + ".gch")).read_text() == "precompiled:" + pch.HEADER_TEXT
+
+
+def test_header_directory_without_a_manifest_is_rebuilt(tmp_path, fake_compiler):
+    compiles, _ = fake_compiler
+    store = pch.HeaderStore(tmp_path / "cache")
+    legacy = pch.pch_root(tmp_path / "cache") / store.identity([])
+    legacy.mkdir(parents=True)
+    (legacy / pch.PCH_HEADER).write_text("#include </tmp/planted.h>\n")
+    (legacy / (pch.PCH_HEADER + ".gch")).write_text("planted")
+    assert pch.copy_pch(tmp_path / "cache", legacy.name, tmp_path / "staging") is None
+    assert store.ensure([]) == legacy and compiles() == 1
+    assert (legacy / pch.PCH_HEADER).read_text() == pch.HEADER_TEXT
+
+
+def test_header_identity_covers_compiler_torch_version_and_header_text(monkeypatch):
+    import torch
+
+    v = {"cxx": "c++", "cflags": "-O3", "post_cflags": ""}
+    base = pch.pch_id(v)
+    assert pch.pch_id(dict(v, cxx="g++-13")) != base
+    monkeypatch.setattr(torch, "__version__", "0.0.0-other")
+    other_torch = pch.pch_id(v)
+    monkeypatch.setattr(pch, "HEADER_TEXT", "#include <torch/all.h>\n")
+    assert len({base, other_torch, pch.pch_id(v)}) == 3

@@ -51,7 +51,7 @@ import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
 # {tag}
-lib = pathlib.Path(os.environ["TORCH_EXTENSIONS_DIR"]) / "kp-fake" / "fake.so"
+lib = pathlib.Path(os.environ["TORCH_EXTENSIONS_DIR"]) / "kp-fake-0123456789abcdef" / "fake.so"
 if not lib.exists():
     lib.parent.mkdir(parents=True, exist_ok=True)
     lib.write_bytes(b"built by the builder")
@@ -156,6 +156,35 @@ def test_build_that_writes_outside_its_staging_directory_is_forbidden(env):
     assert not target.exists()
 
 
+SHELL_FLAG = """import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+FLAG = {flag}
+ext = load_inline(name="kp_shell", cpp_sources="int kp_answer() {{ return 42; }}", no_implicit_headers=True,
+                  extra_cflags=["-O3", FLAG])
+""" + MODEL.format(forward=TORCH_FORWARD)
+
+
+@pytest.mark.parametrize("where", ["literal", "computed"])
+def test_shell_in_a_flag_is_a_compile_error_naming_it_and_runs_nothing(env, where):
+    """torch's load_inline writes extra_cflags into build.ninja unquoted and ninja runs it through
+    /bin/sh (issue 15): the backtick would create the marker. A literal flag is refused by the
+    parent before any builder starts; a computed one by the builder, before anything is compiled."""
+    pool, cache, root = env
+    marker = root / f"marker-{where}"
+    flag = f"`touch {marker}`"
+    text = repr(flag) if where == "literal" else "'`' + " + repr(flag[1:-1]) + " + '`'"
+    v = evaluate(
+        TASK, write(root, f"shell_{where}.py", SHELL_FLAG.format(flag=text)), options(cache), pool=pool
+    )
+    assert v.codes == ["compile_error"], v.reasons
+    assert f"extra_cflags entry {flag!r} refused: shell metacharacter '`'" in v.reasons[0].message
+    assert ("line 6:" in v.reasons[0].message) == (where == "literal")  # the call's line
+    assert not marker.exists()
+    assert any("refused_flag" in f for f in v.flags) == (where == "literal")
+
+
 def test_build_that_never_ends_is_a_timeout(env):
     pool, cache, root = env
     src = FAKE_CUDA.replace("# {tag}", "while True:\n    pass")
@@ -193,7 +222,7 @@ def test_tampered_cache_entry_is_refused_and_rebuilt(env):
     pool, cache, root = env
     sol = write(root, "victim.py", FAKE_CUDA.replace("{tag}", "tamper"))
     assert evaluate(TASK, sol, options(cache), pool=pool).passed
-    planted = list(cache.glob("entries/*/*/files/torch_extensions/kp-fake/fake.so"))
+    planted = list(cache.glob("entries/*/*/files/torch_extensions/kp-fake-*/fake.so"))
     assert planted
     for p in planted:
         p.write_bytes(b"planted library")

@@ -11,10 +11,11 @@ from kernelproof.build import BuildCache, BuilderPool, BuildOptions, CacheTamper
 CPU = BuildOptions(arch="")
 CPU_UNGUARDED = BuildOptions(arch="", guard=False)  # lets a test solution write outside its staging area
 
-# A solution whose import leaves an artifact, as a load_inline build does.
+# A solution whose import leaves an artifact where (and as) a load_inline build does.
+EXT_DIR = "kp-victim-0123456789abcdef"
 VICTIM = """
 import os, pathlib
-d = pathlib.Path(os.environ["TORCH_EXTENSIONS_DIR"]) / "kp-victim"
+d = pathlib.Path(os.environ["TORCH_EXTENSIONS_DIR"]) / "kp-victim-0123456789abcdef"
 d.mkdir(parents=True, exist_ok=True)
 (d / "victim.so").write_bytes(b"honest library")
 import torch.nn as nn
@@ -51,7 +52,7 @@ def test_second_submit_of_a_source_is_a_cache_hit(tmp_path):
     assert first.ok and not first.cached
     assert second.ok and second.cached and second.key == first.key
     assert looked_up == second
-    assert "torch_extensions/kp-victim/victim.so" in second.artifacts
+    assert f"torch_extensions/{EXT_DIR}/victim.so" in second.artifacts
 
 
 def test_concurrent_submits_of_one_source_build_once(tmp_path, uncontained_builds):
@@ -91,7 +92,7 @@ def test_poisoning_build_is_refused_by_the_os_layers_and_the_entry_stays_intact(
         pool.materialize(built, tmp_path / "worker")  # the victim's entry is intact
     assert not list((cache.root / "entries").glob("ff*"))
     assert (
-        tmp_path / "worker" / "torch_extensions" / "kp-victim" / "victim.so"
+        tmp_path / "worker" / "torch_extensions" / EXT_DIR / "victim.so"
     ).read_bytes() == b"honest library"
 
 
@@ -103,7 +104,7 @@ def test_poisoning_build_is_stopped_by_the_guards_before_it_writes(tmp_path, unc
         assert not poisoned.ok and "outside the worker's private directory" in poisoned.violation
         pool.materialize(built, tmp_path / "worker")  # the victim's entry is intact
     assert (
-        tmp_path / "worker" / "torch_extensions" / "kp-victim" / "victim.so"
+        tmp_path / "worker" / "torch_extensions" / EXT_DIR / "victim.so"
     ).read_bytes() == b"honest library"
 
 
@@ -117,12 +118,12 @@ def test_poisoned_entry_is_refused_when_the_guards_are_off(tmp_path, uncontained
         assert pool.submit(poisoner).result().ok  # its build "succeeds": the damage is elsewhere
         with pytest.raises(CacheTamperError):
             pool.materialize(built, tmp_path / "worker")
-        assert not (tmp_path / "worker" / "torch_extensions" / "kp-victim" / "victim.so").exists()
+        assert not (tmp_path / "worker" / "torch_extensions" / EXT_DIR / "victim.so").exists()
         rebuilt = pool.submit(victim).result()  # the tampered entry was evicted: built again, honestly
     assert rebuilt.ok and not rebuilt.cached
     pool.materialize(rebuilt, tmp_path / "worker2")
     assert (
-        tmp_path / "worker2" / "torch_extensions" / "kp-victim" / "victim.so"
+        tmp_path / "worker2" / "torch_extensions" / EXT_DIR / "victim.so"
     ).read_bytes() == b"honest library"
 
 
@@ -209,3 +210,120 @@ def test_cuda_build_is_published_and_the_worker_loads_it_without_compiling(tmp_p
     done = subprocess.run([sys.executable, "-c", WORKER, str(sol)], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == ["prebuilt"]
+
+
+# -- issue 15, the build path: flags refused before anything runs, only declared outputs published ---
+SHELL_FLAG = """
+import torch.nn as nn
+import torch.utils.cpp_extension as ce
+from torch.utils.cpp_extension import load_inline
+
+ce.CUDA_HOME = ce.CUDA_HOME or "/usr/local/cuda"  # a CPU-only torch knows no toolkit; a GPU machine's does
+CPP = "int kp_answer() {{ return 42; }}"
+CU = "__global__ void kp_fill(float* x) {{ x[0] = 1.0f; }}"
+ext = load_inline(name="kp_shell", cpp_sources=CPP, cuda_sources=CU, no_implicit_headers=True,
+                  {argument}=[{flag!r}])
+
+class ModelNew(nn.Module):
+    pass
+"""
+FLAG_LISTS = ("extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths")
+
+
+# A backtick, a $(...), and $$(...), which ninja turns into $(...) for the shell.
+SHELL_FORMS = ("`touch {marker}`", "$(touch {marker})", "$$(touch {marker})")
+
+
+@pytest.mark.parametrize("form", SHELL_FORMS)
+@pytest.mark.parametrize("argument", FLAG_LISTS)
+def test_shell_in_a_literal_flag_is_a_compile_error_before_any_builder_runs(tmp_path, argument, form):
+    """torch writes these lists into build.ninja unquoted and ninja runs it through /bin/sh: the
+    command would create the marker. The parent refuses the literal flag before it starts a builder."""
+    from kernelproof.evaluate.build import failure
+
+    marker = tmp_path / "marker"
+    flag = form.format(marker=marker)
+    sol = tmp_path / "shell.py"
+    sol.write_text(SHELL_FLAG.format(argument=argument, flag=flag))
+    work = tmp_path / "work"
+    work.mkdir()
+    hopper = BuildOptions(arch="9.0a", fast_inline=False)  # torch's own path: ninja, through /bin/sh
+    with BuilderPool(BuildCache(tmp_path / "cache"), 1, device="cpu", options=hopper, work_root=work) as pool:
+        result = pool.submit(sol).result()
+    reason = failure(result)
+    assert reason is not None and reason.code.value == "compile_error"
+    assert flag in reason.message and argument in reason.message and "line 9" in reason.message
+    assert not marker.exists()
+    assert list(work.iterdir()) == []  # no staging directory: no builder was started
+
+
+def test_compiler_plugin_in_a_literal_flag_is_refused(tmp_path):
+    sol = tmp_path / "plugin.py"
+    sol.write_text(SHELL_FLAG.format(argument="extra_cflags", flag=f"-fplugin={tmp_path / 'evil.so'}"))
+    with BuilderPool(
+        BuildCache(tmp_path / "cache"), 1, device="cpu", options=CPU, work_root=tmp_path
+    ) as pool:
+        result = pool.submit(sol).result()
+    assert not result.ok and "-fplugin=" in result.log and "loads a compiler plugin" in result.log
+
+
+LEFTOVERS = """
+import os, pathlib
+out = pathlib.Path(os.environ["TORCH_EXTENSIONS_DIR"]).parent
+ext = out / "torch_extensions" / "kp-clean-0123456789abcdef"
+ext.mkdir(parents=True, exist_ok=True)
+(ext / "clean.so").write_bytes(b"the extension")
+(ext / "kp_inline.json").write_text("{}")
+(ext / "evil.so").write_bytes(b"planted library")
+(out / "sitecustomize.py").write_text("import os")
+(out / "torch_extensions" / "usercustomize.py").write_text("import os")
+(out / "native").mkdir(exist_ok=True)
+(out / "native" / ("ab" * 16 + ".cubin")).write_bytes(b"cubin")
+(out / "native" / "evil.so").write_bytes(b"planted library")
+(out / "triton").mkdir(exist_ok=True)
+(out / "triton" / "planted.py").write_text("import os")
+import torch.nn as nn
+class ModelNew(nn.Module):
+    pass
+"""
+DECLARED = {
+    "torch_extensions/kp-clean-0123456789abcdef/clean.so",
+    "torch_extensions/kp-clean-0123456789abcdef/kp_inline.json",
+    "native/" + "ab" * 16 + ".cubin",
+}
+
+
+def test_files_left_in_staging_beside_the_build_are_neither_published_nor_given_to_the_worker(tmp_path):
+    sol = tmp_path / "leftovers.py"
+    sol.write_text(LEFTOVERS)
+    with BuilderPool(
+        BuildCache(tmp_path / "cache"), 1, device="cpu", options=CPU, work_root=tmp_path
+    ) as pool:
+        built = pool.submit(sol).result()
+        cached = pool.submit(sol).result()
+        pool.materialize(built, tmp_path / "worker")
+    assert built.ok, built.log
+    assert set(built.artifacts) == DECLARED and set(cached.artifacts) == DECLARED
+    given = {
+        p.relative_to(tmp_path / "worker").as_posix() for p in (tmp_path / "worker").rglob("*") if p.is_file()
+    }
+    assert given == DECLARED
+
+
+def test_key_covers_the_flag_policy_and_the_precompiled_headers_identity(tmp_path, monkeypatch):
+    from kernelproof import compiler_flags
+
+    source = SHELL_FLAG.format(argument="extra_cflags", flag="-O3").encode()
+    pool = BuilderPool(BuildCache(tmp_path), 1, device="cpu", options=BuildOptions(arch="9.0a"))
+    try:
+        monkeypatch.setattr(pool.headers, "identity", lambda flags: "a" * 24)
+        first = pool.key_for(source)
+        assert pool.key_for(source) == first
+        pool._pch_ids.clear()
+        monkeypatch.setattr(pool.headers, "identity", lambda flags: "b" * 24)
+        second = pool.key_for(source)
+        assert second != first
+        monkeypatch.setattr(compiler_flags, "POLICY", "kernelproof.build-flags/other")
+        assert pool.key_for(source) != second
+    finally:
+        pool.shutdown()
