@@ -53,6 +53,7 @@ class ReasonCode(str, enum.Enum):
         "sanitizer_error"  # compute-sanitizer found invalid accesses, races or uninitialised reads
     )
     INTERNAL_ERROR = "internal_error"  # kernelproof itself failed; the verdict says where (please report it)
+    HARNESS_HOOKED = "harness_hooked"  # a mode, aten override or hook left in the harness's torch calls
 
 
 class Outcome(str, enum.Enum):
