@@ -32,6 +32,7 @@ from kernelproof.verify.compare import (
     rel_norm_error,
     tolerance_for,
 )
+from kernelproof.worker.expected import OUTPUT_REUSED, REUSED_NOTE, Expected
 
 
 def run_correctness(
@@ -83,13 +84,15 @@ def run_correctness(
         if sum(ctx.output_nbytes) > LARGE_CASE_BYTES:
             projection = case.seed ^ 0x9E3779B97F4A7C15
             header["second_run_projection"] = projection
-        if projection is None:
-            reply, outs = cand.request(header, tensors, options.timeout_s)
+        if projection is None:  # both runs' outputs come back, checked against ref's before any is read
+            reply, outs = cand.request(header, tensors, options.timeout_s, Expected.like(ref, runs=2))
         else:  # large outputs: run 1's come back on the device where the worker can hand them over
             reply, outs = cand.request_outputs(header, tensors, ref, options.timeout_s, lend=bool(tensors))
         if not reply.get("ok"):
             st.reasons.append(reason_from_reply(reply, case.case_id))
             return
+        if reply.get("output_reused") and not any(f.startswith(OUTPUT_REUSED) for f in st.flags):
+            st.flags.append(f"{OUTPUT_REUSED}: {REUSED_NOTE}")
         if header.get("draw") and not _same_checksums(reply.get("checksums", []), checksum(args)):
             raise WorkerError(f"case {case.case_id}: the worker drew different inputs from the same seed")
         per_run = len(ref)
