@@ -85,11 +85,15 @@ def test_an_override_through_one_of_torchs_own_aten_libraries_is_named():
     attack = """
     import gc
     libs = [o for o in gc.get_objects() if isinstance(o, torch.library.Library) and o.ns == "aten"]
-    own = next(lib for lib in libs if lib.dispatch_key in ("CPU", "CUDA"))
-    own.m.impl("sum", own.dispatch_key, lambda *a, **k: None, False)
-    print(json.dumps([own.dispatch_key]))
+    own = [lib for lib in libs if lib.dispatch_key in ("CPU", "CUDA")]
+    if own:
+        own[0].m.impl("sum", own[0].dispatch_key, lambda *a, **k: None, False)
+    else:
+        left_active = lambda full: ["none of torch's own aten libraries has an eager key here"]
     """
     found = found_after(attack, full=False)
+    if found and found[0].startswith("none of"):
+        pytest.skip(found[0])  # torch 2.11 keeps none; 2.13 keeps one for CUDA (torch._native)
     assert len(found) == 1 and found[0].startswith("a torch.library kernel for aten::sum (")
 
 
