@@ -52,6 +52,8 @@ RULES: dict[ReasonCode, str | None] = {
     ReasonCode.SANITIZER_ERROR: "Memory errors and races are found by compute-sanitizer: no out-of-bounds or "
     "uninitialised accesses, no missing barriers.",
     ReasonCode.INTERNAL_ERROR: None,  # kernelproof's own failure: nothing for the model to fix
+    ReasonCode.HARNESS_HOOKED: "Leave nothing active after forward returns: no torch function or dispatch "
+    "modes, no torch.library kernels for aten operators, no replaced torch.Tensor methods, no trace hooks.",
 }
 
 LANGUAGES = {

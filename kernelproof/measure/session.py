@@ -201,7 +201,7 @@ def _dropped(reply: dict[str, Any], prog: Program) -> str:
 def _note_reuse(reply: dict[str, Any], ctx: VariantContext, notes: list[str]) -> None:
     """The output_reused warning, once per evaluation, when timed calls shared output storage."""
     if reply.get("output_reused") and not any(n.startswith(OUTPUT_REUSED) for n in notes):
-        notes.append(f"{OUTPUT_REUSED}: timed calls of {ctx.variant!r} {REUSED_NOTE[len('calls ') :]}")
+        notes.append(f"{OUTPUT_REUSED}: timed calls of {ctx.variant!r} {REUSED_NOTE}")
 
 
 def _speedups(programs: list[Program]) -> list[Speedup]:

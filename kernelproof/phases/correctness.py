@@ -92,7 +92,7 @@ def run_correctness(
             st.reasons.append(reason_from_reply(reply, case.case_id))
             return
         if reply.get("output_reused") and not any(f.startswith(OUTPUT_REUSED) for f in st.flags):
-            st.flags.append(f"{OUTPUT_REUSED}: {REUSED_NOTE}")
+            st.flags.append(f"{OUTPUT_REUSED}: the two runs of a case {REUSED_NOTE}")
         if header.get("draw") and not _same_checksums(reply.get("checksums", []), checksum(args)):
             raise WorkerError(f"case {case.case_id}: the worker drew different inputs from the same seed")
         per_run = len(ref)

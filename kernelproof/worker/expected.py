@@ -30,8 +30,8 @@ from kernelproof.worker.replies import failure
 # The verdict flag for outputs of different calls that share storage (kernelproof.worker.checks.reuse).
 OUTPUT_REUSED = "output_reused"
 REUSED_NOTE = (
-    "calls returned outputs that share storage (a static output buffer, CUDA-graph style); each "
-    "was checked right after its own call, and a caller that keeps an output must copy it"
+    "returned outputs that share storage (a static output buffer, CUDA-graph style); each was "
+    "checked right after its own call, and a caller that keeps an output must copy it"
 )
 OUTPUT_BYTES_FACTOR = 1  # a reply's tensors may total this many times the expected bytes (see above)
 
