@@ -65,6 +65,7 @@ class ReasonCode(str, enum.Enum):
     SHAPE_SPECIALIZED = (
         "shape_specialized"  # passes the task's shapes, fails perturbed ones (--shape-variants auto)
     )
+    HARNESS_HOOKED = "harness_hooked"  # a mode, aten override or hook left in the harness's torch calls
 
 
 class Outcome(str, enum.Enum):

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from kernelproof.worker import handoff
+from kernelproof.worker.expected import Expected
 from kernelproof.worker.handoff import Inbox, Outbox
 from kernelproof.worker.protocol import ProtocolError
 
@@ -152,10 +153,17 @@ def test_a_parent_that_cannot_read_its_buffers_asks_again_over_the_wire(monkeypa
     w.handoff_failed = False
     w._inbox = Broken(torch.device("cpu"))
     monkeypatch.setattr(w, "_handoff_inbox", lambda: None if w.handoff_failed else w._inbox)
-    sent = []
-    monkeypatch.setattr(w, "request", lambda h, t, s: sent.append(h) or ({"ok": True}, [torch.ones(2)]))
+    sent, expected = [], []
+
+    def request(h, t, s, expect=None):
+        sent.append(h)
+        expected.append(expect)
+        return {"ok": True}, [torch.ones(2)]
+
+    monkeypatch.setattr(w, "request", request)
     reply, outs = w.request_outputs({"op": "fetch", "index": 0}, None, [torch.ones(2)], 10.0)
     assert [("into" in h) for h in sent] == [True, False]
+    assert expected == [Expected.like([torch.ones(2)])] * 2  # both ask for outputs like the reference's
     assert w.handoff_failed and len(outs) == 1
     w.request_outputs({"op": "fetch", "index": 0}, None, [torch.ones(2)], 10.0)
     assert "into" not in sent[-1]  # off for this worker from then on
@@ -177,7 +185,7 @@ def test_lent_inputs_leave_empty_stand_ins_on_the_wire_and_a_failed_borrow_asks_
     monkeypatch.setattr(w, "_handoff_inbox", lambda: None if w.handoff_failed else w._inbox)
     sent = []
 
-    def request(header, tensors, timeout_s):
+    def request(header, tensors, timeout_s, expect=None):
         sent.append((header, tensors))
         failed = "from" in header  # the worker could not map it
         return ({"ok": False, "handoff": "failed"} if failed else {"ok": True}), []

@@ -168,3 +168,33 @@ def test_a_tcp_socket_sends_large_tensors_inline():
     assert torch.equal(got, t)
     for s in (a, b, server):
         s.close()
+
+
+@needs_bulk
+def test_a_frame_can_be_judged_from_its_header_and_dropped_unread():
+    """recv_header reads the header and checks its tensor list; discard consumes the inline bytes
+    without keeping them and closes the files, so the next frame reads as usual."""
+    a, b = _pair()
+    protocol.send(a, {"op": "x"}, [torch.ones(1 << 18), torch.arange(4.0)])  # one memfd, one inline
+    protocol.send(a, {"op": "next"}, [torch.arange(3)])
+    before = _open_fds()
+    incoming = protocol.recv_header(b)
+    assert incoming.header == {"op": "x"}
+    assert incoming.specs() == [("float32", (1 << 18,)), ("float32", (4,))]
+    assert _open_fds() == before + 1  # the memfd, held until read or discarded
+    incoming.discard()
+    assert _open_fds() == before
+    header, tensors = protocol.recv(b)
+    assert header == {"op": "next"} and torch.equal(tensors[0], torch.arange(3))
+
+
+def test_a_tensor_whose_bytes_disagree_with_its_shape_is_refused_before_any_data_is_read():
+    a, b = _pair()
+    metas = [
+        {"dtype": "float32", "shape": [4], "nbytes": 16},
+        {"dtype": "float32", "shape": [4], "nbytes": 8},
+    ]
+    head = json.dumps({"_tensors": metas}).encode()
+    a.sendall(protocol.MAGIC + struct.pack("<Q", len(head)) + head)  # no data follows at all
+    with pytest.raises(protocol.ProtocolError, match="does not match"):
+        protocol.recv_header(b)

@@ -61,6 +61,8 @@ RULES: dict[ReasonCode, str | None] = {
     ReasonCode.SHAPE_SPECIALIZED: "The kernel must hold for other sizes than the published ones: the probed "
     "shapes (the size constants made odd and about half) are checked too. Mask loads and stores at every "
     "edge and derive sizes from the tensors, never from constants.",
+    ReasonCode.HARNESS_HOOKED: "Leave nothing active after forward returns: no torch function or dispatch "
+    "modes, no torch.library kernels for aten operators, no replaced torch.Tensor methods, no trace hooks.",
 }
 
 LANGUAGES = {

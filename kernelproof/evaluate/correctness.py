@@ -38,6 +38,7 @@ from kernelproof.verify.compare import (
     rel_norm_error,
     tolerance_for,
 )
+from kernelproof.worker.expected import OUTPUT_REUSED, REUSED_NOTE, Expected
 from kernelproof.worker.replies import reason_of
 
 LARGE_CASE_BYTES = 64 * 2**20  # above this, inputs are drawn in the worker and run 2 answers by fingerprint
@@ -180,12 +181,23 @@ def _run_case(ctx, case: Case, seed: int, args, ref, orc, worker, options, wides
     if sum(ctx.output_nbytes) > LARGE_CASE_BYTES:
         projection = case.seed ^ 0x9E3779B97F4A7C15
         header["second_run_projection"] = projection
-    if projection is None:
-        reply, outs = worker.request(header, tensors, options.timeout_s)
+    if projection is None:  # both runs' outputs come back, checked against ref's before any is read
+        reply, outs = worker.request(header, tensors, options.timeout_s, Expected.like(ref, runs=2))
     else:  # large outputs: run 1's come back on the device where the worker can hand them over
         reply, outs = worker.request_outputs(header, tensors, ref, options.timeout_s, lend=bool(tensors))
     if not reply.get("ok"):
         return reason_of(reply, f"case {case.case_id}")
+    judged = _judge_reply(ctx, case, args, ref, orc, reply, outs, header, projection, options, widest)
+    if isinstance(judged, Judged) and reply.get("output_reused"):
+        note = f"{OUTPUT_REUSED}: the two runs of a case {REUSED_NOTE}"
+        judged = replace(judged, notes=judged.notes + (note,))
+    return judged
+
+
+def _judge_reply(
+    ctx, case, args, ref, orc, reply, outs, header, projection, options, widest
+) -> Judged | Reason:
+    """The outputs of a case's two runs, judged (the reply was a success)."""
     if header.get("draw") and not _same_checksums(reply.get("checksums", []), checksum(args)):
         raise WorkerError(f"case {case.case_id}: the worker drew different inputs from the same seed")
     per_run = len(ref)

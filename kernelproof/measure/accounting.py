@@ -14,9 +14,11 @@ from __future__ import annotations
 import re
 
 from kernelproof.measure.coverage import shares
-from kernelproof.sandbox.process import WorkerProcess
+from kernelproof.sandbox.process import WorkerDied, WorkerProcess
 from kernelproof.verdict import Coverage
 from kernelproof.verify.cases import VariantContext
+from kernelproof.worker.protocol import ProtocolError
+from kernelproof.worker.replies import reason_of
 
 # Vendor-library kernels (cuBLAS/cuBLASLt, cuDNN, cuFFT, CUTLASS, cuTENSOR) by name. cuDNN may pick
 # an FFT algorithm for a convolution (seen on an H200: DSE::regular_fft_*, vector_fft,
@@ -55,7 +57,12 @@ def account(
     spec, fixed_tensors = ctx.input_spec()
     reply, _ = worker.request({"op": "profile", **spec, "seed": seed}, fixed_tensors, timeout_s)
     if not reply.get("ok"):
-        return Coverage(None, (), policy, f"profiling failed: {reply.get('message', '')}")
+        try:
+            why = reason_of(reply)
+        except ProtocolError as exc:  # a code kernelproof does not know: the worker is broken
+            worker.kill()
+            raise WorkerDied("crash", f"the candidate: {exc}") from None
+        return Coverage(None, (), policy, f"profiling failed ({why.code.value}): {why.message}")
     rows = [(str(n), origin_of(str(n), own), float(ms)) for n, _stream, ms in reply.get("kernels", [])]
     total = sum(ms for _, _, ms in rows)
     share = shares(rows, floor_us)

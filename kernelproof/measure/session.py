@@ -27,6 +27,9 @@ from kernelproof.sandbox.process import WorkerDied, WorkerProcess
 from kernelproof.verdict import Reason, ReasonCode, ShapeTiming, Speedup
 from kernelproof.verify.cases import VariantContext, run_model
 from kernelproof.verify.compare import Tolerance, compare
+from kernelproof.worker.expected import OUTPUT_REUSED, REUSED_NOTE
+from kernelproof.worker.protocol import ProtocolError
+from kernelproof.worker.replies import reason_of
 
 HIDDEN_FETCH_PROBABILITY = 0.2  # chance per candidate batch that one call's full output is re-checked
 # The parent's own clock is the second line against stopped or replaced timers (C4; the first is the
@@ -93,9 +96,11 @@ def time_variant(
             reply, *_ = attempt(prog, WARMUP_CALLS)
             if not reply.get("ok"):
                 if prog.name == "candidate":
-                    return None, [_reason_from(reply, prog.name)]
-                notes.append(f"baseline {prog.name} was dropped: {reply.get('message', '')}")
+                    return None, [_reason_from(reply, prog)]
+                notes.append(f"baseline {prog.name} was dropped: {_dropped(reply, prog)}")
                 programs.remove(prog)
+            elif prog.name == "candidate":
+                _note_reuse(reply, ctx, notes)
         started = time.monotonic()
         clocks: list[Any] = []
         stopped_by = "max_rounds"
@@ -108,8 +113,8 @@ def time_variant(
                 reply, seeds, proj, wall = attempt(prog, options.calls_per_round)
                 if not reply.get("ok"):
                     if prog.name == "candidate":
-                        return None, [_reason_from(reply, prog.name)]
-                    notes.append(f"baseline {prog.name} was dropped mid-run: {reply.get('message', '')}")
+                        return None, [_reason_from(reply, prog)]
+                    notes.append(f"baseline {prog.name} was dropped mid-run: {_dropped(reply, prog)}")
                     programs.remove(prog)  # the others keep one entry per round: still paired
                     continue
                 spans = [float(x) for x in reply["span_ms"]]
@@ -125,10 +130,12 @@ def time_variant(
                     bad = _check_fingerprints(ctx, seeds, proj, reply["fingerprints"], tol)
                     if bad:
                         return None, [bad]
-                    if rng.random() < HIDDEN_FETCH_PROBABILITY:
-                        bad = _hidden_recheck(
-                            ctx, prog.worker, rng.randrange(len(seeds)), seeds, tol, timeout_s
-                        )
+                    _note_reuse(reply, ctx, notes)
+                    # Only calls whose full output still exists (a reused buffer overwrites the others).
+                    whole = [i for i in range(len(seeds)) if i not in set(reply.get("lost") or [])]
+                    if whole and rng.random() < HIDDEN_FETCH_PROBABILITY:
+                        index = whole[rng.randrange(len(whole))]
+                        bad = _hidden_recheck(ctx, prog.worker, index, seeds, tol, timeout_s)
                         if bad:
                             return None, [bad]
             rounds = r + 1
@@ -180,6 +187,23 @@ def time_variant(
     return timing, reasons
 
 
+def _dropped(reply: dict[str, Any], prog: Program) -> str:
+    """Why a baseline's batch failed, for the note that drops it."""
+    if not reply.get("code"):  # a worker that died (attempt): its message says how
+        return str(reply.get("message", ""))
+    try:
+        return reason_of(reply).message
+    except ProtocolError as exc:
+        prog.worker.kill()
+        return f"its worker was killed: {exc}"
+
+
+def _note_reuse(reply: dict[str, Any], ctx: VariantContext, notes: list[str]) -> None:
+    """The output_reused warning, once per evaluation, when timed calls shared output storage."""
+    if reply.get("output_reused") and not any(n.startswith(OUTPUT_REUSED) for n in notes):
+        notes.append(f"{OUTPUT_REUSED}: timed calls of {ctx.variant!r} {REUSED_NOTE}")
+
+
 def _speedups(programs: list[Program]) -> list[Speedup]:
     cand = programs[0]
     return [stats.paired_speedup(p.round_ms, cand.round_ms, p.name) for p in programs[1:]]
@@ -226,7 +250,14 @@ def _hidden_recheck(
     ref = run_model(ctx.reference, args, ctx.precision, ctx.inplace)
     reply, outs = worker.request_outputs({"op": "fetch", "index": index}, None, ref, timeout_s)
     if not reply.get("ok"):
-        return Reason(ReasonCode.MISSING_RESULT, f"the worker could not return timed call {index}'s output")
+        try:
+            why = reason_of(reply)
+        except ProtocolError as exc:
+            worker.kill()
+            raise WorkerDied("crash", f"the candidate: {exc}") from None
+        return Reason(
+            why.code, f"the worker could not return timed call {index}'s output: {why.message}", why.detail
+        )
     orc = run_model(
         ctx.oracle,
         [a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args],
@@ -275,14 +306,18 @@ def _overhead_record(prog: Program) -> dict[str, float]:
     return rec
 
 
-def _reason_from(reply: dict[str, Any], name: str) -> Reason:
-    code = reply.get("code", "runtime_error")
+def _reason_from(reply: dict[str, Any], prog: Program) -> Reason:
+    """The Reason a program's failed reply gives (a baseline's message names it).
+
+    A code kernelproof does not know means the worker is broken or its socket forged: the worker
+    is killed and counted as crashed, as a dead worker is (:class:`WorkerDied`).
+    """
+    prefix = "" if prog.name == "candidate" else f"baseline {prog.name}"
     try:
-        rc = ReasonCode(code)
-    except ValueError:
-        rc = ReasonCode.RUNTIME_ERROR
-    prefix = "" if name == "candidate" else f"baseline {name}: "
-    return Reason(rc, prefix + str(reply.get("message", "")), str(reply.get("detail", "")))
+        return reason_of(reply, prefix)
+    except ProtocolError as exc:
+        prog.worker.kill()
+        raise WorkerDied("crash", f"{prefix or 'the candidate'}: {exc}") from None
 
 
 STEADY_ROUNDS = 5  # interleaved rounds of the steady regime
@@ -320,7 +355,7 @@ def time_steady(
                 )
                 if not reply.get("ok"):
                     if prog.name == "candidate":
-                        return None, [_reason_from(reply, prog.name)]
+                        return None, [_reason_from(reply, prog)]
                     continue
                 if prog.name == "candidate":
                     bad = _check_fingerprints(

@@ -33,6 +33,7 @@ from kernelproof.sandbox.guards import EXIT_VIOLATION, VIOLATION_PREFIX
 from kernelproof.sandbox.plan import Layer
 from kernelproof.sandbox.private import PrivateDir, package_link
 from kernelproof.worker import handoff, protocol
+from kernelproof.worker.expected import Expected, refuse_reply
 
 STARTUP_TIMEOUT_S = 120.0  # importing torch and initialising CUDA
 REPORT_TIMEOUT_S = 30.0  # the bootstrap reports its layers before it imports anything heavy
@@ -259,15 +260,25 @@ class WorkerProcess:
         return str(dest)
 
     def request(
-        self, header: dict[str, Any], tensors: list[torch.Tensor] | None = None, timeout_s: float = 600.0
+        self,
+        header: dict[str, Any],
+        tensors: list[torch.Tensor] | None = None,
+        timeout_s: float = 600.0,
+        expect: Expected | None = None,
     ) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        """One request and its reply. With `expect` (the reference's outputs), the worker compares
+        what the call returned before it sends anything, and this process compares the reply's
+        header before it reads any tensor data: a mismatch comes back as a failed reply
+        (``wrong_shape``, ``wrong_dtype``) with nothing read (:mod:`kernelproof.worker.expected`)."""
         self.wait_ready()
+        if expect is not None:
+            header = {**header, "expect": expect.to_json()}
         try:
             self.sock.settimeout(timeout_s)
             protocol.send(self.sock, header, tensors)
         except (OSError, protocol.ProtocolError):
             raise self._death() from None
-        return self._recv(timeout_s)
+        return self._recv(timeout_s, expect)
 
     def request_outputs(
         self,
@@ -290,7 +301,8 @@ class WorkerProcess:
         for d in lent:  # an empty stand-in keeps every other tensor at its index
             sent[d["t"]] = torch.empty(0, dtype=sent[d["t"]].dtype)
         extra = {**({"into": offered} if offered else {}), **({"from": lent} if lent else {})}
-        reply, outs = self.request({**header, **extra}, sent, timeout_s)
+        expect = Expected.like(like)
+        reply, outs = self.request({**header, **extra}, sent, timeout_s, expect)
         failed = bool(lent) and reply.get("handoff") == "failed"  # the worker could not map a lent input
         if offered and reply.get("ok"):
             try:
@@ -302,7 +314,7 @@ class WorkerProcess:
                 failed = True
         if failed:  # the wire from now on; runs and fetches can be asked again
             self.handoff_failed = True
-            return self.request(header, tensors, timeout_s)
+            return self.request(header, tensors, timeout_s, expect)
         return reply, outs
 
     def _handoff_inbox(self) -> handoff.Inbox | None:
@@ -313,11 +325,18 @@ class WorkerProcess:
                 self._inbox = handoff.Inbox(torch.device(self.spec.device))
         return self._inbox
 
-    def _recv(self, timeout_s: float) -> tuple[dict[str, Any], list[torch.Tensor]]:
+    def _recv(
+        self, timeout_s: float, expect: Expected | None = None
+    ) -> tuple[dict[str, Any], list[torch.Tensor]]:
         self._await_reply(timeout_s)
         self.sock.settimeout(timeout_s)
         try:
-            return protocol.recv(self.sock)
+            incoming = protocol.recv_header(self.sock)
+            refused = refuse_reply(incoming.header, incoming.specs(), expect)
+            if refused is not None:
+                incoming.discard()
+                return refused, []
+            return incoming.header, incoming.read()
         except TimeoutError:
             self.kill()
             raise self._timed_out(timeout_s) from None

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
+from kernelproof.worker.checks.hooks import quiet
+
 _perf_counter_ns = time.perf_counter_ns  # bound before any solution is imported (identity-checked)
 _perf_counter = time.perf_counter
 MIN_SPIN_US = 30.0  # shortest hold of the stream before a call
@@ -36,12 +38,23 @@ class CallSample:
 class CpuClock:
     name = "cpu-perf-counter"
 
-    def run(self, calls: list[Callable[[], object]]) -> tuple[list[object], list[CallSample]]:
+    def run(
+        self,
+        calls: list[Callable[[], object]],
+        prepare: Callable[[int], None] | None = None,
+        after: Callable[[int, object], None] | None = None,
+    ) -> tuple[list[object], list[CallSample]]:
+        """Each call between two reads of the monotonic clock; ``prepare(i)`` writes call i's
+        inputs before its window, ``after(i, out)`` checks its output after it (both untimed)."""
         outs, samples = [], []
-        for call in calls:
+        for i, call in enumerate(calls):
+            if prepare is not None:
+                prepare(i)
             t0 = _perf_counter_ns()
             out = call()
             t1 = _perf_counter_ns()
+            if after is not None:
+                after(i, out)
             ms = (t1 - t0) / 1e6
             outs.append(out)
             samples.append(CallSample(ms, ms, -1, ms))
@@ -75,14 +88,24 @@ class CudaClock:
         us = min(max(MIN_SPIN_US, SPIN_MARGIN * host + 20.0), MAX_SPIN_US)
         return int(us * self.cycles_per_us)
 
-    def run(self, calls: list[Callable[[], object]], prepare: Callable[[int], None] | None = None):
+    def run(
+        self,
+        calls: list[Callable[[], object]],
+        prepare: Callable[[int], None] | None = None,
+        after: Callable[[int, object], None] | None = None,
+    ):
+        """Each call in its own window; ``prepare(i)`` writes call i's inputs before its window and
+        ``after(i, out)`` checks its output after the window has closed, before the next prepare."""
         from torch.profiler import ProfilerActivity, profile, record_function
 
         outs: list[object] = []
         events = []
         # Where the batch's host time goes outside the calls' windows (reported, never trusted for a
-        # decision): profiler start, fresh inputs, L2 flush, the hold, profiler stop, span extraction.
-        parts = dict.fromkeys(("profiler_start", "prepare", "flush", "hold", "profiler_stop", "spans"), 0.0)
+        # decision): profiler start, fresh inputs, L2 flush, the hold, the checks and fingerprint
+        # after each call, profiler stop, span extraction.
+        parts = dict.fromkeys(
+            ("profiler_start", "prepare", "flush", "hold", "after", "profiler_stop", "spans"), 0.0
+        )
         t = _perf_counter()
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             torch.cuda._sleep(1000)  # the profiler's start-up cost lands here, not in the first call
@@ -93,7 +116,8 @@ class CudaClock:
                 if prepare is not None:
                     prepare(i)
                 t1 = _perf_counter()
-                self.flush_l2()
+                with quiet():
+                    self.flush_l2()
                 torch.cuda.synchronize(self.device)
                 t2 = _perf_counter()
                 parts["prepare"] += t1 - t
@@ -112,6 +136,10 @@ class CudaClock:
                     torch.cuda.synchronize(self.device)
                 outs.append(out)
                 events.append((start, end))
+                if after is not None:
+                    t = _perf_counter()
+                    after(i, out)
+                    parts["after"] += _perf_counter() - t
             t = _perf_counter()
         parts["profiler_stop"] += _perf_counter() - t
         t = _perf_counter()

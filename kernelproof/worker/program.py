@@ -15,12 +15,14 @@ from typing import Any
 
 import torch
 
+from kernelproof.verdict import ReasonCode
+
 MAX_DETAIL_CHARS = 4000  # compiler output kept in a verdict: the head of the errors, not a wall
 
 
 @dataclass
 class LoadFailure:
-    code: str  # reason code
+    code: ReasonCode  # why it failed
     message: str  # one sentence
     detail: str = ""  # evidence: line, compiler lines
 
@@ -77,32 +79,35 @@ def load_candidate(path: str, init_args: list[Any]) -> tuple[torch.nn.Module | N
     try:
         module = import_file(path, "kernelproof_solution")
     except SystemExit:
-        return None, LoadFailure("forbidden_construct", "the solution called sys.exit while loading")
+        return None, LoadFailure(ReasonCode.FORBIDDEN_CONSTRUCT, "the solution called sys.exit while loading")
     except ModuleNotFoundError as exc:
         msg, detail = describe_exception(exc, path)
         return None, LoadFailure(
-            "compile_error",
+            ReasonCode.COMPILE_ERROR,
             f"the solution failed to load: {msg}. A solution is one file: modules next to it are not "
             "on the import path (only installed packages are)",
             detail,
         )
     except BaseException as exc:  # noqa: BLE001 - every failure of untrusted code becomes a verdict
         msg, detail = describe_exception(exc, path)
-        return None, LoadFailure("compile_error", f"the solution failed to load: {msg}", detail)
+        return None, LoadFailure(ReasonCode.COMPILE_ERROR, f"the solution failed to load: {msg}", detail)
     cls = getattr(module, "ModelNew", None)
     if cls is None or not isinstance(cls, type):
         return None, LoadFailure(
-            "compile_error", "the solution defines no class `ModelNew` (KernelBench's required entry point)"
+            ReasonCode.COMPILE_ERROR,
+            "the solution defines no class `ModelNew` (KernelBench's required entry point)",
         )
     if not issubclass(cls, torch.nn.Module):
-        return None, LoadFailure("compile_error", "`ModelNew` is not a torch.nn.Module subclass")
+        return None, LoadFailure(ReasonCode.COMPILE_ERROR, "`ModelNew` is not a torch.nn.Module subclass")
     try:
         return cls(*init_args), None
     except SystemExit:
-        return None, LoadFailure("forbidden_construct", "the solution called sys.exit in its constructor")
+        return None, LoadFailure(
+            ReasonCode.FORBIDDEN_CONSTRUCT, "the solution called sys.exit in its constructor"
+        )
     except BaseException as exc:  # noqa: BLE001
         msg, detail = describe_exception(exc, path)
-        return None, LoadFailure("runtime_error", f"constructing ModelNew raised {msg}", detail)
+        return None, LoadFailure(ReasonCode.RUNTIME_ERROR, f"constructing ModelNew raised {msg}", detail)
 
 
 def load_reference(path: str, init_args: list[Any], overrides_source: str | None) -> torch.nn.Module:

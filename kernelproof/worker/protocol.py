@@ -180,12 +180,76 @@ def send(sock: socket.socket, header: dict[str, Any], tensors: list[torch.Tensor
 
 
 def recv(sock: socket.socket) -> tuple[dict[str, Any], list[torch.Tensor]]:
+    incoming = recv_header(sock)
+    return incoming.header, incoming.read()
+
+
+class Incoming:
+    """A frame whose header has been read and checked, and whose tensor data has not been read yet.
+
+    The reader decides from the header (count, dtypes, shapes, bytes) whether to :meth:`read` the
+    data or :meth:`discard` it; either consumes the rest of the frame and closes every descriptor
+    that came with it. One of them must be called.
+    """
+
+    def __init__(
+        self, sock: socket.socket, header: dict[str, Any], metas: list[dict[str, Any]], fds: list[int]
+    ):
+        self.header = header  # the JSON header, without its tensor list
+        self.metas = metas  # per tensor: dtype, shape, nbytes (checked to agree), fd (a sealed memfd)
+        self._sock = sock
+        self._fds = fds
+
+    def specs(self) -> list[tuple[str, tuple[int, ...]]]:
+        """(dtype name, shape) of each tensor, in order."""
+        return [(str(m["dtype"]), tuple(m["shape"])) for m in self.metas]
+
+    def read(self) -> list[torch.Tensor]:
+        try:
+            tensors = []
+            bulk = iter(self._fds)
+            for meta in self.metas:
+                if meta.get("fd"):
+                    tensors.append(read_sealed(next(bulk), meta))
+                else:
+                    nbytes = meta["nbytes"]
+                    tensors.append(
+                        decode_tensor(meta, _recv_exact(self._sock, nbytes) if nbytes else bytearray())
+                    )
+            return tensors
+        finally:
+            self._close()
+
+    def discard(self) -> None:
+        """Consume the inline tensor bytes without keeping them (a bounded buffer) and close the files."""
+        try:
+            left = sum(m["nbytes"] for m in self.metas if not m.get("fd"))
+            scratch = bytearray(min(left, 1 << 20))
+            view = memoryview(scratch)
+            while left:
+                k = self._sock.recv_into(view[: min(left, len(scratch))])
+                if k == 0:
+                    raise ProtocolError("connection closed")
+                left -= k
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        for fd in self._fds:  # read, refused or never named: closed either way
+            os.close(fd)
+        self._fds = []
+
+
+def recv_header(sock: socket.socket) -> Incoming:
+    """Read a frame's header and check its tensor list; the data stays unread (:class:`Incoming`)."""
     prefix, fds = _recv_prefix(sock)
     try:
-        return _recv_rest(sock, prefix, fds)
-    finally:
-        for fd in fds:  # read, refused or never named: closed either way
+        header, metas = _recv_header_rest(sock, prefix, fds)
+    except BaseException:
+        for fd in fds:
             os.close(fd)
+        raise
+    return Incoming(sock, header, metas, fds)
 
 
 def _recv_prefix(sock: socket.socket) -> tuple[bytearray, list[int]]:
@@ -211,9 +275,9 @@ def _recv_prefix(sock: socket.socket) -> tuple[bytearray, list[int]]:
     return bytearray(data) + rest, fds
 
 
-def _recv_rest(
+def _recv_header_rest(
     sock: socket.socket, prefix: bytearray, fds: list[int]
-) -> tuple[dict[str, Any], list[torch.Tensor]]:
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     if prefix[: len(MAGIC)] != MAGIC:
         raise ProtocolError("bad frame magic")
     (length,) = struct.unpack("<Q", prefix[len(MAGIC) :])
@@ -230,19 +294,14 @@ def _recv_rest(
         raise ProtocolError("bad tensor list")
     if sum(1 for m in metas if isinstance(m, dict) and m.get("fd")) != len(fds):
         raise ProtocolError(f"the frame names a different number of bulk tensors than the {len(fds)} sent")
-    tensors = []
-    bulk = iter(fds)
     for meta in metas:
         if not isinstance(meta, dict):
             raise ProtocolError("bad tensor header")
         nbytes = meta.get("nbytes")
         if not isinstance(nbytes, int) or nbytes < 0 or nbytes > MAX_TENSOR_BYTES:
             raise ProtocolError(f"tensor of {nbytes!r} bytes refused")
-        if meta.get("fd"):
-            tensors.append(read_sealed(next(bulk), meta))
-        else:
-            tensors.append(decode_tensor(meta, _recv_exact(sock, nbytes) if nbytes else bytearray()))
-    return header, tensors
+        _checked_meta(meta)  # dtype known, shape and byte count agree: before anything is read
+    return header, metas
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytearray:

@@ -22,9 +22,24 @@ from __future__ import annotations
 import ast
 import inspect
 import sys
+import time
 import types
 
 import torch
+
+# Functions outside kernelproof whose identity the worker's judgement rests on: the clocks, and the
+# torch calls around a timed call. Most are also read by name in the harness's source.
+EXTERNAL_FUNCTIONS = (
+    (time, "perf_counter"),
+    (time, "perf_counter_ns"),
+    (time, "monotonic"),
+    (time, "time"),
+    (torch, "equal"),
+    (torch, "no_grad"),
+    (torch.cuda, "synchronize"),
+    (torch.cuda, "Event"),
+    (torch.cuda, "_sleep"),
+)
 
 
 def harness_references(prefix: str = "kernelproof") -> list[tuple[object, str]]:
@@ -48,6 +63,29 @@ def harness_references(prefix: str = "kernelproof") -> list[tuple[object, str]]:
         for owner, name in _read_from_modules(module):
             add(owner, name)
     return out
+
+
+def harness_functions(prefix: str = "kernelproof.worker") -> list[tuple[object, str]]:
+    """The methods of the worker's own classes and :data:`EXTERNAL_FUNCTIONS`, to snapshot by identity.
+
+    A method is reached through its class at call time, so replacing ``WorkerState.thread_state``
+    or ``CudaClock.run`` would put solution code in the harness; module attributes are covered by
+    :func:`harness_references`.
+    """
+    pairs: list[tuple[object, str]] = list(EXTERNAL_FUNCTIONS)
+    try:
+        import torch.profiler as tprof
+
+        pairs += [(tprof, "profile"), (tprof, "record_function")]
+    except ImportError:  # pragma: no cover - torch without the profiler
+        pass
+    for modname, module in sorted(sys.modules.items()):
+        if module is None or not (modname == prefix or modname.startswith(prefix + ".")):
+            continue
+        for value in list(vars(module).values()):
+            if isinstance(value, type) and value.__module__ == modname:
+                pairs += [(value, name) for name, attr in vars(value).items() if callable(attr)]
+    return pairs
 
 
 def _worth_checking(value: object) -> bool:

@@ -1,0 +1,26 @@
+"""Numeric flags are as the precision contract pinned them, after every call (I7; class C7).
+
+TF32 or cuDNN's benchmark mode switched on by the solution speeds it up at a precision the task
+did not allow, and changes what later code computes. The flags are read back after each call
+and compared with the contract's targets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernelproof import flags as numeric_flags
+from kernelproof.verdict import ReasonCode
+from kernelproof.worker.replies import failure
+
+
+def check(expected: dict[str, Any]) -> dict[str, Any] | None:
+    """A failed reply when a flag differs from ``expected`` or cannot be read; else None."""
+    try:
+        now = numeric_flags.read()
+    except Exception as exc:  # noqa: BLE001
+        return failure(ReasonCode.FLAGS_CHANGED, f"numeric flags could not be read after the call: {exc}")
+    changed = numeric_flags.differences(expected, now)
+    if changed:
+        return failure(ReasonCode.FLAGS_CHANGED, f"the solution changed numeric flags: {', '.join(changed)}")
+    return None

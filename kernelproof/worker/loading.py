@@ -1,0 +1,136 @@
+"""Loading the program a worker runs, and arming the candidate's guards before its first line runs.
+
+``prebuilt``: the parent copied the solution's build into the private directory, so load_inline
+and load_cuda find it there instead of compiling. ``load``: numeric flags pinned for the task's
+precision contract, the clock for the device, then the candidate's ModelNew (or the task's Model
+in a baseline worker) built with the reference's init arguments and given its weights.
+
+A candidate's worker arms its guards once, before the solution is imported (I1): the audit hook,
+the identity snapshot of the harness's functions, and the snapshot of what the harness's torch
+calls rely on (:mod:`kernelproof.worker.checks.hooks`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+import torch
+
+from kernelproof import flags as numeric_flags
+from kernelproof.inputs import dtype_from_name
+from kernelproof.sandbox import guards
+from kernelproof.verdict import ReasonCode
+from kernelproof.worker import checks, program, surface
+from kernelproof.worker.checks import hooks, threads
+from kernelproof.worker.clock import CpuClock, CudaClock
+from kernelproof.worker.replies import failure
+from kernelproof.worker.state import WorkerState
+
+# Bound once: torch rebinds torch.manual_seed when torch._dynamo is first imported (a solution
+# that uses torch.compile), and every name the harness reads from a module is identity-checked.
+_manual_seed = torch.manual_seed
+
+
+def prebuilt(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
+    """Before the first load: route load_inline and load_cuda to the build the parent copied here.
+    Sent by the parent only, before any candidate code ran."""
+    if state.armed:
+        return failure(ReasonCode.INTERNAL_ERROR, "prebuilt after the solution was loaded"), []
+    from kernelproof.build import install_load_inline
+
+    arch = str(h.get("arch") or "")
+    if arch:
+        os.environ["TORCH_CUDA_ARCH_LIST"] = arch  # native cubins are found by a hash that includes it
+    install_load_inline()
+    state.prebuilt = True
+    return {"ok": True}, []
+
+
+def load(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
+    """Load the program for one shape variant; the reply says how the weights were given to it."""
+    _configure(state, h)
+    init_args = [tensors[a["t"]] if "t" in a else a["v"] for a in h["init_args"]]
+    weights = tensors[h["weights_offset"] :]
+    t0 = time.perf_counter()
+    _manual_seed(int(h.get("init_seed", 0)))
+    report: dict[str, Any] = {}
+    if state.candidate:
+        model, refused, report = _load_candidate(state, h, init_args)
+        if refused is not None:
+            return refused, []
+    else:
+        model = program.load_reference(state.solution_path, init_args, h.get("source"))
+    try:
+        program.prepare(model, state.device, state.dtype, h["mode"])
+        how = program.copy_weights(model, h["weight_names"], weights)
+    except Exception as exc:  # noqa: BLE001
+        msg, detail = program.describe_exception(exc, state.solution_path)
+        return failure(ReasonCode.RUNTIME_ERROR, f"preparing ModelNew failed: {msg}", detail), []
+    state.model = state.fn = model
+    if h.get("compile_mode"):
+        state.fn = torch.compile(model, mode=h["compile_mode"])
+    load_s = time.perf_counter() - t0
+    return {"ok": True, "load_s": load_s, "weights": how, "flags": numeric_flags.read(), **report}, []
+
+
+def _configure(state: WorkerState, h: dict[str, Any]) -> None:
+    """The task's device, dtype and precision contract, and the clock for the device."""
+    state.device = torch.device(h["device"])
+    state.dtype = dtype_from_name(h["dtype"])
+    state.precision = h["precision"]
+    state.inplace = tuple(int(i) for i in h.get("inplace", ()))
+    state.solution_path = h.get("path", "")
+    numeric_flags.apply(state.precision)
+    if state.device.type == "cuda":
+        torch.cuda.set_device(state.device)
+        torch.empty(1, device=state.device)  # create the context before the candidate runs
+        state.clock = CudaClock(state.device)
+    else:
+        state.clock = CpuClock()
+
+
+def _load_candidate(state: WorkerState, h: dict[str, Any], init_args: list[Any]):
+    """(model, a failed reply or None, the build report) for the candidate's ModelNew."""
+    if not state.armed:
+        arm(state, tuple(h.get("deny_read", ())))
+    threads_before = state.thread_state()
+    state.switch(True)
+    model, failed = program.load_candidate(state.solution_path, init_args)
+    state.switch(False)
+    report = {"build": _build_report()} if state.prebuilt else {}
+    refused = checks.harness_intact(state, full=True) or threads.check(
+        state, threads_before, "importing the solution"
+    )
+    if refused is None and failed is not None:
+        refused = failure(failed.code, failed.message, failed.detail, **report)
+    return model, refused, report
+
+
+def arm(state: WorkerState, deny_read: tuple[str, ...]) -> None:
+    """Arm the candidate's guards: armed before the first line of candidate code runs (I1), never removed."""
+    deny = state.deny_read + deny_read
+    state.switch = guards.install(guards.GuardConfig(state.solution_path, state.private_dir, deny))
+    state.hooked = hooks.watch()
+    # After install and watch: the snapshot holds the wrappers both put in place.
+    state.integrity = guards.integrity_check(
+        surface.harness_functions()
+        + guards.thread_start_targets()
+        + hooks.guarded()
+        + surface.harness_references()
+    )
+    state.armed = True
+
+
+def _build_report() -> dict[str, Any]:
+    """What the solution's import built or loaded here (the worker's own account, shown only)."""
+    from kernelproof.build import inline
+
+    native = sys.modules.get("kernelproof.native")
+    compiled = sum(not r.get("cached") for r in native.records()) if native is not None else 0
+    return {
+        "inline": [str(r.get("strategy", "")) for r in inline.records()],
+        "native_compiled": compiled,
+    }

@@ -1,0 +1,167 @@
+"""Timed calls in a worker: the cold regime (one window per call) and the steady regime (back to back).
+
+``time``: each call gets fresh inputs drawn from its own seed just before it (I4), its own window
+(:mod:`kernelproof.worker.clock`), and, right after the window closes and before the next call's
+inputs are written, a fingerprint of its results. Fingerprinting each output after its own call
+judges a solution that returns one buffer from every call (the CUDA-graph pattern, B4) on what
+each call returned; the reply counts such calls (``output_reused``) and names those whose full
+output a later call overwrote before the worker began keeping copies (``lost``), which the parent
+then never asks to re-check in full. Before each fingerprint the worker looks for replaced harness
+code and for hooks left in the harness's torch calls (:func:`kernelproof.worker.checks.harness_intact`).
+
+``steady``: the calls back to back over rotating input sets, one figure for the batch; the last
+output is fingerprinted.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from kernelproof.inputs import InputSlot, fingerprint, timed_inputs
+from kernelproof.verdict import ReasonCode
+from kernelproof.worker import calls, checks
+from kernelproof.worker.checks import hooks, reuse, threads
+from kernelproof.worker.replies import failure
+from kernelproof.worker.state import WorkerState
+
+STEADY_WARMUP_CALLS = 3  # untimed calls before the steady batch (JIT, caches)
+
+
+class Refused(Exception):
+    """A harness step found a failure between timed calls; the batch ends with this reply."""
+
+    def __init__(self, reply: dict[str, Any]):
+        super().__init__(reply.get("message", ""))
+        self.reply = reply
+
+
+def time_calls(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
+    """The reply to a ``time`` request: per-call times, fingerprints and what the clock saw."""
+    slots, fixed, scalars = input_spec(h, tensors)
+    batch = _Batch(state, [int(s) for s in h["seeds"]], [int(s) for s in h["projection_seeds"]])
+
+    def prepare(i: int) -> None:
+        with hooks.quiet():
+            batch.inputs[i] = timed_inputs(slots, fixed, scalars, batch.seeds[i], state.device)
+
+    run = [(lambda i=i: calls.call(state, batch.inputs[i])) for i in range(len(batch.seeds))]
+    threads_before = state.thread_state()
+    t0 = time.perf_counter()
+    try:
+        outs, samples = state.clock.run(run, prepare, batch.after)
+    except Refused as refused:
+        return refused.reply, []
+    except BaseException as exc:  # noqa: BLE001
+        return calls.call_failure(exc, "a timed call", state.solution_path), []
+    wall_ms = (time.perf_counter() - t0) * 1e3
+    found = checks.harness_intact(state, timing=True) or threads.check(state, threads_before, "timed calls")
+    if found is not None:
+        return found, []
+    state.keep = list(zip(batch.inputs, outs))
+    state.timed = batch.kept
+    return {
+        "ok": True,
+        "span_ms": [s.span_ms for s in samples],
+        "event_ms": [s.event_ms for s in samples],
+        "activities": [s.kernels for s in samples],
+        "fingerprints": batch.fingerprints,
+        "output_reused": batch.reused,
+        "lost": sorted(batch.lost),
+        "wall_ms": wall_ms,
+        "host_ms": [s.host_ms for s in samples],
+        "harness_ms": getattr(state.clock, "breakdown_ms", {}),
+        "clock": state.clock.name,
+    }, []
+
+
+class _Batch:
+    """One ``time`` request's calls: their inputs, and what the harness saw right after each."""
+
+    def __init__(self, state: WorkerState, seeds: list[int], projection_seeds: list[int]):
+        self.state = state
+        self.seeds = seeds
+        self.projections = projection_seeds
+        n = len(seeds)
+        self.inputs: list[list[Any]] = [[] for _ in range(n)]
+        self.fingerprints: list[list[list[float]]] = [[] for _ in range(n)]
+        self.returned: list[list[Any] | None] = [None] * n  # each call's results as returned
+        self.kept: list[list[Any] | None] = [None] * n  # ... or copies, once outputs are reused
+        self.reused = 0  # calls whose results share storage with an earlier call's
+        self.lost: set[int] = set()  # calls whose results a later call overwrote, uncopied
+
+    def after(self, i: int, out: Any) -> None:
+        """Right after call ``i``'s window, before the next call's inputs: check and fingerprint."""
+        state = self.state
+        refused = checks.harness_intact(state, timing=True)
+        if refused is not None:
+            raise Refused(refused)
+        with hooks.quiet():
+            flat = calls.results(state, out, self.inputs[i])
+            if any(type(t) is not torch.Tensor for t in flat):
+                raise Refused(failure(ReasonCode.WRONG_TYPE, "a timed call returned a non-tensor"))
+            self.fingerprints[i] = [fingerprint(t, self.projections[i]) for t in flat]
+            overwritten = reuse.shared_with(flat, self.returned[:i])
+            if overwritten:
+                self.reused += 1
+                for k in overwritten:
+                    if self.kept[k] is self.returned[k]:  # not copied: its values are call i's now
+                        self.lost.add(k)
+                        self.kept[k] = None
+                state.reuses_outputs = True
+            self.returned[i] = flat
+            self.kept[i] = [t.clone() for t in flat] if state.reuses_outputs else flat
+
+
+def steady(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
+    """Back-to-back throughput over rotating inputs (warm caches, launch overlap): steady regime."""
+    slots, fixed, scalars = input_spec(h, tensors)
+    seeds = [int(x) for x in h["seeds"]]
+    with hooks.quiet():
+        sets = [timed_inputs(slots, fixed, scalars, sd, state.device) for sd in seeds]
+    n = int(h["calls"])
+    try:
+        for i in range(STEADY_WARMUP_CALLS):
+            calls.call(state, sets[i % len(sets)])
+        out, total_ms = _back_to_back(state, sets, n)
+    except BaseException as exc:  # noqa: BLE001
+        return calls.call_failure(exc, "a steady-state call", state.solution_path), []
+    found = checks.harness_intact(state, timing=True)
+    if found is not None:
+        return found, []
+    last = (n - 1) % len(sets)
+    flat = out if isinstance(out, (tuple, list)) else [out]
+    if any(type(t) is not torch.Tensor for t in flat):
+        return failure(ReasonCode.WRONG_TYPE, "a steady-state call returned a non-tensor"), []
+    with hooks.quiet():
+        fps = [fingerprint(t, int(h["projection_seed"])) for t in flat]
+    return {"ok": True, "per_call_ms": total_ms / n, "last_seed": seeds[last], "fingerprints": fps}, []
+
+
+def _back_to_back(state: WorkerState, sets: list[list[Any]], n: int) -> tuple[Any, float]:
+    """(the last call's output, milliseconds for ``n`` calls): CUDA events around the batch, or
+    the host's clock on the CPU."""
+    out = None
+    if state.device.type == "cuda":
+        torch.cuda.synchronize(state.device)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for i in range(n):
+            out = calls.call(state, sets[i % len(sets)])
+        end.record()
+        torch.cuda.synchronize(state.device)
+        return out, start.elapsed_time(end)
+    t0 = time.perf_counter()
+    for i in range(n):
+        out = calls.call(state, sets[i % len(sets)])
+    return out, (time.perf_counter() - t0) * 1e3
+
+
+def input_spec(h: dict[str, Any], tensors: list[torch.Tensor]):
+    """The parent's recipe for a call's inputs (VariantContext.input_spec), decoded."""
+    slots = [InputSlot(**s) for s in h["slots"]]
+    fixed = {int(k): tensors[v] for k, v in h.get("fixed", {}).items()}
+    scalars = {int(k): v for k, v in h.get("scalars", {}).items()}
+    return slots, fixed, scalars

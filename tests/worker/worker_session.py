@@ -1,0 +1,57 @@
+"""A candidate worker with one task variant loaded, driven request by request (tests only)."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+from kernelproof.sandbox.process import SpawnSpec, WorkerProcess
+from kernelproof.task import load_task
+from kernelproof.verify.cases import VariantContext, build_variant, make_inputs
+
+TESTS = Path(__file__).resolve().parents[1]
+EXPLOITS = TESTS / "exploits"
+DATA = TESTS / "data"
+
+
+def load_header(ctx: VariantContext, path: str) -> tuple[dict, list[torch.Tensor]]:
+    """A ``load`` request for ``ctx``'s variant (what the parent sends)."""
+    init_spec, init_tensors = [], []
+    for a in ctx.init_args:
+        if isinstance(a, torch.Tensor):
+            init_spec.append({"t": len(init_tensors)})
+            init_tensors.append(a)
+        else:
+            init_spec.append({"v": a})
+    header = {
+        "op": "load",
+        "path": path,
+        "device": "cpu",
+        "dtype": str(ctx.dtype).replace("torch.", ""),
+        "precision": ctx.precision,
+        "mode": ctx.mode,
+        "inplace": list(ctx.inplace),
+        "init_args": init_spec,
+        "init_seed": ctx.init_seed,
+        "weight_names": ctx.weight_names,
+        "weights_offset": len(init_tensors),
+    }
+    return header, init_tensors + ctx.weight_tensors
+
+
+@contextmanager
+def loaded(task: Path, solution: Path, variant: str = "small"):
+    """(worker, ctx): a candidate worker with ``solution`` loaded for ``variant`` of ``task``."""
+    ctx = build_variant(load_task(task), variant, torch.device("cpu"), "eval", 0)
+    make_inputs(ctx, "task", 0)  # the first call learns the input slots, as the parent's setup does
+    worker = WorkerProcess(SpawnSpec("candidate", "cpu"))
+    try:
+        staged = worker.stage_solution(str(solution))
+        header, tensors = load_header(ctx, staged)
+        reply, _ = worker.request(header, tensors, 120)
+        assert reply.get("ok"), reply
+        yield worker, ctx
+    finally:
+        worker.close()
