@@ -58,6 +58,14 @@ def default_db_path() -> str:
     return os.path.join(base, "kernelproof", "results.sqlite")
 
 
+def db_path(db: str | os.PathLike | None) -> str | None:
+    """Which results store, the one rule every verb and executor follows: ``""`` none, a path
+    that file, ``None`` ``$KERNELPROOF_DB`` when set, else :func:`default_db_path`."""
+    if db is not None:
+        return str(db) or None
+    return os.environ.get("KERNELPROOF_DB") or default_db_path()
+
+
 class Store:
     _init_lock = threading.Lock()
 
@@ -150,3 +158,9 @@ class Store:
     def count(self) -> int:
         with self.connect() as con:
             return int(con.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0])
+
+
+def open_store(db: str | os.PathLike | None) -> Store | None:
+    """The results store :func:`db_path` names, opened; ``None`` for ``db=""`` (no store)."""
+    path = db_path(db)
+    return None if path is None else Store(path)
