@@ -202,3 +202,12 @@ def test_the_exit_codes_of_the_many_item_verbs_are_their_worst():
 def test_every_verb_is_in_the_list_this_test_checks(capsys):
     listed = set(re.findall(r"^│ (\w+) ", run_here(capsys, "--help").out, re.M))
     assert listed - {"cache"} == set(VERBS), listed
+
+
+def test_ctrl_c_exits_130_without_a_traceback(capsys, monkeypatch):
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(api, "evaluate", interrupted)
+    ran = run_here(capsys, "eval", TASK, GOOD, "--device", "cpu", "--db", "")
+    assert ran.code == 130 and ran.out == "" and "Traceback" not in ran.err
