@@ -62,15 +62,18 @@ def display_path(path: str, root: str | os.PathLike | None = None) -> str:
     the current directory when inside that, else as given. Relative paths are kept as given (a
     stored one was relative to wherever that evaluation ran)."""
     p = Path(path)
+    if root is not None:  # a bench's paths were given here, relative to this directory or not
+        try:
+            return str(Path(os.path.abspath(p)).relative_to(os.path.abspath(root)))
+        except ValueError:
+            pass
     if not p.is_absolute():
         return path
-    for base in ([root] if root is not None else []) + [os.getcwd()]:
-        try:
-            rel = p.relative_to(os.path.abspath(base))
-        except ValueError:
-            continue
-        return str(rel) if str(rel) != "." else p.name
-    return path
+    try:
+        rel = p.relative_to(os.getcwd())
+    except ValueError:
+        return path
+    return str(rel) if str(rel) != "." else p.name
 
 
 def fmt_ratio(x: float | None) -> str:

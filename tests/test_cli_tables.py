@@ -96,3 +96,14 @@ def test_results_filters_are_checked(tmp_path):
     assert ran.code == 2 and "--code 'mismatchh' is not a reason code" in ran.err
     ran = run_child("results", "--db", db, "--verdict", "fail", "--json", "-")
     assert ran.code == 0 and '"mismatch"' in ran.out and "a_first" not in ran.out
+
+
+def test_paths_are_shown_relative_to_the_suite_however_it_was_given(tmp_path, monkeypatch):
+    from kernelproof.console import display_path
+
+    monkeypatch.chdir(tmp_path)
+    assert display_path("suite/level1/09_gelu.py", "suite") == "level1/09_gelu.py"
+    assert display_path(str(tmp_path / "suite" / "level1" / "a.py"), "suite") == "level1/a.py"
+    assert display_path(str(tmp_path / "suite" / "a.py")) == "suite/a.py"  # no suite: the current directory
+    assert display_path("/elsewhere/a.py") == "/elsewhere/a.py"  # outside both: as given
+    assert display_path("stored/relative.py") == "stored/relative.py"  # relative to where it ran: as given
