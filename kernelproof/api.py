@@ -3,6 +3,12 @@
 ``evaluate`` never raises because a candidate is bad: every failure of the solution is a verdict.
 It raises :class:`~kernelproof.errors.UsageError` for a missing file or a bad option, and a
 broken task comes back as an ``error`` verdict with ``task_error``.
+
+Every verb of the command line goes through a function here (the CLI parses, calls, prints and
+picks the exit code): ``evaluate``, ``bench`` with ``suite_pairs``, ``audit``, ``results``,
+``compare``, ``ceilings``. The options are checked in one place (:func:`checked_options`), the
+device in one (``executors.local.resolve_devices``) and the store is chosen by one rule
+(``kernelproof.store.db_path``: ``--db``, else ``$KERNELPROOF_DB``, else the default).
 """
 
 from __future__ import annotations
@@ -11,9 +17,10 @@ import asyncio
 import concurrent.futures
 import hashlib
 import json
-import os
 from collections.abc import AsyncIterator, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -23,17 +30,24 @@ from kernelproof.evaluate.requests import device_name
 from kernelproof.executors.local import LocalPool, default_pool, resolve_devices, run_many
 from kernelproof.options import EvalOptions, normalize_baselines
 from kernelproof.source import this_source
-from kernelproof.store import served
+from kernelproof.store import open_store, served
+from kernelproof.task import POLICIES
 from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode, Verdict
 
+if TYPE_CHECKING:
+    from kernelproof.verify.audit import AuditReport
+
 PathLike = str | Path
+SHAPE_VARIANTS = ("probe", "auto", "task")  # EvalOptions.shape_variants (options.py says what each does)
+EXECUTORS = ("local", "ray")
 
 
 def evaluate(
     task: PathLike, solution: PathLike, options: EvalOptions | None = None, *, pool: LocalPool | None = None
 ) -> Verdict:
     """Evaluate one solution against one task and return its verdict (never raises for bad candidates)."""
-    options = _checked(options)
+    options = checked_options(options)
+    require_files(task, solution)
     devices = resolve_devices(options.device)
     return _evaluate_on(str(task), str(solution), options, devices[0], pool or default_pool())
 
@@ -52,10 +66,12 @@ def evaluate_many(
     front to the pool's builders (on the CPU cores), and a device takes the next pair whose build
     is done.
     """
-    options = _checked(options)
+    options = checked_options(options)
     devices = resolve_devices(options.device)
     pool = pool or default_pool()
     items = [(str(t), str(s)) for t, s in pairs]
+    for task, solution in items:  # every path checked before the first evaluation starts
+        require_files(task, solution)
     builds = pool.prebuild(_to_build(items, options, devices[0]), devices[0], options)
 
     def ready(item) -> bool:
@@ -115,18 +131,31 @@ def _to_build(items: list[tuple[str, str]], options: EvalOptions, device: str) -
     return out
 
 
-def _checked(options: EvalOptions | None) -> EvalOptions:
+def checked_options(options: EvalOptions | None) -> EvalOptions:
+    """``options`` as every verb runs them, or a UsageError naming the bad one: the one place
+    baselines are normalised and the device, policy and other choices are checked. Every function
+    here calls it first; a caller that records its options before evaluating (a certificate, an
+    agent's run) calls it to record what will run."""
     options = options or EvalOptions()
     try:
         baselines = normalize_baselines(options.baselines)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if options.device not in ("auto", "cpu", "cuda") and not options.device.startswith("cuda:"):
-        raise UsageError(f"--device must be auto, cpu, cuda or cuda:N, not {options.device!r}")
-    if options.device.startswith("cuda") and not torch.cuda.is_available():
-        raise UsageError(f"--device {options.device} was asked for, but no CUDA device is visible")
+    resolve_devices(options.device)  # UsageError for a device that is malformed or not there
     if options.per_device < 1:
         raise UsageError(f"--per-device must be at least 1, not {options.per_device}")
+    if options.build_workers < 0:
+        raise UsageError(f"--build-workers must be 0 (automatic) or more, not {options.build_workers}")
+    if options.shape_variants not in SHAPE_VARIANTS:
+        raise UsageError(
+            f"--shape-variants must be {' | '.join(SHAPE_VARIANTS)}, not {options.shape_variants!r}"
+        )
+    if options.policy is not None and options.policy not in POLICIES:
+        raise UsageError(f"--policy must be {' | '.join(POLICIES)}, not {options.policy!r}")
+    if options.seeds_per_case < 1:
+        raise UsageError(f"--seeds-per-case must be at least 1, not {options.seeds_per_case}")
+    if not options.timeout_s > 0:
+        raise UsageError(f"--timeout must be more than 0 s, not {options.timeout_s}")
     return options.replace(baselines=baselines)
 
 
@@ -244,11 +273,7 @@ def options_digest(options: EvalOptions) -> str:
 
 
 def _open_store(options: EvalOptions):
-    if options.db == "":
-        return None
-    from kernelproof.store import Store, default_db_path
-
-    return Store(options.db or os.environ.get("KERNELPROOF_DB") or default_db_path())
+    return open_store(options.db)  # the one rule: --db, else $KERNELPROOF_DB, else the default
 
 
 def compare(
@@ -260,8 +285,220 @@ def compare(
     pool: LocalPool | None = None,
 ):
     """Paired speedup of solution B over solution A on the task's timed shape (both verified first)."""
-    options = _checked(options)
+    options = checked_options(options)
+    require_files(task, a, b, what=("task", "solution A", "solution B"))
     device = resolve_devices(options.device)[0]
     pool = pool or default_pool()
     with pool.device_slots(device, options.per_device):
         return compare_pair(str(task), str(a), str(b), options, device, pool)
+
+
+# --- the other verbs ------------------------------------------------------------------------------
+
+
+def require_files(*paths: PathLike, what: tuple[str, ...] = ("task", "solution")) -> None:
+    """UsageError unless each path is a file, saying what it is instead (missing, or a folder)."""
+    for path, name in zip(paths, what):
+        p = Path(path)
+        if p.is_dir():
+            hint = " (bench evaluates a folder of tasks: kernelproof bench SUITE --solutions DIR)"
+            raise UsageError(f"the {name} {p} is a directory, not a file" + (hint if name == "task" else ""))
+        if not p.is_file():
+            raise UsageError(f"{name} file not found: {p}")
+
+
+@dataclass(frozen=True)
+class SuitePairs:
+    """The (task, solution) pairs of a KernelBench run layout, and the tasks left without a solution."""
+
+    pairs: tuple[tuple[Path, Path], ...]
+    unsolved: tuple[Path, ...]
+
+
+def suite_pairs(suite: PathLike, solutions: PathLike, only: Iterable[str] = ()) -> SuitePairs:
+    """Every task file under ``suite`` (recursively; names starting with ``_`` are not tasks) with
+    the solution at the same relative path under ``solutions``; ``only`` keeps the tasks whose
+    relative path contains one of its strings. UsageError when nothing is left to evaluate, saying
+    why: a folder missing, no task matching ``only``, or no task with a solution."""
+    suite, solutions, only = Path(suite), Path(solutions), tuple(only)
+    for path, name in ((suite, "suite"), (solutions, "--solutions")):
+        if not path.is_dir():
+            raise UsageError(
+                f"{name} {path} is not a folder" if path.exists() else f"{name} {path} not found"
+            )
+    tasks = [t for t in sorted(suite.rglob("*.py")) if not t.name.startswith("_")]
+    if not tasks:
+        raise UsageError(f"no task file (*.py) in {suite}")
+    if only:
+        tasks = [t for t in tasks if any(o in str(t.relative_to(suite)) for o in only)]
+        if not tasks:
+            shown = ", ".join(repr(o) for o in only)
+            raise UsageError(f"no task in {suite} matches --only {shown}")
+    pairs = [(t, solutions / t.relative_to(suite)) for t in tasks]
+    solved = tuple((t, sol) for t, sol in pairs if sol.is_file())
+    if not solved:
+        raise UsageError(
+            f"none of the {len(tasks)} task(s) has a solution at the same relative path under {solutions}"
+            f" (for {tasks[0].relative_to(suite)}: {solutions / tasks[0].relative_to(suite)})"
+        )
+    return SuitePairs(solved, tuple(t for t, sol in pairs if not sol.is_file()))
+
+
+def bench(
+    pairs: Iterable[tuple[PathLike, PathLike]],
+    options: EvalOptions | None = None,
+    *,
+    executor: str = "local",
+    address: str | None = None,
+) -> Iterator[Verdict]:
+    """Evaluate many pairs on an executor: ``local`` (:func:`evaluate_many`) or ``ray`` (a Ray
+    cluster at ``address``; kernelproof/executors/ray_executor.py); verdicts as they finish."""
+    options = checked_options(options)
+    if executor not in EXECUTORS:
+        raise UsageError(f"--executor must be {' | '.join(EXECUTORS)}, not {executor!r}")
+    if executor == "local":
+        return evaluate_many(pairs, options)
+    if options.per_device != 1:
+        raise UsageError("--per-device applies to the local executor; a Ray actor evaluates one at a time")
+    from kernelproof.executors.ray_executor import RayOptions, evaluate_many_ray
+
+    return evaluate_many_ray(pairs, options, RayOptions(address=address), evaluate=evaluate)
+
+
+@dataclass(frozen=True)
+class TaskAudit:
+    """One task's audit: a report per shape variant, or why the task could not be audited."""
+
+    task: str  # the path as given
+    shapes: tuple[AuditReport, ...] = ()
+    error: str = ""  # the task does not load or its reference does not run (a TaskError)
+
+    @property
+    def degenerate(self) -> bool:
+        return any(r.degenerate for r in self.shapes)
+
+    def to_json(self) -> dict[str, Any]:
+        if self.error:
+            return {"task": self.task, "error": self.error}
+        return {
+            "task": self.task,
+            "degenerate": self.degenerate,
+            "controls": [dict(c, shape=r.variant) for r in self.shapes for c in r.to_json()["controls"]],
+            "shapes": [r.to_json() for r in self.shapes],
+        }
+
+
+def audit_targets(target: PathLike) -> list[Path]:
+    """The task files an audit of ``target`` covers: the file, or every task file under the folder."""
+    path = Path(target)
+    if path.is_dir():
+        files = [f for f in sorted(path.rglob("*.py")) if not f.name.startswith("_")]
+        if not files:
+            raise UsageError(f"no task file (*.py) in {path}")
+        return files
+    if not path.exists():
+        raise UsageError(f"task file not found: {path}")
+    return [path]
+
+
+def audit(target: PathLike, options: EvalOptions | None = None) -> Iterator[TaskAudit]:
+    """Run the negative controls on every shape of each task under ``target`` (a file or a folder):
+    a task they pass cannot tell right from wrong, so no candidate can be scored on it. One
+    :class:`TaskAudit` per task as it is done; a task that does not load is one with ``error``."""
+    import secrets
+
+    from kernelproof.errors import TaskError
+    from kernelproof.task import load_task, variants_for
+    from kernelproof.verify.audit import audit_task
+
+    options = checked_options(options)
+    files = audit_targets(target)
+    device = torch.device(resolve_devices(options.device)[0])
+    seed = options.seed if options.seed is not None else secrets.randbits(62)
+    for f in files:
+        try:
+            task = load_task(f)
+            reports = audit_task(task, device, variants_for(task, device.type), seed)
+        except TaskError as exc:
+            yield TaskAudit(str(f), error=str(exc))
+            continue
+        yield TaskAudit(str(f), tuple(reports))
+
+
+@dataclass(frozen=True)
+class DeviceCeilings:
+    """What good code reaches on a device (measured once per model, cached), beside its datasheet."""
+
+    name: str  # the device's name as CUDA reports it
+    copy_tbps: float  # a large device-to-device copy, TB/s
+    matmul_tflops: dict[str, float]  # large library matmuls per unit, TFLOP/s
+    datasheet_tbps: float | None  # None: the device is not in the datasheet table
+    datasheet_tflops: dict[str, float]
+    cache_path: str  # where the measurement is kept
+    measured_now: bool  # measured by this call (not read from the cache)
+
+
+def ceilings(device: str = "cuda", *, refresh: bool = False) -> DeviceCeilings:
+    """Measure (or read the cached) copy bandwidth and matmul peaks of a CUDA device."""
+    from kernelproof.measure import ceilings as measured
+    from kernelproof.measure.roofline import device_spec
+
+    if not torch.cuda.is_available():
+        raise UsageError("ceilings are measured on a CUDA device; none is visible")
+    if device in ("auto", "cpu"):
+        raise UsageError(f"ceilings are measured on a CUDA device: --device cuda or cuda:N, not {device!r}")
+    dev = resolve_devices(device)[0]
+    name = torch.cuda.get_device_name(torch.device(dev))
+    doc = None if refresh else measured.load(name)
+    measured_now = doc is None
+    if doc is None:
+        doc = measured.measure(dev)
+    spec = device_spec(name)
+    return DeviceCeilings(
+        name=name,
+        copy_tbps=float(doc["copy_bandwidth_TBps"]),
+        matmul_tflops={str(k): float(v) for k, v in doc["matmul_TFLOPs"].items()},
+        datasheet_tbps=spec.datasheet_tbps if spec else None,
+        datasheet_tflops=dict(spec.datasheet_tflops) if spec else {},
+        cache_path=str(measured.cache_path(name)),
+        measured_now=measured_now,
+    )
+
+
+@dataclass(frozen=True)
+class StoredVerdicts:
+    """Verdict documents from the results store, newest first, and how many it holds in all."""
+
+    documents: tuple[dict[str, Any], ...]
+    total: int
+    path: str  # the store's file
+    note: str = ""  # "N shown of M stored in PATH", and the matching rows that do not verify (never served)
+
+
+def results(
+    *,
+    task: str | None = None,
+    solution: str | None = None,
+    outcome: str | None = None,
+    code: str | None = None,
+    limit: int | None = 50,
+    db: str | None = None,
+) -> StoredVerdicts:
+    """Stored verdicts, newest first: paths containing ``task`` / ``solution``, with ``outcome``
+    (pass | fail | error) and the reason ``code``; a filter that can match nothing is a UsageError."""
+    from kernelproof.store import Store, db_path
+
+    outcomes = tuple(o.value for o in Outcome)
+    if outcome is not None and outcome not in outcomes:
+        raise UsageError(f"--verdict must be {' | '.join(outcomes)}, not {outcome!r}")
+    if code is not None and code not in {c.value for c in ReasonCode}:
+        raise UsageError(f"--code {code!r} is not a reason code (docs/verdict.md lists them)")
+    if limit is not None and limit < 1:
+        raise UsageError(f"--limit must be at least 1, not {limit}")
+    path = db_path(db)
+    if path is None:
+        raise UsageError("--db '' names no store: there is nothing to list")
+    store = Store(path)
+    docs = store.query(task=task, solution=solution, outcome=outcome, code=code, limit=limit)
+    note = store.listing_note(len(docs), task=task, solution=solution, outcome=outcome, code=code)
+    return StoredVerdicts(tuple(docs), store.count(), store.path, note)

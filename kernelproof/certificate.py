@@ -23,7 +23,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from kernelproof import jsonsafe, signing
-from kernelproof.errors import UsageError
+from kernelproof.errors import CertificateError  # defined in the one tree, raised here
 from kernelproof.options import EvalOptions
 
 CERT_SCHEMA = "kernelproof.certificate/1"
@@ -31,10 +31,6 @@ CERT_SCHEMA = "kernelproof.certificate/1"
 # Store, build cache, workers, parallelism and timeouts are the verifier's own.
 RECORDED_SETTINGS = tuple(k for k in EvalOptions().cache_key_fields() if k != "seed")
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}\.py")
-
-
-class CertificateError(UsageError):
-    """A certificate that cannot be made or read (misuse or a damaged file; not a failed claim)."""
 
 
 def finite_json(obj: Any) -> Any:

@@ -29,8 +29,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import kernelproof
 from kernelproof import signing
+from kernelproof._version import __version__
 from kernelproof.band import band_halfwidth_log, derive_claim, positive, same_center
 from kernelproof.certificate import (
     CERT_SCHEMA,
@@ -95,7 +95,7 @@ def certify(
         {
             "schema": CERT_SCHEMA,
             "created_at": _now(),
-            "kernelproof": {"version": kernelproof.__version__, "source_sha256": source_tree_sha256()},
+            "kernelproof": {"version": __version__, "source_sha256": source_tree_sha256()},
             "environment": host_environment(),
             "task": embed_file(task_p),
             "solution": embed_file(sol_p),
@@ -343,7 +343,7 @@ def _notes(doc: dict[str, Any]) -> tuple[str, ...]:
     if there != here:
         notes.append(
             f"kernelproof's source differs from the certificate's ({made_by.get('version')} "
-            f"{there[:12]} there, {kernelproof.__version__} {here[:12]} here)"
+            f"{there[:12]} there, {__version__} {here[:12]} here)"
         )
     env_here = host_environment()
     env_there = doc.get("environment") if isinstance(doc.get("environment"), dict) else {}

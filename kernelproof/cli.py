@@ -1,11 +1,18 @@
 """The ``kernelproof`` command: a thin layer over :mod:`kernelproof.api` (house rule 10).
 
-Exit codes (every verb):
+Each verb parses its options, calls one function of the API, prints what it returns, and exits
+with a code from the one table (kernelproof/exits.py; ``--help`` prints it):
 
-    0  pass (eval), done (others)
-    1  the candidate was rejected (eval), or a claim does not hold (verify)
-    2  a bad task or misuse: missing file, bad option, a task that does not load
-    3  an internal error of kernelproof
+    0  pass: the candidate was accepted, the claim holds, the verb did what it was asked
+    1  rejected: the candidate failed, a task failed its audit, or a claim does not hold
+    2  a bad task or usage: a missing file, a bad option, a task that does not load
+    3  kernelproof's own failure (an internal_error verdict too): please report it
+    4  optimize only: the LLM provider failed (its calls kept failing after their retries)
+  130  interrupted (Ctrl-C)
+
+A verb over many items (``bench``, ``certify``, ``audit`` of a folder) exits with the worst code
+among them. Errors go to stderr, as ``error: <message>``; results go to stdout, or to stderr when
+``--json -`` gives stdout to the JSON.
 """
 
 from __future__ import annotations
@@ -18,58 +25,42 @@ from typing import Annotated
 
 import typer
 
-from kernelproof.console import make_console, say
-from kernelproof.errors import KernelproofError, StoreError, TaskError, UsageError
-from kernelproof.options import EvalOptions, normalize_baselines
+from kernelproof import exits
+from kernelproof.console import make_console, print_error, say
+from kernelproof.errors import KernelproofError
+from kernelproof.options import EvalOptions
 
-EXIT_PASS, EXIT_REJECTED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_HELP = exits.help_text()
 
 app = typer.Typer(
     name="kernelproof",
     help="Prove whether a GPU kernel is correct and how much faster it really is.",
+    epilog=EXIT_HELP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 console = make_console()
+stderr = make_console(stderr=True)
 
 
-def _options(
-    device: str,
-    baselines: str,
-    seed: int | None,
-    correctness_only: bool,
-    kernelbench_compat: bool,
-    eval_mode: bool,
-    time_budget: float,
-    fresh: bool,
-    db: str | None,
-    samples: bool,
-    timeout: float,
-) -> EvalOptions:
-    try:
-        names = normalize_baselines(baselines.split(","))
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    return EvalOptions(
-        device=device,
-        baselines=names,
-        seed=seed,
-        correctness_only=correctness_only,
-        kernelbench_compat=kernelbench_compat,
-        eval_mode=eval_mode,
-        time_budget_s=time_budget,
-        fresh=fresh,
-        db=db,
-        keep_samples=samples,
-        timeout_s=timeout,
-    )
+def _out(json_path: str | None):
+    """Where the human-readable output goes: stdout, unless ``--json -`` gave it to the JSON."""
+    return stderr if json_path == "-" else console
+
+
+def _baselines(text: str) -> tuple[str, ...]:
+    return tuple(text.split(","))  # checked and normalised by api.checked_options
 
 
 Device = Annotated[str, typer.Option("--device", help="auto | cuda | cuda:N | cpu")]
 Baselines = Annotated[
     str,
-    typer.Option("--baselines", help="eager, compile (=compile:default), compile:max-autotune-no-cudagraphs"),
+    typer.Option(
+        "--baselines",
+        help="Comma-separated: eager, compile (=compile:default), compile:max-autotune-no-cudagraphs. "
+        "Default: eager alone.",
+    ),
 ]
 Seed = Annotated[
     int | None,
@@ -94,111 +85,132 @@ BuildWorkers = Annotated[
 Db = Annotated[
     str | None,
     typer.Option(
-        "--db", help="SQLite results store (default under ~/.local/share/kernelproof; '' for none)."
+        "--db",
+        help="SQLite results store (default: $KERNELPROOF_DB, else "
+        "~/.local/share/kernelproof/results.sqlite; '' for none).",
     ),
+]
+Fresh = Annotated[
+    bool, typer.Option("--fresh", help="Do not serve an identical earlier evaluation from the store.")
+]
+Timeout = Annotated[
+    float, typer.Option("--timeout", help="Seconds a worker may take for one step before it is killed.")
+]
+CorrectnessOnly = Annotated[bool, typer.Option("--correctness-only", help="Check correctness; skip timing.")]
+KernelbenchCompat = Annotated[
+    bool, typer.Option("--kernelbench-compat", help="Also report KernelBench's own acceptance rule.")
+]
+EvalMode = Annotated[bool, typer.Option("--eval-mode", help="Run reference and candidate in eval() mode.")]
+ShapeVariants = Annotated[
+    str,
+    typer.Option(
+        "--shape-variants",
+        help="probe: the task's shapes decide, perturbed ones are also run (a failure there is the "
+        "flag shape_specialized); auto: perturbed shapes are in the contract; task: the task's alone",
+    ),
+]
+Policy = Annotated[
+    str | None,
+    typer.Option(
+        "--policy",
+        help="Kernel policy: strict (80 % of GPU time in the solution's kernels) or library-ok "
+        "(library GEMMs and convolutions may stay). Default: the task's own.",
+    ),
+]
+RefuseRandom = Annotated[
+    bool,
+    typer.Option(
+        "--refuse-random-reference",
+        help="Refuse a task whose reference is random (dropout in training mode) as task_error, "
+        "instead of evaluating it in eval() mode with the flag random_reference.",
+    ),
+]
+RequireSandbox = Annotated[
+    bool,
+    typer.Option(
+        "--require-sandbox",
+        help="Refuse to evaluate unless every containment layer holds (python -m kernelproof.sandbox).",
+    ),
+]
+JsonOut = Annotated[
+    str | None, typer.Option("--json", help="Write the result as JSON here ('-' for stdout).")
 ]
 
 
-@app.command("eval")
+@app.command("eval", epilog=EXIT_HELP)
 def eval_command(
     task: Annotated[
         Path, typer.Argument(help="KernelBench-format task file (Model, get_inputs, get_init_inputs).")
     ],
     solution: Annotated[Path, typer.Argument(help="Solution file defining ModelNew.")],
     device: Device = "auto",
-    json_path: Annotated[
-        str | None, typer.Option("--json", help="Write the verdict JSON here ('-' for stdout).")
-    ] = None,
+    json_path: JsonOut = None,
     baselines: Baselines = "eager",
     seed: Seed = None,
-    correctness_only: Annotated[
-        bool, typer.Option("--correctness-only", help="Check correctness; skip timing.")
-    ] = False,
-    kernelbench_compat: Annotated[
-        bool, typer.Option("--kernelbench-compat", help="Also report KernelBench's own acceptance rule.")
-    ] = False,
-    eval_mode: Annotated[
-        bool, typer.Option("--eval-mode", help="Run reference and candidate in eval() mode.")
-    ] = False,
+    correctness_only: CorrectnessOnly = False,
+    kernelbench_compat: KernelbenchCompat = False,
+    eval_mode: EvalMode = False,
     time_budget: Annotated[
         float, typer.Option("--time-budget", help="Seconds of timing per timed shape (cap).")
     ] = 20.0,
     samples: Annotated[bool, typer.Option("--samples", help="Keep raw timing samples in the JSON.")] = False,
+    seeds_per_case: SeedsPerCase = 2,
     sanitize: Annotated[
         bool, typer.Option("--sanitize", help="Run the first case under compute-sanitizer (GPU; slow).")
     ] = False,
-    shape_variants: Annotated[
-        str,
-        typer.Option(
-            "--shape-variants",
-            help="probe: the task's shapes decide, perturbed ones are also run (a failure there is the "
-            "flag shape_specialized); auto: perturbed shapes are in the contract; task: the task's alone",
-        ),
-    ] = "probe",
+    shape_variants: ShapeVariants = "probe",
+    policy: Policy = None,
+    refuse_random_reference: RefuseRandom = False,
     steady: Annotated[
         bool, typer.Option("--steady", help="Also measure the steady (back-to-back) regime, reported apart.")
     ] = False,
-    fresh: Annotated[
-        bool, typer.Option("--fresh", help="Do not serve an identical earlier evaluation from the store.")
-    ] = False,
+    fresh: Fresh = False,
     db: Db = None,
-    timeout: Annotated[
-        float, typer.Option("--timeout", help="Seconds a worker may take for one step before it is killed.")
-    ] = 600.0,
+    timeout: Timeout = 600.0,
     build_cache: BuildCacheOpt = None,
     build_workers: BuildWorkers = 0,
-    require_sandbox: Annotated[
-        bool,
-        typer.Option(
-            "--require-sandbox",
-            help="Refuse to evaluate unless every containment layer holds (python -m kernelproof.sandbox).",
-        ),
-    ] = False,
+    require_sandbox: RequireSandbox = False,
 ) -> None:
     """Evaluate SOLUTION against TASK: one verdict, with reasons, cases, times and speedups."""
     from kernelproof.api import evaluate
     from kernelproof.console import print_verdict
 
-    opts = _options(
-        device,
-        baselines,
-        seed,
-        correctness_only,
-        kernelbench_compat,
-        eval_mode,
-        time_budget,
-        fresh,
-        db,
-        samples,
-        timeout,
-    )
-    if shape_variants not in ("probe", "task", "auto"):
-        raise UsageError(f"--shape-variants must be probe, auto or task, not {shape_variants!r}")
-    if build_workers < 0:
-        raise UsageError("--build-workers must be 0 (automatic) or more")
-    opts = opts.replace(
-        steady=steady,
+    options = EvalOptions(
+        device=device,
+        baselines=_baselines(baselines),
+        seed=seed,
+        correctness_only=correctness_only,
+        kernelbench_compat=kernelbench_compat,
+        eval_mode=eval_mode,
+        refuse_random_reference=refuse_random_reference,
         shape_variants=shape_variants,
+        policy=policy,
+        seeds_per_case=seeds_per_case,
+        time_budget_s=time_budget,
+        keep_samples=samples,
+        steady=steady,
         sanitize=sanitize,
+        fresh=fresh,
+        db=db,
+        timeout_s=timeout,
         build_cache=build_cache,
         build_workers=build_workers,
         require_sandbox=require_sandbox,
     )
+    out = _out(json_path)
+    busy = sys.stdout.isatty() and json_path != "-"
     with (
         console.status("evaluating (building, checking cases, timing)...", spinner="dots")
-        if sys.stdout.isatty()
+        if busy
         else _null()
     ):
-        verdict = evaluate(task, solution, opts)
+        verdict = evaluate(task, solution, options)
     _write_json(json_path, verdict.to_json())
-    if json_path != "-":
-        print_verdict(verdict, console)
-    if verdict.verdict.value == "error":
-        raise typer.Exit(EXIT_USAGE)
-    raise typer.Exit(EXIT_PASS if verdict.passed else EXIT_REJECTED)
+    print_verdict(verdict, out)
+    raise typer.Exit(exits.of_verdict(verdict))
 
 
-@app.command("bench")
+@app.command("bench", epilog=EXIT_HELP)
 def bench_command(
     suite: Annotated[Path, typer.Argument(help="Folder of task files (searched recursively).")],
     solutions: Annotated[
@@ -206,17 +218,22 @@ def bench_command(
     ],
     device: Device = "auto",
     json_path: Annotated[
-        str | None, typer.Option("--json", help="Write all verdicts here as a JSON list.")
+        str | None, typer.Option("--json", help="Write all verdicts here as a JSON list ('-' for stdout).")
     ] = None,
     baselines: Baselines = "eager",
     seed: Seed = None,
-    correctness_only: Annotated[bool, typer.Option("--correctness-only")] = False,
+    correctness_only: CorrectnessOnly = False,
+    kernelbench_compat: KernelbenchCompat = False,
+    eval_mode: EvalMode = False,
     time_budget: Annotated[
         float, typer.Option("--time-budget", help="Seconds of timing per timed shape (cap).")
     ] = 10.0,
-    fresh: Annotated[bool, typer.Option("--fresh")] = False,
+    shape_variants: ShapeVariants = "probe",
+    policy: Policy = None,
+    refuse_random_reference: RefuseRandom = False,
+    fresh: Fresh = False,
     db: Db = None,
-    timeout: Annotated[float, typer.Option("--timeout")] = 600.0,
+    timeout: Timeout = 600.0,
     seeds_per_case: SeedsPerCase = 2,
     only: Annotated[
         list[str] | None,
@@ -235,67 +252,69 @@ def bench_command(
             help="Evaluations in flight per GPU: their untimed work overlaps, their timing never does.",
         ),
     ] = 1,
+    require_sandbox: RequireSandbox = False,
+    exit_zero: Annotated[
+        bool,
+        typer.Option(
+            "--exit-zero",
+            help="Exit 0 whatever the verdicts (for scripts that only want the table); misuse still exits 2.",
+        ),
+    ] = False,
 ) -> None:
     """Evaluate every task of SUITE with its solution (KernelBench run layout); print a table and fast_p."""
-    from kernelproof.api import evaluate_many
-    from kernelproof.console import bench_table
+    from kernelproof.api import bench, suite_pairs
+    from kernelproof.console import bench_table, display_path
     from kernelproof.report.metrics import fast_p, results_from
 
-    if not suite.is_dir() or not solutions.is_dir():
-        raise UsageError(f"{suite if not suite.is_dir() else solutions} is not a folder")
-    pairs, missing = [], []
-    for task in sorted(suite.rglob("*.py")):
-        if task.name.startswith("_"):
-            continue
-        rel = str(task.relative_to(suite))
-        if only and not any(o in rel for o in only):
-            continue
-        sol = solutions / task.relative_to(suite)
-        (pairs if sol.is_file() else missing).append((task, sol))
-    if not pairs:
-        raise UsageError(f"no task in {suite} has a solution of the same relative path under {solutions}")
-    opts = _options(
-        device, baselines, seed, correctness_only, False, False, time_budget, fresh, db, False, timeout
-    ).replace(
+    found = suite_pairs(suite, solutions, only or ())
+    options = EvalOptions(
+        device=device,
+        baselines=_baselines(baselines),
+        seed=seed,
+        correctness_only=correctness_only,
+        kernelbench_compat=kernelbench_compat,
+        eval_mode=eval_mode,
+        refuse_random_reference=refuse_random_reference,
+        shape_variants=shape_variants,
+        policy=policy,
         seeds_per_case=seeds_per_case,
+        time_budget_s=time_budget,
+        fresh=fresh,
+        db=db,
+        timeout_s=timeout,
         build_cache=build_cache,
         build_workers=build_workers,
         per_device=per_device,
+        require_sandbox=require_sandbox,
     )
-    if build_workers < 0:
-        raise UsageError("--build-workers must be 0 (automatic) or more")
+    out = _out(json_path)
     verdicts = []
-    if executor == "ray" and per_device != 1:
-        raise UsageError("--per-device applies to the local executor; a Ray actor evaluates one at a time")
-    if executor == "ray":
-        from kernelproof.executors.ray_executor import RayOptions, evaluate_many_ray
-
-        stream = evaluate_many_ray(pairs, opts, RayOptions(address=address))
-    elif executor == "local":
-        stream = evaluate_many(pairs, opts)
-    else:
-        raise UsageError(f"--executor must be local or ray, not {executor!r}")
-    for v in stream:
+    total = len(found.pairs)
+    for v in bench(found.pairs, options, executor=executor, address=address):
         verdicts.append(v)
-        say(console, f"[{len(verdicts)}/{len(pairs)}] {v.verdict.value:5s} {v.task.path} {','.join(v.codes)}")
-    console.print(bench_table(verdicts))
+        say(
+            out,
+            f"[{len(verdicts)}/{total}] {v.verdict.value:5s} {display_path(v.task.path, suite)}"
+            f" {','.join(v.codes)}",
+        )
+    out.print(bench_table(verdicts, suite=suite, width=out.width))
     passed = sum(v.passed for v in verdicts)
-    console.print(
-        f"correct: {passed}/{len(verdicts)} ({sum(v.verdict.value == 'error' for v in verdicts)} errors)"
-    )
-    results = results_from([v.to_json() for v in verdicts])
+    errored = sum(v.verdict.value == "error" for v in verdicts)
+    say(out, f"correct: {passed}/{len(verdicts)} ({errored} errors)")
     if correctness_only:
-        console.print("fast_p: not measured (--correctness-only times nothing)", highlight=False)
+        say(out, "fast_p: not measured (--correctness-only times nothing)")
     else:
+        results = results_from([v.to_json() for v in verdicts])
         for base in ("eager", "best"):
-            line = ", ".join(f"fast_{p:g}={_pct(fast_p(results, p, base))}" for p in (0.0, 1.0, 1.5, 2.0))
-            console.print(f"vs {base}: {line}", highlight=False)
-    for task, _ in missing:
-        say(console, f"no solution for {task}", style="dim")
+            figures = ", ".join(f"fast_{p:g}={_pct(fast_p(results, p, base))}" for p in (0.0, 1.0, 1.5, 2.0))
+            say(out, f"vs {base}: {figures}")
+    for task in found.unsolved:
+        say(out, f"no solution for {display_path(str(task), suite)}", style="dim")
     _write_json(json_path, [v.to_json() for v in verdicts])
+    raise typer.Exit(exits.EXIT_PASS if exit_zero else exits.worst(exits.of_verdict(v) for v in verdicts))
 
 
-@app.command("audit")
+@app.command("audit", epilog=EXIT_HELP)
 def audit_command(
     target: Annotated[Path, typer.Argument(help="A task file or a folder of them.")],
     device: Device = "auto",
@@ -304,142 +323,127 @@ def audit_command(
     ] = None,
     seed: Seed = None,
 ) -> None:
-    """Run the negative controls on each task and shape: a task they pass cannot be scored."""
-    import secrets
+    """Run the negative controls on each task and shape: a task they pass cannot be scored (exit 1)."""
+    from kernelproof.api import audit
+    from kernelproof.console import display_path
 
-    import torch
-
-    from kernelproof.executors.local import resolve_devices
-    from kernelproof.task import load_task, variants_for
-    from kernelproof.verify.audit import audit_task
-
-    files = sorted(target.rglob("*.py")) if target.is_dir() else [target]
-    dev = torch.device(resolve_devices(device)[0])
-    docs, degenerate = [], 0
-    for f in files:
-        if f.name.startswith("_"):
+    out = _out(json_path)
+    audits = []
+    for a in audit(target, EvalOptions(device=device, seed=seed, db="")):
+        audits.append(a)
+        name = display_path(a.task)
+        if a.error:
+            say(out, ("ERROR", "yellow"), f" {name}: {a.error}")
             continue
-        task = load_task(f)
-        reports = audit_task(
-            task, dev, variants_for(task, dev.type), seed if seed is not None else secrets.randbits(62)
-        )
-        doc = {
-            "task": str(f),
-            "degenerate": any(r.degenerate for r in reports),
-            "controls": [dict(c, shape=r.variant) for r in reports for c in r.to_json()["controls"]],
-            "shapes": [r.to_json() for r in reports],
-        }
-        degenerate += doc["degenerate"]
-        docs.append(doc)
-        if json_path != "-":
-            mark = ("DEGENERATE", "red") if doc["degenerate"] else ("ok", "green")
-            say(console, mark, f" {f}")
-            for r in reports:
-                if r.degenerate:
-                    say(console, f"    {r.variant}: {r.summary()}")
+        say(out, ("DEGENERATE", "red") if a.degenerate else ("ok", "green"), f" {name}")
+        for r in a.shapes:
+            if r.degenerate:
+                say(out, f"    {r.variant}: {r.summary()}")
+    docs = [a.to_json() for a in audits]
     _write_json(json_path, docs if target.is_dir() else docs[0])
-    if json_path != "-":
-        console.print(f"{len(docs)} tasks audited, {degenerate} degenerate")
-    raise typer.Exit(EXIT_REJECTED if degenerate else EXIT_PASS)
+    degenerate = sum(a.degenerate for a in audits)
+    broken = sum(bool(a.error) for a in audits)
+    say(
+        out,
+        f"{len(audits)} tasks audited, {degenerate} degenerate"
+        + (f", {broken} did not load" if broken else ""),
+    )
+    codes = [
+        exits.EXIT_USAGE if a.error else exits.EXIT_REJECTED if a.degenerate else exits.EXIT_PASS
+        for a in audits
+    ]
+    raise typer.Exit(exits.worst(codes))
 
 
-@app.command("results")
+@app.command("results", epilog=EXIT_HELP)
 def results_command(
     task: Annotated[str | None, typer.Option("--task", help="Filter: substring of the task path.")] = None,
     solution: Annotated[
         str | None, typer.Option("--solution", help="Filter: substring of the solution path.")
     ] = None,
     outcome: Annotated[str | None, typer.Option("--verdict", help="Filter: pass | fail | error.")] = None,
-    code: Annotated[str | None, typer.Option("--code", help="Filter: a reason code.")] = None,
-    limit: Annotated[int, typer.Option("--limit")] = 50,
+    code: Annotated[
+        str | None, typer.Option("--code", help="Filter: a reason code (docs/verdict.md).")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", help="Show at most this many.")] = 50,
     db: Db = None,
     json_path: Annotated[
-        str | None, typer.Option("--json", help="Write the matching verdicts as JSON.")
+        str | None, typer.Option("--json", help="Write the matching verdicts as JSON ('-' for stdout).")
     ] = None,
 ) -> None:
     """List stored verdicts, newest first."""
-    from kernelproof.console import bench_table
-    from kernelproof.store import Store, default_db_path
+    from kernelproof.api import results
+    from kernelproof.console import display_path, results_table
     from kernelproof.verdict import from_json
 
-    store = Store(db or default_db_path())
-    docs = store.query(task=task, solution=solution, outcome=outcome, code=code, limit=limit)
-    if json_path:
-        _write_json(json_path, docs)
-    else:
-        console.print(bench_table([from_json(d) for d in docs]))
-        say(console, store.listing_note(len(docs), task=task, solution=solution, outcome=outcome, code=code))
+    found = results(task=task, solution=solution, outcome=outcome, code=code, limit=limit, db=db)
+    _write_json(json_path, list(found.documents))
+    out = _out(json_path)
+    if json_path is None:
+        out.print(results_table([from_json(d) for d in found.documents], width=out.width))
+    # how many shown of how many stored, and the rows that do not verify
+    say(out, found.note.replace(found.path, display_path(found.path)))
 
 
-@app.command("compare")
+@app.command("compare", epilog=EXIT_HELP)
 def compare_command(
-    task: Annotated[Path, typer.Argument()],
+    task: Annotated[Path, typer.Argument(help="The task file.")],
     a: Annotated[Path, typer.Argument(help="Solution A.")],
     b: Annotated[Path, typer.Argument(help="Solution B.")],
     device: Device = "auto",
     seed: Seed = None,
-    time_budget: Annotated[float, typer.Option("--time-budget")] = 20.0,
+    time_budget: Annotated[float, typer.Option("--time-budget", help="Seconds of timing (cap).")] = 20.0,
 ) -> None:
     """Paired speedup of B over A (both verified first), interleaved in one session."""
     from kernelproof.api import compare
 
     result = compare(task, a, b, EvalOptions(device=device, seed=seed, time_budget_s=time_budget, db=""))
     say(console, result.summary())
-    raise typer.Exit(EXIT_PASS if result.ok else EXIT_REJECTED)
+    raise typer.Exit(exits.EXIT_PASS if result.ok else exits.EXIT_REJECTED)
 
 
-@app.command("ceilings")
+@app.command("ceilings", epilog=EXIT_HELP)
 def ceilings_command(
     device: Annotated[str, typer.Option("--device", help="cuda | cuda:N")] = "cuda",
     refresh: Annotated[bool, typer.Option("--refresh", help="Measure again even if cached.")] = False,
 ) -> None:
     """Measure (once per device model) copy bandwidth and matmul peaks; show them beside the datasheet."""
-    import torch
+    from kernelproof.api import ceilings
 
-    from kernelproof.measure import ceilings
-    from kernelproof.measure.roofline import device_spec
-
-    if not torch.cuda.is_available():
-        raise UsageError("ceilings are measured on a CUDA device; none is visible")
-    dev = "cuda:0" if device == "cuda" else device
-    name = torch.cuda.get_device_name(torch.device(dev))
-    doc = None if refresh else ceilings.load(name)
-    if doc is None:
-        with console.status(f"measuring {name}..."):
-            doc = ceilings.measure(dev)
-    spec = device_spec(name)
-    console.print(
-        f"{name}: copy {doc['copy_bandwidth_TBps']:.2f} TB/s"
-        + (f" (datasheet {spec.datasheet_tbps} TB/s)" if spec else ""),
-        highlight=False,
-    )
-    for k, v in doc["matmul_TFLOPs"].items():
-        ds = f" (datasheet {spec.datasheet_tflops.get(k)})" if spec else ""
-        console.print(f"  matmul {k}: {v:.0f} TFLOP/s{ds}", highlight=False)
-    console.print(f"cached at {ceilings.cache_path(name)}", highlight=False)
+    with console.status("measuring the device's ceilings...") if sys.stdout.isatty() else _null():
+        found = ceilings(device, refresh=refresh)
+    sheet = f" (datasheet {found.datasheet_tbps} TB/s)" if found.datasheet_tbps is not None else ""
+    say(console, f"{found.name}: copy {found.copy_tbps:.2f} TB/s{sheet}")
+    for unit, tflops in found.matmul_tflops.items():
+        sheet = f" (datasheet {found.datasheet_tflops[unit]})" if unit in found.datasheet_tflops else ""
+        say(console, f"  matmul {unit}: {tflops:.0f} TFLOP/s{sheet}")
+    say(console, f"{'measured now, cached' if found.measured_now else 'cached'} at {found.cache_path}")
 
 
 def _register_optional() -> None:
-    """Verbs whose modules bring optional dependencies register without importing them eagerly."""
+    """Verbs whose modules bring optional dependencies register without importing them eagerly
+    (once: ``run`` may be called more than once in a process)."""
+    if any(c.name == "report" for c in app.registered_commands):
+        return
     try:
         from kernelproof.report.cli import certify_command, keys_command, report_command, verify_command
 
-        app.command("report")(report_command)
-        app.command("certify")(certify_command)
-        app.command("verify")(verify_command)
-        app.command("keys")(keys_command)
+        app.command("report", epilog=EXIT_HELP)(report_command)
+        app.command("certify", epilog=EXIT_HELP)(certify_command)
+        app.command("verify", epilog=EXIT_HELP)(verify_command)
+        app.command("keys", epilog=EXIT_HELP)(keys_command)
     except ImportError:  # pragma: no cover - the report package is part of the core install
         pass
     try:
         from kernelproof.agent.cli import optimize_command
 
-        app.command("optimize")(optimize_command)
+        app.command("optimize", epilog=EXIT_HELP)(optimize_command)
     except ImportError:
         pass
     try:
         from kernelproof.build.cli import cache_app
 
-        app.add_typer(cache_app, name="cache")
+        app.add_typer(cache_app, name="cache", epilog=EXIT_HELP)
     except ImportError:
         pass
 
@@ -467,38 +471,60 @@ class _null:
 
 
 def main() -> None:
-    _register_optional()
     if os.geteuid() != 0:  # workers share our uid: close our /proc entries to them (never done by api)
         from kernelproof.sandbox.identity import make_parent_nondumpable
 
         make_parent_nondumpable()
+    sys.exit(run())
+
+
+def run(args: list[str] | None = None) -> int:
+    """Run the command line on ``args`` (default: sys.argv) and return its exit code; every error
+    is printed to stderr in one wording, ``error: <message>``, and mapped by kernelproof/exits.py."""
+    _register_optional()
     try:
-        rv = app(standalone_mode=False)
-        sys.exit(rv if isinstance(rv, int) else 0)
+        rv = app(args=args, standalone_mode=False)
+        return rv if isinstance(rv, int) else exits.EXIT_PASS
     except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except (UsageError, TaskError) as exc:
-        say(console, ("error:", "red"), f" {exc}")
-        sys.exit(EXIT_USAGE)
-    except StoreError as exc:
-        say(console, ("store error:", "red"), f" {exc}")
-        sys.exit(EXIT_INTERNAL)
+        return e.exit_code
     except KernelproofError as exc:
-        say(console, ("error:", "red"), f" {exc}")
-        sys.exit(EXIT_INTERNAL)
-    except Exception as exc:  # the CLI parser's usage errors, and anything unexpected
-        if hasattr(exc, "show") and hasattr(exc, "exit_code"):  # click/typer usage errors
-            exc.show()
-            sys.exit(EXIT_USAGE)
-        if type(exc).__name__ == "Abort":
-            sys.exit(EXIT_USAGE)
-        import traceback
+        print_error(stderr, str(exc))
+        return exits.of_error(exc)
+    except Exception as exc:
+        code = _parser_error(exc)
+        return _unexpected(exc) if code is None else code
 
-        from kernelproof.text import terminal
 
-        sys.stderr.write(terminal(traceback.format_exc(), multiline=True) + "\n")
-        console.print("[red]internal error[/]: please report it with the traceback above")
-        sys.exit(EXIT_INTERNAL)
+def _unexpected(exc: Exception) -> int:
+    """Anything else that reached the top is kernelproof's own failure: its traceback, then the error."""
+    import traceback
+
+    from kernelproof.text import terminal
+
+    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    sys.stderr.write(terminal(trace, multiline=True) + "\n")
+    print_error(stderr, "kernelproof failed (internal error): please report it with the traceback above")
+    return exits.EXIT_INTERNAL
+
+
+def _parser_error(exc: Exception) -> int | None:
+    """The exit code of an error of the command-line parser (printed here), or None for any other.
+
+    Typer raises click's exceptions (its own copy of them in recent versions), recognised by shape.
+    """
+    name = type(exc).__name__
+    if name == "Abort":  # Ctrl-C while a prompt or the parser was waiting
+        print_error(stderr, "interrupted")
+        return exits.EXIT_INTERRUPTED
+    if name == "NoArgsIsHelpError":  # a verb given no arguments: its help, as usage
+        exc.show()  # type: ignore[attr-defined]
+        return exits.EXIT_USAGE
+    if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):  # an unknown option, a bad value
+        ctx = getattr(exc, "ctx", None)
+        verb = ctx.command_path if ctx is not None else "kernelproof"
+        print_error(stderr, f"{exc.format_message()} (see {verb} --help)")
+        return exits.EXIT_USAGE
+    return None
 
 
 if __name__ == "__main__":

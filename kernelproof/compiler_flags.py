@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelproof.errors import KernelproofError
+from kernelproof.errors import RefusedFlagError  # defined in the one tree, raised here
 
 POLICY = "kernelproof.build-flags/1"  # in every build key: a policy change re-decides cached refusals
 
@@ -138,15 +138,6 @@ class Refusal:
         where = f"line {self.line}: " if self.line else ""
         what = "name" if self.argument == "name" else f"{self.argument} entry"
         return f"{where}{what} {self.flag!r} refused: {self.reason} (allowed flags: docs/builds.md)"
-
-
-class RefusedFlagError(KernelproofError):
-    """Raised in the builder (and the worker) to the solution's load_inline / load / load_cuda call:
-    a flag is not allowed. Nothing was compiled and no command ran."""
-
-    def __init__(self, refusal: Refusal):
-        super().__init__(refusal.message())
-        self.refusal = refusal
 
 
 def check(argument: str, flags: object, staging: str | Path | None = None) -> tuple[str, ...]:

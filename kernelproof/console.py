@@ -4,21 +4,30 @@ Everything a verdict holds may come from the candidate (paths, reason messages a
 flags, backend and device names read back from a store), so every string goes through
 :func:`kernelproof.text.terminal` and reaches Rich as plain :class:`~rich.text.Text`: no escape
 sequence, Rich markup or emoji code in it is interpreted (kernelproof/text.py says why).
+
+Tables are laid out for the terminal they are printed on, 80 columns included (a pipe is 80 wide
+unless ``COLUMNS`` says otherwise): paths are shown relative to the suite or the current
+directory, and a path too long for its column is folded onto the next line, never cut.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from kernelproof.text import terminal
-from kernelproof.verdict import Verdict
+from kernelproof.verdict import ShapeTiming, Speedup, Verdict
 
 STYLE = {"pass": "bold green", "fail": "bold red", "error": "bold yellow"}
 DETAIL_LINES = 12  # lines of a reason's detail shown; the JSON verdict has all of them
+ROUNDS_LISTED = 8  # per-round ratios printed one by one up to this many rounds; a summary beyond
 
 Part = str | tuple[str, str]  # text, or (text, Rich style); the text is always made inert
 
@@ -42,12 +51,41 @@ def say(console: Console, *parts: Part, style: str = "") -> None:
     console.print(line(*parts), style=style, highlight=False)
 
 
+def print_error(console: Console, message: str, *, label: str = "error") -> None:
+    """The one wording of an error, for every verb: ``error: <message>`` (on ``console``: stderr),
+    on one line however narrow the terminal, so that a script's grep finds it whole."""
+    console.print(line((f"{label}:", "red"), f" {message}"), highlight=False, soft_wrap=True)
+
+
+def display_path(path: str, root: str | os.PathLike | None = None) -> str:
+    """``path`` as a person reads it: relative to ``root`` (a suite) when inside it, else relative to
+    the current directory when inside that, else as given. Relative paths are kept as given (a
+    stored one was relative to wherever that evaluation ran)."""
+    p = Path(path)
+    if root is not None:  # a bench's paths were given here, relative to this directory or not
+        try:
+            return str(Path(os.path.abspath(p)).relative_to(os.path.abspath(root)))
+        except ValueError:
+            pass
+    if not p.is_absolute():
+        return path
+    try:
+        rel = p.relative_to(os.getcwd())
+    except ValueError:
+        return path
+    return str(rel) if str(rel) != "." else p.name
+
+
+def fmt_ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}x"
+
+
 def fmt_speedup(s: Any) -> str:
     if s is None or s.median is None:
         return "-"
     if s.ci95 is None:
-        return f"{s.median:.3g}x"
-    return f"{s.median:.3g}x [{s.ci95[0]:.3g}, {s.ci95[1]:.3g}]"
+        return fmt_ratio(s.median)
+    return f"{fmt_ratio(s.median)} [{s.ci95[0]:.3g}, {s.ci95[1]:.3g}]"
 
 
 def fmt_ms(ms: float | None) -> str:
@@ -64,7 +102,8 @@ def print_verdict(v: Verdict, console: Console | None = None) -> None:
     say(
         c,
         (v.verdict.value.upper(), STYLE.get(v.verdict.value, "")),
-        f"  {v.solution.path}  vs  {v.task.path}  ({v.solution.backend or '?'} backend, {device})",
+        f"  {display_path(v.solution.path)}  vs  {display_path(v.task.path)}"
+        f"  ({v.solution.backend or '?'} backend, {device})",
     )
     if v.stored is not None:
         c.print(f"  stored verdict from {v.stored.at} (--fresh re-runs)", highlight=False, markup=False)
@@ -87,7 +126,7 @@ def print_verdict(v: Verdict, console: Console | None = None) -> None:
         extra = f", {b.strategy}" if b.strategy else ""
         extra += ", rebuilt after a refused cache entry" if b.rebuilt else ""
         say(c, f"  build: {how}{extra} (waited {b.wait_s:.1f} s)")
-    if v.correctness is not None:
+    if v.correctness is not None and v.correctness.cases_run:  # nothing ran: no case line to show
         k = v.correctness
         kb = (
             ""
@@ -101,18 +140,10 @@ def print_verdict(v: Verdict, console: Console | None = None) -> None:
         )
     if v.timing is not None:
         for sh in v.timing.shapes:
-            cand = sh.candidate
-            say(
-                c,
-                f"  timing [{sh.regime}, {sh.shape}, {sh.clock}]: candidate {fmt_ms(cand.median_ms)} median"
-                f" (mean {fmt_ms(cand.mean_ms)}, max {fmt_ms(cand.max_ms)}, n={cand.n})",
-            )
-            for name, st in sh.baselines.items():
-                say(c, f"      {name}: {fmt_ms(st.median_ms)} median (n={st.n})")
-            say(c, f"      rounds {sh.rounds}, stopped by {sh.stopped_by}")
-    if v.speedup:
-        parts = [f"{k} {fmt_speedup(s)}" for k, s in v.speedup.items()]
-        say(c, "  speedup (median, 95% CI): " + "; ".join(parts))
+            for text in shape_lines(sh):
+                say(c, text)
+    for text in speedup_lines(v):
+        say(c, text)
     if v.roofline is not None and v.roofline.sol_fraction is not None:
         r = v.roofline
         say(
@@ -127,19 +158,223 @@ def print_verdict(v: Verdict, console: Console | None = None) -> None:
     say(c, f"  reward {v.reward:.3f}; {v.elapsed_s:.1f} s; seed {v.settings.get('seed')}")
 
 
-def bench_table(verdicts: list[Verdict]) -> Table:
-    t = Table(title="kernelproof bench")
-    for col in ("task", "verdict", "reasons", "candidate", "vs eager", "vs best", "SOL"):
-        t.add_column(col)
+# --- the speedup story ------------------------------------------------------------------------------
+# A speedup is the median of paired per-round ratios (kernelproof/measure/stats.py), not the ratio
+# of the medians printed above it: the two differ when times move between rounds. The text says
+# which it is, shows the rounds it came from, and says so when the medians tell another story.
+
+
+def shape_lines(sh: ShapeTiming) -> list[str]:
+    """One timed shape: each program's median over its calls, then each baseline's per-round ratios."""
+    cand = sh.candidate
+    out = [
+        f"  timing [{sh.regime}, {sh.shape}, {sh.clock}]: {sh.rounds} paired rounds,"
+        f" stopped by {sh.stopped_by}",
+        f"      candidate: {fmt_ms(cand.median_ms)} median of {cand.n} calls"
+        f" (mean {fmt_ms(cand.mean_ms)}, max {fmt_ms(cand.max_ms)})",
+    ]
+    for name, st in sh.baselines.items():
+        out.append(f"      {name}: {fmt_ms(st.median_ms)} median of {st.n} calls")
+    for s in sh.speedups:
+        if s.round_ratios and s.baseline in sh.baselines:
+            out.append(f"      {s.baseline} / candidate, per round: {_rounds_text(s.round_ratios)}")
+    return out
+
+
+def speedup_lines(v: Verdict) -> list[str]:
+    """The headline speedups, each saying what statistic it is."""
+    names = _in_order([v])
+    out = []
+    for name in [*names, "best"] if len(names) > 1 else names:
+        s = v.speedup.get(name)
+        if s is None:
+            continue
+        who = "the best baseline (the faster one in each round)" if name == "best" else name
+        if s.median is None:
+            out.append(f"  speedup over {who}: - ({s.note or 'not measured'})")
+            continue
+        figure = fmt_speedup(s)
+        if s.round_ratios:
+            n = len(s.round_ratios)
+            round_of = "the faster baseline's median" if name == "best" else f"{name}'s median"
+            out.append(
+                f"  speedup over {who} {figure}, median of {n} paired rounds"
+                f" (each round: {round_of} / the candidate's median"
+                + ("; 95% CI by bootstrap over rounds)" if s.ci95 else f"; {s.note or 'no interval'})")
+            )
+            out += _disagreement(v, s)
+        elif s.note:
+            out.append(f"  speedup over {who} {figure}, {s.note}")
+        else:
+            out.append(f"  speedup over {who} {figure}")
+    return out
+
+
+def _rounds_text(ratios: Sequence[float]) -> str:
+    if len(ratios) <= ROUNDS_LISTED:
+        return " ".join(fmt_ratio(r) for r in ratios)
+    q = sorted(ratios)
+    lo, hi = q[len(q) // 4], q[(3 * len(q)) // 4]
+    middle = f"middle half {fmt_ratio(lo)} to {fmt_ratio(hi)}"
+    return f"{fmt_ratio(q[0])} to {fmt_ratio(q[-1])} over {len(q)} rounds ({middle})"
+
+
+def _disagreement(v: Verdict, s: Speedup) -> list[str]:
+    """A note when the ratio of the medians over all calls lies outside the speedup's interval.
+
+    Why: a reader divides the two medians printed above and expects the speedup; when the rounds
+    disagree (the candidate fast in some, slow in others) the paired statistic is another number.
+    """
+    shapes = [sh for sh in (v.timing.shapes if v.timing else ()) if sh.regime == "cold"]
+    if len(shapes) != 1 or s.ci95 is None:
+        return []
+    sh = shapes[0]
+    if s.baseline == "best":
+        medians = [st.median_ms for st in sh.baselines.values()]
+        base = min(medians) if medians else None
+    else:
+        base = sh.baselines[s.baseline].median_ms if s.baseline in sh.baselines else None
+    cand = sh.candidate.median_ms
+    if not base or not cand or base != base or cand != cand:
+        return []
+    overall = base / cand
+    if s.ci95[0] <= overall <= s.ci95[1]:
+        return []
+    return [
+        f"      the medians over all calls give {fmt_ratio(overall)}, outside that interval: the rounds"
+        " disagree (times moved between rounds; docs/timing.md)"
+    ]
+
+
+# --- tables ---------------------------------------------------------------------------------------
+
+
+def _table(title: str, columns: list[tuple[str, str]], rows: list[list[Any]], width: int) -> Table:
+    """A table no wider than ``width``. Columns are (header, kind): "right" or "" are as wide as
+    their widest cell; "fold" columns share what is left. Each "fold" column first gets room for
+    its longest word (up to 14: most reason codes are not broken), then the first of them gets what it
+    needs before the next: its text (a path) folds onto more lines when it must, nothing is cut."""
+    flexible = [i for i, (_, kind) in enumerate(columns) if kind == "fold"]
+    cells = [[_plain(r[i]).split("\n") for r in rows] for i in range(len(columns))]
+    natural = [
+        max([len(name)] + [len(x) for c in cells[i] for x in c]) for i, (name, _) in enumerate(columns)
+    ]
+    words = [
+        max([len(w) for c in cells[i] for x in c for w in x.split()] or [1]) for i in range(len(columns))
+    ]
+    overhead = 2 * (len(columns) - 1)  # one space of padding and one of rule between columns
+    room = width - overhead - sum(natural[i] for i in range(len(columns)) if i not in flexible)
+    widths = {i: min(natural[i], words[i], 14) for i in flexible}
+    room -= sum(widths.values())
+    for i in flexible:
+        extra = max(0, min(room, natural[i] - widths[i]))
+        widths[i] += extra
+        room -= extra
+    t = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    for i, (name, kind) in enumerate(columns):
+        if i in flexible:
+            t.add_column(name, overflow="fold", width=widths[i])
+        else:
+            t.add_column(name, justify="right" if kind == "right" else "left", no_wrap=True)
+    for r in rows:
+        t.add_row(*(cell if isinstance(cell, Text) else Text(str(cell)) for cell in r))
+    return t
+
+
+def _plain(cell: Any) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
+def _speedup_cell(s: Speedup | None) -> str:
+    if s is None or s.median is None:
+        return "-"
+    if s.ci95 is None:
+        return fmt_ratio(s.median)
+    return f"{fmt_ratio(s.median)}\n{s.ci95[0]:.2g}-{s.ci95[1]:.2g}"  # the 95% interval, under the median
+
+
+def _in_order(verdicts: Sequence[Verdict]) -> list[str]:
+    """The baselines of these verdicts' speedups ("best" aside), in the order they were asked for."""
+    names: list[str] = []
+    for v in verdicts:
+        asked = list(v.settings.get("baselines") or ())
+        found = [n for n in v.speedup if n != "best"]
+        names += [
+            n
+            for n in sorted(found, key=lambda n: (n not in asked, asked.index(n) if n in asked else 0, n))
+            if n not in names
+        ]
+    return names
+
+
+def _figures(verdicts: Sequence[Verdict]) -> tuple[list[tuple[str, str]], Any]:
+    """The speedup columns, narrow enough for 80 columns: the first baseline asked for, and "best"
+    (the fastest baseline in each round) beside two or more; SOL where a roofline was measured.
+    The other baselines' speedups are in ``eval``'s text and every verdict's JSON."""
+    asked = _in_order(verdicts) or ["eager"]
+    names = asked[:1] + (["best"] if len(asked) > 1 else [])
+    sol = any(v.roofline and v.roofline.sol_fraction is not None for v in verdicts)
+    short = {"compile:default": "compile"}  # the --baselines shorthand
+    columns = [(f"vs {short.get(n, n)}", "right") for n in names] + ([("SOL", "right")] if sol else [])
+
+    def cells(v: Verdict) -> list[str]:
+        out = [_speedup_cell(v.speedup.get(n)) for n in names]
+        if sol:
+            frac = v.roofline.sol_fraction if v.roofline else None
+            out.append("-" if frac is None else f"{frac:.0%}")
+        return out
+
+    return columns, cells
+
+
+def _verdict_cell(v: Verdict) -> Text:
+    """The outcome, styled, and under it the reason codes (inert: a store may hold anything)."""
+    out = line((v.verdict.value, STYLE.get(v.verdict.value, "")))
+    if v.codes:
+        out.append("\n" + terminal(", ".join(v.codes)))
+    return out
+
+
+def bench_table(verdicts: list[Verdict], *, suite: str | os.PathLike | None = None, width: int = 80) -> Table:
+    """The tasks of one bench, by task path (relative to the suite), as wide as ``width`` at most."""
+    figures, cells = _figures(verdicts)
+    columns = [("task", "fold"), ("verdict", "fold"), ("time", "right"), *figures]
+    rows = []
     for v in sorted(verdicts, key=lambda x: x.task.path):
         shape = v.timing.shapes[0] if v.timing and v.timing.shapes else None
-        t.add_row(
-            line(v.task.path),
-            line((v.verdict.value, STYLE.get(v.verdict.value, ""))),
-            line(",".join(v.codes) or "-"),
-            fmt_ms(shape.candidate.median_ms) if shape else "-",
-            fmt_speedup(v.speedup.get("eager")),
-            fmt_speedup(v.speedup.get("best")),
-            f"{v.roofline.sol_fraction:.0%}" if v.roofline and v.roofline.sol_fraction is not None else "-",
+        rows.append(
+            [
+                line(display_path(v.task.path, suite)),
+                _verdict_cell(v),
+                fmt_ms(shape.candidate.median_ms) if shape else "-",
+                *cells(v),
+            ]
         )
-    return t
+    where = f" of {display_path(os.path.abspath(suite))}" if suite is not None else ""
+    tasks = f"{len(verdicts)} task" + ("" if len(verdicts) == 1 else "s")
+    return _table(f"kernelproof bench: {tasks}{where}", columns, rows, width)
+
+
+def results_table(verdicts: list[Verdict], *, width: int = 80) -> Table:
+    """Stored verdicts in the order given (the store's: newest first): when, the task with its
+    solution under it, the verdict with its reasons, the speedups."""
+    figures, cells = _figures(verdicts)
+    columns = [("stored", ""), ("task / solution", "fold"), ("verdict", "fold"), *figures]
+    rows = []
+    for v in verdicts:
+        rows.append(
+            [
+                Text(terminal(v.created_at[:10]) + "\n" + terminal(v.created_at[11:16])),
+                Text(terminal(display_path(v.task.path)) + "\n" + terminal(display_path(v.solution.path))),
+                _verdict_cell(v),
+                *cells(v),
+            ]
+        )
+    return _table("stored verdicts, newest first", columns, rows, width)

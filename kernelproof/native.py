@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelproof.errors import KernelproofError
+from kernelproof.errors import NativeCompileError  # defined in the one tree, raised here
 
 __all__ = ["NativeCompileError", "NativeKernel", "NativeModule", "Param", "load_cuda", "parse_signature"]
 
@@ -67,10 +67,6 @@ _SCALARS = {
 }
 _QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict"}
 _records: list[dict[str, Any]] = []
-
-
-class NativeCompileError(KernelproofError):
-    """nvcc rejected a native source; the message holds nvcc's error lines verbatim."""
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,9 @@ class EvalOptions:
     # failure there is the flag shape_specialized; "auto": the perturbed shapes are in the contract
     # (a failure there fails, as shape_specialized); "task": the task's variants alone
     shape_variants: str = "probe"
+    # the kernel policy the launch accounting applies: "strict" | "library-ok"; None: the task's own
+    # (its KERNELPROOF metadata, "strict" when it names none)
+    policy: str | None = None
     seeds_per_case: int = 2  # hidden seeds per (shape, distribution)
     distributions: tuple[str, ...] | None = None  # None: every distribution the domain allows
     timeout_s: float = 600.0  # wall budget of one worker phase before it is killed

@@ -33,16 +33,12 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from kernelproof.errors import UsageError
+from kernelproof.errors import KeyFileError  # defined in the one tree, raised here
 
 ALGORITHM = "ed25519"
 KEY_FILE = "signing-key.pem"
 # Domain separation: these bytes are a kernelproof certificate, not anything else the key signs.
 _PREFIX = b"kernelproof.certificate signature v1\n"
-
-
-class KeyFileError(UsageError):
-    """A key file that cannot be made, read or used (misuse; not a failed claim)."""
 
 
 @dataclass(frozen=True)

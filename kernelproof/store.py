@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelproof import __version__, jsonsafe, store_key
+from kernelproof import jsonsafe, store_key
+from kernelproof._version import __version__
 from kernelproof.errors import StoreError
 from kernelproof.verdict import ReasonCode, Stored, Verdict, from_json
 
@@ -192,6 +193,14 @@ def refuse_foreign_objects(con: sqlite3.Connection, path: str) -> None:
         "something else changed this file (a solution that reached it can rewrite stored verdicts this "
         f"way). Refusing to use it. To recover, {recover}"
     )
+
+
+def db_path(db: str | os.PathLike | None) -> str | None:
+    """Which results store, the one rule every verb and executor follows: ``""`` none, a path
+    that file, ``None`` ``$KERNELPROOF_DB`` when set, else :func:`default_db_path`."""
+    if db is not None:
+        return str(db) or None
+    return os.environ.get("KERNELPROOF_DB") or default_db_path()
 
 
 class Store:
@@ -417,3 +426,9 @@ def _migrate(con: sqlite3.Connection) -> None:
     except BaseException:
         con.execute("ROLLBACK")
         raise
+
+
+def open_store(db: str | os.PathLike | None) -> Store | None:
+    """The results store :func:`db_path` names, opened; ``None`` for ``db=""`` (no store)."""
+    path = db_path(db)
+    return None if path is None else Store(path)

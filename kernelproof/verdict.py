@@ -137,6 +137,9 @@ class Speedup:
     ci95: tuple[float, float] | None  # bootstrap CI of the median ratio
     geomean: float | None = None  # geometric mean of per-round ratios
     note: str = ""  # why it is missing, when it is
+    # the paired per-round ratios baseline/candidate (each a round's median over its median), in
+    # round order: what ``median`` and ``ci95`` are computed from
+    round_ratios: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)

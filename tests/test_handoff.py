@@ -109,8 +109,8 @@ def test_another_process_reads_a_lent_input_and_writes_its_output_into_the_paren
 @pytest.mark.gpu
 def test_the_pipeline_judges_outputs_handed_over_on_the_device(monkeypatch):
     """Every case large: run 1's outputs come back through the handoff, and bad ones still fail."""
-    import kernelproof.evaluate.correctness as correctness
     from kernelproof.api import evaluate
+    from kernelproof.evaluate import correctness
     from kernelproof.options import EvalOptions
 
     delivered: list[int] = []

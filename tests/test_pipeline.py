@@ -121,7 +121,7 @@ def test_sanitize_rejects_an_out_of_bounds_read_that_the_comparison_cannot_see()
 
 
 def test_large_cases_are_drawn_in_the_worker_and_the_second_run_answers_by_fingerprint(monkeypatch):
-    import kernelproof.evaluate.correctness as correctness
+    from kernelproof.evaluate import correctness
 
     monkeypatch.setattr(correctness, "LARGE_CASE_BYTES", 0)  # every case takes the large-case path
     good = evaluate(TASK, sol("scale_relu_triton"), FAST)

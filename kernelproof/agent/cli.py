@@ -23,15 +23,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from kernelproof import exits
 from kernelproof.agent.errors import AgentError
-from kernelproof.console import make_console, say
+from kernelproof.console import make_console, print_error, say
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from kernelproof.agent.budget import Limits
 
-EXIT_FOUND, EXIT_NONE, EXIT_USAGE, EXIT_INTERNAL, EXIT_PROVIDER = 0, 1, 2, 3, 4
+EXIT_FOUND, EXIT_NONE = exits.EXIT_PASS, exits.EXIT_REJECTED
+EXIT_USAGE, EXIT_INTERNAL, EXIT_PROVIDER = exits.EXIT_USAGE, exits.EXIT_INTERNAL, exits.EXIT_PROVIDER
 PROVIDER_FAILURES = frozenset({"backend_unavailable", "reply_over_cap"})  # stop reasons that exit 4
 
 console = make_console(stderr=True)
@@ -182,8 +184,8 @@ def optimize_command(
         )
         result = optimize(task, spec, opts, resume=resume, replay=replay, progress=_say)
     except (AgentError, ValueError) as exc:
-        say(console, ("error:", "red"), f" {exc}")
-        raise typer.Exit(EXIT_USAGE) from None
+        print_error(console, str(exc))
+        raise typer.Exit(exits.of_error(exc) if isinstance(exc, AgentError) else EXIT_USAGE) from None
     _report(result, make_console(stderr=json_path == "-"))
     _write_json(json_path, result)
     if result.stop_reason == "backend_error":

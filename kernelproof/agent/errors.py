@@ -1,8 +1,9 @@
 """Exceptions of the agent loop: for misuse and for failures the loop cannot survive.
 
 A bad candidate never raises (it is a candidate with a rejection or a failing verdict), and a
-failed LLM call is recorded and survived by the loop. These are for the rest, placed in
-kernelproof's own tree (``kernelproof.errors``) so the CLI maps them to its exit codes:
+failed LLM call is recorded and survived by the loop. These are for the rest. They are defined in
+kernelproof's one tree (``kernelproof.errors``, which says how the CLI exits on each) and named
+here too, where the agent's code has always imported them:
 
     KernelproofError
     └── AgentError
@@ -14,35 +15,12 @@ kernelproof's own tree (``kernelproof.errors``) so the CLI maps them to its exit
 
 from __future__ import annotations
 
-from kernelproof.errors import KernelproofError, UsageError
+from kernelproof.errors import (
+    AgentError,
+    BackendError,
+    ConfigError,
+    MissingDependencyError,
+    ReplayError,
+)
 
-
-class AgentError(KernelproofError):
-    """Base of every exception the agent raises on purpose."""
-
-
-class ConfigError(AgentError, UsageError):
-    """A bad model spec, option or combination of options."""
-
-
-class MissingDependencyError(AgentError, UsageError):
-    """An optional dependency (an LLM SDK) is not installed; the message says how to install it."""
-
-
-class BackendError(AgentError):
-    """One LLM call failed for good.
-
-    ``retryable`` says whether the failure was transient (rate limit, 5xx, connection, timeout)
-    and the retries ran out, or permanent (authentication, a bad request, an unknown model): the
-    loop survives the first kind and stops on the second, since every later call would fail alike.
-    """
-
-    def __init__(self, message: str, *, retryable: bool, status: int | None = None, attempts: int = 1):
-        super().__init__(message)
-        self.retryable = retryable  # transient failure whose retries ran out
-        self.status = status  # HTTP status, when there was a response
-        self.attempts = attempts  # HTTP attempts made
-
-
-class ReplayError(AgentError, UsageError):
-    """A replay log or a run to resume cannot be read, or belongs to another task."""
+__all__ = ["AgentError", "BackendError", "ConfigError", "MissingDependencyError", "ReplayError"]

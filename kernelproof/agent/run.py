@@ -322,11 +322,12 @@ def _load_replay(replay: str | Path, memory: Memory, info: TaskInfo) -> ReplayLo
 
 
 def _db_path(db: str | None, out_dir: Path | None) -> str:
-    """The store: the given file; "" means a file in the run's folder; None the default store."""
+    """The store: the given file; "" means a file in the run's folder; None the store every verb
+    uses when none is named ($KERNELPROOF_DB, else the default: kernelproof.store.db_path)."""
     if db:
         return db
     if db == "" and out_dir is not None:
         return str(out_dir / "agent.db")
-    from kernelproof.store import default_db_path
+    from kernelproof.store import db_path
 
-    return default_db_path()
+    return db_path(None) or ""  # never "": db_path(None) always names a file

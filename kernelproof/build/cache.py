@@ -37,24 +37,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelproof.errors import KernelproofError
+from kernelproof.errors import CacheTamperError, PublishError  # defined in the one tree, raised here
 
 MANIFEST_SCHEMA = "kernelproof.build-entry/1"
 MAX_ENTRY_BYTES = 1 << 30  # 1 GiB: a one-kernel extension is ~10 MB; more is a disk-filling build
 _HASH_CHUNK = 1 << 20
-
-
-class CacheTamperError(KernelproofError):
-    """A published entry no longer matches its manifest: it was changed after publication."""
-
-    def __init__(self, key: str, problem: str):
-        super().__init__(f"build cache entry {key[:16]}... refused: {problem}")
-        self.key = key
-        self.problem = problem
-
-
-class PublishError(KernelproofError):
-    """A staging directory cannot be published (too large, or holds something that is not a file)."""
 
 
 @dataclass(frozen=True)

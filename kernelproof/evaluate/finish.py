@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from kernelproof import __version__
+from kernelproof._version import __version__
 from kernelproof.evaluate.build import with_worker_report
 from kernelproof.evaluate.records import Built, Checked, Probed, Setup, Stopped, Timed
 from kernelproof.evaluate.requests import device_name

@@ -32,6 +32,7 @@ from kernelproof.build import (
     default_cache_root,
     device_arch,
 )
+from kernelproof.errors import UsageError
 from kernelproof.evaluate.build import PendingBuild, needs_build
 from kernelproof.evaluate.source import WorkerSource
 from kernelproof.executors.memory import DeviceMemory, Unlimited
@@ -51,18 +52,26 @@ CANDIDATE_SPARES = {"cuda": 2, "cpu": 1}
 
 
 def resolve_devices(device: str) -> list[str]:
-    """Devices an evaluation may use: "auto" is every visible GPU, else the CPU."""
+    """Devices an evaluation may use: "auto" is every visible GPU, else the CPU.
+
+    The one place a ``--device`` is checked (UsageError): its form, and that the GPU it names exists.
+    """
     if device == "auto":
         if torch.cuda.is_available():
             return [f"cuda:{i}" for i in range(torch.cuda.device_count())]
         return ["cpu"]
-    if device == "cuda":
-        if not torch.cuda.is_available():
-            from kernelproof.errors import UsageError
-
-            raise UsageError("--device cuda was asked for, but no CUDA device is visible")
+    if device == "cpu":
+        return [device]
+    index = device[len("cuda:") :] if device.startswith("cuda:") else None
+    if device != "cuda" and not (index and index.isdigit()):
+        raise UsageError(f"--device must be auto, cpu, cuda or cuda:N, not {device!r}")
+    if not torch.cuda.is_available():
+        raise UsageError(f"--device {device} was asked for, but no CUDA device is visible")
+    if index is None:
         return [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-    return [device]
+    if int(index) >= torch.cuda.device_count():
+        raise UsageError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) are visible")
+    return [f"cuda:{int(index)}"]
 
 
 def default_build_workers() -> int:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -275,12 +274,10 @@ def _lost_verdict(job: _Job, options: EvalOptions, err: Exception) -> Verdict:
 
 
 def open_store(db: str | None) -> VerdictStore | None:
-    """The driver's results store: ``options.db``, else $KERNELPROOF_DB, else the default; "" is none."""
-    if db == "":
-        return None
-    from kernelproof.store import Store, default_db_path
+    """The driver's results store, by the one rule (kernelproof.store.db_path): "" is none."""
+    from kernelproof.store import open_store as opened
 
-    return Store(db or os.environ.get("KERNELPROOF_DB") or default_db_path())
+    return opened(db)
 
 
 def _import_ray() -> Any:

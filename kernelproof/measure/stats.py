@@ -66,13 +66,13 @@ def paired_speedup(
         return Speedup(name, None, None, None, "no valid paired rounds")
     r = b[ok] / c[ok]
     gm = float(np.exp(np.log(r).mean()))
+    ratios = tuple(float(x) for x in r)
     if r.size < MIN_ROUNDS_FOR_CI:
         # Resampling one or two rounds gives an "interval" that is only those values: no interval.
-        return Speedup(
-            name, float(np.median(r)), None, gm, f"{r.size} paired round(s): too few for an interval"
-        )
+        too_few = f"{r.size} paired round(s): too few for an interval"
+        return Speedup(name, float(np.median(r)), None, gm, too_few, round_ratios=ratios)
     lo, hi = bootstrap_ci(r, np.median, seed)
-    return Speedup(name, float(np.median(r)), (lo, hi), gm)
+    return Speedup(name, float(np.median(r)), (lo, hi), gm, round_ratios=ratios)
 
 
 def ci_halfwidth_rel(s: Speedup) -> float:

@@ -2,12 +2,18 @@
 
 Thin layers over :mod:`kernelproof.report`, :mod:`kernelproof.certify` and
 :mod:`kernelproof.signing` (house rule 10). Everything printed that a certificate, a verdict or a
-path can carry goes through :func:`kernelproof.text.terminal`. Exit codes:
+path can carry goes through :func:`kernelproof.text.terminal`. Exit codes, from the one table
+(kernelproof/exits.py):
 
-    0  done (report written; certificate consistent; claim holds; key shown)
+    0  done (report written; certificate of passing runs that agree; claim holds; key shown)
     1  the claim does not hold, or the certificate is unsigned, altered or signed by a key not
-       trusted (verify), or the certificate's runs disagree (certify; still written)
-    2  misuse: missing or unreadable input, bad option, damaged certificate, unusable key file
+       trusted (verify); a run was rejected, or the runs disagree (certify; still written)
+    2  misuse: missing or unreadable input, bad option, damaged certificate, unusable key file;
+       a task that does not load (certify)
+    3  kernelproof's own failure (certify: a run ended in internal_error)
+
+``certify`` runs several evaluations and exits with the worst code among them.
+Errors go to stderr as ``error: <message>``.
 """
 
 from __future__ import annotations
@@ -18,14 +24,17 @@ from typing import Annotated
 
 import typer
 
+from kernelproof import exits
+from kernelproof.console import make_console, print_error
 from kernelproof.options import EvalOptions, normalize_baselines
 from kernelproof.text import terminal
 
-EXIT_OK, EXIT_DOES_NOT_HOLD, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_DOES_NOT_HOLD, EXIT_USAGE = exits.EXIT_PASS, exits.EXIT_REJECTED, exits.EXIT_USAGE
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
-    typer.echo(f"error: {terminal(message)}", err=True)
+    """Print ``error: <message>`` to stderr (the one wording) and give the exit to raise."""
+    print_error(make_console(stderr=True), message)
     return typer.Exit(code)
 
 
@@ -120,8 +129,11 @@ def certify_command(
     from kernelproof.certify import certify, write_certificate
     from kernelproof.errors import UsageError
 
-    if not task.is_file() or not solution.is_file():
-        raise _fail(f"{task if not task.is_file() else solution}: no such file")
+    for path, what in ((task, "task"), (solution, "solution")):
+        if path.is_dir():
+            raise _fail(f"the {what} {path} is a directory, not a file")
+        if not path.is_file():
+            raise _fail(f"{what} file not found: {path}")
     try:
         private, where, created = signing.load_or_create_key(key)
     except signing.KeyFileError as err:
@@ -149,8 +161,18 @@ def certify_command(
             f"±{100 * band['rel_halfwidth_one_rerun']:.1f} %"
         )
     _say(f"  signed by {signing.fingerprint(signing.raw_public(private))}")
+    codes = [exits.of_document(run["verdict"]) for run in cert["runs"]]
+    for run, code in zip(cert["runs"], codes):
+        if code != exits.EXIT_PASS:
+            reasons = run["verdict"].get("reasons") or []
+            why = "; ".join(f"{r.get('code')}: {r.get('message')}" for r in reasons) or run["verdict"].get(
+                "verdict"
+            )
+            _say(f"  run with seed {run['seed']}: {why}")
     if not claim["consistent"]:
-        raise _fail("the runs disagree on the verdict; the certificate records it", EXIT_DOES_NOT_HOLD)
+        _say("the runs disagree on the verdict; the certificate records it")
+        codes.append(EXIT_DOES_NOT_HOLD)
+    raise typer.Exit(exits.worst(codes))
 
 
 def verify_command(

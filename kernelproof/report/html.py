@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelproof import __version__
+from kernelproof._version import __version__
 from kernelproof.report import plots
 from kernelproof.report.metrics import (
     STANDARD_P,

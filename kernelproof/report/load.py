@@ -12,12 +12,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from kernelproof.errors import StoreError, UsageError
+from kernelproof.errors import ReportInputError, StoreError  # ReportInputError: defined in the one tree
 from kernelproof.verdict import READABLE_SCHEMAS, SCHEMA, numbers_decoded
-
-
-class ReportInputError(UsageError):
-    """A report input that cannot be read as verdict documents (misuse, not a candidate failure)."""
 
 
 def load_documents(paths: Iterable[str | Path] = (), db: str | Path | None = None) -> list[dict[str, Any]]:

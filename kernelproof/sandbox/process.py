@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from kernelproof.errors import SandboxError
+from kernelproof.errors import SandboxError, WorkerDied  # WorkerDied: defined in the one tree, raised here
 from kernelproof.sandbox import contain, limits
 from kernelproof.sandbox import plan as sandbox_plan
 from kernelproof.sandbox.dirs import artifact_env
@@ -60,14 +60,6 @@ PASSED_ENV = (
     "CC",
     "CXX",
 )
-
-
-class WorkerDied(Exception):
-    def __init__(self, code: str, message: str, detail: str = ""):
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.detail = detail
 
 
 @dataclass

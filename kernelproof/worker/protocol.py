@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from kernelproof.errors import ProtocolError  # defined in the one tree, raised here
 from kernelproof.inputs import dtype_name
 
 MAGIC = b"KP1"
@@ -59,10 +60,6 @@ _DTYPES = {
     "uint8": torch.uint8,
     "bool": torch.bool,
 }
-
-
-class ProtocolError(Exception):
-    """The peer sent something that is not a well-formed message (or closed the connection)."""
 
 
 def encode_tensor(t: torch.Tensor) -> tuple[dict[str, Any], bytes]:

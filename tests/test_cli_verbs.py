@@ -1,0 +1,63 @@
+"""Consistent verbs: each misuse gets a message that names what is wrong, on stderr."""
+
+from __future__ import annotations
+
+import shutil
+
+from cli_support import DATA, run_child, run_here
+
+TASK = str(DATA / "tasks" / "scale_relu.py")
+GOOD = str(DATA / "solutions" / "scale_relu_triton.py")
+
+
+def test_a_directory_given_as_a_task_is_reported_as_a_directory(capsys, tmp_path):
+    for args in (("eval", tmp_path, GOOD), ("compare", tmp_path, GOOD, GOOD), ("certify", tmp_path, GOOD)):
+        ran = run_here(capsys, *args)
+        assert ran.code == 2 and ran.out == ""
+        assert f"the task {tmp_path} is a directory, not a file" in ran.err, ran.err
+        assert "not found" not in ran.err
+    ran = run_here(capsys, "eval", TASK, tmp_path)
+    assert ran.code == 2 and f"the solution {tmp_path} is a directory, not a file" in ran.err
+
+
+def test_bench_says_which_filter_matched_nothing_and_does_not_blame_the_solutions(capsys, tmp_path):
+    for folder in ("suite/level1", "sols/level1"):
+        (tmp_path / folder).mkdir(parents=True)
+    shutil.copy(TASK, tmp_path / "suite" / "level1" / "scale_relu.py")
+    shutil.copy(GOOD, tmp_path / "sols" / "level1" / "scale_relu.py")
+    common = ["bench", tmp_path / "suite", "--solutions", tmp_path / "sols", "--device", "cpu"]
+    ran = run_here(capsys, *common, "--only", "nomatch", "--only", "gelu")
+    assert ran.code == 2 and ran.out == ""
+    assert ran.err.startswith(f"error: no task in {tmp_path / 'suite'} matches --only 'nomatch', 'gelu'"), (
+        ran.err
+    )
+    assert "solution" not in ran.err
+    ran = run_here(
+        capsys, "bench", tmp_path / "suite", "--solutions", tmp_path / "suite" / "level1" / "scale_relu.py"
+    )
+    assert ran.code == 2 and "--solutions" in ran.err and "is not a folder" in ran.err
+    (tmp_path / "sols" / "level1" / "scale_relu.py").unlink()
+    ran = run_here(capsys, *common)
+    assert ran.code == 2 and "none of the 1 task(s) has a solution at the same relative path" in ran.err
+
+
+def test_bench_json_to_stdout_keeps_the_table_on_stderr(tmp_path):
+    import json
+
+    for folder in ("suite", "sols"):
+        (tmp_path / folder).mkdir()
+    shutil.copy(TASK, tmp_path / "suite" / "t.py")
+    shutil.copy(GOOD, tmp_path / "sols" / "t.py")
+    ran = run_child(
+        "bench", "suite", "--solutions", "sols", "--device", "cpu", "--db", "", "--correctness-only",
+        "--seeds-per-case", "1", "--json", "-", cwd=tmp_path,
+    )  # fmt: skip
+    assert ran.code == 0, ran.err
+    (doc,) = json.loads(ran.out)
+    assert doc["verdict"] == "pass" and "kernelproof bench: 1 task" in ran.err
+
+
+def test_a_rejection_before_any_case_ran_prints_no_case_line():
+    ran = run_child("eval", TASK, DATA / "solutions" / "no_modelnew.py", "--device", "cpu", "--db", "")
+    assert ran.code == 1 and "compile_error: the solution defines no class `ModelNew`" in ran.out
+    assert "cases:" not in ran.out and "0/0" not in ran.out
