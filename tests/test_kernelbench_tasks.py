@@ -54,3 +54,12 @@ def test_the_refusal_of_random_references_is_kept_on_request():
     v = evaluate(task("dropout_train"), identity("dropout_train"), FAST.replace(refuse_random_reference=True))
     assert v.verdict.value == "error" and v.codes == ["task_error"]
     assert "random" in v.reasons[0].message
+
+
+def test_dropout_whose_mask_depends_on_the_dtype_is_still_found_random():
+    """On CUDA dropout's masks differ between float32 and float64 under one seed: the reference's
+    error against the oracle is then as large as the randomness. Weighed in eval() mode, it is found
+    random (before: the task was called degenerate on an H200, every control passing)."""
+    v = evaluate(task("dropout_dtype_mask"), identity("dropout_dtype_mask"), FAST)
+    assert v.passed, v.reasons
+    assert any(f.startswith("random_reference") for f in v.flags), v.flags

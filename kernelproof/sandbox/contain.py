@@ -111,8 +111,17 @@ def _identity(plan: Plan) -> Layer:
     return Layer("identity", True, "not root: same uid, the parent non-dumpable (its /proc entries closed)")
 
 
+def landlock_rules(plan: Plan, extra: list[tuple[str, str]], pid: int) -> list[tuple[str, str]]:
+    """The Landlock rules of process `pid`: the plan's, the binds made for it, and its own /proc
+    directory writable. CUDA's initialisation writes there: with /proc read-only,
+    cudaGetDeviceCount failed with error 304 on an H200, and with this rule it ran. Resolved in the
+    child (the parent's /proc/self is the parent's); other processes' entries stay read-only, and
+    hidden where /proc is mounted with hidepid."""
+    return [(r.path, r.access) for r in plan.rules] + extra + [(f"/proc/{pid}", "rw")]
+
+
 def _landlock(plan: Plan, extra: list[tuple[str, str]]) -> Layer:
-    rules = [(r.path, r.access) for r in plan.rules] + extra
+    rules = landlock_rules(plan, extra, os.getpid())
     try:
         done = landlock.restrict(rules, deny_tcp=True, scope=plan.scope)
     except OSError as exc:

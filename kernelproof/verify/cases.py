@@ -351,23 +351,39 @@ def reference_randomness(ctx: VariantContext, args: list[Any]) -> Randomness:
         torch.manual_seed(seed)
         return run_model(ctx.reference, to_device(args, ctx.device), ctx.precision, ctx.inplace)
 
-    # The tolerance of a deterministic twin: reference and oracle under one seed draw the same
-    # masks, so their difference is rounding (a random reference's error against an oracle with
-    # other masks would be as large as the randomness it is weighed against).
-    torch.manual_seed(1)
-    ref = run_model(ctx.reference, to_device(args, ctx.device), ctx.precision, ctx.inplace)
-    torch.manual_seed(1)
-    try:
-        orc = run_model(
-            ctx.oracle, to_device(args, ctx.device, torch.float64), "fp32", ctx.inplace, oracle_scope()
-        )
-    except Exception:  # noqa: BLE001 - no float64 twin (reference_and_oracle says so): the floor
-        orc = [t.detach().to(torch.float64) if t.is_floating_point() else t for t in ref]
+    # The yardstick is the tolerance of a deterministic twin: the reference and the oracle under
+    # one seed and in eval() mode. Under one seed a factory's random tensor is the same in both (the
+    # oracle widens what the reference draws), but dropout's masks need not be (on CUDA their
+    # generation depends on the dtype), and a random reference's error against an oracle with other
+    # masks is as large as the randomness it is weighed against: eval() turns dropout off.
+    with _eval_mode(ctx.reference, ctx.oracle):
+        torch.manual_seed(1)
+        ref = run_model(ctx.reference, to_device(args, ctx.device), ctx.precision, ctx.inplace)
+        torch.manual_seed(1)
+        try:
+            orc = run_model(
+                ctx.oracle, to_device(args, ctx.device, torch.float64), "fp32", ctx.inplace, oracle_scope()
+            )
+        except Exception:  # noqa: BLE001 - no float64 twin (reference_and_oracle says so): the floor
+            orc = [t.detach().to(torch.float64) if t.is_floating_point() else t for t in ref]
     tol = min(
         (tolerance_for(r, o, ctx.dtype).rel_norm for r, o in zip(ref, orc) if r.is_floating_point()),
         default=0.0,
     )
     return decide_randomness(run, tol)
+
+
+@contextlib.contextmanager
+def _eval_mode(*models: torch.nn.Module):
+    """Every module of `models` in eval() mode for the block; each one's own mode restored after."""
+    modes = [(m, m.training) for model in models for m in model.modules()]
+    for model in models:
+        model.eval()
+    try:
+        yield
+    finally:
+        for m, training in modes:
+            m.training = training
 
 
 def inplace_findings(ctx: VariantContext, args: list[Any]) -> list[str]:

@@ -148,3 +148,12 @@ def test_parse_report_marks_every_layer_missing_when_the_child_said_nothing():
     layers = contain.parse_report("")
     assert [x.active for x in layers] == [False] * len(sandbox_plan.LAYERS)
     assert json.dumps([x.detail for x in layers])
+
+
+def test_a_contained_process_may_write_its_own_proc_directory_and_no_other():
+    """CUDA's initialisation writes into the process's own /proc directory: read-only, it made
+    cudaGetDeviceCount fail with error 304 on an H200. That directory alone is writable."""
+    p = Plan(role="candidate", contained=True, rules=(Rule("/proc", "r"), Rule("/usr", "rx")))
+    rules = contain.landlock_rules(p, [("/tmp/bound", "rw")], 4242)
+    assert ("/proc/4242", "rw") in rules and ("/proc", "r") in rules
+    assert [r for r in rules if r[0].startswith("/proc") and r[1] != "r"] == [("/proc/4242", "rw")]
