@@ -502,3 +502,28 @@ def results(
     docs = store.query(task=task, solution=solution, outcome=outcome, code=code, limit=limit)
     note = store.listing_note(len(docs), task=task, solution=solution, outcome=outcome, code=code)
     return StoredVerdicts(tuple(docs), store.count(), store.path, note)
+
+
+def optimize(task: PathLike, model: Any, options: Any = None, **kwargs: Any):
+    """An LLM agent's search for a faster verified solution of ``task`` (kernelproof.agent.optimize),
+    every candidate judged by :func:`evaluate_many`. Keyword arguments: resume, replay, backend,
+    progress (see :func:`kernelproof.agent.loop.optimize`)."""
+    from kernelproof.agent import optimize as agent_optimize
+
+    kwargs.setdefault("evaluator", evaluate_many)
+    return agent_optimize(task, model, options, **kwargs)
+
+
+def certify(task: PathLike, solution: PathLike, options: EvalOptions | None = None, **kwargs: Any):
+    """A certificate of the solution's verdict and speedup (kernelproof.certify.certify), its runs
+    judged by :func:`evaluate`."""
+    from kernelproof.certify import certify as make_certificate
+
+    return make_certificate(task, solution, options, evaluate=kwargs.pop("evaluate", evaluate), **kwargs)
+
+
+def verify(cert: Any, options: Any = None, **kwargs: Any):
+    """Re-run a certificate's claim here (kernelproof.certify.verify), judged by :func:`evaluate`."""
+    from kernelproof.certify import verify as verify_certificate
+
+    return verify_certificate(cert, options, evaluate=kwargs.pop("evaluate", evaluate), **kwargs)

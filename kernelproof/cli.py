@@ -426,7 +426,7 @@ def _register_optional() -> None:
     if any(c.name == "report" for c in app.registered_commands):
         return
     try:
-        from kernelproof.report.cli import certify_command, keys_command, report_command, verify_command
+        from kernelproof.commands.report import certify_command, keys_command, report_command, verify_command
 
         app.command("report", epilog=EXIT_HELP)(report_command)
         app.command("certify", epilog=EXIT_HELP)(certify_command)
@@ -435,13 +435,13 @@ def _register_optional() -> None:
     except ImportError:  # pragma: no cover - the report package is part of the core install
         pass
     try:
-        from kernelproof.agent.cli import optimize_command
+        from kernelproof.commands.optimize import optimize_command
 
         app.command("optimize", epilog=EXIT_HELP)(optimize_command)
     except ImportError:
         pass
     try:
-        from kernelproof.build.cli import cache_app
+        from kernelproof.commands.cache import cache_app
 
         app.add_typer(cache_app, name="cache", epilog=EXIT_HELP)
     except ImportError:

@@ -11,7 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 import kernelproof.certify
-from kernelproof.report.cli import certify_command, keys_command, report_command, verify_command
+from kernelproof.commands.report import certify_command, keys_command, report_command, verify_command
 
 DATA = Path(__file__).parent / "data"
 
