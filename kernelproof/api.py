@@ -28,7 +28,7 @@ from kernelproof.errors import UsageError
 from kernelproof.evaluate import compare_pair, evaluate_pair
 from kernelproof.evaluate.requests import device_name
 from kernelproof.executors.local import LocalPool, default_pool, resolve_devices, run_many
-from kernelproof.options import EvalOptions, normalize_baselines
+from kernelproof.options import TIME_LIMITS, EvalOptions, normalize_baselines
 from kernelproof.source import this_source
 from kernelproof.store import open_store, served
 from kernelproof.task import POLICIES
@@ -154,8 +154,11 @@ def checked_options(options: EvalOptions | None) -> EvalOptions:
         raise UsageError(f"--policy must be {' | '.join(POLICIES)}, not {options.policy!r}")
     if options.seeds_per_case < 1:
         raise UsageError(f"--seeds-per-case must be at least 1, not {options.seeds_per_case}")
-    if not options.timeout_s > 0:
-        raise UsageError(f"--timeout must be more than 0 s, not {options.timeout_s}")
+    for name in TIME_LIMITS:
+        value = getattr(options, name)
+        if not value > 0:
+            flag = "--" + name.removesuffix("_s").replace("_", "-")
+            raise UsageError(f"{flag} must be more than 0 s, not {value}")
     return options.replace(baselines=baselines)
 
 
