@@ -39,10 +39,11 @@ def load_program(
         "init_seed": ctx.init_seed,
         "weight_names": ctx.weight_names,
         "weights_offset": len(init_tensors),
+        "attribute_names": ctx.attribute_names,  # sent after the weights (worker/program.copy_attributes)
         **extra,
     }
     limit = options.timeout_s if limit_s is None else limit_s
-    reply, _ = worker.request(header, init_tensors + ctx.weight_tensors, limit)
+    reply, _ = worker.request(header, init_tensors + ctx.weight_tensors + ctx.attribute_tensors, limit)
     return reply
 
 
