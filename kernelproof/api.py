@@ -26,6 +26,7 @@ import torch
 
 from kernelproof.errors import UsageError
 from kernelproof.evaluate import compare_pair, evaluate_pair
+from kernelproof.evaluate.progress import reporting  # noqa: F401  (the CLI's phase lines)
 from kernelproof.evaluate.requests import device_name
 from kernelproof.executors.local import LocalPool, default_pool, resolve_devices, run_many
 from kernelproof.options import TIME_LIMITS, EvalOptions, normalize_baselines

@@ -190,9 +190,8 @@ def eval_command(
     require_sandbox: RequireSandbox = False,
 ) -> None:
     """Evaluate SOLUTION against TASK: one verdict, with reasons, cases, times and speedups."""
-    from kernelproof.api import evaluate
+    from kernelproof.api import evaluate, reporting
     from kernelproof.console import print_verdict
-    from kernelproof.evaluate.progress import reporting
 
     options = EvalOptions(
         device=device,
