@@ -340,10 +340,26 @@ def test_two_evaluations_per_device_overlap_their_checks_and_never_their_timing(
     assert len(threads) == 2  # two evaluations in flight on the one device
 
 
+def _warm(pool: LocalPool, per_device: int) -> None:
+    """Started workers waiting, as in a session that has evaluated before: the candidate spares and
+    the baseline spare are ready, so no worker's start (torch's import: seconds, and many more on a
+    loaded machine) runs inside a race with a timeout."""
+    pool.device_slots("cpu", per_device)
+    pool.candidate("cpu").close()
+    wanted = {("candidate", "cpu"): per_device, ("baseline", "cpu"): 1}
+    assert _until(lambda: all(len(pool._spare.get(k, [])) == n for k, n in wanted.items()))
+    for key in wanted:
+        for w in pool._spare[key]:
+            w.wait_ready()
+
+
 def test_a_hung_candidate_is_stopped_while_the_other_evaluations_time_and_still_times_out():
     """The hang holds its slot for its own timeout, not the device: it is lent to each timing."""
     pool = SpyPool(quiet=lambda: True)  # on the CPU a stopped worker runs nothing
-    opts = two_in_flight_on_the_cpu(timeout_s=12)
+    # The two good evaluations must both be timed within the hang's 20 s of running: they took
+    # 9 s on a 2-core machine at load 8, their workers started beforehand (_warm).
+    opts = two_in_flight_on_the_cpu(timeout_s=20)
+    _warm(pool, opts.per_device)
     hang = str(DATA / "solutions" / "infinite_loop.py")
     good = str(DATA / "solutions" / "plain_torch.py")
     try:
@@ -364,7 +380,7 @@ def test_a_hung_candidate_is_stopped_while_the_other_evaluations_time_and_still_
     hang_end = max(e[3] for e in spy.log if e[0] == "shared")
     assert all(e[3] < hang_end for e in spy.log if e[0] == "exclusive")
     # Its timeout counted only the time it ran: it was stopped during the timings, so it lasted longer.
-    assert hung[0].elapsed_s >= 12
+    assert hung[0].elapsed_s >= 20
 
 
 def test_per_device_below_one_is_a_usage_error():
