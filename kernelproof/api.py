@@ -26,9 +26,10 @@ import torch
 
 from kernelproof.errors import UsageError
 from kernelproof.evaluate import compare_pair, evaluate_pair
+from kernelproof.evaluate.progress import reporting  # noqa: F401  (the CLI's phase lines)
 from kernelproof.evaluate.requests import device_name
 from kernelproof.executors.local import LocalPool, default_pool, resolve_devices, run_many
-from kernelproof.options import EvalOptions, normalize_baselines
+from kernelproof.options import TIME_LIMITS, EvalOptions, normalize_baselines
 from kernelproof.source import this_source
 from kernelproof.store import open_store, served
 from kernelproof.task import POLICIES
@@ -154,8 +155,11 @@ def checked_options(options: EvalOptions | None) -> EvalOptions:
         raise UsageError(f"--policy must be {' | '.join(POLICIES)}, not {options.policy!r}")
     if options.seeds_per_case < 1:
         raise UsageError(f"--seeds-per-case must be at least 1, not {options.seeds_per_case}")
-    if not options.timeout_s > 0:
-        raise UsageError(f"--timeout must be more than 0 s, not {options.timeout_s}")
+    for name in TIME_LIMITS:
+        value = getattr(options, name)
+        if not value > 0:
+            flag = "--" + name.removesuffix("_s").replace("_", "-")
+            raise UsageError(f"{flag} must be more than 0 s, not {value}")
     return options.replace(baselines=baselines)
 
 
@@ -502,3 +506,28 @@ def results(
     docs = store.query(task=task, solution=solution, outcome=outcome, code=code, limit=limit)
     note = store.listing_note(len(docs), task=task, solution=solution, outcome=outcome, code=code)
     return StoredVerdicts(tuple(docs), store.count(), store.path, note)
+
+
+def optimize(task: PathLike, model: Any, options: Any = None, **kwargs: Any):
+    """An LLM agent's search for a faster verified solution of ``task`` (kernelproof.agent.optimize),
+    every candidate judged by :func:`evaluate_many`. Keyword arguments: resume, replay, backend,
+    progress (see :func:`kernelproof.agent.loop.optimize`)."""
+    from kernelproof.agent import optimize as agent_optimize
+
+    kwargs.setdefault("evaluator", evaluate_many)
+    return agent_optimize(task, model, options, **kwargs)
+
+
+def certify(task: PathLike, solution: PathLike, options: EvalOptions | None = None, **kwargs: Any):
+    """A certificate of the solution's verdict and speedup (kernelproof.certify.certify), its runs
+    judged by :func:`evaluate`."""
+    from kernelproof.certify import certify as make_certificate
+
+    return make_certificate(task, solution, options, evaluate=kwargs.pop("evaluate", evaluate), **kwargs)
+
+
+def verify(cert: Any, options: Any = None, **kwargs: Any):
+    """Re-run a certificate's claim here (kernelproof.certify.verify), judged by :func:`evaluate`."""
+    from kernelproof.certify import verify as verify_certificate
+
+    return verify_certificate(cert, options, evaluate=kwargs.pop("evaluate", evaluate), **kwargs)

@@ -74,17 +74,16 @@ def certify(
     options: EvalOptions | None = None,
     runs: int = 2,
     *,
-    evaluate: Evaluator | None = None,
+    evaluate: Evaluator,
 ) -> dict[str, Any]:
     """Evaluate ``runs`` times independently and return the (unsigned) certificate document.
 
     Each run is a fresh evaluation (``fresh=True``: nothing served from a store) with its own
-    seed and ``keep_samples=True``. ``evaluate`` defaults to :func:`kernelproof.api.evaluate`.
+    seed and ``keep_samples=True``. ``evaluate`` is :func:`kernelproof.api.evaluate` (the api and the command pass it: this module sits below the api).
     :func:`write_certificate` signs it with the key it is given.
     """
     if runs < 2:
         raise CertificateError("a certificate needs at least two independent runs to calibrate its band")
-    evaluate = evaluate or _default_evaluate()
     base = (options or EvalOptions()).replace(fresh=True, keep_samples=True)
     task_p, sol_p = Path(task), Path(solution)
     records = []
@@ -156,7 +155,7 @@ def verify(
     cert: str | Path | dict[str, Any],
     options: VerifyOptions | None = None,
     *,
-    evaluate: Evaluator | None = None,
+    evaluate: Evaluator,
 ) -> VerifyResult:
     """Check a certificate's signature and claim, then re-run it; say whether the result holds.
 
@@ -176,7 +175,6 @@ def verify(
         checks.append(_claim_check(doc["claim"], derived, len(doc["runs"])))
     if not all(c.passed for c in checks):
         return _result(checks, (), doc, sig, opts)
-    evaluate = evaluate or _default_evaluate()
     with tempfile.TemporaryDirectory(prefix="kernelproof-verify-") as tmp:
         paths = {}
         for role, given in (("task", opts.task), ("solution", opts.solution)):
@@ -413,9 +411,3 @@ def _run_seed(base: int | None, index: int) -> int:
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _default_evaluate() -> Evaluator:
-    from kernelproof.api import evaluate
-
-    return evaluate

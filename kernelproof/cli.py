@@ -94,7 +94,21 @@ Fresh = Annotated[
     bool, typer.Option("--fresh", help="Do not serve an identical earlier evaluation from the store.")
 ]
 Timeout = Annotated[
-    float, typer.Option("--timeout", help="Seconds a worker may take for one step before it is killed.")
+    float,
+    typer.Option(
+        "--timeout", help="Ceiling in seconds on any one worker step (each phase's limit is capped by it)."
+    ),
+]
+ImportTimeout = Annotated[
+    float,
+    typer.Option("--import-timeout", help="Seconds for importing the solution and constructing ModelNew."),
+]
+CaseTimeout = Annotated[
+    float, typer.Option("--case-timeout", help="Seconds for one correctness case (both runs).")
+]
+TimingTimeout = Annotated[float, typer.Option("--timing-timeout", help="Seconds for one timing request.")]
+EvaluationTimeout = Annotated[
+    float, typer.Option("--evaluation-timeout", help="Seconds for the whole evaluation, wall clock.")
 ]
 CorrectnessOnly = Annotated[bool, typer.Option("--correctness-only", help="Check correctness; skip timing.")]
 KernelbenchCompat = Annotated[
@@ -167,12 +181,16 @@ def eval_command(
     fresh: Fresh = False,
     db: Db = None,
     timeout: Timeout = 600.0,
+    import_timeout: ImportTimeout = 60.0,
+    case_timeout: CaseTimeout = 300.0,
+    timing_timeout: TimingTimeout = 600.0,
+    evaluation_timeout: EvaluationTimeout = 3600.0,
     build_cache: BuildCacheOpt = None,
     build_workers: BuildWorkers = 0,
     require_sandbox: RequireSandbox = False,
 ) -> None:
     """Evaluate SOLUTION against TASK: one verdict, with reasons, cases, times and speedups."""
-    from kernelproof.api import evaluate
+    from kernelproof.api import evaluate, reporting
     from kernelproof.console import print_verdict
 
     options = EvalOptions(
@@ -193,21 +211,41 @@ def eval_command(
         fresh=fresh,
         db=db,
         timeout_s=timeout,
+        import_timeout_s=import_timeout,
+        case_timeout_s=case_timeout,
+        timing_timeout_s=timing_timeout,
+        evaluation_timeout_s=evaluation_timeout,
         build_cache=build_cache,
         build_workers=build_workers,
         require_sandbox=require_sandbox,
     )
     out = _out(json_path)
     busy = sys.stdout.isatty() and json_path != "-"
+    # On a terminal a spinner; piped, a line per phase on stderr (stdout keeps the verdict alone).
     with (
         console.status("evaluating (building, checking cases, timing)...", spinner="dots")
         if busy
-        else _null()
+        else reporting(_progress_line)
     ):
         verdict = evaluate(task, solution, options)
     _write_json(json_path, verdict.to_json())
     print_verdict(verdict, out)
     raise typer.Exit(exits.of_verdict(verdict))
+
+
+PHASE_WORDS = {
+    "setup": "task set up (references, float64 oracle, audit, cases)",
+    "build_done": "solution built",
+    "worker_ready": "worker ready",
+    "correctness_done": "correctness checked",
+    "settled": "device settled for timing",
+    "timing_done": "timed",
+    "shapes_done": "probed shapes run",
+}
+
+
+def _progress_line(phase: str, seconds: float) -> None:
+    print(f"kernelproof: {PHASE_WORDS.get(phase, phase)} ({seconds:.1f} s)", file=sys.stderr, flush=True)
 
 
 @app.command("bench", epilog=EXIT_HELP)
@@ -234,6 +272,10 @@ def bench_command(
     fresh: Fresh = False,
     db: Db = None,
     timeout: Timeout = 600.0,
+    import_timeout: ImportTimeout = 60.0,
+    case_timeout: CaseTimeout = 300.0,
+    timing_timeout: TimingTimeout = 600.0,
+    evaluation_timeout: EvaluationTimeout = 3600.0,
     seeds_per_case: SeedsPerCase = 2,
     only: Annotated[
         list[str] | None,
@@ -282,6 +324,10 @@ def bench_command(
         fresh=fresh,
         db=db,
         timeout_s=timeout,
+        import_timeout_s=import_timeout,
+        case_timeout_s=case_timeout,
+        timing_timeout_s=timing_timeout,
+        evaluation_timeout_s=evaluation_timeout,
         build_cache=build_cache,
         build_workers=build_workers,
         per_device=per_device,
@@ -426,7 +472,7 @@ def _register_optional() -> None:
     if any(c.name == "report" for c in app.registered_commands):
         return
     try:
-        from kernelproof.report.cli import certify_command, keys_command, report_command, verify_command
+        from kernelproof.commands.report import certify_command, keys_command, report_command, verify_command
 
         app.command("report", epilog=EXIT_HELP)(report_command)
         app.command("certify", epilog=EXIT_HELP)(certify_command)
@@ -435,13 +481,13 @@ def _register_optional() -> None:
     except ImportError:  # pragma: no cover - the report package is part of the core install
         pass
     try:
-        from kernelproof.agent.cli import optimize_command
+        from kernelproof.commands.optimize import optimize_command
 
         app.command("optimize", epilog=EXIT_HELP)(optimize_command)
     except ImportError:
         pass
     try:
-        from kernelproof.build.cli import cache_app
+        from kernelproof.commands.cache import cache_app
 
         app.add_typer(cache_app, name="cache", epilog=EXIT_HELP)
     except ImportError:

@@ -19,7 +19,10 @@ BASELINE_NAMES = (
 # Options that are time limits: kept out of the store's key and checked when a stored verdict is
 # served instead (a timeout at a small limit is not a timeout at a larger one). A new per-phase
 # limit joins this list.
-TIME_LIMITS = ("timeout_s",)
+# The time limits (recorded with a stored verdict; a timeout is served only under equal or smaller
+# limits). Each worker step is bounded by its phase's limit and by timeout_s; the whole evaluation
+# by evaluation_timeout_s. The phase a limit cut is named in the verdict.
+TIME_LIMITS = ("timeout_s", "import_timeout_s", "case_timeout_s", "timing_timeout_s", "evaluation_timeout_s")
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,13 @@ class EvalOptions:
     policy: str | None = None
     seeds_per_case: int = 2  # hidden seeds per (shape, distribution)
     distributions: tuple[str, ...] | None = None  # None: every distribution the domain allows
-    timeout_s: float = 600.0  # wall budget of one worker phase before it is killed
+    timeout_s: float = 600.0  # ceiling on any one worker step (each phase's limit below is capped by it)
+    # importing the solution and constructing ModelNew in the worker (its compilers' time is the
+    # build's: a CUDA or native solution is built before, by the builder pool, under timeout_s)
+    import_timeout_s: float = 60.0
+    case_timeout_s: float = 300.0  # one correctness case, both runs (Triton's first compile included)
+    timing_timeout_s: float = 600.0  # one timing request (a batch of timed calls, a profile, a fetch)
+    evaluation_timeout_s: float = 3600.0  # the whole evaluation, wall clock
     time_budget_s: float = 20.0  # timing budget per timed shape (adaptive stopping caps here)
     min_rounds: int = 5  # interleaved rounds before the CI may stop timing
     max_rounds: int = 50  # hard cap on interleaved rounds
@@ -91,6 +100,11 @@ class EvalOptions:
                 value = getattr(self, f.name)
                 out[f.name] = list(value) if isinstance(value, tuple) else value
         return out
+
+    def step_limit(self, phase: str) -> float:
+        """Seconds one worker step of `phase` (import | case | timing) may take: its limit, capped by
+        timeout_s."""
+        return min(float(getattr(self, f"{phase}_timeout_s")), float(self.timeout_s))
 
     def time_limits(self) -> dict[str, float]:
         """The time limits of an evaluation (recorded with a stored verdict, see cache_key_fields)."""

@@ -29,9 +29,9 @@ CLI_MAY_IMPORT = {
     "kernelproof.text",
     "kernelproof.verdict",
     "kernelproof.report.metrics",  # fast_p of the bench's verdicts, as the report computes it
-    "kernelproof.report.cli",
-    "kernelproof.agent.cli",
-    "kernelproof.build.cli",
+    "kernelproof.commands.report",
+    "kernelproof.commands.optimize",
+    "kernelproof.commands.cache",
     "kernelproof.sandbox.identity",  # main() makes the parent process non-dumpable, never the api
 }
 

@@ -62,7 +62,14 @@ def test_the_old_import_path_names_the_same_class(name):
 
 
 def test_no_module_defines_an_exception_outside_the_tree_but_the_private_ones():
-    allowed = {"MalformedReply", "_NoFast", "_Refuse", "_Unmapped", "Refused", "LandlockError"}  # errors.py says why each
+    allowed = {
+        "MalformedReply",
+        "_NoFast",
+        "_Refuse",
+        "_Unmapped",
+        "Refused",
+        "LandlockError",
+    }  # errors.py says why each
     found = set()
     for path in (ROOT / "kernelproof").rglob("*.py"):
         if path.name == "errors.py" and path.parent.name == "kernelproof":

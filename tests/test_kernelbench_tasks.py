@@ -63,3 +63,10 @@ def test_dropout_whose_mask_depends_on_the_dtype_is_still_found_random():
     v = evaluate(task("dropout_dtype_mask"), identity("dropout_dtype_mask"), FAST)
     assert v.passed, v.reasons
     assert any(f.startswith("random_reference") for f in v.flags), v.flags
+
+
+def test_plain_attributes_are_given_to_the_candidate_by_name():
+    """h0 drawn in another order than the reference's is overwritten with the reference's values,
+    as the weights are (before, the candidate's own h0 made every case a mismatch)."""
+    v = evaluate(task("kb_h0"), str(DATA / "solutions" / "plain_attribute_other_order.py"), FAST)
+    assert v.passed, v.reasons

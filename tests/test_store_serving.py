@@ -50,6 +50,17 @@ def test_other_verdicts_are_served_whatever_the_limit(tmp_path, code):
         assert served(store, "k", {"timeout_s": asked}) is not None
 
 
+@pytest.mark.parametrize(
+    "phase", ["import_timeout_s", "case_timeout_s", "timing_timeout_s", "evaluation_timeout_s"]
+)
+def test_a_timeout_is_not_served_when_any_phase_limit_is_larger(tmp_path, phase):
+    store, limits = Store(tmp_path / "r.sqlite"), EvalOptions(timeout_s=20.0).time_limits()
+    store.put("k", verdict(ReasonCode.TIMEOUT), limits=limits)
+    assert served(store, "k", limits) is not None
+    assert served(store, "k", {**limits, phase: limits[phase] * 2}) is None
+    assert served(store, "k", {**limits, phase: limits[phase] / 2}) is not None
+
+
 def test_a_timeout_stored_without_its_limit_is_not_served(tmp_path):
     store = Store(tmp_path / "r.sqlite")
     store.put("k", verdict(ReasonCode.TIMEOUT))  # as an executor that does not pass limits stores it
@@ -67,14 +78,14 @@ def test_eval_serves_a_stored_timeout_only_under_a_smaller_limit_and_records_its
     opts = EvalOptions(device="cpu", correctness_only=True, db=str(db), timeout_s=20.0)
     store = Store(db)
     store.put(
-        api.evaluation_key(TASK, SOL, opts, "cpu"), verdict(ReasonCode.TIMEOUT), limits={"timeout_s": 20.0}
+        api.evaluation_key(TASK, SOL, opts, "cpu"), verdict(ReasonCode.TIMEOUT), limits=opts.time_limits()
     )
     smaller = api.evaluate(TASK, SOL, opts.replace(timeout_s=10.0))
     assert smaller.codes == ["timeout"] and smaller.stored is not None
-    assert smaller.stored.limits_then == {"timeout_s": 20.0} and smaller.stored.elapsed_s_then == 20.4
+    assert smaller.stored.limits_then == opts.time_limits() and smaller.stored.elapsed_s_then == 20.4
     larger = api.evaluate(TASK, SOL, opts.replace(timeout_s=60.0))
     assert larger.stored is None and larger.codes == ["wrong_dtype"]  # evaluated again
-    assert store.rows()[0].limits == {"timeout_s": 60.0}
+    assert store.rows()[0].limits == opts.replace(timeout_s=60.0).time_limits()
     again = api.evaluate(TASK, SOL, opts.replace(timeout_s=5.0))  # not a timeout: any limit
     assert again.stored is not None and again.codes == ["wrong_dtype"]
 
@@ -84,6 +95,10 @@ UNKEYED = {
     "fresh": True,
     "db": "elsewhere.sqlite",
     "timeout_s": 5.0,
+    "import_timeout_s": 5.0,
+    "case_timeout_s": 5.0,
+    "timing_timeout_s": 5.0,
+    "evaluation_timeout_s": 5.0,
     "build_cache": "/tmp/c",
     "build_workers": 3,
     "require_sandbox": True,

@@ -48,7 +48,7 @@ def optimize(
     model: str | BackendConfig,
     options: AgentOptions | None = None,
     *,
-    evaluator: Evaluator | None = None,
+    evaluator: Evaluator,
     backend: Backend | None = None,
     resume: str | None = None,
     replay: str | Path | None = None,
@@ -59,12 +59,10 @@ def optimize(
     ``resume``: a run id (or run folder) to continue; its answered calls are served from its log
     and its judged candidates reused, so no paid call is repeated. ``replay``: a replay log (a
     ``replay.jsonl`` file, a run folder or a run id) whose answers are served by position, with
-    no network and no SDK; candidates are evaluated afresh. ``evaluator`` defaults to
-    :func:`kernelproof.api.evaluate_many`; ``backend`` replaces the one built from ``model``.
+    no network and no SDK; candidates are evaluated afresh. ``evaluator`` is
+    :func:`kernelproof.api.evaluate_many` (``kernelproof.api.optimize`` passes it: the agent sits below the api); ``backend`` replaces the one built from ``model``.
     """
     options = options or AgentOptions()
-    if evaluator is None:
-        from kernelproof.api import evaluate_many as evaluator  # noqa: N813
     session = open_session(task, model, options, backend=backend, resume=resume, replay=replay)
     loop = _Loop(session, evaluator, progress or (lambda _msg: None))
     try:

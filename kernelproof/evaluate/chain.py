@@ -12,12 +12,14 @@ candidate can do wrong becomes a Reason; only the user's own mistakes and kernel
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from kernelproof.evaluate import progress
 from kernelproof.evaluate.build import install_build, preparer, wait_for_build
 from kernelproof.evaluate.correctness import check_correctness
 from kernelproof.evaluate.finish import Envelope, environment, settings_of, stopped_verdict, verdict_of
@@ -42,6 +44,7 @@ class _Phases:
 
     def mark(self, name: str) -> None:
         self.marks[name] = time.monotonic() - self.started
+        progress.report(name.removesuffix("_s"), self.marks[name])
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,25 @@ def evaluate_pair(
     return verdict
 
 
+class _Watchdog:
+    """Kills the candidate's worker when the whole evaluation's time is up (--evaluation-timeout):
+    the step in flight then ends as a dead worker, and the verdict says which limit cut it."""
+
+    def __init__(self, worker: WorkerProcess, remaining_s: float) -> None:
+        self.fired = False
+        self._worker = worker
+        self._timer = threading.Timer(max(0.0, remaining_s), self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        self.fired = True
+        self._worker.kill()
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
 def _run_candidate(
     setup: Setup, built: Built, options: EvalOptions, device: str, workers: WorkerSource, phases: _Phases
 ) -> _Ran:
@@ -106,9 +128,11 @@ def _run_candidate(
     checked = Checked((), (), (), {}, True)
     timed = None
     probed = Probed(0)
+    watchdog: _Watchdog | None = None
     try:
         with gate.shared():  # waiting here (a timing inside) counts towards "worker"
             worker = workers.candidate(device, timed=not options.correctness_only)
+            watchdog = _Watchdog(worker, options.evaluation_timeout_s - (time.monotonic() - phases.started))
             gate.lendable(worker)  # a reply long awaited (a hang) does not hold up another's timing
             hello, limits = worker.wait_ready(), worker.limits_applied
             sandbox = worker.sandbox_record()  # which containment layers held (kernelproof/sandbox)
@@ -146,6 +170,13 @@ def _run_candidate(
             phases.mark("shapes_done_s")
     except WorkerDied as died:
         reason = Reason(ReasonCode(died.code), died.message, died.detail)
+        if watchdog is not None and watchdog.fired:
+            reason = Reason(
+                ReasonCode.TIMEOUT,
+                f"the evaluation did not finish within {options.evaluation_timeout_s:g} s "
+                "(--evaluation-timeout); the worker was killed",
+                died.message,
+            )
         return _Ran(built, checked, timed, probed, reason, hello, limits, sandbox)
     except ProtocolError as exc:
         if worker is not None:
@@ -153,6 +184,8 @@ def _run_candidate(
         reason = Reason(ReasonCode.CRASH, f"the worker broke the protocol: {exc}")
         return _Ran(built, checked, timed, probed, reason, hello, limits, sandbox)
     finally:
+        if watchdog is not None:
+            watchdog.cancel()
         if worker is not None:
             with gate.shared():  # a worker's exit touches the GPU too
                 worker.close()

@@ -16,7 +16,7 @@ import torch
 
 from kernelproof.errors import WorkerError
 from kernelproof.evaluate.records import Checked, Setup
-from kernelproof.evaluate.requests import encode_args, load_candidate
+from kernelproof.evaluate.requests import encode_args, load_candidate, named_timeout
 from kernelproof.inputs import FINGERPRINT_SIGMAS, checksum, fingerprint
 from kernelproof.options import EvalOptions
 from kernelproof.sandbox.process import WorkerProcess
@@ -181,10 +181,12 @@ def _run_case(ctx, case: Case, seed: int, args, ref, orc, worker, options, wides
     if sum(ctx.output_nbytes) > LARGE_CASE_BYTES:
         projection = case.seed ^ 0x9E3779B97F4A7C15
         header["second_run_projection"] = projection
-    if projection is None:  # both runs' outputs come back, checked against ref's before any is read
-        reply, outs = worker.request(header, tensors, options.timeout_s, Expected.like(ref, runs=2))
-    else:  # large outputs: run 1's come back on the device where the worker can hand them over
-        reply, outs = worker.request_outputs(header, tensors, ref, options.timeout_s, lend=bool(tensors))
+    limit = options.step_limit("case")
+    with named_timeout(f"case {case.case_id}", limit, "--case-timeout"):
+        if projection is None:  # both runs' outputs come back, checked against ref's before any is read
+            reply, outs = worker.request(header, tensors, limit, Expected.like(ref, runs=2))
+        else:  # large outputs: run 1's come back on the device where the worker can hand them over
+            reply, outs = worker.request_outputs(header, tensors, ref, limit, lend=bool(tensors))
     if not reply.get("ok"):
         return reason_of(reply, f"case {case.case_id}")
     judged = _judge_reply(ctx, case, args, ref, orc, reply, outs, header, projection, options, widest)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 
 from kernelproof.options import EvalOptions
-from kernelproof.sandbox.process import WorkerProcess
+from kernelproof.sandbox.process import WorkerDied, WorkerProcess
 from kernelproof.verify.cases import VariantContext
 
 
@@ -20,6 +22,7 @@ def load_program(
     role: str,
     options: EvalOptions,
     extra: dict[str, Any],
+    limit_s: float | None = None,
 ) -> dict[str, Any]:
     """Ask the worker to load a program for one shape variant: the candidate's ModelNew (`role`
     "candidate") or the task's Model (a baseline), with the reference's init arguments and weights."""
@@ -36,19 +39,35 @@ def load_program(
         "init_seed": ctx.init_seed,
         "weight_names": ctx.weight_names,
         "weights_offset": len(init_tensors),
+        "attribute_names": ctx.attribute_names,  # sent after the weights (worker/program.copy_attributes)
         **extra,
     }
-    reply, _ = worker.request(header, init_tensors + ctx.weight_tensors, options.timeout_s)
+    limit = options.timeout_s if limit_s is None else limit_s
+    reply, _ = worker.request(header, init_tensors + ctx.weight_tensors + ctx.attribute_tensors, limit)
     return reply
 
 
 def load_candidate(
     worker: WorkerProcess, ctx: VariantContext, staged: str, task_path: str, options: EvalOptions
 ) -> dict[str, Any]:
-    """The candidate's ModelNew for one variant; the task file is one the worker must never read."""
-    return load_program(
-        worker, ctx, staged, "candidate", options, {"deny_read": [os.path.realpath(task_path)]}
-    )
+    """The candidate's ModelNew for one variant; the task file is one the worker must never read.
+    Bounded by the import limit (`--import-timeout`): an import that loops is not a case's."""
+    limit = options.step_limit("import")
+    extra = {"deny_read": [os.path.realpath(task_path)]}
+    with named_timeout("importing the solution and constructing ModelNew", limit, "--import-timeout"):
+        return load_program(worker, ctx, staged, "candidate", options, extra, limit)
+
+
+@contextmanager
+def named_timeout(what: str, limit_s: float, option: str) -> Iterator[None]:
+    """A worker step's timeout, said as the phase it cut: which step, its limit, the option that sets it."""
+    try:
+        yield
+    except WorkerDied as died:
+        if died.code != "timeout":
+            raise
+        message = f"{what} did not finish within {limit_s:g} s ({option}); the worker was killed"
+        raise WorkerDied("timeout", message, died.detail) from None
 
 
 def encode_args(args: list[Any]) -> tuple[list[dict[str, Any]], list[torch.Tensor]]:

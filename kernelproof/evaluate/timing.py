@@ -62,8 +62,9 @@ def time_candidate(
         if not reply.get("ok"):
             return Timed(None, reasons=(reason_of(reply),), flags=tuple(flags))
         programs = [Program("candidate", worker)] + _baselines(setup, ctx, v, options, device, workers, flags)
-        timing, found = time_variant(ctx, programs, options, rng, tol, options.timeout_s, flags, telemetry)
-        reasons += found
+        limit = options.step_limit("timing")
+        timing, found = time_variant(ctx, programs, options, rng, tol, limit, flags, telemetry)
+        reasons += [_named(r, limit) for r in found]
         if timing is None:
             return Timed(None, reasons=tuple(reasons), flags=tuple(flags))
         shapes.append(timing)
@@ -73,7 +74,7 @@ def time_candidate(
                 "back-to-back calls on the same inputs would compound"
             )
         elif options.steady:
-            steady, found = time_steady(ctx, programs, timing, rng, tol, options.timeout_s)
+            steady, found = time_steady(ctx, programs, timing, rng, tol, options.step_limit("timing"))
             reasons += found
             if steady is not None:
                 shapes.append(steady)
@@ -84,7 +85,9 @@ def time_candidate(
             own = setup.solution.file.triage.kernel_names
             floor = launch_floor(device)
             policy = options.policy or setup.task.meta.policy
-            coverage = account(worker, ctx, rng.getrandbits(62), own, policy, options.timeout_s, floor.us)
+            coverage = account(
+                worker, ctx, rng.getrandbits(62), own, policy, options.step_limit("timing"), floor.us
+            )
             if floor.us is None and device.startswith("cuda"):
                 flags.append(f"coverage_floor: {floor.how}; kernels counted whole")
             if coverage.custom_fraction is not None:
@@ -98,6 +101,16 @@ def time_candidate(
         tuple(reasons),
         tuple(flags),
     )
+
+
+def _named(reason: Reason, limit_s: float) -> Reason:
+    """A timing request's timeout, said as the phase it cut and the option that sets its limit."""
+    if reason.code is not ReasonCode.TIMEOUT:
+        return reason
+    message = (
+        f"timing did not finish within {limit_s:g} s a request (--timing-timeout); the worker was killed"
+    )
+    return Reason(ReasonCode.TIMEOUT, message, reason.detail)
 
 
 def _baselines(

@@ -79,14 +79,14 @@ def evaluate_many_ray(
     ray_options: RayOptions | None = None,
     *,
     store: VerdictStore | None = None,
-    evaluate: Evaluator | None = None,
+    evaluate: Evaluator,
 ) -> Iterator[Verdict]:
     """Evaluate every pair on the Ray cluster; yield verdicts as they finish.
 
     ``store`` (default: the results store at ``options.db``; none when ``options.db == ""``)
     receives every verdict as it arrives and, unless ``options.fresh``, serves pairs it already
     holds, so re-running an interrupted batch only evaluates what is missing. ``evaluate`` runs on
-    the node (default :func:`kernelproof.api.evaluate`). An evaluation whose worker or node died
+    the node (:func:`kernelproof.api.evaluate`, which the caller passes: executors sit below the api). An evaluation whose worker or node died
     ``max_retries + 1`` times is yielded as an ``error`` verdict (``missing_result``) and not
     stored. An exception raised by the evaluator itself is a harness bug and propagates.
     """
@@ -95,8 +95,6 @@ def evaluate_many_ray(
     ropts = ray_options or RayOptions()
     if store is None:
         store = open_store(options.db)
-    if evaluate is None:
-        from kernelproof.api import evaluate
     started_here = _connect(ray, ropts)
     try:
         yield from _run(ray, pairs, options, ropts, store, evaluate)

@@ -29,6 +29,7 @@ from kernelproof.verify.oracle import (
     convert_attributes,
     decide_randomness,
     oracle_scope,
+    plain_attributes,
 )
 
 CONTRACT_DTYPE = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -63,6 +64,8 @@ class VariantContext:
     oracle: torch.nn.Module
     weight_names: list[str]
     weight_tensors: list[torch.Tensor]  # CPU copies in the contract dtype
+    attribute_names: list[str] = field(default_factory=list)  # plain tensor attributes, dotted (an RNN's h0)
+    attribute_tensors: list[torch.Tensor] = field(default_factory=list)  # their CPU copies
     slots: list[InputSlot] = field(default_factory=list)
     fixed: dict[int, torch.Tensor] = field(default_factory=dict)  # integer/fixed inputs for timed calls
     scalars: dict[int, Any] = field(default_factory=dict)
@@ -128,6 +131,7 @@ def build_variant(
     state = reference.state_dict()
     names = list(state)
     tensors = [t.detach().to("cpu").clone() for t in state.values()]
+    attributes = plain_attributes(reference)
     return VariantContext(
         task=task,
         variant=variant,
@@ -142,6 +146,8 @@ def build_variant(
         oracle=oracle,
         weight_names=names,
         weight_tensors=tensors,
+        attribute_names=list(attributes),
+        attribute_tensors=[t.detach().to("cpu").clone() for t in attributes.values()],
     )
 
 

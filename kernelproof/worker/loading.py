@@ -53,7 +53,10 @@ def load(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
     """Load the program for one shape variant; the reply says how the weights were given to it."""
     _configure(state, h)
     init_args = [tensors[a["t"]] if "t" in a else a["v"] for a in h["init_args"]]
-    weights = tensors[h["weights_offset"] :]
+    n_attributes = len(h.get("attribute_names", ()))
+    end = len(tensors) - n_attributes
+    weights = tensors[h["weights_offset"] : end]
+    attributes = tensors[end:]
     t0 = time.perf_counter()
     _manual_seed(int(h.get("init_seed", 0)))
     report: dict[str, Any] = {}
@@ -66,6 +69,7 @@ def load(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
     try:
         program.prepare(model, state.device, state.dtype, h["mode"])
         how = program.copy_weights(model, h["weight_names"], weights)
+        attributes_copied = program.copy_attributes(model, h.get("attribute_names", []), attributes)
     except Exception as exc:  # noqa: BLE001
         msg, detail = program.describe_exception(exc, state.solution_path)
         return failure(ReasonCode.RUNTIME_ERROR, f"preparing ModelNew failed: {msg}", detail), []
@@ -73,7 +77,8 @@ def load(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
     if h.get("compile_mode"):
         state.fn = torch.compile(model, mode=h["compile_mode"])
     load_s = time.perf_counter() - t0
-    return {"ok": True, "load_s": load_s, "weights": how, "flags": numeric_flags.read(), **report}, []
+    reply = {"ok": True, "load_s": load_s, "weights": how, "attributes": attributes_copied}
+    return {**reply, "flags": numeric_flags.read(), **report}, []
 
 
 def _configure(state: WorkerState, h: dict[str, Any]) -> None:

@@ -148,3 +148,27 @@ def copy_weights(module: torch.nn.Module, names: list[str], tensors: list[torch.
                 a.copy_(b.to(a.dtype))
             return "by_order"
     return "not_copied"
+
+
+def copy_attributes(module: torch.nn.Module, names: list[str], tensors: list[torch.Tensor]) -> int:
+    """Give the candidate the reference's plain tensor attributes (an RNN's ``h0``), by dotted name.
+
+    The state_dict holds parameters and buffers only: an attribute the candidate draws itself in
+    another order (torch.randn in its constructor) would otherwise differ from the reference's.
+    Only an attribute the candidate has at the same name, as a tensor of the same shape, is
+    overwritten (in its own dtype and device). Returns how many were.
+    """
+    copied = 0
+    with torch.no_grad():
+        for name, value in zip(names, tensors):
+            owner_path, _, attr = name.rpartition(".")
+            try:
+                owner = module.get_submodule(owner_path) if owner_path else module
+            except AttributeError:
+                continue
+            current = owner.__dict__.get(attr)
+            if isinstance(current, torch.Tensor) and not isinstance(current, torch.nn.Parameter):
+                if tuple(current.shape) == tuple(value.shape):
+                    owner.__dict__[attr] = value.to(device=current.device, dtype=current.dtype).clone()
+                    copied += 1
+    return copied

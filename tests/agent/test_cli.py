@@ -8,7 +8,7 @@ from agent_fakes import FakeEvaluator, answer
 from agent_loopback import Raw, Reply
 from typer.testing import CliRunner
 
-from kernelproof.agent.cli import EXIT_FOUND, EXIT_NONE, EXIT_PROVIDER, EXIT_USAGE, register
+from kernelproof.commands.optimize import EXIT_FOUND, EXIT_NONE, EXIT_PROVIDER, EXIT_USAGE, register
 
 
 @pytest.fixture

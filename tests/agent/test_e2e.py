@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from agent_loopback import Reply
 
-from kernelproof.agent import AgentOptions, Limits, optimize, parse_model
+from kernelproof.agent import AgentOptions, Limits, parse_model
+from kernelproof.api import optimize
 from kernelproof.options import EvalOptions
 
 DATA = Path(__file__).parent / "data"

@@ -181,7 +181,7 @@ def test_rejects_keys_that_are_not_hex(tmp_path):
 def test_cache_commands_report_and_clear(tmp_path):
     from typer.testing import CliRunner
 
-    from kernelproof.build.cli import cache_app
+    from kernelproof.commands.cache import cache_app
 
     cache = BuildCache(tmp_path / "cache")
     cache.publish(KEY, _staging(tmp_path), {"backend": "cuda"})

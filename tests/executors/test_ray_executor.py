@@ -220,18 +220,21 @@ def test_a_gpu_request_on_a_cluster_without_gpus_is_misuse(tmp_path, monkeypatch
     with pytest.raises(ValueError, match="no GPU"):
         list(
             evaluate_many_ray(
-                make_pairs(tmp_path, 1), EvalOptions(), RayOptions(resource="gpu"), store=MemoryStore()
+                make_pairs(tmp_path, 1),
+                EvalOptions(),
+                RayOptions(resource="gpu"),
+                store=MemoryStore(),
+                evaluate=lambda task, solution, options: pytest.fail("nothing may be evaluated"),
             )
         )
 
 
 def test_end_to_end_with_the_real_evaluator_on_cpu():
-    """The real evaluator on a tiny Triton task; skipped only while the evaluator is not written."""
+    """The real evaluator (kernelproof.api.evaluate, as api.evaluate_many passes it) on a tiny Triton task."""
+    from kernelproof import api
+
     options = EvalOptions(device="cpu", time_budget_s=1.0, min_rounds=3, max_rounds=5, db="")
     pair = (DATA / "scale_task.py", DATA / "scale_solution.py")
-    try:
-        (verdict,) = list(evaluate_many_ray([pair], options))
-    except NotImplementedError:
-        pytest.skip("kernelproof.api.evaluate is not implemented yet")
+    (verdict,) = list(evaluate_many_ray([pair], options, evaluate=api.evaluate))
     assert verdict.task.path == str(pair[0]) and verdict.verdict in (Outcome.PASS, Outcome.FAIL)
     assert isinstance(verdict.reasons, tuple) and all(isinstance(r, Reason) for r in verdict.reasons)

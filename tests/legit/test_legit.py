@@ -113,3 +113,20 @@ def _example_pairs() -> list:
 def test_example_solution_passes(task: Path, solution: Path):
     v = evaluate(_relative(task), _relative(solution), _options("cpu", False))
     assert v.passed, describe(v)
+
+
+def _level1_pairs() -> list:
+    return [p for p in _example_pairs() if str(p.id).startswith("level1/")]
+
+
+@pytest.mark.parametrize(("task", "solution"), _level1_pairs())
+def test_level1_example_passes_timed_on_the_cpu(task: Path, solution: Path, monkeypatch):
+    """Timed too, with a small budget: the hidden re-check of a timed output once failed an honest
+    gelu here (a bound from another case), which correctness-only runs never reach."""
+    from kernelproof.measure import session
+
+    opts = _options("cpu", True).replace(time_budget_s=0.3, min_rounds=2, max_rounds=2)
+    monkeypatch.setattr(session, "HIDDEN_FETCH_PROBABILITY", 1.0)  # every round re-checks a timed output
+    v = evaluate(_relative(task), _relative(solution), opts)
+    assert v.passed, describe(v)
+    assert v.timing is not None and v.timing.shapes

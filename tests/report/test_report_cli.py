@@ -10,8 +10,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+import kernelproof.api
 import kernelproof.certify
-from kernelproof.report.cli import certify_command, keys_command, report_command, verify_command
+from kernelproof.commands.report import certify_command, keys_command, report_command, verify_command
 
 DATA = Path(__file__).parent / "data"
 
@@ -69,7 +70,7 @@ def pair(tmp_path, monkeypatch):
 
 
 def test_certify_then_verify_holds_then_fails_with_its_reason(tmp_path, pair, monkeypatch, make_verdict):
-    monkeypatch.setattr(kernelproof.certify, "_default_evaluate", lambda: _Fake(make_verdict, [2.0, 2.02]))
+    monkeypatch.setattr(kernelproof.api, "evaluate", _Fake(make_verdict, [2.0, 2.02]))
     cert = tmp_path / "c.json"
     result = runner.invoke(app, ["certify", *map(str, pair), "--device", "cpu", "-o", str(cert)])
     assert result.exit_code == 0, result.output
@@ -78,13 +79,13 @@ def test_certify_then_verify_holds_then_fails_with_its_reason(tmp_path, pair, mo
     result = runner.invoke(app, ["certify", *map(str, pair), "--device", "cpu", "-o", str(cert)])
     assert result.exit_code == 0 and "created a signing key" not in result.output  # made once
 
-    monkeypatch.setattr(kernelproof.certify, "_default_evaluate", lambda: _Fake(make_verdict, [2.03]))
+    monkeypatch.setattr(kernelproof.api, "evaluate", _Fake(make_verdict, [2.03]))
     result = runner.invoke(app, ["verify", str(cert), "--json", str(tmp_path / "v.json")])
     assert result.exit_code == 0, result.output
     assert "the result holds" in result.output and "(your key); the signature holds" in result.output
     assert json.loads((tmp_path / "v.json").read_text())["holds"] is True
 
-    monkeypatch.setattr(kernelproof.certify, "_default_evaluate", lambda: _Fake(make_verdict, [1.2]))
+    monkeypatch.setattr(kernelproof.api, "evaluate", _Fake(make_verdict, [1.2]))
     result = runner.invoke(app, ["verify", str(cert)])
     assert result.exit_code == 1
     assert "the result does not hold: speedup against" in result.output
@@ -119,11 +120,11 @@ def test_keys_refuses_a_key_others_can_read(tmp_path):
 
 
 def _certificate(tmp_path, pair, monkeypatch, make_verdict, *extra) -> Path:
-    monkeypatch.setattr(kernelproof.certify, "_default_evaluate", lambda: _Fake(make_verdict, [2.0, 2.02]))
+    monkeypatch.setattr(kernelproof.api, "evaluate", _Fake(make_verdict, [2.0, 2.02]))
     cert = tmp_path / "c.json"
     result = runner.invoke(app, ["certify", *map(str, pair), "--device", "cpu", "-o", str(cert), *extra])
     assert result.exit_code == 0, result.output
-    monkeypatch.setattr(kernelproof.certify, "_default_evaluate", lambda: _Fake(make_verdict, [2.01]))
+    monkeypatch.setattr(kernelproof.api, "evaluate", _Fake(make_verdict, [2.01]))
     return cert
 
 
@@ -159,7 +160,7 @@ def test_verify_exits_1_on_edited_band_fields_which_it_does_not_read(
     wide = dict(floor=1e9, log_sd=50.0, within_run_log_halfwidth=50.0, rel_halfwidth_one_rerun=1e9)
     _edit(cert, lambda d: [b.update(wide) for b in d["claim"]["speedups"].values()])
     _resign(cert, tmp_path / "config" / "kernelproof" / "signing-key.pem")
-    monkeypatch.setattr(kernelproof.certify, "_default_evaluate", lambda: _Fake(make_verdict, [0.5]))
+    monkeypatch.setattr(kernelproof.api, "evaluate", _Fake(make_verdict, [0.5]))
     result = runner.invoke(app, ["verify", str(cert)])
     assert result.exit_code == 1, result.output
     assert "re-run 0.5x, outside the band" in result.output and "the derived band is used" in result.output

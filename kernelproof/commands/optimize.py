@@ -124,9 +124,10 @@ def optimize_command(
     own failure; 4 the LLM provider failed (calls still failing after their retries, replies
     that are not replies, a reply over the token cap it was sent).
     """
-    from kernelproof.agent import AgentOptions, Limits, SearchSettings, optimize, parse_model
+    from kernelproof.agent import AgentOptions, Limits, SearchSettings, parse_model
     from kernelproof.agent.budget import parse_price
     from kernelproof.agent.run import recorded_options
+    from kernelproof.api import optimize
     from kernelproof.options import EvalOptions, normalize_baselines
 
     try:

@@ -126,7 +126,8 @@ def certify_command(
 ) -> None:
     """Evaluate a solution in independent runs and write a signed certificate anyone can verify."""
     from kernelproof import signing
-    from kernelproof.certify import certify, write_certificate
+    from kernelproof.api import certify
+    from kernelproof.certify import write_certificate
     from kernelproof.errors import UsageError
 
     for path, what in ((task, "task"), (solution, "solution")):
@@ -194,7 +195,8 @@ def verify_command(
 ) -> None:
     """Check a certificate's signature and claim, re-run it, and say whether it holds (exit 0) or not (1)."""
     from kernelproof import signing
-    from kernelproof.certify import CertificateError, VerifyOptions, verify
+    from kernelproof.api import verify
+    from kernelproof.certify import CertificateError, VerifyOptions
 
     try:
         options = VerifyOptions(

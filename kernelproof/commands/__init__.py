@@ -1,0 +1,3 @@
+"""The verbs of the command line beyond the core ones in kernelproof/cli.py: optimize (the agent),
+report, certify, verify and keys, and the build cache's. Part of the command-line layer: they
+parse, call the api (or the package whose verb they are), print and pick the exit code."""
