@@ -47,8 +47,9 @@ def line(*parts: Part) -> Text:
 
 
 def say(console: Console, *parts: Part, style: str = "") -> None:
-    """Print :func:`line` ``(*parts)`` with no markup, highlighting or emoji read into it."""
-    console.print(line(*parts), style=style, highlight=False)
+    """Print :func:`line` ``(*parts)`` with no markup, highlighting or emoji read into it, unfolded
+    (a long path is never cut into pieces a grep cannot find)."""
+    console.print(line(*parts), style=style, highlight=False, soft_wrap=True)
 
 
 def print_error(console: Console, message: str, *, label: str = "error") -> None:
