@@ -34,3 +34,56 @@ def test_the_test_command_runs_on_two_workers_each_test_under_a_timeout():
     assert addopts[addopts.index("--dist") + 1] == "loadgroup"  # zoo.SHARED_PATHS run on one worker
     dev = ini["project"]["optional-dependencies"]["dev"]
     assert any(d.startswith("pytest-xdist") for d in dev) and any(d.startswith("pytest-timeout") for d in dev)
+
+
+class _Reporter:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def ensure_newline(self) -> None:
+        pass
+
+    def write_line(self, line: str) -> None:
+        self.lines.append(line)
+
+
+def test_a_status_line_counts_the_tests_and_names_the_one_running_longest(monkeypatch):
+    from types import SimpleNamespace
+
+    import progress
+
+    monkeypatch.setattr(progress, "PROGRESS_EVERY_S", 0.0)
+    state = progress._Progress(reporter := _Reporter())
+    state.start("tests/a.py::slow")
+    state.start("tests/b.py::quick")
+    state.report(SimpleNamespace(nodeid="tests/b.py::quick", when="call", failed=True))
+    assert reporter.lines == []  # a line at the end of a test only
+    state.report(SimpleNamespace(nodeid="tests/b.py::quick", when="teardown", failed=False))
+    assert "1 tests done, 1 failed; running longest: tests/a.py::slow" in reporter.lines[-1]
+
+
+def test_a_real_run_prints_status_lines():
+    """The hooks are live in the suite's own conftest (run after the terminal reporter exists)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "KERNELPROOF_TEST_PROGRESS_S": "0", "PYTHONPATH": str(ROOT)}
+    ran = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_docs.py::test_every_repository_path_written_in_backticks_exists",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert re.search(r"\] 1 tests done, 0 failed", ran.stdout), ran.stdout

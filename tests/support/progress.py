@@ -11,9 +11,13 @@ by pytest-timeout (``--timeout`` in pyproject.toml), not here.
 
 from __future__ import annotations
 
+import os
 import time
 
-PROGRESS_EVERY_S = 30.0  # one status line at most this often: about a dozen in a 6-minute run
+import pytest
+
+# One status line at most this often: about a dozen in a 6-minute run (the variable: for a test of it).
+PROGRESS_EVERY_S = float(os.environ.get("KERNELPROOF_TEST_PROGRESS_S", "30"))
 
 
 class _Progress:
@@ -53,6 +57,7 @@ def _clock(seconds: float) -> str:
 _state: dict[str, _Progress] = {}
 
 
+@pytest.hookimpl(trylast=True)  # after the terminal plugin's own pytest_configure has made the reporter
 def pytest_configure(config) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and not hasattr(config, "workerinput"):  # an xdist worker reports nothing
