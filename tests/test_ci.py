@@ -40,7 +40,7 @@ class _Reporter:
     def __init__(self) -> None:
         self.lines: list[str] = []
 
-    def ensure_newline(self) -> None:
+    def write(self, text: str) -> None:
         pass
 
     def write_line(self, line: str) -> None:

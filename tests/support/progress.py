@@ -46,7 +46,7 @@ class _Progress:
         if self.running:
             nodeid, since = min(self.running.items(), key=lambda kv: kv[1])
             line += f"; running longest: {nodeid} ({now - since:.0f} s)"
-        self.reporter.ensure_newline()
+        self.reporter.write("\n")  # after the dots (with -q, ensure_newline sees no open line)
         self.reporter.write_line(line)
 
 
