@@ -1,11 +1,13 @@
-"""Shared test configuration: GPU tests are skipped where no CUDA device is present, and the
-build cache of CUDA and native solutions and the store's signing key are temporary ones (not
-the user's)."""
+"""Shared test configuration: GPU tests are skipped where no CUDA device is present; the build
+cache of CUDA and native solutions, the results store, the store's signing key and the signing
+keys' folder are temporary ones of the session (not the user's, and under pytest-xdist each
+worker's own); and a long run prints a status line now and then (``progress``)."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,8 @@ import torch
 
 # Helper modules shared by several test packages (tests/support/): importable by name.
 sys.path.insert(0, str(Path(__file__).parent / "support"))
+
+from progress import pytest_configure, pytest_runtest_logreport, pytest_runtest_logstart  # noqa: E402, F401
 
 
 def pytest_collection_modifyitems(config, items):
@@ -24,27 +28,43 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _private_build_cache(tmp_path_factory):
-    """Evaluations that build go to a session cache unless KERNELPROOF_CACHE_DIR is set already."""
-    if os.environ.get("KERNELPROOF_CACHE_DIR"):
+def _session_env(tmp_path_factory, name: str, make) -> Iterator[None]:
+    """Set `name` to a path of this session (`make(tmp_path_factory)`) unless it is set already."""
+    if os.environ.get(name):
         yield
         return
-    os.environ["KERNELPROOF_CACHE_DIR"] = str(tmp_path_factory.mktemp("build-cache"))
+    os.environ[name] = str(make(tmp_path_factory))
     try:
         yield
     finally:
-        os.environ.pop("KERNELPROOF_CACHE_DIR", None)
+        os.environ.pop(name, None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_build_cache(tmp_path_factory):
+    """Evaluations that build go to a session cache unless KERNELPROOF_CACHE_DIR is set already."""
+    yield from _session_env(tmp_path_factory, "KERNELPROOF_CACHE_DIR", lambda f: f.mktemp("build-cache"))
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_store_key(tmp_path_factory):
     """Stores sign their rows with a session key unless KERNELPROOF_STORE_KEY is set already."""
-    if os.environ.get("KERNELPROOF_STORE_KEY"):
-        yield
-        return
-    os.environ["KERNELPROOF_STORE_KEY"] = str(tmp_path_factory.mktemp("store-key") / "store.key")
-    try:
-        yield
-    finally:
-        os.environ.pop("KERNELPROOF_STORE_KEY", None)
+    yield from _session_env(
+        tmp_path_factory, "KERNELPROOF_STORE_KEY", lambda f: f.mktemp("store-key") / "store.key"
+    )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_store(tmp_path_factory):
+    """Evaluations without a --db of their own store to a session database, never the user's (one
+    test's stored verdict served to another would make tests depend on their order)."""
+    yield from _session_env(
+        tmp_path_factory, "KERNELPROOF_DB", lambda f: f.mktemp("store") / "results.sqlite"
+    )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_config(tmp_path_factory):
+    """Certificate signing keys made without --key go to a session folder, not ~/.config (two
+    pytest-xdist workers would both create the same key file)."""
+    yield from _session_env(tmp_path_factory, "XDG_CONFIG_HOME", lambda f: f.mktemp("config"))

@@ -1,6 +1,9 @@
 """The local pool keeps started workers waiting, so a new task's first baseline starts warm."""
 
+import subprocess
+import threading
 import time
+from types import SimpleNamespace
 
 from proc_state import stopped
 
@@ -58,11 +61,44 @@ def test_with_two_evaluations_in_flight_twice_as_many_candidate_workers_wait():
         pool.close()
 
 
-def test_settle_stops_the_spares_still_starting_until_resumed_or_taken():
+_held = threading.local()  # set in the threads whose worker processes start held
+
+
+class _HeldAtStart(subprocess.Popen):
+    """A process that stops itself (SIGSTOP) before it runs anything, when a held thread starts it:
+    a worker still starting, whatever the machine's load, until someone resumes it (SIGCONT)."""
+
+    def __init__(self, args, *rest, **kwargs):
+        if getattr(_held, "on", False):
+            args = ["/bin/sh", "-c", 'kill -STOP $$ && exec "$@"', "held", *args]
+        super().__init__(args, *rest, **kwargs)
+
+
+def _spares_start_held(pool: LocalPool, monkeypatch) -> None:
+    """This pool's spares (started in its background threads) start held; nothing else does."""
+    from kernelproof.sandbox import process
+
+    shim = SimpleNamespace(**{k: getattr(subprocess, k) for k in dir(subprocess) if not k.startswith("__")})
+    shim.Popen = _HeldAtStart
+    monkeypatch.setattr(process, "subprocess", shim)
+    spawn_spare = pool._spawn_spare
+
+    def held(role: str, device: str) -> None:
+        _held.on = True
+        try:
+            spawn_spare(role, device)
+        finally:
+            _held.on = False
+
+    monkeypatch.setattr(pool, "_spawn_spare", held)
+
+
+def test_settle_stops_the_spares_still_starting_until_resumed_or_taken(monkeypatch):
     pool = LocalPool()
+    _spares_start_held(pool, monkeypatch)  # neither spare can say hello before settle looks
     try:
         pool.candidate("cpu").close()  # starts a candidate and a baseline spare in the background
-        pool.settle("cpu")  # at once: neither has had time to import torch
+        pool.settle("cpu")
         (baseline,) = pool._spare[("baseline", "cpu")]
         (candidate,) = pool._spare[("candidate", "cpu")]
         for w in (baseline, candidate):
@@ -71,7 +107,7 @@ def test_settle_stops_the_spares_still_starting_until_resumed_or_taken():
         taken = pool.baseline(("task-a", "default", "eager", "cpu"), "cpu")
         assert taken is baseline and not taken.paused
         assert taken.wait_ready(timeout_s=120)["op"] == "hello"
-        assert candidate.paused  # a later evaluation's: still stopped while the rounds run
+        assert candidate.paused and stopped(candidate.proc.pid, True)  # a later evaluation's: still stopped
         pool.resume("cpu")
         assert not candidate.paused and not stopped(candidate.proc.pid, False)
         assert candidate.wait_ready(timeout_s=120)["op"] == "hello"  # it goes on starting
