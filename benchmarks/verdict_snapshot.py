@@ -3,8 +3,9 @@
 Evaluates, with fixed seeds on the CPU, every built-in example against its suite task, every CPU
 row of the exploit zoo (tests/exploits/zoo.py) and every CPU row of the legit zoo
 (tests/legit/test_legit.py), each with the options its test uses, and writes one line per pair:
-the outcome, the reason codes, each case's id and pass or fail, and the ``shape_specialized``
-flags (a probed shape that failed). Timings are not recorded.
+the outcome, the reason codes, each case's id and pass or fail, the cases planned on probed
+shapes beyond the contract, and the ``shape_specialized`` flags (a probed shape that failed).
+Timings are not recorded.
 
     python benchmarks/verdict_snapshot.py --out before.json
     python benchmarks/verdict_snapshot.py --compare before.json after.json
@@ -84,11 +85,14 @@ def snapshot(out_path: str, shape_variants: str | None = None) -> None:
         v = evaluate(os.path.relpath(task), os.path.relpath(sol), EvalOptions(db="", **fields))
         cases = [[c.case_id, c.passed, c.code] for c in (v.correctness.cases if v.correctness else ())]
         shape_flags = sorted(f for f in v.flags if f.startswith("shape_specialized"))
+        judged = {c[0] for c in cases}
         rows[label] = {
             "outcome": v.verdict.value,
             "codes": sorted(v.codes),
             "cases": cases,
             "shape_flags": shape_flags,
+            # planned beyond the contract: the probed shapes' cases (run once the contract passed)
+            "probed": sorted(c for c in v.settings.get("cases", []) if c not in judged),
         }
         print(f"{label:60s} {v.verdict.value:5s} {','.join(sorted(v.codes))}", flush=True)
     Path(out_path).write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
