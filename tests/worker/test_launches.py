@@ -164,3 +164,30 @@ def test_an_extension_functions_call_is_a_launch_once_it_returns(restored):
     with pytest.raises(ValueError):
         module.fails(-1.0)
     assert marks.stop() == [("extension:root", True), ("extension:fails", False)]
+
+
+class _Event:
+    """A profiler event: its name and the event it is nested in."""
+
+    def __init__(self, name, parent=None):
+        self.name, self.cpu_parent = name, parent
+
+
+def test_only_the_outermost_ops_that_compute_are_listed_outside_the_launches():
+    from kernelproof.worker.profiling import _split
+
+    launch = _Event("kernelproof.launch:triton:k")
+    matmul = _Event("aten::matmul")
+    moved = _Event("aten::movedim")  # a view: not listed, but what it runs in its own right is
+    events = [
+        _Event("aten::empty_like"),
+        launch,
+        _Event("aten::copy_", launch),  # the interpreter's argument copy: the launch's
+        matmul,
+        _Event("aten::mm", matmul),  # part of aten::matmul
+        moved,
+        _Event("aten::clone", moved),
+        _Event("aten::sum"),
+        _Event("aten::sum"),
+    ]
+    assert _split(events) == (1, [("aten::matmul", 1), ("aten::clone", 1), ("aten::sum", 2)])
