@@ -154,6 +154,11 @@ def print_verdict(v: Verdict, console: Console | None = None) -> None:
         )
     if v.coverage is not None and v.coverage.custom_fraction is not None:
         say(c, f"  kernel coverage: {v.coverage.custom_fraction:.0%} of GPU time in the solution's kernels")
+    elif v.coverage is not None and v.coverage.custom_launches is not None:  # the CPU: launches counted
+        cov = v.coverage
+        outside = ", ".join(cov.aten_outside) or "none"
+        count = f"{cov.custom_launches} of the solution's per forward"
+        say(c, f"  kernel launches: {count}; ATen ops outside them: {outside}")
     for f in v.flags:
         say(c, f"  flag: {f}", style="dim")
     say(c, f"  reward {v.reward:.3f}; {v.elapsed_s:.1f} s; seed {v.settings.get('seed')}")

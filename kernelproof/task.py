@@ -177,6 +177,12 @@ def with_auto_variants(task: Task, base: str) -> tuple[Task, tuple[str, ...]]:
     return dataclasses.replace(task, meta=meta), tuple(extra)
 
 
+def auto_variant_base(task: Task, variants: tuple[str, ...]) -> str:
+    """The variant the probed shapes are derived from: the task's first CPU variant among
+    ``variants`` (its small shapes), else the first of them."""
+    return next((v for v in task.meta.cpu if v in variants), variants[0])
+
+
 def _module_level_assignments(task: Task) -> set[str]:
     names = set()
     for node in ast.parse(task.source).body:

@@ -191,6 +191,10 @@ class Coverage:
         None  # the device's launch floor subtracted from each kernel (None: not measured)
     )
     other_policy_fraction: float | None = None  # the deciding share under the other policy, for comparison
+    # CPU: launches of the solution's own kernels in one forward, the fewer of the two counted (what
+    # decides there: a time share means nothing under Triton's interpreter); None: not counted (GPU)
+    custom_launches: int | None = None
+    aten_outside: tuple[str, ...] = ()  # CPU: ATen ops the profiled forward ran outside those launches
 
 
 @dataclass(frozen=True)

@@ -82,3 +82,18 @@ def test_a_rejection_where_nothing_ran_prints_no_case_line():
     assert "cases:" not in text_of(nothing)
     ran = make_verdict("fail", ("mismatch",), cases_run=4)
     assert "cases: 0/4 passed" in text_of(ran)
+
+
+def test_on_the_cpu_the_text_gives_the_launch_count_and_the_aten_ops_outside_it():
+    import dataclasses
+
+    from kernelproof.verdict import Coverage
+
+    cov = Coverage(None, (), "strict", "", custom_launches=1, aten_outside=("aten::mul", "aten::add"))
+    v = dataclasses.replace(make_verdict(candidate_ms=2.0, baselines_ms={"eager": 1.0}), coverage=cov)
+    text = text_of(v)
+    assert (
+        "kernel launches: 1 of the solution's per forward; ATen ops outside them: aten::mul, aten::add"
+        in text
+    )
+    assert "kernel coverage" not in text

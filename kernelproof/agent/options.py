@@ -11,13 +11,24 @@ from kernelproof.agent.errors import ConfigError
 from kernelproof.agent.strategies import STRATEGIES, SearchSettings
 from kernelproof.options import EvalOptions
 
+# How optimize evaluates candidates unless told otherwise: the probed shapes (the task's size
+# constants made odd and about half) are part of the contract, so a candidate written only for the
+# published shapes fails (shape_specialized) and is never chosen as the best. The prompt gives the
+# numbers (kernelproof/agent/sizes.py).
+SHAPE_VARIANTS = "auto"
+
+
+def evaluation(**fields: Any) -> EvalOptions:
+    """EvalOptions as optimize uses them: ``shape_variants`` is :data:`SHAPE_VARIANTS` unless given."""
+    return EvalOptions(**{"shape_variants": SHAPE_VARIANTS, **fields})
+
 
 @dataclass(frozen=True)
 class AgentOptions:
     strategy: str = "refine"  # refine | best-of-n | tree | evolve
     limits: Limits = field(default_factory=Limits)  # candidates, tokens, dollars, GPU seconds
     search: SearchSettings = field(default_factory=SearchSettings)  # the strategies' knobs
-    eval: EvalOptions = field(default_factory=EvalOptions)  # how each candidate is evaluated
+    eval: EvalOptions = field(default_factory=evaluation)  # how each candidate is evaluated
     max_output_tokens: int = 16384  # cap of one answer (shrunk to fit the token and dollar budgets)
     min_output_tokens: int = 1024  # a call whose cap would shrink below this is not made
     patience: int = 4  # stop after this many rounds without a better verified candidate

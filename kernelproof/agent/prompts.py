@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from kernelproof.agent.context import POLICIES, PRECISIONS, DeviceInfo, TaskInfo, device_text
 from kernelproof.agent.feedback import describe_candidate
 from kernelproof.agent.records import Candidate, Message, Prompt
+from kernelproof.agent.sizes import SizesTested, sizes_text
 from kernelproof.verdict import ReasonCode
 
 # What each reason code rejects, as a rule the model can follow. None: the code is about the
@@ -46,8 +47,8 @@ RULES: dict[ReasonCode, str | None] = {
     ReasonCode.THREAD_LEAK: "Do not start threads or processes.",
     ReasonCode.FORBIDDEN_CONSTRUCT: "No ctypes, exec/eval, frame or gc inspection, patching of torch or timers, "
     "subclassing the reference Model, or try/except fallbacks to PyTorch.",
-    ReasonCode.NO_CUSTOM_KERNEL: "The work must run in kernels your file defines; a plain-PyTorch rewrite is "
-    "flagged.",
+    ReasonCode.NO_CUSTOM_KERNEL: "The work must run in kernels your file defines, launched on every forward; a "
+    "plain-PyTorch rewrite, or a fallback to PyTorch when a launch fails, is rejected.",
     ReasonCode.LOW_KERNEL_COVERAGE: "Most GPU time must be spent in your own kernels (see the kernel policy).",
     ReasonCode.BELOW_PHYSICAL_FLOOR: "A time below the device's physical floor is rejected as impossible.",
     ReasonCode.DEGENERATE_TASK: None,
@@ -89,6 +90,7 @@ class PromptContext:
     task: TaskInfo  # the problem
     device: DeviceInfo  # where it is judged
     language: str = "triton"  # triton | cuda | any
+    sizes: SizesTested | None = None  # the shapes a candidate is tested at; None: the task did not load
 
 
 def system_text(ctx: PromptContext) -> str:
@@ -108,11 +110,16 @@ def task_text(ctx: PromptContext) -> str:
     t = ctx.task
     precision = PRECISIONS.get(t.precision, t.precision)
     split = "" if t.split_precision or t.precision != "fp32" else " Split-precision emulation is not allowed."
+    sizes = (
+        sizes_text(ctx.sizes) + "\n"
+        if ctx.sizes is not None
+        else "Sizes tested: the task's own and others; derive every size from the tensors.\n"
+    )
     return (
         f"# Task: {t.name}\n\n"
-        "The reference program (KernelBench format; the evaluator owns its inputs, shapes and weights, and "
-        "also tests other sizes than the constants shown):\n\n"
+        "The reference program (KernelBench format; the evaluator owns its inputs, shapes and weights):\n\n"
         f"```python\n{t.source.rstrip()}\n```\n\n"
+        f"{sizes}"
         f"Precision contract: {t.precision}: {precision}.{split}\n"
         f"Kernel policy: {t.policy}: {POLICIES.get(t.policy, t.policy)}.\n"
         f"The reference runs in {t.mode} mode.\n"

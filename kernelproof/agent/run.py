@@ -27,6 +27,7 @@ from kernelproof.agent.options import AgentOptions
 from kernelproof.agent.prompts import PromptContext
 from kernelproof.agent.records import Candidate, Completion, Prompt
 from kernelproof.agent.replay import ReplayLog, ReplayWriter
+from kernelproof.agent.sizes import sizes_tested
 from kernelproof.agent.summary import plot, render_markdown, summarize
 from kernelproof.verdict import Verdict
 
@@ -267,7 +268,9 @@ def open_session(
         workers=options.workers,
         cost=budget.cost_of,
     )
-    ctx = PromptContext(info, describe_device(options.eval.device, options.ceilings), options.language)
+    device = describe_device(options.eval.device, options.ceilings)
+    sizes = sizes_tested(info.path, device.kind, options.eval.shape_variants)
+    ctx = PromptContext(info, device, options.language, sizes)
     return Session(run_id, model, options, info, ctx, memory, budget, caller, out_dir, stored)
 
 

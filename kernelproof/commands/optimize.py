@@ -103,6 +103,14 @@ def optimize_command(
         str, Opt("--baselines", help="Baselines to time against (comma separated).")
     ] = "eager",
     eval_timeout: Annotated[float, Opt("--timeout", help="Seconds one worker step may take.")] = 600.0,
+    shape_variants: Annotated[
+        str,
+        Opt(
+            "--shape-variants",
+            help="auto: the probed shapes (the task's sizes made odd and about half) are part of the "
+            "contract, so a shape-specialised candidate is never chosen; probe: they only flag; task: none.",
+        ),
+    ] = "auto",
     eval_reserve: Annotated[
         float | None,
         Opt("--eval-reserve", help="GPU seconds reserved per evaluation (default: the longest one seen)."),
@@ -126,9 +134,10 @@ def optimize_command(
     """
     from kernelproof.agent import AgentOptions, Limits, SearchSettings, parse_model
     from kernelproof.agent.budget import parse_price
+    from kernelproof.agent.options import evaluation
     from kernelproof.agent.run import recorded_options
-    from kernelproof.api import optimize
-    from kernelproof.options import EvalOptions, normalize_baselines
+    from kernelproof.api import SHAPE_VARIANTS, optimize
+    from kernelproof.options import normalize_baselines
 
     try:
         limits = Limits(max_candidates, max_tokens, max_dollars, max_gpu_seconds, max_calls)
@@ -143,17 +152,20 @@ def optimize_command(
                 raise typer.BadParameter("TASK is needed (or --resume RUN)")
             if not model and not replay:
                 raise typer.BadParameter("--model PROVIDER:MODEL is needed (or --replay LOG)")
-            evaluation = EvalOptions(
+            if shape_variants not in SHAPE_VARIANTS:
+                raise typer.BadParameter(f"--shape-variants must be {' | '.join(SHAPE_VARIANTS)}")
+            evaluated_as = evaluation(
                 device=device,
                 baselines=normalize_baselines(baselines.split(",")),
                 timeout_s=eval_timeout,
+                shape_variants=shape_variants,
                 db=db,
             )
             opts = AgentOptions(
                 strategy=strategy,
                 limits=limits,
                 search=SearchSettings(samples=samples, ideas=ideas, impls=impls, beam=beam, seed=seed),
-                eval=evaluation,
+                eval=evaluated_as,
                 max_output_tokens=max_output_tokens,
                 min_output_tokens=min(1024, max_output_tokens),
                 patience=patience,

@@ -21,7 +21,7 @@ from kernelproof.evaluate.source import WorkerSource
 from kernelproof.inputs import dtype_from_name
 from kernelproof.options import EvalOptions
 from kernelproof.solution import read_solution
-from kernelproof.task import Task, load_task, variants_for, with_auto_variants
+from kernelproof.task import Task, auto_variant_base, load_task, variants_for, with_auto_variants
 from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode
 from kernelproof.verify import audit as task_audit
 from kernelproof.verify.cases import (
@@ -80,7 +80,7 @@ def prepare(
         peak = _PeakMemory(dev)
         shapes_probed: tuple[str, ...] = ()
         if options.shape_variants in ("auto", "probe"):
-            base = next((v for v in task.meta.cpu if v in variants), variants[0])  # the smallest shapes
+            base = auto_variant_base(task, variants)  # the smallest shapes
             task, shapes_probed = _auto_variants(task, base, dev, mode, init_seed, flags)
             variants = tuple(variants) + shapes_probed
         timed = tuple(

@@ -19,7 +19,7 @@ from kernelproof.evaluate.requests import device_name, load_candidate, load_prog
 from kernelproof.evaluate.source import WorkerSource
 from kernelproof.measure import roofline as physics
 from kernelproof.measure import stats
-from kernelproof.measure.accounting import account
+from kernelproof.measure.accounting import account, account_cpu
 from kernelproof.measure.coverage import COVERAGE_MIN
 from kernelproof.measure.floor import for_device as launch_floor
 from kernelproof.measure.session import Program, time_steady, time_variant
@@ -83,16 +83,16 @@ def time_candidate(
             reasons += [floor_reason] if floor_reason else []
         if coverage is None:
             own = setup.solution.file.triage.kernel_names
-            floor = launch_floor(device)
             policy = options.policy or setup.task.meta.policy
-            coverage = account(
-                worker, ctx, rng.getrandbits(62), own, policy, options.step_limit("timing"), floor.us
-            )
-            if floor.us is None and device.startswith("cuda"):
-                flags.append(f"coverage_floor: {floor.how}; kernels counted whole")
-            if coverage.custom_fraction is not None:
-                reason = coverage_reason(coverage)
-                reasons += [reason] if reason else []
+            if device.startswith("cuda"):
+                floor = launch_floor(device)
+                coverage = account(worker, ctx, rng.getrandbits(62), own, policy, limit, floor.us)
+                if floor.us is None:
+                    flags.append(f"coverage_floor: {floor.how}; kernels counted whole")
+                reason = coverage_reason(coverage) if coverage.custom_fraction is not None else None
+            else:  # launches counted, not timed: measure/accounting.py says why
+                coverage, reason = account_cpu(worker, ctx, rng.getrandbits(62), own, policy, limit)
+            reasons += [reason] if reason else []
     return Timed(
         Timing("cold", device, tuple(shapes)),
         _headline_speedups(shapes, options),

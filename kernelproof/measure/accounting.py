@@ -7,6 +7,14 @@ kernels the solution defines (Triton ``@triton.jit`` functions, CUDA ``__global_
 library GEMM/convolution kernels (cuBLAS, cuDNN, CUTLASS), and everything else (ATen). The share
 in the submission's kernels, against the task's kernel policy, decides ``no_custom_kernel`` /
 ``low_kernel_coverage``.
+
+On the CPU (:func:`account_cpu`) there are no device kernels. The solution's launches are marked
+and counted by the worker's harness (kernelproof/worker/launches.py) in two hidden forwards, one
+unwatched as a timed call is and one under the CPU profiler. The decision is per forward: a forward
+that launched no kernel of the solution's own is ``no_custom_kernel``, as on the GPU, and the ATen
+ops the profiled forward ran outside its launches are listed by name. Only the presence of a launch
+is judged there: Triton's interpreter is orders of magnitude slower than ATen, so a time share
+would say nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ import re
 
 from kernelproof.measure.coverage import shares
 from kernelproof.sandbox.process import WorkerDied, WorkerProcess
-from kernelproof.verdict import Coverage
+from kernelproof.verdict import Coverage, Reason, ReasonCode
 from kernelproof.verify.cases import VariantContext
 from kernelproof.worker.protocol import ProtocolError
 from kernelproof.worker.replies import reason_of
@@ -29,6 +37,7 @@ LIBRARY_PATTERN = re.compile(
     re.IGNORECASE,
 )
 TOP_KERNELS = 8  # kernels listed in the verdict
+CPU_NOTE = "on the CPU only the presence of a launch is judged (the Triton interpreter makes time shares meaningless)"
 
 
 def origin_of(name: str, own: tuple[str, ...]) -> str:
@@ -83,3 +92,93 @@ def account(
         floor_us=floor_us,
         other_policy_fraction=share.above_floor[other] if rows else 0.0,
     )
+
+
+def account_cpu(
+    worker: WorkerProcess, ctx: VariantContext, seed: int, own: tuple[str, ...], policy: str, timeout_s: float
+) -> tuple[Coverage, Reason | None]:
+    """Two hidden forwards with the solution's launches counted, one under the CPU profiler: the
+    coverage record, and the reason the verdict fails (``no_custom_kernel`` when either forward
+    launched no kernel of the solution's own, or why they failed: they are hidden timed calls)."""
+    spec, fixed_tensors = ctx.input_spec()
+    reply, _ = worker.request({"op": "profile", **spec, "seed": seed}, fixed_tensors, timeout_s)
+    if not reply.get("ok"):
+        try:
+            why = reason_of(reply)
+        except ProtocolError as exc:  # a code kernelproof does not know: the worker is broken
+            worker.kill()
+            raise WorkerDied("crash", f"the candidate: {exc}") from None
+        # Unlike the GPU's, these are forwards the verdict depends on: a solution must not escape
+        # the count by failing only here (raising while a profiler records, say).
+        return Coverage(None, (), policy, f"profiling failed ({why.code.value}): {why.message}"), why
+    if reply.get("unmarked"):
+        note = f"launches could not be marked on the CPU ({reply['unmarked']}); nothing was decided from the profile"
+        return Coverage(None, (), policy, note), None
+    try:
+        launches = _launches(reply.get("launches", []))
+        unwatched = _launches(reply.get("unwatched", []))
+        aten = tuple(str(op) for op, _calls in reply.get("aten_outside", []))
+    except (TypeError, ValueError):
+        worker.kill()
+        raise WorkerDied("crash", "the candidate's worker sent a malformed profile reply") from None
+    mine = [name for name, returned in launches if returned and launch_is_own(name, own)]
+    mine_unwatched = [name for name, returned in unwatched if returned and launch_is_own(name, own)]
+    cov = Coverage(
+        None,
+        (),
+        policy,
+        cpu_note(launches, mine, aten),
+        custom_launches=min(len(mine), len(mine_unwatched)),
+        aten_outside=aten,
+    )
+    return cov, cpu_reason(launches, mine, mine_unwatched, aten)
+
+
+def _launches(rows: list) -> list[tuple[str, bool]]:
+    """The worker's launch list, [kind:name, returned] per launch, as typed pairs."""
+    return [(str(name), bool(returned)) for name, returned in rows]
+
+
+def cpu_reason(
+    launches: list[tuple[str, bool]], mine: list[str], mine_unwatched: list[str], aten: tuple[str, ...]
+) -> Reason | None:
+    """``no_custom_kernel`` for a forward that launched none of the solution's kernels, naming what
+    it ran instead; None when both did."""
+    if not mine:
+        ran = ", ".join(aten[:8]) or "no ATen op that computes"
+        failed = sorted({n for n, returned in launches if not returned})
+        tried = f" (launched and raised: {', '.join(failed)})" if failed else ""
+        return Reason(
+            ReasonCode.NO_CUSTOM_KERNEL,
+            "the profiled forward launched no kernel the solution defines (on the CPU only the presence of a "
+            f"launch is judged); it ran {ran}{tried}: a fallback to PyTorch, or a launch that failed",
+        )
+    if not mine_unwatched:
+        return Reason(
+            ReasonCode.NO_CUSTOM_KERNEL,
+            "a forward run without the profiler launched no kernel the solution defines, while the profiled "
+            f"one launched {', '.join(sorted(set(mine)))}: the solution's kernels must run on every forward, "
+            "not only while a profiler records",
+        )
+    return None
+
+
+def launch_is_own(label: str, own: tuple[str, ...]) -> bool:
+    """A marked launch ``kind:name`` of the solution's own kernels: a Triton kernel its file defines,
+    or a function of an extension it compiled (load_inline / load: built from its source)."""
+    kind, _, name = label.partition(":")
+    return kind == "extension" or (kind == "triton" and name in own)
+
+
+def cpu_note(launches: list[tuple[str, bool]], mine: list[str], aten: tuple[str, ...]) -> str:
+    """What the CPU profile saw, in one line of the coverage note."""
+    counted: dict[str, int] = {}
+    for name in mine:
+        counted[name] = counted.get(name, 0) + 1
+    seen = ", ".join(f"{n} x{k}" if k > 1 else n for n, k in counted.items()) or "none"
+    parts = [f"{CPU_NOTE}; launches of the solution's kernels: {seen}"]
+    others = sorted({n for n, returned in launches if not returned or n not in counted})
+    if others:
+        parts.append(f"other launches (raised, or not the solution's): {', '.join(others)}")
+    parts.append(f"ATen ops outside them: {', '.join(aten) if aten else 'none'}")
+    return "; ".join(parts)

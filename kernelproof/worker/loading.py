@@ -23,7 +23,7 @@ from kernelproof import flags as numeric_flags
 from kernelproof.inputs import dtype_from_name
 from kernelproof.sandbox import guards
 from kernelproof.verdict import ReasonCode
-from kernelproof.worker import checks, program, surface
+from kernelproof.worker import checks, launches, program, surface
 from kernelproof.worker.checks import hooks, threads
 from kernelproof.worker.clock import CpuClock, CudaClock
 from kernelproof.worker.replies import failure
@@ -115,7 +115,13 @@ def _load_candidate(state: WorkerState, h: dict[str, Any], init_args: list[Any])
 
 
 def arm(state: WorkerState, deny_read: tuple[str, ...]) -> None:
-    """Arm the candidate's guards: armed before the first line of candidate code runs (I1), never removed."""
+    """Arm the candidate's guards: armed before the first line of candidate code runs (I1), never removed.
+
+    On the CPU the solution's launch paths are wrapped first (launch accounting without a device:
+    :mod:`kernelproof.worker.launches`), so that the identity snapshot holds the wrappers.
+    """
+    if state.device.type == "cpu":
+        state.launches = launches.install()
     deny = state.deny_read + deny_read
     state.switch = guards.install(guards.GuardConfig(state.solution_path, state.private_dir, deny))
     state.hooked = hooks.watch()
@@ -125,6 +131,7 @@ def arm(state: WorkerState, deny_read: tuple[str, ...]) -> None:
         + guards.thread_start_targets()
         + hooks.guarded()
         + surface.harness_references()
+        + launches.entry_points()
     )
     state.armed = True
 

@@ -17,6 +17,7 @@ import torch
 from kernelproof.sandbox import guards
 from kernelproof.worker import handoff
 from kernelproof.worker.handoff import Outbox
+from kernelproof.worker.launches import Launches
 
 
 def _off(on: bool) -> None:
@@ -42,6 +43,7 @@ class WorkerState:
     switch: Callable[[bool], None] = _off  # marks when solution code runs (labels the audit hook's reports)
     integrity: Callable[[], list[str]] = _nothing  # harness functions the solution replaced
     hooked: Callable[[bool], list[str]] = _no_hooks  # hooks left active in the harness's torch calls
+    launches: Launches | None = None  # the solution's launches marked on the CPU (None: not wrapped)
     # The program loaded by the last load request.
     model: Any = None  # the module
     fn: Any = None  # what a call runs: the module, or its torch.compile wrapper (baselines)

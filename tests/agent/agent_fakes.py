@@ -146,10 +146,12 @@ class FakeEvaluator:
 
     def __init__(self) -> None:
         self.batches: list[list[str]] = []  # solution paths per call
+        self.options: list = []  # the EvalOptions of each call
 
     def __call__(self, pairs, options=None):
         pairs = list(pairs)
         self.batches.append([str(s) for _, s in pairs])
+        self.options.append(options)
         for task, sol in reversed(pairs):
             yield make_verdict(Path(sol).read_text(), str(sol), str(task))
 

@@ -69,6 +69,28 @@ def test_optimize_runs_against_a_local_server_and_writes_the_best_file(cli, serv
     assert server.count == 3
 
 
+@pytest.mark.parametrize(
+    ("args", "mode", "said"),
+    [
+        ((), "auto", "probed, part of the contract: auto_odd (batch_size=3, features=33)"),
+        (("--shape-variants", "task"), "task", "- the task's own: small (batch_size=4, features=33)"),
+    ],
+)
+def test_candidates_are_judged_on_the_probed_shapes_unless_told_and_the_prompt_says_which(
+    cli, serve, task_file, tmp_path, args, mode, said
+):
+    server = counter_server(serve, ["SPEED: 1.5"])
+    out = tmp_path / "run"
+    result = cli(
+        str(task_file), "--model", "vllm:qwen", "--base-url", server.openai_url, "--max-candidates", "1",
+        "--device", "cpu", "--out", str(out), "--db", "", "--no-plot", *args,
+    )  # fmt: skip
+    assert result.exit_code == EXIT_FOUND, result.output
+    assert [o.shape_variants for o in cli.evaluator.options] == [mode]
+    prompt = server.requests[0].last_user
+    assert said in prompt and (mode == "auto") == ("auto_half" in prompt)
+
+
 def test_resume_by_folder_takes_the_runs_own_settings_and_a_larger_budget(cli, serve, task_file, tmp_path):
     server = counter_server(serve, ["SPEED: 1.1", "SPEED: 1.3", "SPEED: 1.9"])
     args = ["--device", "cpu", "--db", str(tmp_path / "kp.db"), "--no-plot"]
@@ -147,6 +169,7 @@ def test_a_run_without_a_verified_candidate_exits_1(cli, serve, task_file, tmp_p
         (["--model", "openai:gpt-5", "--strategy", "greedy"], "unknown strategy"),
         (["--model", "openai:gpt-5", "--max-dollars", "1", "--price", "cheap"], "IN,OUT"),
         (["--model", "vllm:q", "--max-dollars", "1"], "--price"),
+        (["--model", "vllm:q", "--shape-variants", "some"], "--shape-variants must be probe | auto | task"),
     ],
 )
 def test_misuse_exits_2_with_a_sentence(cli, task_file, tmp_path, args, message):

@@ -8,6 +8,7 @@ import pytest
 from agent_loopback import Reply
 
 from kernelproof.agent import AgentOptions, Limits, parse_model
+from kernelproof.agent.options import evaluation
 from kernelproof.api import optimize
 from kernelproof.options import EvalOptions
 
@@ -60,3 +61,28 @@ def test_a_replay_log_carried_to_a_gpu_machine_runs_end_to_end(tmp_path):
     assert "mismatch" in res.candidates[0].verdict.codes
     assert res.best.id == "t001s00" and res.best_verdict.speedup["best"].median > 0
     assert res.spend.live_calls == 0 and (tmp_path / "run" / "summary.md").exists()
+
+
+@pytest.mark.slow
+def test_under_optimizes_default_a_hard_coded_row_length_is_never_the_best(serve, tmp_path):
+    """A KernelBench file has one shape; a kernel written for its row length passes it (with a flag
+    under eval's default), but optimize probes other sizes as part of the contract."""
+    solutions = Path(__file__).resolve().parents[1] / "data" / "solutions"
+    hard_coded = (solutions / "row_mean_hardcoded.py").read_text()
+    general = (solutions / "row_mean_general.py").read_text()
+    answers = iter([fenced(hard_coded), fenced(general)])
+    server = serve(lambda req: Reply(next(answers, fenced(general))))
+    opts = AgentOptions(
+        limits=Limits(max_candidates=2),
+        eval=evaluation(device="cpu", db="", time_budget_s=0.3, min_rounds=2, max_rounds=2),
+        out_dir=str(tmp_path / "run"),
+        db=str(tmp_path / "kp.db"),
+        plot=False,
+    )
+    model = parse_model("vllm:loopback", base_url=server.openai_url, timeout_s=10)
+    task = Path(__file__).resolve().parents[1] / "data" / "tasks" / "kb_row_mean.py"
+    res = optimize(task, model, opts)
+    first, second = res.candidates
+    assert "shape_specialized" in first.verdict.codes, first.verdict.codes
+    assert "auto_odd (batch_size=7, cols=63)" in server.requests[0].last_user  # the prompt said so
+    assert second.passed and res.best.id == second.id

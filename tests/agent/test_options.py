@@ -29,3 +29,13 @@ def test_options_survive_the_json_round_trip_a_resumed_run_relies_on():
 def test_bad_options_are_refused_with_a_sentence(fields):
     with pytest.raises(ConfigError):
         AgentOptions(**fields)
+
+
+def test_candidates_are_evaluated_with_the_probed_shapes_in_the_contract_by_default():
+    from kernelproof.agent.options import evaluation
+
+    assert AgentOptions().eval.shape_variants == "auto"  # a shape-specialised candidate is never the best
+    assert evaluation(device="cpu") == EvalOptions(device="cpu", shape_variants="auto")
+    assert evaluation(shape_variants="probe").shape_variants == "probe"
+    back = AgentOptions.from_json(json.loads(json.dumps(AgentOptions().to_json())))
+    assert back.eval.shape_variants == "auto"

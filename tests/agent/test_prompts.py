@@ -17,6 +17,7 @@ from kernelproof.agent.prompts import (
     refine_prompt,
 )
 from kernelproof.agent.records import Candidate
+from kernelproof.agent.sizes import sizes_tested
 from kernelproof.verdict import ReasonCode
 
 H200 = DeviceInfo("NVIDIA H200", "cuda", "sm_90", 132, 141.0, 60.0, {"bf16": 730.0}, 4.28, "measured (h200)")
@@ -68,6 +69,18 @@ def test_task_message_holds_source_contract_policy_and_device(task_file):
 def test_cpu_device_says_triton_runs_in_the_interpreter(task_file):
     cpu = DeviceInfo("CPU", "cpu", "cpu")
     assert "Triton interpreter" in draft_prompt(ctx(task_file, cpu)).messages[0].content
+
+
+def test_the_task_message_states_the_sizes_a_candidate_is_tested_at(task_file):
+    sizes = sizes_tested(str(task_file), "cuda", "auto")
+    text = draft_prompt(PromptContext(read_task(task_file), H200, "triton", sizes)).messages[0].content
+    assert "- the task's own: default (batch_size=64, features=96); small (batch_size=4, features=33)" in text
+    assert "auto_half (batch_size=3, features=17). A candidate that fails one of them is rejected" in text
+
+
+def test_without_sizes_the_task_message_still_says_other_sizes_are_tested(task_file):
+    text = draft_prompt(ctx(task_file)).messages[0].content
+    assert "Sizes tested: the task's own and others; derive every size from the tensors." in text
 
 
 def test_same_state_gives_the_same_prompt_hash(task_file):

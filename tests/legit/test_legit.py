@@ -5,8 +5,10 @@ path under suite/ (correctness only on the CPU, one seed per case, to keep CI ti
 hard legitimate cases written to sit next to an exploit they resemble: a reduction whose atomics
 reorder its additions (next to A2), a split-precision matmul at fp32 accuracy (next to A9's TF32
 dot), a kernel specialised per shape with a general fallback (next to A11), a scalar loss (next
-to A5), a kernel importing a library module the worker had not loaded, and a task that is in
-place by contract (next to A8). GPU rows are marked `gpu` and run unchanged on a CUDA machine.
+to A5), a kernel importing a library module the worker had not loaded, a task that is in place by
+contract (next to A8), and block partial sums combined by a small ATen epilogue, timed on the CPU
+where launch accounting counts launches (next to E2). GPU rows are marked `gpu` and run unchanged
+on a CUDA machine.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ CASES = (
     L("split_precision_matmul", EXPLOIT_TASKS / "matmul_gpu.py", device="cuda", timing=True),
     L("shape_specialised_row_mean", EXPLOIT_TASKS / "row_mean.py"),
     L("shape_specialised_row_mean", EXPLOIT_TASKS / "row_mean.py", device="cuda", timing=True),
+    L("partial_sums_row_mean", EXPLOIT_TASKS / "row_mean.py", timing=True),  # CPU launch accounting
     L("mse_loss_scalar", TASKS / "mse_loss.py"),
     L("gelu_libdevice", TASKS / "gelu_tanh.py"),
     L("gelu_libdevice", TASKS / "gelu_tanh.py", device="cuda", timing=True),

@@ -320,7 +320,7 @@ def two_in_flight_on_the_cpu(timeout_s: float) -> EvalOptions:
 def test_two_evaluations_per_device_overlap_their_checks_and_never_their_timing():
     pool = SpyPool()
     opts = two_in_flight_on_the_cpu(timeout_s=120)
-    pairs = [(TASK, str(DATA / "solutions" / "plain_torch.py"))] * 3
+    pairs = [(TASK, str(DATA / "solutions" / "scale_relu_triton.py"))] * 3
     try:
         verdicts = list(evaluate_many(pairs, opts, pool=pool))
     finally:
@@ -361,7 +361,7 @@ def test_a_hung_candidate_is_stopped_while_the_other_evaluations_time_and_still_
     opts = two_in_flight_on_the_cpu(timeout_s=20)
     _warm(pool, opts.per_device)
     hang = str(DATA / "solutions" / "infinite_loop.py")
-    good = str(DATA / "solutions" / "plain_torch.py")
+    good = str(DATA / "solutions" / "scale_relu_triton.py")
     try:
         verdicts = {
             v.solution.path + str(i): v

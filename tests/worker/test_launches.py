@@ -1,0 +1,193 @@
+"""Launch accounting on the CPU: the solution's launches are marked and counted, the ATen ops a forward
+ran outside them are listed, and a forward without a launch of its own is no_custom_kernel.
+
+One profile request (two counted forwards) per test, in a real candidate worker (Triton through its
+interpreter); the wrappers themselves are also tested in this process, where nothing needs compiling.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+
+import pytest
+import torch
+from worker_session import DATA, EXPLOITS, loaded
+
+from kernelproof.measure.accounting import account_cpu
+from kernelproof.verdict import Coverage, Reason
+from kernelproof.worker import launches
+
+SCALE_RELU = DATA / "tasks" / "scale_relu.py"
+
+
+def _profiled(task, solution) -> tuple[Coverage, Reason | None]:
+    with loaded(task, solution) as (worker, ctx):
+        own = ("scale_relu_kernel", "relu_kernel", "_matmul_kernel")
+        return account_cpu(worker, ctx, 7, own, "strict", 120)
+
+
+def test_a_triton_launch_is_counted_and_the_interpreters_own_ops_are_not_listed():
+    cov, reason = _profiled(SCALE_RELU, DATA / "solutions" / "scale_relu_triton.py")
+    assert reason is None and cov.custom_launches == 1, cov.note
+    # the output's allocation does no work; the argument copies are the launch's
+    assert cov.aten_outside == ()
+    assert "only the presence of a launch is judged" in cov.note and "scale_relu_kernel" in cov.note
+
+
+def test_a_torch_epilogue_outside_the_launch_is_listed_and_the_forward_still_passes():
+    cov, reason = _profiled(SCALE_RELU, DATA / "solutions" / "scale_relu_torch_epilogue.py")
+    assert reason is None and cov.custom_launches == 1, cov.note
+    assert cov.aten_outside == ("aten::mul", "aten::add"), cov.aten_outside
+
+
+def test_a_fallback_whose_launch_raises_is_no_custom_kernel_naming_what_ran():
+    cov, reason = _profiled(
+        EXPLOITS / "tasks" / "matmul.py", EXPLOITS / "solutions" / "e2_try_except_fallback.py"
+    )
+    assert cov.custom_launches == 0, cov.note
+    assert "triton:_matmul_kernel" in cov.note  # launched, raised: not a launch
+    assert reason is not None and reason.code.value == "no_custom_kernel"
+    assert "aten::matmul" in reason.message and "raised: triton:_matmul_kernel" in reason.message
+
+
+def test_a_kernel_launched_only_while_profiled_is_no_custom_kernel():
+    cov, reason = _profiled(SCALE_RELU, DATA / "solutions" / "launches_only_when_profiled.py")
+    assert cov.custom_launches == 0 and "scale_relu_kernel" in cov.note, cov.note  # the profiled one did
+    assert reason is not None and reason.code.value == "no_custom_kernel"
+    assert "without the profiler" in reason.message
+
+
+def test_a_forward_that_fails_only_while_profiled_fails_the_verdict():
+    cov, reason = _profiled(SCALE_RELU, DATA / "solutions" / "raises_when_profiled.py")
+    assert reason is not None and reason.code.value == "runtime_error", cov.note
+    assert "not while watched" in reason.message and cov.custom_launches is None
+
+
+def test_a_range_named_as_the_harness_names_a_launch_is_forbidden():
+    cov, reason = _profiled(SCALE_RELU, DATA / "solutions" / "forged_launch_range.py")
+    assert reason is not None and reason.code.value == "forbidden_construct", cov.note
+    assert "launch ranges" in reason.message and cov.custom_launches is None
+
+
+def test_replacing_the_wrapped_load_inline_is_forbidden_at_load():
+    from worker_session import load_header
+
+    from kernelproof.sandbox.process import SpawnSpec, WorkerProcess
+    from kernelproof.task import load_task
+    from kernelproof.verify.cases import build_variant, make_inputs
+
+    ctx = build_variant(load_task(SCALE_RELU), "small", torch.device("cpu"), "eval", 0)
+    make_inputs(ctx, "task", 0)
+    worker = WorkerProcess(SpawnSpec("candidate", "cpu"))
+    try:
+        staged = worker.stage_solution(str(DATA / "solutions" / "unwraps_load_inline.py"))
+        header, tensors = load_header(ctx, staged)
+        reply, _ = worker.request(header, tensors, 120)
+    finally:
+        worker.close()
+    assert not reply.get("ok") and reply["code"] == "forbidden_construct", reply
+    assert "load_inline" in reply["message"]
+
+
+class _Reply:
+    """A worker whose profile reply is given."""
+
+    def __init__(self, reply):
+        self.reply = reply
+
+    def request(self, header, tensors, timeout_s):
+        return self.reply, []
+
+
+class _CpuContext:
+    device = torch.device("cpu")
+
+    def input_spec(self):
+        return {}, []
+
+
+def test_when_launches_could_not_be_marked_nothing_is_decided():
+    why = "Triton's interpreter cannot be imported (ImportError: no triton)"
+    cov, reason = account_cpu(_Reply({"ok": True, "unmarked": why}), _CpuContext(), 1, (), "strict", 10)
+    assert reason is None and cov.custom_launches is None
+    assert why in cov.note and "nothing was decided" in cov.note
+
+
+def test_a_launch_of_a_kernel_the_solution_does_not_define_is_not_its_own():
+    launched = [["triton:library_kernel", True]]
+    reply = {"ok": True, "launches": launched, "unwatched": launched, "aten_outside": [["aten::mm", 1]]}
+    cov, reason = account_cpu(_Reply(reply), _CpuContext(), 1, ("my_kernel",), "strict", 10)
+    assert cov.custom_launches == 0 and reason.code.value == "no_custom_kernel"
+    assert "aten::mm" in reason.message
+
+
+def test_an_extension_function_and_an_own_triton_kernel_are_launches_of_the_solution():
+    launched = [["extension:forward", True], ["triton:my_kernel", True]]
+    reply = {"ok": True, "launches": launched, "unwatched": launched, "aten_outside": []}
+    cov, reason = account_cpu(_Reply(reply), _CpuContext(), 1, ("my_kernel",), "strict", 10)
+    assert reason is None and cov.custom_launches == 2
+
+
+@pytest.fixture
+def restored(monkeypatch):
+    """Whatever install() wraps in this process is put back after the test."""
+    from torch.utils import cpp_extension as ce
+    from triton.runtime.interpreter import InterpretedFunction
+
+    monkeypatch.setattr(InterpretedFunction, "run", InterpretedFunction.run)
+    monkeypatch.setattr(ce, "load_inline", ce.load_inline)
+    monkeypatch.setattr(ce, "load", ce.load)
+    return monkeypatch
+
+
+def test_without_an_interpreter_launch_to_wrap_the_worker_says_why(restored):
+    from triton.runtime.interpreter import InterpretedFunction
+
+    restored.delattr(InterpretedFunction, "run")
+    marks = launches.install()
+    assert "no run method" in marks.missing and "InterpretedFunction.run" not in marks.installed
+
+
+def test_an_extension_functions_call_is_a_launch_once_it_returns(restored):
+    from torch.utils import cpp_extension as ce
+
+    fake = types.ModuleType("fake_extension")
+    fake.root = math.sqrt  # a builtin, as pybind's functions are
+    fake.fails = math.log
+    restored.setattr(ce, "load_inline", lambda *a, **k: fake)
+    marks = launches.install()
+    module = ce.load_inline(name="fake_extension", cpp_sources="")
+    assert module.root(4.0) == 2.0 and marks.stop() == []  # not recording: nothing kept
+    marks.start()
+    module.root(9.0)
+    with pytest.raises(ValueError):
+        module.fails(-1.0)
+    assert marks.stop() == [("extension:root", True), ("extension:fails", False)]
+
+
+class _Event:
+    """A profiler event: its name and the event it is nested in."""
+
+    def __init__(self, name, parent=None):
+        self.name, self.cpu_parent = name, parent
+
+
+def test_only_the_outermost_ops_that_compute_are_listed_outside_the_launches():
+    from kernelproof.worker.profiling import _split
+
+    launch = _Event("kernelproof.launch:triton:k")
+    matmul = _Event("aten::matmul")
+    moved = _Event("aten::movedim")  # a view: not listed, but what it runs in its own right is
+    events = [
+        _Event("aten::empty_like"),
+        launch,
+        _Event("aten::copy_", launch),  # the interpreter's argument copy: the launch's
+        matmul,
+        _Event("aten::mm", matmul),  # part of aten::matmul
+        moved,
+        _Event("aten::clone", moved),
+        _Event("aten::sum"),
+        _Event("aten::sum"),
+    ]
+    assert _split(events) == (1, [("aten::matmul", 1), ("aten::clone", 1), ("aten::sum", 2)])
