@@ -36,7 +36,6 @@ class EvalOptions:
     # a reference whose output depends on the RNG (dropout in training mode): False evaluates it in
     # eval() mode with the flag random_reference; True refuses it as task_error
     refuse_random_reference: bool = False
-    policy: str | None = None  # kernel policy: "strict" | "library-ok"; None: the task's own
     # "probe": the task's variants are the contract, perturbed size constants are also run and a
     # failure there is the flag shape_specialized; "auto": the perturbed shapes are in the contract
     # (a failure there fails, as shape_specialized); "task": the task's variants alone
