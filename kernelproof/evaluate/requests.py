@@ -26,6 +26,15 @@ def load_program(
 ) -> dict[str, Any]:
     """Ask the worker to load a program for one shape variant: the candidate's ModelNew (`role`
     "candidate") or the task's Model (a baseline), with the reference's init arguments and weights."""
+    header, tensors = load_request(ctx, path)
+    limit = options.timeout_s if limit_s is None else limit_s
+    reply, _ = worker.request({**header, **extra}, tensors, limit)
+    return reply
+
+
+def load_request(ctx: VariantContext, path: str) -> tuple[dict[str, Any], list[torch.Tensor]]:
+    """The ``load`` request for ``ctx``'s variant: its header and its tensors (the init arguments',
+    then the reference's weights, then its plain tensor attributes)."""
     init_spec, init_tensors = encode_args(ctx.init_args)
     header = {
         "op": "load",
@@ -40,11 +49,8 @@ def load_program(
         "weight_names": ctx.weight_names,
         "weights_offset": len(init_tensors),
         "attribute_names": ctx.attribute_names,  # sent after the weights (worker/program.copy_attributes)
-        **extra,
     }
-    limit = options.timeout_s if limit_s is None else limit_s
-    reply, _ = worker.request(header, init_tensors + ctx.weight_tensors + ctx.attribute_tensors, limit)
-    return reply
+    return header, init_tensors + ctx.weight_tensors + ctx.attribute_tensors
 
 
 def load_candidate(

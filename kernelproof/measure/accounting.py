@@ -63,14 +63,8 @@ def account(
     above the launch floor (`floor_us`, measured apart: kernelproof/measure/floor.py)."""
     if ctx.device.type != "cuda":
         return Coverage(None, (), policy, "launch accounting needs CUDA; skipped on the CPU")
-    spec, fixed_tensors = ctx.input_spec()
-    reply, _ = worker.request({"op": "profile", **spec, "seed": seed}, fixed_tensors, timeout_s)
-    if not reply.get("ok"):
-        try:
-            why = reason_of(reply)
-        except ProtocolError as exc:  # a code kernelproof does not know: the worker is broken
-            worker.kill()
-            raise WorkerDied("crash", f"the candidate: {exc}") from None
+    reply, why = _profile(worker, ctx, seed, timeout_s)
+    if why is not None:
         return Coverage(None, (), policy, f"profiling failed ({why.code.value}): {why.message}")
     rows = [(str(n), origin_of(str(n), own), float(ms)) for n, _stream, ms in reply.get("kernels", [])]
     total = sum(ms for _, _, ms in rows)
@@ -100,14 +94,8 @@ def account_cpu(
     """Two hidden forwards with the solution's launches counted, one under the CPU profiler: the
     coverage record, and the reason the verdict fails (``no_custom_kernel`` when either forward
     launched no kernel of the solution's own, or why they failed: they are hidden timed calls)."""
-    spec, fixed_tensors = ctx.input_spec()
-    reply, _ = worker.request({"op": "profile", **spec, "seed": seed}, fixed_tensors, timeout_s)
-    if not reply.get("ok"):
-        try:
-            why = reason_of(reply)
-        except ProtocolError as exc:  # a code kernelproof does not know: the worker is broken
-            worker.kill()
-            raise WorkerDied("crash", f"the candidate: {exc}") from None
+    reply, why = _profile(worker, ctx, seed, timeout_s)
+    if why is not None:
         # Unlike the GPU's, these are forwards the verdict depends on: a solution must not escape
         # the count by failing only here (raising while a profiler records, say).
         return Coverage(None, (), policy, f"profiling failed ({why.code.value}): {why.message}"), why
@@ -182,3 +170,19 @@ def cpu_note(launches: list[tuple[str, bool]], mine: list[str], aten: tuple[str,
         parts.append(f"other launches (raised, or not the solution's): {', '.join(others)}")
     parts.append(f"ATen ops outside them: {', '.join(aten) if aten else 'none'}")
     return "; ".join(parts)
+
+
+def _profile(
+    worker: WorkerProcess, ctx: VariantContext, seed: int, timeout_s: float
+) -> tuple[dict, Reason | None]:
+    """One hidden call under the profiler: the worker's reply, and why it failed (None when it ran).
+    A failure code kernelproof does not know means the worker is broken: it is killed."""
+    spec, fixed_tensors = ctx.input_spec()
+    reply, _ = worker.request({"op": "profile", **spec, "seed": seed}, fixed_tensors, timeout_s)
+    if reply.get("ok"):
+        return reply, None
+    try:
+        return reply, reason_of(reply)
+    except ProtocolError as exc:
+        worker.kill()
+        raise WorkerDied("crash", f"the candidate: {exc}") from None

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 
+from kernelproof.evaluate.requests import load_request
 from kernelproof.sandbox.process import SpawnSpec, WorkerProcess
 from kernelproof.task import load_task
 from kernelproof.verify.cases import VariantContext, build_variant, make_inputs
@@ -17,28 +18,8 @@ DATA = TESTS / "data"
 
 
 def load_header(ctx: VariantContext, path: str) -> tuple[dict, list[torch.Tensor]]:
-    """A ``load`` request for ``ctx``'s variant (what the parent sends)."""
-    init_spec, init_tensors = [], []
-    for a in ctx.init_args:
-        if isinstance(a, torch.Tensor):
-            init_spec.append({"t": len(init_tensors)})
-            init_tensors.append(a)
-        else:
-            init_spec.append({"v": a})
-    header = {
-        "op": "load",
-        "path": path,
-        "device": "cpu",
-        "dtype": str(ctx.dtype).replace("torch.", ""),
-        "precision": ctx.precision,
-        "mode": ctx.mode,
-        "inplace": list(ctx.inplace),
-        "init_args": init_spec,
-        "init_seed": ctx.init_seed,
-        "weight_names": ctx.weight_names,
-        "weights_offset": len(init_tensors),
-    }
-    return header, init_tensors + ctx.weight_tensors
+    """A ``load`` request for ``ctx``'s variant: the one the parent sends."""
+    return load_request(ctx, path)
 
 
 @contextmanager
