@@ -384,17 +384,13 @@ def test_an_honest_certificate_verifies_on_the_same_machine(tmp_path):
     machine whose load changed, not a fault. So a failure there is accepted only as a speedup
     outside its band, named with both figures. (Bands themselves are tested above on synthetic runs.)
     """
-    import os
-    import subprocess
-    import sys
+    from cli_support import run_child
 
     data = Path(__file__).parent / "data"
-    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "config"), COLUMNS="400")
     cert = tmp_path / "cert.json"
 
     def kp(*args):
-        cmd = [sys.executable, "-m", "kernelproof.cli", *args]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+        return run_child(*args, columns=400, env={"XDG_CONFIG_HOME": str(tmp_path / "config")})
 
     made = kp(
         "certify",
@@ -407,11 +403,11 @@ def test_an_honest_certificate_verifies_on_the_same_machine(tmp_path):
         "-o",
         str(cert),
     )
-    assert made.returncode == 0, made.stdout + made.stderr
-    assert "created a signing key" in made.stdout and "pass in 2 runs" in made.stdout
+    assert made.code == 0, made.out + made.err
+    assert "created a signing key" in made.out and "pass in 2 runs" in made.out
     checked = kp("verify", str(cert))
-    report = checked.stdout
-    assert checked.returncode in (0, 1), report + checked.stderr
+    report = checked.out
+    assert checked.code in (0, 1), report + checked.err
     assert "(your key); the signature holds" in report
     for check in (
         "is what its 2 recorded runs give",
@@ -423,4 +419,4 @@ def test_an_honest_certificate_verifies_on_the_same_machine(tmp_path):
     assert re.search(r"speedup against eager: certified [0-9.e+-]+x, re-run [0-9.e+-]+x", report), report
     failed = [line for line in report.splitlines() if "[FAIL]" in line]
     assert all(re.search(r"\[FAIL\] speedup against \w+: .* outside the band", f) for f in failed), report
-    assert ("the result holds" in report) == (checked.returncode == 0 and not failed), report
+    assert ("the result holds" in report) == (checked.code == 0 and not failed), report
