@@ -10,6 +10,8 @@ task and a summary by reason code, and writes the table as Markdown and JSON.
 It is resumable: verdicts go to a store (``--db``), so a rerun serves what is done and evaluates
 the rest (an ``internal_error`` is evaluated again; ``too_large`` is never stored), and
 ``--time-limit`` stops submitting new tasks in time for a 10-minute call. Run it level by level.
+A rerun at another ``--per-device`` is served every stored verdict but a crash or timeout reached
+with more evaluations sharing the GPU (docs/verdict.md, the store).
 
 KernelBench is never committed here: ``--prepare DIR`` exports the pinned commit's level folders
 from a local clone (``--from``) into DIR, an ignored folder, with the commit written beside them,

@@ -126,7 +126,7 @@ def _to_build(items: list[tuple[str, str]], options: EvalOptions, device: str) -
         if not (Path(task).is_file() and Path(sol).is_file()):
             continue
         key = evaluation_key(task, sol, options, device) if store is not None else ""
-        if store is not None and served(store, key, options.time_limits()) is not None:
+        if store is not None and served(store, key, options.serving_conditions()) is not None:
             continue
         out.append(sol)
     return out
@@ -170,7 +170,7 @@ def _evaluate_on(task: str, solution: str, options: EvalOptions, device: str, po
     store = _open_store(options)
     key = evaluation_key(task, solution, options, device)
     if store is not None and not options.fresh:
-        cached = served(store, key, options.time_limits())
+        cached = served(store, key, options.serving_conditions())
         if cached is not None:
             return cached
     # A CUDA or native solution is built before the GPU is taken: its compile (tens of seconds)
@@ -187,7 +187,7 @@ def _evaluate_on(task: str, solution: str, options: EvalOptions, device: str, po
     if verdict.codes and verdict.codes[0] == ReasonCode.TOO_LARGE.value:
         return verdict  # a property of this device and its neighbours at the time: never stored
     if store is not None:
-        store.put(key, verdict, options_sha256=options_digest(options), limits=options.time_limits())
+        store.put(key, verdict, options_sha256=options_digest(options), limits=options.serving_conditions())
     return verdict
 
 

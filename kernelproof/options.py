@@ -23,6 +23,11 @@ BASELINE_NAMES = (
 # limits). Each worker step is bounded by its phase's limit and by timeout_s; the whole evaluation
 # by evaluation_timeout_s. The phase a limit cut is named in the verdict.
 TIME_LIMITS = ("timeout_s", "import_timeout_s", "case_timeout_s", "timing_timeout_s", "evaluation_timeout_s")
+# The conditions a stored verdict was reached under and is checked against when served: the time
+# limits, and how many evaluations shared the device (per_device). Kept out of the store's key so
+# that a pass at per_device 4 answers a sweep resumed at 6; a timeout or crash is served only under
+# conditions as hard or harder (store.served).
+SERVING_CONDITIONS = (*TIME_LIMITS, "per_device")
 
 
 @dataclass(frozen=True)
@@ -80,7 +85,7 @@ class EvalOptions:
 
         - ``timeout_s``: not in the key but recorded with the stored row and checked when it is
           served (store.served): a ``timeout`` verdict answers only an equal or smaller limit,
-          any other verdict answers whatever the limit. See :meth:`time_limits`.
+          any other verdict answers whatever the limit. See :meth:`serving_conditions`.
         - ``fresh``, ``db``: whether and where the store is read; not what is measured.
         - ``build_cache``: where built extensions are kept. Entries are content-addressed and
           hash-checked, so any cache root yields the same build of the same source.
@@ -88,11 +93,13 @@ class EvalOptions:
         - ``require_sandbox``: whether to refuse running without every containment layer; a verdict
           that was produced at all was produced under the layers it records.
 
-        ``per_device`` is in the key: evaluations in flight on one device share its memory in
-        their untimed stretches, so an out-of-memory crash at ``per_device=2`` says nothing about
-        one evaluation alone.
+        - ``per_device``: evaluations in flight on one device share its memory in their untimed
+          stretches (never its timed ones), so an out-of-memory crash at ``per_device=2`` says
+          nothing about one evaluation alone, while a pass or a mismatch is the same at any
+          sharing. It is recorded with the row like the time limits, and a ``crash`` or
+          ``timeout`` is served only to an equal or larger ``per_device``.
         """
-        skip = {"fresh", "db", "build_cache", "build_workers", "require_sandbox", *TIME_LIMITS}
+        skip = {"fresh", "db", "build_cache", "build_workers", "require_sandbox", *SERVING_CONDITIONS}
         out = {}
         for f in dataclasses.fields(self):
             if f.name not in skip:
@@ -106,8 +113,13 @@ class EvalOptions:
         return min(float(getattr(self, f"{phase}_timeout_s")), float(self.timeout_s))
 
     def time_limits(self) -> dict[str, float]:
-        """The time limits of an evaluation (recorded with a stored verdict, see cache_key_fields)."""
+        """The time limits of an evaluation."""
         return {name: float(getattr(self, name)) for name in TIME_LIMITS}
+
+    def serving_conditions(self) -> dict[str, float]:
+        """The time limits and per_device: recorded with a stored verdict, checked when it is
+        served (see cache_key_fields)."""
+        return {**self.time_limits(), "per_device": float(self.per_device)}
 
 
 def normalize_baselines(names: list[str] | tuple[str, ...]) -> tuple[str, ...]:

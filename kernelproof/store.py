@@ -122,31 +122,44 @@ class Row:
         }
 
 
-def served(store: Any, key: str, limits: Mapping[str, float] | None = None) -> Verdict | None:
+def served(store: Any, key: str, conditions: Mapping[str, float] | None = None) -> Verdict | None:
     """The stored verdict an evaluation with this key is answered with, or None (evaluate it).
 
     - An ``internal_error`` says kernelproof failed, not the solution: it is stored (nothing is
       lost) but evaluated again on the next request.
-    - A ``timeout`` is served only when every time limit of the new request (``limits``, from
-      ``EvalOptions.time_limits``) is equal to or smaller than the stored evaluation's: a
-      verdict that timed out at 20 s says nothing about 600 s. Unknown limits serve no timeout.
-    - Any other verdict is served whatever the limits.
+    - A ``timeout`` or a ``crash`` depends on the conditions it was reached under
+      (``conditions``, from ``EvalOptions.serving_conditions``): it is served only when every time
+      limit of the new request is equal to or smaller than the stored evaluation's, and its
+      ``per_device`` equal or larger. A verdict that timed out at 20 s says nothing about 600 s; an
+      out-of-memory crash with four evaluations sharing the GPU says nothing about one alone.
+      Unknown conditions serve neither.
+    - Any other verdict is served whatever the conditions.
 
     One rule for every executor; ``store`` needs only ``get(key)``.
     """
     found = store.get(key)
     if found is None or ReasonCode.INTERNAL_ERROR.value in found.codes:
         return None
-    if ReasonCode.TIMEOUT.value in found.codes and not _within(limits, found.stored):
+    if CONDITION_BOUND_CODES.intersection(found.codes) and not _as_hard(conditions, found.stored):
         return None
     return found
 
 
-def _within(limits: Mapping[str, float] | None, stored: Stored | None) -> bool:
-    if limits is None or stored is None:
+CONDITION_BOUND_CODES = frozenset({ReasonCode.TIMEOUT.value, ReasonCode.CRASH.value})
+SHARING = "per_device"  # the one condition where more is harder
+
+
+def _as_hard(conditions: Mapping[str, float] | None, stored: Stored | None) -> bool:
+    """Whether the new request's conditions are at least as hard as the stored evaluation's."""
+    if conditions is None or stored is None:
         return False
     then = stored.limits_then
-    return all(name in then and float(value) <= then[name] for name, value in limits.items())
+    for name, value in conditions.items():
+        if name not in then:
+            return False
+        if float(value) < then[name] if name == SHARING else float(value) > then[name]:
+            return False
+    return True
 
 
 def default_db_path() -> str:

@@ -218,13 +218,14 @@ class Stored:
     """Set on a verdict the store answered with: it was decided earlier, not by this request.
 
     Why: a stored verdict must not pass for a fresh one (issue 19), so its text and JSON say when
-    it was decided, how long that took, and under which time limits (a ``timeout`` is served
-    only for an equal or smaller limit: a verdict that ran out of 20 s says nothing about 600 s).
+    it was decided, how long that took, and under which conditions (time limits and per_device: a
+    ``timeout`` or ``crash`` is served only under conditions as hard: a verdict that ran out of
+    20 s says nothing about 600 s).
     """
 
     at: str  # ISO time the stored evaluation was decided
     elapsed_s_then: float  # that evaluation's wall time
-    limits_then: dict[str, float] = field(default_factory=dict)  # its time limits (timeout_s), by option
+    limits_then: dict[str, float] = field(default_factory=dict)  # its time limits and per_device, by option
 
 
 @dataclass(frozen=True)

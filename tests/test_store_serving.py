@@ -42,7 +42,7 @@ def test_a_timeout_is_served_only_for_an_equal_or_smaller_limit(tmp_path, asked,
     assert (served(store, "k", {"timeout_s": asked}) is not None) is served_
 
 
-@pytest.mark.parametrize("code", [None, ReasonCode.MISMATCH, ReasonCode.CRASH])
+@pytest.mark.parametrize("code", [None, ReasonCode.MISMATCH, ReasonCode.WRONG_DTYPE])
 def test_other_verdicts_are_served_whatever_the_limit(tmp_path, code):
     store = Store(tmp_path / "r.sqlite")
     store.put("k", verdict(code), limits={"timeout_s": 20.0})
@@ -59,6 +59,39 @@ def test_a_timeout_is_not_served_when_any_phase_limit_is_larger(tmp_path, phase)
     assert served(store, "k", limits) is not None
     assert served(store, "k", {**limits, phase: limits[phase] * 2}) is None
     assert served(store, "k", {**limits, phase: limits[phase] / 2}) is not None
+
+
+@pytest.mark.parametrize("code", [ReasonCode.TIMEOUT, ReasonCode.CRASH])
+@pytest.mark.parametrize("asked, served_", [(4, True), (6, True), (1, False), (3, False)])
+def test_a_timeout_or_crash_is_served_only_with_as_many_evaluations_sharing_the_device(
+    tmp_path, code, asked, served_
+):
+    store, conditions = Store(tmp_path / "r.sqlite"), EvalOptions(per_device=4).serving_conditions()
+    store.put("k", verdict(code), limits=conditions)
+    assert (served(store, "k", {**conditions, "per_device": float(asked)}) is not None) is served_
+
+
+@pytest.mark.parametrize("code", [None, ReasonCode.MISMATCH])
+@pytest.mark.parametrize("asked", [1, 4, 6])
+def test_a_pass_or_a_mismatch_is_served_whatever_the_sharing(tmp_path, code, asked):
+    store, conditions = Store(tmp_path / "r.sqlite"), EvalOptions(per_device=4).serving_conditions()
+    store.put("k", verdict(code), limits=conditions)
+    assert served(store, "k", {**conditions, "per_device": float(asked)}) is not None
+
+
+def test_a_crash_stored_without_its_sharing_is_not_served(tmp_path):
+    store = Store(tmp_path / "r.sqlite")
+    store.put("k", verdict(ReasonCode.CRASH), limits=EvalOptions().time_limits())  # an older row
+    assert served(store, "k", EvalOptions().serving_conditions()) is None
+
+
+def test_a_sweep_resumed_at_another_per_device_is_served_what_passed(tmp_path):
+    db = tmp_path / "r.sqlite"
+    opts = EvalOptions(device="cpu", correctness_only=True, db=str(db), per_device=4)
+    first = api.evaluate(TASK, SOL, opts)
+    assert first.stored is None and first.codes == ["wrong_dtype"]
+    again = api.evaluate(TASK, SOL, opts.replace(per_device=6))
+    assert again.stored is not None and again.stored.limits_then["per_device"] == 4.0
 
 
 def test_a_timeout_stored_without_its_limit_is_not_served(tmp_path):
@@ -78,14 +111,14 @@ def test_eval_serves_a_stored_timeout_only_under_a_smaller_limit_and_records_its
     opts = EvalOptions(device="cpu", correctness_only=True, db=str(db), timeout_s=20.0)
     store = Store(db)
     store.put(
-        api.evaluation_key(TASK, SOL, opts, "cpu"), verdict(ReasonCode.TIMEOUT), limits=opts.time_limits()
+        api.evaluation_key(TASK, SOL, opts, "cpu"), verdict(ReasonCode.TIMEOUT), limits=opts.serving_conditions()
     )
     smaller = api.evaluate(TASK, SOL, opts.replace(timeout_s=10.0))
     assert smaller.codes == ["timeout"] and smaller.stored is not None
-    assert smaller.stored.limits_then == opts.time_limits() and smaller.stored.elapsed_s_then == 20.4
+    assert smaller.stored.limits_then == opts.serving_conditions() and smaller.stored.elapsed_s_then == 20.4
     larger = api.evaluate(TASK, SOL, opts.replace(timeout_s=60.0))
     assert larger.stored is None and larger.codes == ["wrong_dtype"]  # evaluated again
-    assert store.rows()[0].limits == opts.replace(timeout_s=60.0).time_limits()
+    assert store.rows()[0].limits == opts.replace(timeout_s=60.0).serving_conditions()
     again = api.evaluate(TASK, SOL, opts.replace(timeout_s=5.0))  # not a timeout: any limit
     assert again.stored is not None and again.codes == ["wrong_dtype"]
 
@@ -102,6 +135,7 @@ UNKEYED = {
     "build_cache": "/tmp/c",
     "build_workers": 3,
     "require_sandbox": True,
+    "per_device": 2,  # recorded with the row instead: a crash or timeout is served only at as much sharing
 }
 KEYED = {
     "baselines": ("eager", "compile:default"),
@@ -120,7 +154,6 @@ KEYED = {
     "keep_samples": True,
     "steady": True,
     "sanitize": True,
-    "per_device": 2,
     "refuse_random_reference": True,
     "policy": "library-ok",
 }
