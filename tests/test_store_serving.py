@@ -111,7 +111,9 @@ def test_eval_serves_a_stored_timeout_only_under_a_smaller_limit_and_records_its
     opts = EvalOptions(device="cpu", correctness_only=True, db=str(db), timeout_s=20.0)
     store = Store(db)
     store.put(
-        api.evaluation_key(TASK, SOL, opts, "cpu"), verdict(ReasonCode.TIMEOUT), limits=opts.serving_conditions()
+        api.evaluation_key(TASK, SOL, opts, "cpu"),
+        verdict(ReasonCode.TIMEOUT),
+        limits=opts.serving_conditions(),
     )
     smaller = api.evaluate(TASK, SOL, opts.replace(timeout_s=10.0))
     assert smaller.codes == ["timeout"] and smaller.stored is not None
