@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from kernelproof.torch_globals import LOCK
+
 
 def target(precision: str) -> dict[str, Any]:
     """The flag values a precision contract asks for."""
@@ -65,7 +67,15 @@ def differences(expected: dict[str, Any], actual: dict[str, Any]) -> list[str]:
 
 @contextlib.contextmanager
 def pinned(precision: str) -> Iterator[dict[str, Any]]:
-    """Pin the flags for a block and restore the previous values afterwards."""
+    """Pin the flags for a block and restore the previous values afterwards.
+
+    The flags are the process's: the block holds torch_globals.LOCK, so another thread's pin
+    neither changes them under it nor restores over it."""
+    with LOCK:
+        yield from _pinned(precision)
+
+
+def _pinned(precision: str) -> Iterator[dict[str, Any]]:
     before = read()
     apply(precision)
     try:

@@ -20,6 +20,7 @@ from kernelproof import flags as numeric_flags
 from kernelproof.errors import TaskError
 from kernelproof.inputs import DOMAIN_DISTRIBUTIONS, InputSlot, case_inputs, draw, dtype_name, same_bits
 from kernelproof.task import Task, TaskModule, eval_expr, instantiate
+from kernelproof.torch_globals import seeded
 from kernelproof.verify.compare import tolerance_for
 from kernelproof.verify.oracle import (
     NO_NOISE,
@@ -110,10 +111,10 @@ def build_variant(
     precision = task.meta.precision
     dtype = CONTRACT_DTYPE[precision]
     try:
-        torch.manual_seed(init_seed)
-        init_args = module.get_init_inputs()
-        torch.manual_seed(init_seed)
-        reference = module.Model(*init_args)
+        with seeded(init_seed):
+            init_args = module.get_init_inputs()
+        with seeded(init_seed):
+            reference = module.Model(*init_args)
     except Exception as exc:
         raise TaskError(
             f"constructing the reference Model failed: {type(exc).__name__}: {exc}", path=task.path
@@ -220,9 +221,9 @@ def make_inputs(ctx: VariantContext, distribution: str, seed: int) -> list[Any]:
     """
     if drawable(ctx, distribution):
         return case_inputs(ctx.slots, ctx.scalars, distribution, seed, ctx.device)
-    torch.manual_seed(seed)
     try:
-        raw = ctx.module.get_inputs()
+        with seeded(seed):
+            raw = ctx.module.get_inputs()
     except Exception as exc:
         raise TaskError(f"get_inputs() raised {type(exc).__name__}: {exc}", path=ctx.task.path) from None
     args: list[Any] = []
@@ -354,8 +355,8 @@ def reference_randomness(ctx: VariantContext, args: list[Any]) -> Randomness:
     Weighed against the correctness tolerance of this case (verify/oracle.py's rule)."""
 
     def run(seed: int) -> list[torch.Tensor]:
-        torch.manual_seed(seed)
-        return run_model(ctx.reference, to_device(args, ctx.device), ctx.precision, ctx.inplace)
+        with seeded(seed):
+            return run_model(ctx.reference, to_device(args, ctx.device), ctx.precision, ctx.inplace)
 
     # The yardstick is the tolerance of a deterministic twin: the reference and the oracle under
     # one seed and in eval() mode. Under one seed a factory's random tensor is the same in both (the
@@ -363,13 +364,17 @@ def reference_randomness(ctx: VariantContext, args: list[Any]) -> Randomness:
     # generation depends on the dtype), and a random reference's error against an oracle with other
     # masks is as large as the randomness it is weighed against: eval() turns dropout off.
     with _eval_mode(ctx.reference, ctx.oracle):
-        torch.manual_seed(1)
-        ref = run_model(ctx.reference, to_device(args, ctx.device), ctx.precision, ctx.inplace)
-        torch.manual_seed(1)
+        with seeded(1):
+            ref = run_model(ctx.reference, to_device(args, ctx.device), ctx.precision, ctx.inplace)
         try:
-            orc = run_model(
-                ctx.oracle, to_device(args, ctx.device, torch.float64), "fp32", ctx.inplace, oracle_scope()
-            )
+            with seeded(1):
+                orc = run_model(
+                    ctx.oracle,
+                    to_device(args, ctx.device, torch.float64),
+                    "fp32",
+                    ctx.inplace,
+                    oracle_scope(),
+                )
         except Exception:  # noqa: BLE001 - no float64 twin (reference_and_oracle says so): the floor
             orc = [t.detach().to(torch.float64) if t.is_floating_point() else t for t in ref]
     tol = min(

@@ -1,0 +1,30 @@
+"""The parent's process-wide torch state, held by one evaluation at a time.
+
+torch's numeric flags (TF32, cuDNN) and its default random generators belong to the process, and
+with ``per_device`` above 1 several evaluations set up their tasks in threads of one parent. Left
+unguarded, one evaluation's TF32 pin (its downgrade check) is in force while another computes its
+float32 reference, which then carries TF32's error and widens the tolerance a TF32 candidate is
+judged by; two pins that overlap restore each other's values and leave TF32 on after both; and one
+evaluation's ``torch.manual_seed`` lands between another's seed and its draw, so a seed no longer
+names its case. Every block that sets or relies on that state holds :data:`LOCK`: pinned flags
+(flags.pinned) and seeded draws (:func:`seeded`). It is reentrant: a seeded block may run a pinned
+forward.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+
+import torch
+
+LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Seed torch's default generators and hold them for the block: what it draws follows `seed`."""
+    with LOCK:
+        torch.manual_seed(seed)
+        yield
