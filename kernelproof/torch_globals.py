@@ -21,10 +21,15 @@ import torch
 
 LOCK = threading.RLock()
 
+# Bound once, as the worker binds it (worker/loading.py): torch rebinds torch.manual_seed when
+# torch._dynamo is first imported, and the worker, which imports this module through flags.py,
+# identity-checks every name its harness reads from a module.
+_manual_seed = torch.manual_seed
+
 
 @contextlib.contextmanager
 def seeded(seed: int) -> Iterator[None]:
     """Seed torch's default generators and hold them for the block: what it draws follows `seed`."""
     with LOCK:
-        torch.manual_seed(seed)
+        _manual_seed(seed)
         yield
