@@ -34,6 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelproof import pyast
 from kernelproof.errors import RefusedFlagError  # defined in the one tree, raised here
 
 POLICY = "kernelproof.build-flags/1"  # in every build key: a policy change re-decides cached refusals
@@ -315,7 +316,7 @@ def literal_refusals(source: str) -> list[Refusal]:
     literal; anything computed is left to the builder's own check.
     """
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError:
         return []
     aliases = _aliases(tree)

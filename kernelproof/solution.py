@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernelproof import pyast
 from kernelproof.compiler_flags import literal_refusals
 from kernelproof.errors import UsageError
 
@@ -84,7 +85,7 @@ def read_solution(path: str) -> SolutionFile:
 
 def triage(source: str) -> Triage:
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError as exc:
         return Triage("unknown", (), (), f"line {exc.lineno}: {exc.msg}")
     findings: list[Finding] = []

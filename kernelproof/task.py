@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelproof import pyast
 from kernelproof.errors import TaskError
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
@@ -135,7 +136,7 @@ def variant_source(task: Task, variant: str) -> str:
     overrides = task.meta.variants.get(variant, {})
     if not overrides:
         return task.source
-    return ast.unparse(_apply_overrides(ast.parse(task.source, filename=task.path), overrides, task.path))
+    return ast.unparse(_apply_overrides(pyast.parse(task.source, filename=task.path), overrides, task.path))
 
 
 def eval_expr(expr: str, constants: dict[str, Any]) -> float:
@@ -185,7 +186,7 @@ def auto_variant_base(task: Task, variants: tuple[str, ...]) -> str:
 
 def _module_level_assignments(task: Task) -> set[str]:
     names = set()
-    for node in ast.parse(task.source).body:
+    for node in pyast.parse(task.source).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             names.add(node.targets[0].id)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
@@ -206,13 +207,13 @@ def variants_for(task: Task, device_type: str) -> tuple[str, ...]:
 
 def _exec_source(source: str, path: str, digest: str, overrides: dict[str, Any]) -> dict[str, Any]:
     try:
-        tree = ast.parse(source, filename=path)
+        tree = pyast.parse(source, filename=path)
     except SyntaxError as exc:
         raise TaskError(f"syntax error: {exc.msg}", path=path, line=exc.lineno) from None
     if overrides:
         tree = _apply_overrides(tree, overrides, path)
     # A unique filename per content keeps linecache (and so tracebacks) pointing at the right text.
-    code = compile(tree, path, "exec")
+    code = pyast.compile_code(tree, path, "exec")
     linecache.cache[path] = (len(source), None, source.splitlines(True), path)
     ns: dict[str, Any] = {"__name__": f"kernelproof_task_{digest[:12]}", "__file__": path}
     try:
@@ -236,7 +237,7 @@ def _apply_overrides(tree: ast.Module, overrides: dict[str, Any], path: str) -> 
         names = [t.id for t in targets if isinstance(t, ast.Name)]
         hit = [n for n in names if n in overrides]
         if hit and len(targets) == 1:
-            node.value = ast.parse(repr(overrides[hit[0]]), mode="eval").body
+            node.value = pyast.parse(repr(overrides[hit[0]]), mode="eval").body
             seen.add(hit[0])
     missing = set(overrides) - seen
     if missing:

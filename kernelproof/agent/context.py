@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelproof import pyast
 from kernelproof.agent.errors import ConfigError
 
 # Dense datasheet peaks (no sparsity) per device name fragment, from NVIDIA's product datasheets:
@@ -90,7 +91,7 @@ def read_task(path: str | Path) -> TaskInfo:
 
 def _metadata(source: str, where: str) -> dict[str, Any]:
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError as exc:
         raise ConfigError(f"task {where} does not parse: {exc.msg} at line {exc.lineno}") from exc
     for node in tree.body:

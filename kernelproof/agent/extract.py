@@ -18,6 +18,7 @@ import ast
 import re
 from dataclasses import dataclass
 
+from kernelproof import pyast
 from kernelproof.agent.records import Rejection
 
 MAX_SOLUTION_BYTES = 256_000  # far above any real solution file; bounds what is written and sent back
@@ -160,7 +161,7 @@ def _check(source: str, cut_off: bool) -> tuple[str | None, Rejection | None]:
     if len(source.encode()) > MAX_SOLUTION_BYTES:
         return None, _malformed(f"The solution file is larger than {MAX_SOLUTION_BYTES} bytes.")
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError as exc:
         hint = " (the answer was cut off at the output-token limit)" if cut_off else ""
         return None, _malformed(

@@ -50,7 +50,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelproof import compiler_flags
+from kernelproof import compiler_flags, pyast
 from kernelproof.build.env import _first_line
 
 PCH_HEADER = "kp_torch.h"  # includes torch/extension.h; the .gch sits beside it
@@ -408,7 +408,7 @@ def guess_extra_cflags(source: str) -> list[list[str]]:
     A call without the argument counts as []; a non-literal one is skipped.
     """
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError:
         return []
     found: list[list[str]] = []

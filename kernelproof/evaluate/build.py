@@ -17,6 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 
+from kernelproof import pyast
 from kernelproof.build import BuilderPool, BuildResult, CacheTamperError
 from kernelproof.errors import WorkerError
 from kernelproof.evaluate.records import Built, Setup
@@ -86,7 +87,7 @@ def _native_line(source: str, n: int) -> int | None:
     """The solution line of line `n` of a native kernel source, when the solution holds exactly
     one kernel source, as one plain string literal whose lines are the file's lines."""
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError:
         return None
     literals = [
