@@ -83,9 +83,10 @@ class EvalOptions:
 
         Every option that can change the outcome is in the key. Left out, one by one:
 
-        - ``timeout_s``: not in the key but recorded with the stored row and checked when it is
-          served (store.served): a ``timeout`` verdict answers only an equal or smaller limit,
-          any other verdict answers whatever the limit. See :meth:`serving_conditions`.
+        - ``timeout_s`` and the phase limits: not in the key but recorded with the stored row and
+          checked when it is served (store.served): a ``timeout`` or ``crash`` verdict answers
+          only equal or smaller limits, any other verdict answers whatever the limits. See
+          :meth:`serving_conditions`.
         - ``fresh``, ``db``: whether and where the store is read; not what is measured.
         - ``build_cache``: where built extensions are kept. Entries are content-addressed and
           hash-checked, so any cache root yields the same build of the same source.

@@ -157,7 +157,8 @@ def _as_hard(conditions: Mapping[str, float] | None, stored: Stored | None) -> b
     for name, value in conditions.items():
         if name not in then:
             return False
-        if float(value) < then[name] if name == SHARING else float(value) > then[name]:
+        as_hard = float(value) >= then[name] if name == SHARING else float(value) <= then[name]
+        if not as_hard:
             return False
     return True
 
