@@ -145,7 +145,11 @@ def sweep(pairs: list[tuple[Path, Path]], root: Path, ns) -> int:
         timeout_s=ns.timeout,
     )
     started = time.monotonic()
-    rows = []
+    rows: list[dict] = []
+    out = ns.out or Path(os.environ.get("OUT") or "/tmp/kernelproof-bench")
+    out.mkdir(parents=True, exist_ok=True)
+    # named after the levels asked for, not those reached: a resumed run rewrites the same files
+    tag = "-".join(sorted({pair[0].relative_to(root).parts[0] for pair in pairs})) or "none"
     results = evaluate_many(pairs, options)
     for v in results:
         name = str(Path(v.task.path).relative_to(root))
@@ -164,22 +168,26 @@ def sweep(pairs: list[tuple[Path, Path]], root: Path, ns) -> int:
         )
         codes = ",".join(v.codes) or "-"
         print(f"{name:58s} {v.verdict.value:5s} {codes:22s} {v.elapsed_s:6.1f}s {first[:90]}", flush=True)
+        # after every verdict: a run cut short by its caller's timeout still leaves its table
+        _write(out, tag, rows, len(pairs), time.monotonic() - started)
         if ns.time_limit and time.monotonic() - started > ns.time_limit:
             print(f"time limit {ns.time_limit:.0f} s reached: the rest waits for the next run", flush=True)
             results.close()  # evaluations in flight finish and are stored; nothing new starts
             break
     wall = time.monotonic() - started
+    _write(out, tag, rows, len(pairs), wall)
     summary = collections.Counter(r["codes"][0] if r["codes"] else r["outcome"] for r in rows)
     print(f"\n{len(rows)} of {len(pairs)} tasks reached a verdict in {wall:.0f} s:")
     for code, n in summary.most_common():
         print(f"  {code:24s} {n}")
-    doc = {"kernelbench": PINNED_COMMIT, "wall_s": round(wall, 1), "tasks": len(pairs), "rows": rows}
-    out = ns.out or Path(os.environ.get("OUT") or "/tmp/kernelproof-bench")
-    out.mkdir(parents=True, exist_ok=True)
-    tag = "-".join(sorted({r["task"].split("/")[0] for r in rows})) or "none"
+    return 0
+
+
+def _write(out: Path, tag: str, rows: list[dict], tasks: int, wall: float) -> None:
+    """The table so far, as JSON and Markdown (rewritten whole: each write is a complete table)."""
+    doc = {"kernelbench": PINNED_COMMIT, "wall_s": round(wall, 1), "tasks": tasks, "rows": rows}
     (out / f"kernelbench-sweep-{tag}.json").write_text(json.dumps(doc, indent=1) + "\n")
     (out / f"kernelbench-sweep-{tag}.md").write_text(_markdown(rows))
-    return 0
 
 
 def _markdown(rows: list[dict]) -> str:
