@@ -113,19 +113,11 @@ def entry_points() -> list[tuple[object, str]]:
 
 def _marked_launch(run: Callable[..., Any], marks: Launches) -> Callable[..., Any]:
     """``InterpretedFunction.run`` inside a launch range, counted once it returns."""
-    recording, seen = marks.recording, marks.seen
 
     @functools.wraps(run)
     def marked_run(self, *args, **kwargs):
         name = f"{TRITON}:{getattr(getattr(self, 'fn', None), '__name__', '?')}"
-        if not recording[0]:
-            return run(self, *args, **kwargs)
-        entry: list[Any] = [name, False]
-        seen.append(entry)
-        with record_function(PREFIX + name):
-            out = run(self, *args, **kwargs)
-        entry[1] = True
-        return out
+        return _counted(marks, name, run, (self, *args), kwargs)
 
     return marked_run
 
@@ -146,18 +138,22 @@ def _marked_loader(load: Callable[..., Any], marks: Launches) -> Callable[..., A
 
 
 def _marked_function(fn: Callable[..., Any], name: str, marks: Launches) -> Callable[..., Any]:
-    recording, seen = marks.recording, marks.seen
     label = f"{EXTENSION}:{name}"
 
     @functools.wraps(fn)
     def marked(*args, **kwargs):
-        if not recording[0]:
-            return fn(*args, **kwargs)
-        entry: list[Any] = [label, False]
-        seen.append(entry)
-        with record_function(PREFIX + label):
-            out = fn(*args, **kwargs)
-        entry[1] = True
-        return out
+        return _counted(marks, label, fn, args, kwargs)
 
     return marked
+
+
+def _counted(marks: Launches, label: str, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """One launch: while recording, inside a ``PREFIX + label`` range and counted, returned or not."""
+    if not marks.recording[0]:
+        return fn(*args, **kwargs)
+    entry: list[Any] = [label, False]
+    marks.seen.append(entry)
+    with record_function(PREFIX + label):
+        out = fn(*args, **kwargs)
+    entry[1] = True
+    return out
