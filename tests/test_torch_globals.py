@@ -15,16 +15,25 @@ from kernelproof.verify.cases import build_variant
 WAIT_S = 0.5  # how long the first block waits for the second to enter (it must not)
 
 
+def _run_together(*threads: threading.Thread, timeout_s: float = 10) -> None:
+    """Start every thread, then wait for each (an assertion belongs in the test's own thread:
+    one raised in a thread only warns)."""
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout_s)
+
+
 def test_a_pin_in_another_thread_waits_and_the_flags_end_as_they_began():
-    def legacy() -> (
-        dict
-    ):  # the flags pinned writes (torch's newer fp32_precision reads back "ieee", not "none")
+    def legacy() -> dict:
+        """The flags pinned writes (torch's newer fp32_precision reads back "ieee", not "none")."""
         return {k: v for k, v in flags.read().items() if k in flags.target("fp32")}
 
     original = legacy()
     order: list[str] = []
     inside, entered = threading.Event(), threading.Event()
     seen_inside_first: list[dict] = []
+    pinned_second: list[dict] = []
 
     def first():  # the downgrade check's TF32 pin
         with flags.pinned("tf32"):
@@ -39,14 +48,11 @@ def test_a_pin_in_another_thread_waits_and_the_flags_end_as_they_began():
         with flags.pinned("fp32") as pinned:
             order.append("second in")
             entered.set()
-            assert pinned["matmul.allow_tf32"] is False
+            pinned_second.append(pinned)
 
-    threads = [threading.Thread(target=first), threading.Thread(target=second)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(10)
+    _run_together(threading.Thread(target=first), threading.Thread(target=second))
     assert order == ["first in", "first out", "second in"]
+    assert pinned_second[0]["matmul.allow_tf32"] is False
     assert seen_inside_first[0]["matmul.allow_tf32"] is True  # not switched off under it
     assert legacy() == original  # not left at another block's values
 
@@ -69,11 +75,7 @@ def test_a_seeded_draw_is_not_moved_by_another_threads_seed():
             entered.set()
             torch.rand(1000)
 
-    threads = [threading.Thread(target=first), threading.Thread(target=second)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(10)
+    _run_together(threading.Thread(target=first), threading.Thread(target=second))
     assert torch.equal(drawn[0], expected)
 
 
@@ -125,10 +127,7 @@ def test_references_built_in_parallel_threads_get_their_seeds_weights(tmp_path):
     def build(seed: int) -> None:
         together[seed] = weights(seed)
 
-    threads = [threading.Thread(target=build, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    _run_together(*(threading.Thread(target=build, args=(s,)) for s in range(4)), timeout_s=60)
+    assert sorted(together) == list(range(4))  # every thread built its reference
     for seed in range(4):
         assert all(torch.equal(a, b) for a, b in zip(alone[seed], together[seed]))
