@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from kernelproof.errors import SandboxError, WorkerDied  # WorkerDied: defined in the one tree, raised here
-from kernelproof.sandbox import contain, limits
+from kernelproof.sandbox import contain, limits, zygote
 from kernelproof.sandbox import plan as sandbox_plan
 from kernelproof.sandbox.dirs import artifact_env
 from kernelproof.sandbox.guards import EXIT_VIOLATION, VIOLATION_PREFIX
@@ -103,38 +103,39 @@ class WorkerProcess:
         plan_path.write_text(self.plan.to_json())
         report_r, report_w = os.pipe()
         self._report = report_r
-        cmd = [
-            *spec.wrapper,
-            sys.executable,
-            *SAFE_PATH,
-            "-m",
-            "kernelproof.worker",
-            contain.PLAN_FLAG,
-            str(plan_path),
-            contain.REPORT_FLAG,
-            str(report_w),
-            "--fd",
-            str(child_sock.fileno()),
-            "--role",
-            spec.role,
-            "--private-dir",
-            str(self.dirs.rw),
-        ]
-        for p in spec.deny_read:
-            cmd += ["--deny-read", p]
-        if spec.wrapper:  # compute-sanitizer: the worker leaves CUPTI to the tool
-            cmd.append("--no-profiler-warmup")
         self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(
-            cmd,
-            pass_fds=(child_sock.fileno(), report_w),
-            env=env,
-            cwd=str(self.dirs.rw),
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=self._log,
-            start_new_session=True,
+        forked = (
+            None  # a wrapper tool execs its target: that worker is an interpreter of its own
+            if spec.wrapper
+            else zygote.spawn(
+                _worker_args(spec, self.dirs, plan_path, zygote.REPORT_FD, zygote.SOCK_FD),
+                env,
+                self.dirs.rw,
+                (child_sock.fileno(), report_w, self._log.fileno()),
+            )
         )
+        self.proc: subprocess.Popen | zygote.Forked
+        if forked is not None:
+            self.proc = forked
+        else:
+            cmd = [
+                *spec.wrapper,
+                sys.executable,
+                *SAFE_PATH,
+                "-m",
+                "kernelproof.worker",
+                *_worker_args(spec, self.dirs, plan_path, report_w, child_sock.fileno()),
+            ]
+            self.proc = subprocess.Popen(
+                cmd,
+                pass_fds=(child_sock.fileno(), report_w),
+                env=env,
+                cwd=str(self.dirs.rw),
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=self._log,
+                start_new_session=True,
+            )
         os.close(report_w)
         child_sock.close()
         if self.cgroup is not None:
@@ -447,6 +448,29 @@ class WorkerProcess:
             self._report = -1
         self.dirs.remove()
         sandbox_plan.release(self.plan)
+
+
+def _worker_args(
+    spec: SpawnSpec, dirs: PrivateDir, plan_path: Path, report_fd: int, sock_fd: int
+) -> list[str]:
+    """``python -m kernelproof.worker``'s arguments, with the descriptor numbers the worker will see."""
+    args = [
+        contain.PLAN_FLAG,
+        str(plan_path),
+        contain.REPORT_FLAG,
+        str(report_fd),
+        "--fd",
+        str(sock_fd),
+        "--role",
+        spec.role,
+        "--private-dir",
+        str(dirs.rw),
+    ]
+    for p in spec.deny_read:
+        args += ["--deny-read", p]
+    if spec.wrapper:  # compute-sanitizer: the worker leaves CUPTI to the tool
+        args.append("--no-profiler-warmup")
+    return args
 
 
 def _tail(log: str, lines: int = 12) -> str:

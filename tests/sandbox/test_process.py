@@ -32,6 +32,7 @@ def test_a_cuda_worker_initialises_the_profiler_before_it_says_hello():
 def test_a_worker_under_a_wrapper_leaves_the_profiler_to_the_tool(monkeypatch):
     """compute-sanitizer owns CUPTI: its worker is told not to start a profiler session."""
     seen = []
+    monkeypatch.setenv("KERNELPROOF_ZYGOTE", "0")  # both started by exec, so both commands are seen
     monkeypatch.setattr(process.subprocess, "Popen", lambda cmd, **kw: seen.append(cmd) or _NoProcess())
     monkeypatch.setattr(process.limits, "create", lambda *a: None)
     for wrapper in ((), ("compute-sanitizer", "--tool", "memcheck")):

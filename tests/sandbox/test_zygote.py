@@ -1,0 +1,94 @@
+"""Workers forked from the zygote: the same worker as an exec'd one, and nothing of the zygote's."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from kernelproof.sandbox import zygote
+from kernelproof.sandbox.process import SpawnSpec, WorkerProcess
+
+
+def _worker(monkeypatch, forked: bool, role: str = "candidate") -> WorkerProcess:
+    monkeypatch.setenv(zygote.ENV_SWITCH, "1" if forked else "0")
+    w = WorkerProcess(SpawnSpec(role, "cpu"))
+    w.wait_ready()
+    return w
+
+
+def test_a_forked_worker_is_forked_and_an_exec_one_is_not(monkeypatch):
+    forked, execd = _worker(monkeypatch, True), _worker(monkeypatch, False)
+    try:
+        assert isinstance(forked.proc, zygote.Forked)
+        assert not isinstance(execd.proc, zygote.Forked)
+        assert forked.hello["torch"] == execd.hello["torch"]
+    finally:
+        forked.close()
+        execd.close()
+
+
+def test_a_forked_worker_holds_the_same_containment_as_an_exec_one(monkeypatch):
+    forked, execd = _worker(monkeypatch, True), _worker(monkeypatch, False)
+    try:
+        assert [(x.name, x.active) for x in forked.layers] == [(x.name, x.active) for x in execd.layers]
+        if os.geteuid() == 0:  # a uid of its own: the zygote's uid is not the worker's
+            assert all(x.active for x in forked.layers), forked.layers
+            assert os.stat(f"/proc/{forked.proc.pid}").st_uid == forked.plan.uid
+    finally:
+        forked.close()
+        execd.close()
+
+
+def test_a_forked_worker_leads_its_own_session_and_holds_only_its_own_descriptors(monkeypatch):
+    w = _worker(monkeypatch, True, role="baseline")  # uncontained: its /proc entries stay readable
+    try:
+        pid = w.proc.pid
+        assert os.getsid(pid) == pid and os.getpgid(pid) == pid
+        fds = {int(n): os.readlink(f"/proc/{pid}/fd/{n}") for n in os.listdir(f"/proc/{pid}/fd")}
+        assert fds[0] == os.devnull
+        assert os.readlink(f"/proc/{pid}/fd/1") == os.readlink(f"/proc/{pid}/fd/2") == str(w.log_path)
+        ours = os.fstat(w.sock.fileno()).st_ino
+        sockets = [t for t in fds.values() if t.startswith("socket:")]
+        # one socket, the worker's own (its peer's inode is ours + 1 or - 1 for a socketpair)
+        assert len(sockets) == 1 and abs(int(sockets[0][8:-1]) - ours) == 1, fds
+        assert 4 not in fds  # the report pipe: written and closed by the bootstrap
+        print(fds)
+    finally:
+        w.close()
+
+
+def test_the_exit_status_of_a_forked_worker_is_its_own(monkeypatch):
+    w = _worker(monkeypatch, True)
+    try:
+        assert w.finish(timeout_s=30) == 0
+    finally:
+        w.close()
+    w = _worker(monkeypatch, True)
+    try:
+        os.killpg(w.proc.pid, signal.SIGKILL)
+        assert w.proc.wait(timeout=30) == -signal.SIGKILL
+        assert "SIGKILL" in w._death().message
+    finally:
+        w.close()
+
+
+def test_a_zygote_that_ends_ends_its_workers(monkeypatch):
+    w = _worker(monkeypatch, True, role="baseline")
+    try:
+        [z] = [z for z in zygote._zygotes.values() if w.proc.pid in z._children]
+        z.close()
+        assert w.proc.wait(timeout=30) == -signal.SIGKILL
+        with pytest.raises(ProcessLookupError):
+            os.kill(w.proc.pid, 0)
+        nxt = _worker(monkeypatch, True, role="baseline")  # a fresh zygote serves the next one
+        assert isinstance(nxt.proc, zygote.Forked)
+        nxt.close()
+    finally:
+        w.close()
+
+
+def test_switched_off_no_zygote_is_asked(monkeypatch):
+    monkeypatch.setenv(zygote.ENV_SWITCH, "0")
+    assert zygote.spawn([], {}, os.getcwd(), (0, 0, 0)) is None
