@@ -6,8 +6,9 @@ but not the machine, and on a busy one it was most of an evaluation's CPU. A zyg
 (:mod:`kernelproof.worker.zygote`) imports them once and forks each worker, which then applies its
 containment and serves exactly as an exec'd one (same arguments, environment, descriptors,
 session, containment report). One zygote serves every worker whose interpreter starts the same way
-(:data:`START_ENV`: what Python and the loader read only at start, such as the CPU candidates'
-``GLIBC_TUNABLES``); the rest of a worker's environment is set in the child before anything reads it.
+(:data:`START_ENV`: what Python, the loader and Triton's import read only at start); the rest of a
+worker's environment is set in the child before anything reads it, and the CPU candidates'
+perturbed heap (``GLIBC_TUNABLES``) is set with ``mallopt`` there, so they share the baselines' zygote.
 
 :func:`spawn` returns a :class:`Forked`, which answers ``pid``, ``poll``, ``wait`` and
 ``returncode`` as a ``subprocess.Popen`` does (the zygote reaps the child and reports its exit
@@ -55,6 +56,8 @@ START_ENV = (
     # CPU workers' interpreter mode has to be on by then.
     "TRITON_INTERPRET",
 )
+# glibc's malloc tunables that mallopt(3) sets the same way at run time: M_PERTURB, M_MMAP_THRESHOLD.
+MALLOPT = {"glibc.malloc.perturb": -6, "glibc.malloc.mmap_threshold": -3}
 START_TIMEOUT_S = 120.0  # importing torch and Triton once
 SPAWN_TIMEOUT_S = 60.0
 MAX_MESSAGE = 1 << 20
@@ -78,7 +81,8 @@ def spawn(args: Sequence[str], env: dict[str, str], cwd: Path, fds: tuple[int, i
     """
     if not enabled():
         return None
-    key = tuple((k, env[k]) for k in START_ENV if k in env)
+    start, malloc = _split_tunables(env)
+    key = tuple((k, start[k]) for k in START_ENV if k in start)
     with _lock:
         if key in _failed:
             return None
@@ -90,9 +94,29 @@ def spawn(args: Sequence[str], env: dict[str, str], cwd: Path, fds: tuple[int, i
                 _failed[key] = str(exc)
                 return None
     try:
-        return zygote.fork(args, env, cwd, fds)
+        return zygote.fork(args, env, cwd, fds, malloc)
     except SandboxError:
         return None  # this one is started the usual way; the next asks a fresh zygote
+
+
+def _split_tunables(env: dict[str, str]) -> tuple[dict[str, str], list[tuple[int, int]]]:
+    """`env` with the malloc tunables that ``mallopt`` sets as well taken out of GLIBC_TUNABLES, and
+    those as ``mallopt`` calls for the child: so CPU candidates (perturbed heap) and baselines
+    share one zygote. Any other tunable stays a start variable."""
+    tunables = env.get("GLIBC_TUNABLES")
+    if not tunables:
+        return env, []
+    calls, rest = [], []
+    for item in tunables.split(":"):
+        name, _, value = item.partition("=")
+        if name in MALLOPT and value.isdigit():
+            calls.append((MALLOPT[name], int(value)))
+        elif item:
+            rest.append(item)
+    start = {k: v for k, v in env.items() if k != "GLIBC_TUNABLES"}
+    if rest:
+        start["GLIBC_TUNABLES"] = ":".join(rest)
+    return start, calls
 
 
 def status() -> dict[str, str]:
@@ -191,7 +215,14 @@ class Zygote:
     def alive(self) -> bool:
         return not self._closed and self.proc.poll() is None
 
-    def fork(self, args: Sequence[str], env: dict[str, str], cwd: Path, fds: tuple[int, int, int]) -> Forked:
+    def fork(
+        self,
+        args: Sequence[str],
+        env: dict[str, str],
+        cwd: Path,
+        fds: tuple[int, int, int],
+        malloc: Sequence[tuple[int, int]] = (),
+    ) -> Forked:
         future: Future = Future()
         with self._state:
             if self._closed:
@@ -199,7 +230,7 @@ class Zygote:
             self._next += 1
             ident = self._next
             self._pending[ident] = future
-        doc = {"id": ident, "args": list(args), "env": env, "cwd": str(cwd)}
+        doc = {"id": ident, "args": list(args), "env": env, "cwd": str(cwd), "mallopt": list(malloc)}
         try:
             with self._send_lock:
                 socket.send_fds(self.sock, [json.dumps(doc).encode()], list(fds))

@@ -143,6 +143,9 @@ class Zygote:
             os.write(ready_w, b"1")
             os.close(ready_w)
             _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # as after an exec: the uid switch decides later
+            for param, value in req.get("mallopt", ()):  # the heap an exec'd worker's GLIBC_TUNABLES gave
+                if _libc.mallopt(param, value) != 1:
+                    raise OSError(f"mallopt({param}, {value}) failed")
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -75,8 +75,11 @@ class _HeldAtStart(subprocess.Popen):
 
 
 def _spares_start_held(pool: LocalPool, monkeypatch) -> None:
-    """This pool's spares (started in its background threads) start held; nothing else does."""
-    from kernelproof.sandbox import process
+    """This pool's spares (started in its background threads) start held; nothing else does.
+    They are exec'd (the hold is a shell in front of the interpreter), not forked from the zygote."""
+    from kernelproof.sandbox import process, zygote
+
+    monkeypatch.setenv(zygote.ENV_SWITCH, "0")
 
     shim = SimpleNamespace(**{k: getattr(subprocess, k) for k in dir(subprocess) if not k.startswith("__")})
     shim.Popen = _HeldAtStart

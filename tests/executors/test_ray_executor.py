@@ -28,6 +28,10 @@ REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "report" / "data"
 
 
+# One xdist worker runs the whole module (--dist loadgroup), so the local Ray starts once, not on each.
+pytestmark = pytest.mark.xdist_group("ray")
+
+
 @pytest.fixture(scope="module", autouse=True)
 def cluster():
     """One local Ray for the module: 4 CPUs and 2 logical GPUs; this module's functions ship by value."""

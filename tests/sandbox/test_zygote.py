@@ -92,3 +92,21 @@ def test_a_zygote_that_ends_ends_its_workers(monkeypatch):
 def test_switched_off_no_zygote_is_asked(monkeypatch):
     monkeypatch.setenv(zygote.ENV_SWITCH, "0")
     assert zygote.spawn([], {}, os.getcwd(), (0, 0, 0)) is None
+
+
+def test_cpu_candidates_and_baselines_share_one_zygote_the_heap_set_by_mallopt(monkeypatch):
+    """The candidates' perturbed heap (exploit zoo a2 fails without it) is set in the child."""
+    from kernelproof.sandbox.process import CPU_MALLOC_TUNABLES
+
+    start, calls = zygote._split_tunables({"GLIBC_TUNABLES": CPU_MALLOC_TUNABLES, "LANG": "C"})
+    assert start == {"LANG": "C"} and calls == [(-6, 128), (-3, 33554432)]
+    start, calls = zygote._split_tunables({"GLIBC_TUNABLES": "glibc.malloc.perturb=9:glibc.rtld.nns=2"})
+    assert start == {"GLIBC_TUNABLES": "glibc.rtld.nns=2"} and calls == [(-6, 9)]  # a zygote of its own
+    candidate = _worker(monkeypatch, True, role="candidate")
+    baseline = _worker(monkeypatch, True, role="baseline")
+    try:
+        owners = [z for z in zygote._zygotes.values() if z.alive() and candidate.proc.pid in z._children]
+        assert len(owners) == 1 and baseline.proc.pid in owners[0]._children
+    finally:
+        candidate.close()
+        baseline.close()
