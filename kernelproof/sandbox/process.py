@@ -59,6 +59,7 @@ PASSED_ENV = (
     "NVIDIA_DRIVER_CAPABILITIES",
     "CC",
     "CXX",
+    "OMP_NUM_THREADS",  # the user's thread count reaches the evaluated code, candidate and baseline alike
 )
 
 

@@ -52,6 +52,7 @@ START_ENV = (
     "LC_ALL",
     "LC_CTYPE",
     "PATH",
+    "OMP_NUM_THREADS",  # OpenMP reads it when torch's library loads
     # Triton decorates its own library (triton.language's @jit helpers) when it is imported: the
     # CPU workers' interpreter mode has to be on by then.
     "TRITON_INTERPRET",
