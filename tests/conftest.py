@@ -21,6 +21,7 @@ import progress  # noqa: E402
 from progress import pytest_runtest_logreport, pytest_runtest_logstart  # noqa: E402, F401
 
 
+@pytest.hookimpl(trylast=True)  # progress: after the terminal plugin has made its reporter
 def pytest_configure(config):
     """Under pytest-xdist, one OpenMP thread per process unless OMP_NUM_THREADS says otherwise: with
     as many test processes as cores, each process's own thread pool (and its workers', its

@@ -13,10 +13,19 @@ DATA = Path(__file__).parent / "data"
 TASK = str(DATA / "tasks" / "scale_relu.py")
 
 
-def kp(*args: str, db: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "kernelproof.cli", *args], capture_output=True, text=True, timeout=300
-    )
+def kp(*args: str) -> subprocess.CompletedProcess:
+    """The CLI run in this process, its stdout and stderr captured apart: its evaluations use this
+    process's workers (a child would import torch and start a zygote for each call). What needs a
+    process of its own (a terminal, raw bytes) goes through _kp_bytes and _kp_pty."""
+    import contextlib
+    import io
+
+    from kernelproof.cli import run
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run(list(args))
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
 def test_eval_pass_exits_0_and_writes_the_verdict_json(tmp_path):
