@@ -205,11 +205,12 @@ def _judged(task: str, solution: str, options: EvalOptions, device: str, pool: L
 
 
 def _short_of_memory(verdict: Verdict) -> bool:
-    """Did the evaluation fail for want of GPU memory (the parent's, or its candidate's)?"""
+    """Did the evaluation fail for want of GPU memory: the parent's (too_large), or its worker's,
+    whatever the step (the candidate's call: a crash; mapping a lent input: an internal error)?"""
     for r in verdict.reasons:
         if r.code is ReasonCode.TOO_LARGE:
             return True
-        if r.code is ReasonCode.CRASH and "out of memory" in f"{r.message} {r.detail}".lower():
+        if "out of memory" in f"{r.message} {r.detail}".lower():
             return True
     return False
 

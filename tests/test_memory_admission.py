@@ -128,3 +128,53 @@ def test_the_parent_out_of_memory_alone_is_too_large_and_never_stored(monkeypatc
     from kernelproof.store import Store
 
     assert Store(str(db)).count() == 0
+
+
+def _unmapped_out_of_memory(task, solution, device):
+    message = "case default/task/0: could not map an input the parent lent: CUDA out of memory. Tried to allocate 6.00 GiB"
+    return api._error_verdict(task, solution, device, Reason(ReasonCode.INTERNAL_ERROR, message))
+
+
+def test_a_worker_out_of_memory_on_a_lent_input_runs_again_alone(monkeypatch, fake_pool):
+    """H200, KernelBench level1/22_Tanh with six in flight: the worker could not map a 6 GiB input."""
+    pool, events = fake_pool
+    calls = _evaluations(monkeypatch, [_unmapped_out_of_memory, _passed])
+    v = api.evaluate(TASK, SOL, EvalOptions(device="cpu", db="", per_device=2), pool=pool)
+    assert len(calls) == 2 and events == ["alone"] and v.reasons[0].message == "stand-in"
+
+
+OOM_TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        if WHERE == "reference" and x.dtype != torch.float64:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB")
+        if WHERE == "oracle" and x.dtype == torch.float64:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 12.00 GiB")
+        return torch.sigmoid(x)
+
+
+def get_inputs():
+    return [torch.randn(8, 16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize("where", ["reference", "oracle"])
+def test_the_reference_or_oracle_out_of_memory_is_too_large_never_the_tasks_error(tmp_path, where):
+    """H200, KernelBench level1/21_Sigmoid with six in flight: the reference's forward ran out of
+    GPU memory and was called the task's error. Out of memory is the device's (too_large, tried
+    again alone beside other evaluations); the oracle never falls back to a weaker one for it."""
+    task = tmp_path / "sigmoid_oom.py"
+    task.write_text(f"WHERE = {where!r}\n" + OOM_TASK)
+    sol = tmp_path / "sol.py"
+    sol.write_text(OOM_TASK.replace("class Model", "class ModelNew").replace("WHERE ==", "None =="))
+    v = api.evaluate(str(task), str(sol), EvalOptions(device="cpu", db="", correctness_only=True))
+    assert v.codes == ["too_large"], v.reasons
+    assert "out of memory" in v.reasons[0].message.lower()

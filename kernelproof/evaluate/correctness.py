@@ -321,6 +321,8 @@ def classify_downgrade(ctx, args, oracle, err: float, message: str, output: int 
     for low in LOWER_PRECISIONS.get(ctx.precision, ()):
         try:
             outs = lower_precision_outputs(ctx, args, low)
+        except torch.OutOfMemoryError:
+            raise
         except Exception as exc:  # noqa: BLE001 - a lower-precision reference that does not run explains nothing
             notes.append(
                 f"precision_unclassified: the {low} reference could not run ({type(exc).__name__}); "

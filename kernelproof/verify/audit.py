@@ -143,6 +143,8 @@ def audit_variant(task: Task, ctx: VariantContext, seed: int) -> AuditReport:
         if ctx.precision == "fp32":
             try:
                 low = lower_precision_outputs(ctx, args, "bf16")
+            except torch.OutOfMemoryError:
+                raise  # never a missing control for want of memory
             except Exception as exc:  # noqa: BLE001 - a model that cannot run in bf16 has no bf16 control
                 record(
                     "bf16_reference",

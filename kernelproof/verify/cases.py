@@ -115,6 +115,8 @@ def build_variant(
             init_args = module.get_init_inputs()
         with seeded(init_seed):
             reference = module.Model(*init_args)
+    except torch.OutOfMemoryError:
+        raise  # the device's memory, not the task: the evaluation is retried alone (api._short_of_memory)
     except Exception as exc:
         raise TaskError(
             f"constructing the reference Model failed: {type(exc).__name__}: {exc}", path=task.path
@@ -224,6 +226,8 @@ def make_inputs(ctx: VariantContext, distribution: str, seed: int) -> list[Any]:
     try:
         with seeded(seed):
             raw = ctx.module.get_inputs()
+    except torch.OutOfMemoryError:
+        raise
     except Exception as exc:
         raise TaskError(f"get_inputs() raised {type(exc).__name__}: {exc}", path=ctx.task.path) from None
     args: list[Any] = []
@@ -284,6 +288,8 @@ def run_model(
     try:
         with numeric_flags.pinned(precision), torch.no_grad(), scope or contextlib.nullcontext():
             out = model(*args)
+    except torch.OutOfMemoryError:
+        raise
     except Exception as exc:
         raise TaskError(f"the reference raised {type(exc).__name__}{_where(exc)}: {exc}") from None
     flat = list(out) if isinstance(out, (tuple, list)) else [out]
@@ -314,7 +320,7 @@ def reference_and_oracle(
     """
     try:
         ref = run_model(ctx.reference, to_device(args, ctx.device), ctx.precision, ctx.inplace)
-    except TaskError:
+    except (TaskError, torch.OutOfMemoryError):
         raise
     except Exception as exc:
         raise TaskError(f"the reference raised {type(exc).__name__}: {exc}", path=ctx.task.path) from None
@@ -322,6 +328,8 @@ def reference_and_oracle(
         orc = run_model(
             ctx.oracle, to_device(args, ctx.device, torch.float64), "fp32", ctx.inplace, oracle_scope()
         )
+    except torch.OutOfMemoryError:
+        raise  # never a weaker oracle for want of memory
     except Exception as exc:  # noqa: BLE001 - the task runs; only its float64 twin does not
         ctx.oracle_note = (
             f"oracle_fallback: the float64 oracle raised {type(exc).__name__}: {str(exc)[:200]}; "
@@ -375,6 +383,8 @@ def reference_randomness(ctx: VariantContext, args: list[Any]) -> Randomness:
                     ctx.inplace,
                     oracle_scope(),
                 )
+        except torch.OutOfMemoryError:
+            raise
         except Exception:  # noqa: BLE001 - no float64 twin (reference_and_oracle says so): the floor
             orc = [t.detach().to(torch.float64) if t.is_floating_point() else t for t in ref]
     tol = min(
@@ -409,6 +419,8 @@ def inplace_findings(ctx: VariantContext, args: list[Any]) -> list[str]:
     try:
         with numeric_flags.pinned(ctx.precision), torch.no_grad():
             ctx.reference(*after)
+    except torch.OutOfMemoryError:
+        raise
     except Exception:  # noqa: BLE001 - a reference that raises is reported by the cases themselves
         return []
     out = []
