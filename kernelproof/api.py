@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import hashlib
 import json
 from collections.abc import AsyncIterator, Iterable, Iterator
@@ -184,6 +185,7 @@ def _evaluate_on(task: str, solution: str, options: EvalOptions, device: str, po
         # Out of GPU memory while other evaluations held some: this one again, alone on the device.
         with pool.device_alone(device, options.per_device):
             verdict = _judged(task, solution, options, device, pool)
+    verdict = _beyond_the_device(verdict, task, solution, device, pool)
     if verdict.codes and verdict.codes[0] == ReasonCode.TOO_LARGE.value:
         return verdict  # a property of this device and its neighbours at the time: never stored
     if store is not None:
@@ -213,6 +215,33 @@ def _short_of_memory(verdict: Verdict) -> bool:
         if "out of memory" in f"{r.message} {r.detail}".lower():
             return True
     return False
+
+
+def _beyond_the_device(verdict: Verdict, task: str, solution: str, device: str, pool: LocalPool) -> Verdict:
+    """A worker that ran out of GPU memory in an evaluation whose own footprint (the parent's
+    estimate: inputs, reference, float64 oracle, the candidate's outputs) is more than the device
+    admits is the task's size, not the solution's fault: too_large, never a crash.
+
+    H200, KernelBench level1/21_Sigmoid (6.4 GB per tensor) with its identity solution, alone on
+    the device: a footprint of 137 GB against 129 GB admitted, the parent holding 115 GB, and the
+    worker out of memory filling its poison buffer, which had been reported as the solution's crash.
+    """
+    capacity = getattr(pool.memory(device), "capacity_bytes", None)
+    footprint = (verdict.environment.get("memory") or {}).get("footprint_bytes")
+    if capacity is None or not footprint or footprint <= capacity or not _short_of_memory(verdict):
+        return verdict
+    cause = verdict.reasons[0].message if verdict.reasons else "out of memory"
+    message = (
+        f"the task needs more GPU memory than {device} admits: this evaluation's footprint is "
+        f"{footprint / 1e9:.0f} GB (inputs, reference, float64 oracle and the candidate's outputs, as "
+        f"its setup measured them), {capacity / 1e9:.0f} GB are admitted, and the candidate's worker "
+        f"ran out ({cause[:200]}); run it on a device with more memory or give the task smaller shapes"
+    )
+    reason = Reason(ReasonCode.TOO_LARGE, message, verdict.reasons[0].detail if verdict.reasons else "")
+    # what the evaluation recorded (its footprint, phases, layers) stays: it is how it was decided
+    return dataclasses.replace(
+        verdict, verdict=Outcome.ERROR, reasons=(reason,), timing=None, speedup={}, reward=0.0
+    )
 
 
 def too_large_verdict(task: str, solution: str, device: str, exc: BaseException) -> Verdict:

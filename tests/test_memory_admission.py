@@ -6,6 +6,7 @@ memory; the second must wait instead. These run on the CPU with a small capacity
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from pathlib import Path
@@ -178,3 +179,30 @@ def test_the_reference_or_oracle_out_of_memory_is_too_large_never_the_tasks_erro
     v = api.evaluate(str(task), str(sol), EvalOptions(device="cpu", db="", correctness_only=True))
     assert v.codes == ["too_large"], v.reasons
     assert "out of memory" in v.reasons[0].message.lower()
+
+
+def _crashed_with_footprint(footprint: int):
+    def make(task, solution, device):
+        v = _crashed_out_of_memory(task, solution, device)
+        env = {**v.environment, "memory": {"footprint_bytes": footprint, "admission_wait_s": 0.0}}
+        return dataclasses.replace(v, environment=env)
+
+    return make
+
+
+@pytest.mark.parametrize(("footprint", "codes"), [(137 * 10**9, ["too_large"]), (10 * 10**9, ["crash"])])
+def test_a_worker_out_of_memory_in_an_evaluation_larger_than_the_device_is_too_large(
+    monkeypatch, fake_pool, footprint, codes
+):
+    """H200, KernelBench level1/21_Sigmoid alone: footprint 137 GB, 129 GB admitted, the identity
+    solution's worker out of memory was called its crash. Within the device, a crash stays one."""
+    from kernelproof.executors.memory import DeviceMemory
+
+    pool, _ = fake_pool
+    monkeypatch.setattr(pool, "memory", lambda device: DeviceMemory(129 * 10**9))
+    _evaluations(monkeypatch, [_crashed_with_footprint(footprint)])
+    v = api.evaluate(TASK, SOL, EvalOptions(device="cpu", db="", per_device=1), pool=pool)
+    assert v.codes == codes
+    if codes == ["too_large"]:
+        assert "137 GB" in v.reasons[0].message and "129 GB" in v.reasons[0].message
+        assert v.environment["memory"]["footprint_bytes"] == footprint and v.verdict.value == "error"
