@@ -222,9 +222,9 @@ def _beyond_the_device(verdict: Verdict, task: str, solution: str, device: str, 
     estimate: inputs, reference, float64 oracle, the candidate's outputs) is more than the device
     admits is the task's size, not the solution's fault: too_large, never a crash.
 
-    H200, KernelBench level1/21_Sigmoid (6.4 GB per tensor) with its identity solution, alone on
-    the device: a footprint of 137 GB against 129 GB admitted, the parent holding 115 GB, and the
-    worker out of memory filling its poison buffer, which had been reported as the solution's crash.
+    (A worker's own step that runs out of memory is too_large already, kernelproof.sandbox.process:
+    on an H200, KernelBench level1/21_Sigmoid's footprint was estimated at 137 GB, within the 138 GB
+    admitted, while the parent held 115 GiB and the worker's poison fill found no memory.)
     """
     capacity = getattr(pool.memory(device), "capacity_bytes", None)
     footprint = (verdict.environment.get("memory") or {}).get("footprint_bytes")

@@ -194,8 +194,8 @@ def _crashed_with_footprint(footprint: int):
 def test_a_worker_out_of_memory_in_an_evaluation_larger_than_the_device_is_too_large(
     monkeypatch, fake_pool, footprint, codes
 ):
-    """H200, KernelBench level1/21_Sigmoid alone: footprint 137 GB, 129 GB admitted, the identity
-    solution's worker out of memory was called its crash. Within the device, a crash stays one."""
+    """A footprint beyond what the device admits, and a worker out of memory: the task's size, not
+    the solution's crash. Within the device, a crash stays one."""
     from kernelproof.executors.memory import DeviceMemory
 
     pool, _ = fake_pool
@@ -206,3 +206,29 @@ def test_a_worker_out_of_memory_in_an_evaluation_larger_than_the_device_is_too_l
     if codes == ["too_large"]:
         assert "137 GB" in v.reasons[0].message and "129 GB" in v.reasons[0].message
         assert v.environment["memory"]["footprint_bytes"] == footprint and v.verdict.value == "error"
+
+
+def test_a_worker_out_of_memory_in_its_own_step_is_too_large_not_the_solutions_crash(tmp_path):
+    """H200, KernelBench level1/21_Sigmoid's identity solution alone: the worker's poison fill
+    found no GPU memory (the parent held 115 GiB) and the verdict blamed the solution. The worker's
+    own failure (exit status EXIT_HARNESS) out of memory is the evaluation's size; the same error
+    from the solution's call stays its crash."""
+    import types
+
+    from kernelproof.sandbox.process import SpawnSpec, WorkerProcess
+    from kernelproof.worker.protocol import EXIT_HARNESS
+
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB."
+    w = WorkerProcess(SpawnSpec("baseline", "cpu"))
+    real = w.proc
+    try:
+        w.wait_ready()
+        w.kill()
+        for rc, code in ((EXIT_HARNESS, "too_large"), (-9, "crash")):
+            w.log_path.write_text(f'  File "worker/poison.py", line 24, in fill\n{oom}\n')
+            w.proc = types.SimpleNamespace(wait=lambda timeout=None, rc=rc: rc, returncode=rc, pid=w.proc.pid)
+            died = w._death()
+            assert died.code == code, died.message
+    finally:
+        w.proc = real
+        w.close()

@@ -90,6 +90,9 @@ def verdict_of(
 ) -> Verdict:
     """The verdict of an evaluation whose candidate ran: from every step's record, nothing else."""
     reasons = checked.reasons + (timed.reasons if timed else ()) + ((died,) if died else ())
+    too_large = died is not None and died.code is ReasonCode.TOO_LARGE  # the device's memory, first
+    if too_large:
+        reasons = (died,) + reasons[:-1]
     flags = setup.flags + built.flags + checked.flags + (timed.flags if timed else ()) + probed.flags
     if not checked.cases and not reasons:
         reasons += (Reason(ReasonCode.MISSING_RESULT, "no case was run"),)
@@ -108,7 +111,7 @@ def verdict_of(
     )
     settings = {**envelope.settings, "cases": [c.case_id for c in setup.cases + setup.probe_cases]}
     record = with_worker_report(built.record, checked.worker_build) if built.record is not None else None
-    outcome = Outcome.PASS if passed else Outcome.FAIL
+    outcome = Outcome.ERROR if too_large else Outcome.PASS if passed else Outcome.FAIL
     return _verdict(
         outcome,
         reasons,

@@ -384,6 +384,16 @@ class WorkerProcess:
             return WorkerDied(
                 "crash", "CUDA error in the solution's kernel (illegal memory access)", _tail(log)
             )
+        if "out of memory" in low and rc == protocol.EXIT_HARNESS:
+            # kernelproof's own step in the worker (its poison fill, a lent input's copy) found no
+            # memory: the evaluation's, not the solution's (H200, KernelBench level1/21_Sigmoid's
+            # identity solution alone: the parent held 115 GiB of its references and oracles).
+            return WorkerDied(
+                "too_large",
+                "the worker ran out of GPU memory in kernelproof's own step, not in the solution's code: "
+                "the evaluation needs more GPU memory than the device had free",
+                _tail(log),
+            )
         if "out of memory" in low:
             return WorkerDied("crash", "the solution ran out of GPU memory", _tail(log))
         if self.cgroup is not None and self.cgroup.oom_killed():

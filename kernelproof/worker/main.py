@@ -166,5 +166,5 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except BaseException:  # noqa: BLE001 - a harness bug: say where, the parent reports internal error
         traceback.print_exc()
-        return 3
+        return protocol.EXIT_HARNESS
     return 0

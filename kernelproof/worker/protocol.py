@@ -33,6 +33,7 @@ from kernelproof.errors import ProtocolError  # defined in the one tree, raised 
 from kernelproof.inputs import dtype_name
 
 MAGIC = b"KP1"
+EXIT_HARNESS = 3  # the worker's exit status when its own code failed (its traceback is in its log)
 MAX_HEADER_BYTES = 64 * 1024 * 1024  # a header larger than this is a protocol violation
 MAX_TENSOR_BYTES = 64 * 1024**3  # larger than any task's tensor; protects the parent's memory
 BULK_MIN_BYTES = 1 << 20  # tensors this large travel as sealed memfds, not through the socket
