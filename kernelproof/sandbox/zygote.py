@@ -88,7 +88,10 @@ def spawn(args: Sequence[str], env: dict[str, str], cwd: Path, fds: tuple[int, i
         if key in _failed:
             return None
         zygote = _zygotes.get(key)
-        if zygote is None or not zygote.alive():
+        if zygote is not None and not zygote.alive():
+            zygote.close()  # its workers are gone with it; its folder goes too
+            zygote = None
+        if zygote is None:
             try:
                 zygote = _zygotes[key] = Zygote({k: v for k, v in key})
             except SandboxError as exc:
@@ -137,7 +140,17 @@ def shutdown() -> None:
         z.close()
 
 
+def _forget() -> None:
+    """In a child forked from this process: the zygotes are the parent's (their sockets and reader
+    threads stay there); the child starts its own when it needs one."""
+    global _lock
+    _zygotes.clear()
+    _failed.clear()
+    _lock = threading.Lock()
+
+
 atexit.register(shutdown)
+os.register_at_fork(after_in_child=_forget)
 
 
 class Forked:

@@ -110,3 +110,22 @@ def test_cpu_candidates_and_baselines_share_one_zygote_the_heap_set_by_mallopt(m
     finally:
         candidate.close()
         baseline.close()
+
+
+def test_a_process_forked_from_the_parent_starts_its_own_zygote(monkeypatch):
+    """The parent's zygotes answer on its own reader threads: a forked child must not wait on them."""
+    w = _worker(monkeypatch, True, role="baseline")
+    try:
+        assert zygote._zygotes
+        r, wr = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report what it sees, then leave without any cleanup of the parent's
+            os.write(wr, str(len(zygote._zygotes)).encode())
+            os._exit(0)
+        os.close(wr)
+        seen = os.read(r, 16)
+        os.close(r)
+        os.waitpid(pid, 0)
+        assert seen == b"0"
+    finally:
+        w.close()
