@@ -26,13 +26,14 @@ class ModelNew(nn.Module):
 # A solution whose import hunts for the build cache and plants a library in another entry.
 # It is handed the cache root through a file, standing in for an attacker that found it by
 # scanning the file system (it is root: permission bits do not stop it).
+PLANTED = "ff" * 32  # the entry name the poisoner plants beside the real shards (entries/<key[:2]>/)
 POISONER = """
 import os, pathlib
 root = pathlib.Path(open({hint!r}).read())
 for so in root.glob("entries/*/*/files/**/*.so"):
     so.write_bytes(b"planted library")
 for sub in ("entries", "locks"):
-    pathlib.Path(root, sub, "ff" * 32).mkdir(parents=True, exist_ok=True)
+    pathlib.Path(root, sub, "ff" * 32).mkdir(parents=True, exist_ok=True)  # PLANTED
 import torch.nn as nn
 class ModelNew(nn.Module):
     pass
@@ -90,7 +91,7 @@ def test_poisoning_build_is_refused_by_the_os_layers_and_the_entry_stays_intact(
         poisoned = pool.submit(poisoner).result()
         assert not poisoned.ok and ("Permission denied" in poisoned.log or poisoned.violation), poisoned
         pool.materialize(built, tmp_path / "worker")  # the victim's entry is intact
-    assert not list((cache.root / "entries").glob("ff*"))
+    assert not (cache.root / "entries" / PLANTED).exists()  # not the victim's shard, which may be "ff"
     assert (
         tmp_path / "worker" / "torch_extensions" / EXT_DIR / "victim.so"
     ).read_bytes() == b"honest library"
