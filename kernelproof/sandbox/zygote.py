@@ -193,6 +193,7 @@ class Zygote:
         }
         safe_path = ("-P",) if sys.version_info >= (3, 11) else ()
         cmd = [sys.executable, *safe_path, "-m", "kernelproof.worker.zygote", "--fd", str(theirs.fileno())]
+        cmd += ["--folder", str(self.dirs.root)]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 cmd,

@@ -25,6 +25,7 @@ import fcntl
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import sys
@@ -54,6 +55,7 @@ def preload() -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="kernelproof.worker.zygote")
     ap.add_argument("--fd", type=int, required=True)
+    ap.add_argument("--folder", default="", help="its private folder, removed when it ends")
     ns = ap.parse_args(argv)
     ctl = socket.socket(fileno=ns.fd)
     os.set_inheritable(ns.fd, False)
@@ -64,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as exc:  # noqa: BLE001 - said to the parent, which starts workers the usual way
         _send(ctl, {"error": f"the zygote could not import the worker: {exc!r}"})
         return 1
+    if ns.folder:  # also when the parent died without closing it (the parent removes it otherwise)
+        atexit.register(shutil.rmtree, ns.folder, True)
     zygote = Zygote(ctl)  # takes the warning filters as the imports left them, a worker's own
     # Python 3.12 warns at every fork of a process with threads: torch's import starts one, idle on
     # a futex (holding no lock), and the child has none of it, as a DataLoader worker forked after
@@ -175,6 +179,7 @@ class Zygote:
             code = 1
         finally:
             try:
+                atexit.unregister(shutil.rmtree)  # the zygote's folder is the zygote's to remove
                 atexit._run_exitfuncs()
                 sys.stdout.flush()
                 sys.stderr.flush()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 
 import pytest
 
@@ -129,3 +130,15 @@ def test_a_process_forked_from_the_parent_starts_its_own_zygote(monkeypatch):
         assert seen == b"0"
     finally:
         w.close()
+
+
+def test_a_zygote_whose_parent_is_gone_removes_its_folder():
+    """A parent that dies never closes its zygote: the zygote, seeing its socket close, ends and
+    takes its private folder with it (a suite run had left one behind each time)."""
+    z = zygote.Zygote({"PYTHONHASHSEED": "0"})
+    folder = z.dirs.root
+    assert folder.is_dir()
+    z.sock.shutdown(socket.SHUT_RDWR)  # as the parent's death would: no close(), no removal here
+    assert z.proc.wait(timeout=60) == 0
+    assert not folder.exists()
+    z.close()
