@@ -89,10 +89,9 @@ def verdict_of(
     envelope: Envelope,
 ) -> Verdict:
     """The verdict of an evaluation whose candidate ran: from every step's record, nothing else."""
-    reasons = checked.reasons + (timed.reasons if timed else ()) + ((died,) if died else ())
+    found = checked.reasons + (timed.reasons if timed else ())
     too_large = died is not None and died.code is ReasonCode.TOO_LARGE  # the device's memory, first
-    if too_large:
-        reasons = (died,) + reasons[:-1]
+    reasons = (died,) + found if too_large else found + ((died,) if died else ())
     flags = setup.flags + built.flags + checked.flags + (timed.flags if timed else ()) + probed.flags
     if not checked.cases and not reasons:
         reasons += (Reason(ReasonCode.MISSING_RESULT, "no case was run"),)

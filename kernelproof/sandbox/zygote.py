@@ -93,7 +93,7 @@ def spawn(args: Sequence[str], env: dict[str, str], cwd: Path, fds: tuple[int, i
             zygote = None
         if zygote is None:
             try:
-                zygote = _zygotes[key] = Zygote({k: v for k, v in key})
+                zygote = _zygotes[key] = Zygote(dict(key))
             except SandboxError as exc:
                 _failed[key] = str(exc)
                 return None
