@@ -35,7 +35,7 @@ def test_an_import_that_never_ends_is_cut_by_the_import_limit_and_named():
 
 
 def test_a_forward_that_never_ends_is_cut_by_the_case_limit_and_named():
-    v = evaluate(TASK, sol("infinite_loop"), OPTS.replace(case_timeout_s=5))
+    v = evaluate(TASK, sol("forward_sleeps_forever"), OPTS.replace(case_timeout_s=5))
     assert v.codes == ["timeout"], v.reasons
     message = v.reasons[0].message
     assert message.startswith("case ") and "--case-timeout" in message, message

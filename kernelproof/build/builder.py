@@ -204,7 +204,14 @@ def _run_child(
         if not opts.guard:
             cmd.append("--no-guard")
         done = spawn.run(
-            cmd, plan, staging / "plan.json", env, staging / "build.log", timeout_s, cwd=staging / "tmp"
+            cmd,
+            plan,
+            staging / "plan.json",
+            env,
+            staging / "build.log",
+            timeout_s,
+            cwd=staging / "tmp",
+            entry="builder",
         )
     finally:
         sandbox_plan.release(plan)

@@ -3,7 +3,10 @@
 The same containment as a candidate worker (its own uid as root, Landlock, seccomp, process
 limit), planned by the caller, applied by the child's entry point (kernelproof.sandbox.contain)
 and reported back on a pipe. The command runs in its own session, so a timeout or its end kills
-everything it started: compilers, daemons and grandchildren.
+everything it started: compilers, daemons and grandchildren. A command that is one of a zygote's
+entries (``python -m MODULE ARGS``) is forked from the zygote, as a worker is
+(kernelproof.sandbox.zygote): the same arguments, environment, descriptors and session, without
+an interpreter's start and torch's import.
 """
 
 from __future__ import annotations
@@ -11,12 +14,16 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelproof.sandbox import contain
+from kernelproof.sandbox import contain, zygote
 from kernelproof.sandbox.plan import Layer, Plan
+
+# Interpreter flags a zygote's children have as well: the zygote itself runs with -P.
+SAFE_FLAGS = ("-P",)
 
 
 @dataclass(frozen=True)
@@ -34,23 +41,39 @@ def run(
     log_path: Path,
     timeout_s: float,
     cwd: Path | None = None,
+    entry: str | None = None,
 ) -> Finished:
-    """Run `cmd` (a Python entry point that calls contain.enter) under `plan`, output to `log_path`."""
+    """Run `cmd` (a Python entry point that calls contain.enter) under `plan`, output to `log_path`.
+
+    `entry` names the zygote entry `cmd` is (``python -P -m MODULE ARGS`` with this interpreter):
+    then it is forked from a zygote where one can serve, and started as `cmd` where none can.
+    """
     plan_path.write_text(plan.to_json())
     report_r, report_w = os.pipe()
-    full = [*cmd, contain.PLAN_FLAG, str(plan_path), contain.REPORT_FLAG, str(report_w)]
+    flags = [contain.PLAN_FLAG, str(plan_path), contain.REPORT_FLAG]
     try:
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                full,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=str(cwd) if cwd is not None else None,
-                pass_fds=(report_w,),
-                start_new_session=True,
-            )
+            proc: subprocess.Popen | zygote.Forked | None = None
+            args = _entry_args(cmd, entry)
+            if args is not None:
+                proc = zygote.spawn(
+                    [*args, *flags, str(zygote.REPORT_FD)],
+                    env,
+                    cwd if cwd is not None else Path.cwd(),
+                    (report_w, log.fileno()),
+                    entry=entry,
+                )
+            if proc is None:
+                proc = subprocess.Popen(
+                    [*cmd, *flags, str(report_w)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    cwd=str(cwd) if cwd is not None else None,
+                    pass_fds=(report_w,),
+                    start_new_session=True,
+                )
             os.close(report_w)
             report_w = -1
             timed_out = False
@@ -67,6 +90,21 @@ def run(
             os.close(report_w)
         os.close(report_r)
     return Finished(proc.returncode, timed_out, tuple(contain.parse_report(report)))
+
+
+def _entry_args(cmd: Sequence[str], entry: str | None) -> list[str] | None:
+    """`cmd`'s arguments after ``-m MODULE`` where it is this interpreter running `entry`'s module."""
+    if entry is None or not cmd or cmd[0] != sys.executable:
+        return None
+    cmd = list(cmd)
+    module = zygote.ENTRY_MODULES[entry]
+    try:
+        at = cmd.index("-m")
+    except ValueError:
+        return None
+    if cmd[at + 1 : at + 2] != [module] or any(flag not in SAFE_FLAGS for flag in cmd[1:at]):
+        return None
+    return cmd[at + 2 :]
 
 
 def kill_group(pgid: int) -> None:

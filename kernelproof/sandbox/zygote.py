@@ -5,7 +5,8 @@ process that serves one evaluation; with spares started ahead, that cost left th
 but not the machine, and on a busy one it was most of an evaluation's CPU. A zygote
 (:mod:`kernelproof.worker.zygote`) imports them once and forks each worker, which then applies its
 containment and serves exactly as an exec'd one (same arguments, environment, descriptors,
-session, containment report). One zygote serves every worker whose interpreter starts the same way
+session, containment report); a builder (kernelproof.build.builder_main) is forked from one the
+same way. One zygote serves every worker whose interpreter starts the same way
 (:data:`START_ENV`: what Python, the loader and Triton's import read only at start); the rest of a
 worker's environment is set in the child before anything reads it, and the CPU candidates'
 perturbed heap (``GLIBC_TUNABLES``) is set with ``mallopt`` there, so they share the baselines' zygote.
@@ -57,6 +58,10 @@ START_ENV = (
     # CPU workers' interpreter mode has to be on by then.
     "TRITON_INTERPRET",
 )
+# What a zygote can become, with each one's descriptors in the order `spawn` takes them:
+# kernelproof.worker.zygote.ENTRIES.
+ENTRIES = {"worker": ("socket", "report", "log"), "builder": ("report", "log")}
+ENTRY_MODULES = {"worker": "kernelproof.worker", "builder": "kernelproof.build.builder_main"}
 # glibc's malloc tunables that mallopt(3) sets the same way at run time: M_PERTURB, M_MMAP_THRESHOLD.
 MALLOPT = {"glibc.malloc.perturb": -6, "glibc.malloc.mmap_threshold": -3}
 START_TIMEOUT_S = 120.0  # importing torch and Triton once
@@ -72,14 +77,22 @@ def enabled() -> bool:
     return os.environ.get(ENV_SWITCH, "1") != "0"
 
 
-def spawn(args: Sequence[str], env: dict[str, str], cwd: Path, fds: tuple[int, int, int]) -> Forked | None:
-    """Fork a worker ``python -m kernelproof.worker ARGS`` from the zygote for `env`'s start.
+def spawn(
+    args: Sequence[str], env: dict[str, str], cwd: Path, fds: tuple[int, ...], entry: str = "worker"
+) -> Forked | None:
+    """Fork ``python -m MODULE ARGS`` from the zygote for `env`'s start, MODULE named by `entry`.
 
-    `fds` are the worker's socket, its report pipe's write end and its log, which it finds at
-    :data:`SOCK_FD`, :data:`REPORT_FD` and 1/2 (the caller writes those numbers into `args`).
-    None where no zygote can serve (disabled, or it failed to start: :func:`status` says why):
-    the caller then starts the worker itself.
+    ``"worker"`` is ``kernelproof.worker``: `fds` are its socket, its report pipe's write end and
+    its log, which it finds at :data:`SOCK_FD`, :data:`REPORT_FD` and 1/2. ``"builder"`` is
+    ``kernelproof.build.builder_main``: `fds` are its report pipe's write end and its log (at
+    :data:`REPORT_FD` and 1/2). The caller writes those numbers into `args`. None where no zygote
+    can serve (disabled, or it failed to start: :func:`status` says why): the caller then starts
+    the process itself.
     """
+    if len(fds) != len(ENTRIES[entry]):
+        raise ValueError(
+            f"a zygote's {entry} takes {', '.join(ENTRIES[entry])}: {len(fds)} descriptors given"
+        )
     if not enabled():
         return None
     start, malloc = _split_tunables(env)
@@ -98,7 +111,7 @@ def spawn(args: Sequence[str], env: dict[str, str], cwd: Path, fds: tuple[int, i
                 _failed[key] = str(exc)
                 return None
     try:
-        return zygote.fork(args, env, cwd, fds, malloc)
+        return zygote.fork(args, env, cwd, fds, malloc, entry)
     except SandboxError:
         return None  # this one is started the usual way; the next asks a fresh zygote
 
@@ -235,8 +248,9 @@ class Zygote:
         args: Sequence[str],
         env: dict[str, str],
         cwd: Path,
-        fds: tuple[int, int, int],
+        fds: tuple[int, ...],
         malloc: Sequence[tuple[int, int]] = (),
+        entry: str = "worker",
     ) -> Forked:
         future: Future = Future()
         with self._state:
@@ -245,7 +259,14 @@ class Zygote:
             self._next += 1
             ident = self._next
             self._pending[ident] = future
-        doc = {"id": ident, "args": list(args), "env": env, "cwd": str(cwd), "mallopt": list(malloc)}
+        doc = {
+            "id": ident,
+            "entry": entry,
+            "args": list(args),
+            "env": env,
+            "cwd": str(cwd),
+            "mallopt": list(malloc),
+        }
         try:
             with self._send_lock:
                 socket.send_fds(self.sock, [json.dumps(doc).encode()], list(fds))

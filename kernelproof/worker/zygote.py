@@ -33,8 +33,15 @@ import tempfile
 import traceback
 import warnings
 
-SOCK_FD = 3  # where a child finds the worker's socket (the parent names it in the arguments)
+SOCK_FD = 3  # where a worker finds its socket
 REPORT_FD = 4  # where a child finds its containment report's pipe
+LOG_FD = 1  # and its log, also at 2
+# What a child can become: the module it stands for, and where its descriptors go (in the order the
+# parent sends them; the parent names these numbers in the arguments). A builder has no socket.
+ENTRIES = {
+    "worker": ("kernelproof.worker", (SOCK_FD, REPORT_FD, LOG_FD)),
+    "builder": ("kernelproof.build.builder_main", (REPORT_FD, LOG_FD)),
+}
 MAX_MESSAGE = 1 << 20
 PR_SET_DUMPABLE = 4
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -44,6 +51,7 @@ def preload() -> None:
     """What every worker imports before it serves: torch, the worker's modules, Triton."""
     import torch  # noqa: F401
 
+    import kernelproof.build.builder_main  # noqa: F401
     import kernelproof.worker.main  # noqa: F401
 
     try:
@@ -140,7 +148,11 @@ class Zygote:
             _send(self.ctl, {"id": req.get("id"), "error": "the forked worker did not start its session"})
 
     def become_worker(self, req: dict, fds: list[int], ready_w: int) -> None:
-        """In the child: become ``python -m kernelproof.worker ARGS`` as started by the parent."""
+        """In the child: become ``python -m MODULE ARGS`` as the parent would have started it.
+
+        MODULE is the request's entry: the worker (whose containment is applied here, before its
+        loop, where its ``__main__`` applies it) or the builder (whose ``main`` applies it first).
+        """
         code = 1
         try:
             os.setsid()
@@ -156,7 +168,8 @@ class Zygote:
             self.ctl.close()
             os.close(self.wake_r)
             os.close(self.wake_w)
-            _arrange_fds(fds)
+            module, places = ENTRIES[req.get("entry", "worker")]
+            _arrange_fds(fds, places)
             warnings.filters[:] = self.filters
             env = req["env"]
             os.environ.clear()
@@ -165,13 +178,19 @@ class Zygote:
             os.chdir(req["cwd"])
             sys.path[:] = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p] + self.base_path
             args = list(req["args"])
-            sys.argv = [os.path.join(os.path.dirname(__file__), "__main__.py"), *args]
-            from kernelproof.sandbox.contain import enter
+            if module == "kernelproof.build.builder_main":
+                from kernelproof.build import builder_main
 
-            argv = enter(args)  # the containment, before anything of the request runs
-            from kernelproof.worker.main import main as worker_main
+                sys.argv = [builder_main.__file__, *args]
+                code = builder_main.main(args)  # its first step is the containment
+            else:
+                sys.argv = [os.path.join(os.path.dirname(__file__), "__main__.py"), *args]
+                from kernelproof.sandbox.contain import enter
 
-            code = worker_main(argv)
+                argv = enter(args)  # the containment, before anything of the request runs
+                from kernelproof.worker.main import main as worker_main
+
+                code = worker_main(argv)
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         except BaseException:  # noqa: BLE001 - said in the worker's log, as an exec'd worker would
@@ -212,15 +231,24 @@ class Zygote:
                 pass
 
 
-def _arrange_fds(fds: list[int]) -> None:
-    """The sent descriptors (socket, report pipe, log) at 3, 4 and 1/2; /dev/null at 0; no other."""
-    sock, report, log = (fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds[:3])  # clear of every target
+def _arrange_fds(fds: list[int], places: tuple[int, ...]) -> None:
+    """Each sent descriptor at its place (the log at 1 and 2), /dev/null at 0, nothing else open."""
+    if len(fds) != len(places):
+        raise OSError(f"{len(fds)} descriptors sent where {len(places)} are needed")
+    moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]  # clear of every target
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    os.dup2(sock, SOCK_FD)
-    os.dup2(report, REPORT_FD)
+    for fd, place in zip(moved, places):
+        os.dup2(fd, place)
+        if place == LOG_FD:
+            os.dup2(fd, 2)
+    keep = {0, 1, 2, *places}
+    for fd in range(3, REPORT_FD + 1):
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
     os.closerange(REPORT_FD + 1, _max_fd())
 
 

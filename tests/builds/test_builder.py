@@ -222,3 +222,45 @@ def test_only_built_extensions_stamps_and_cubins_are_declared_outputs(rel, decla
     from kernelproof.build.builder import declared_output
 
     assert declared_output(rel) is declared
+
+
+WHO_AM_I = (
+    "import json, os, sys\n"
+    "open(os.path.join(os.environ['HOME'], 'who.json'), 'w').write(json.dumps([os.getppid(), sys.orig_argv]))\n"
+    "import torch.nn as nn\n"
+    "class ModelNew(nn.Module):\n    pass\n"
+)
+
+
+def test_a_build_is_forked_from_a_zygote_and_contained_as_a_started_one(tmp_path, monkeypatch):
+    """Forked (the default) or started as an interpreter (KERNELPROOF_ZYGOTE=0): the same layers."""
+    from kernelproof.sandbox import zygote
+
+    sol = _write(tmp_path, "who.py", WHO_AM_I)
+    forked = build_solution(sol, tmp_path / "forked", "cpu", 120, CPU_UNGUARDED)
+    assert forked.ok, forked.log
+    parent, argv = json.loads((tmp_path / "forked" / "home" / "who.json").read_text())
+    zygotes = {int(v.split()[1]) for v in zygote.status().values() if v.startswith("pid ")}
+    assert parent in zygotes and "kernelproof.worker.zygote" in argv, (parent, zygotes, argv)
+
+    monkeypatch.setenv("KERNELPROOF_ZYGOTE", "0")
+    started = build_solution(sol, tmp_path / "started", "cpu", 120, CPU_UNGUARDED)
+    assert started.ok, started.log
+    _, argv = json.loads((tmp_path / "started" / "home" / "who.json").read_text())
+    assert "kernelproof.build.builder_main" in argv, argv
+    assert forked.layers and [(x.name, x.active) for x in forked.layers] == [
+        (x.name, x.active) for x in started.layers
+    ]
+
+
+def test_only_this_interpreter_running_the_builder_module_is_forked():
+    import sys
+
+    from kernelproof.sandbox.spawn import _entry_args
+
+    ours = [sys.executable, "-P", "-m", "kernelproof.build.builder_main", "a.py", "staging"]
+    assert _entry_args(ours, "builder") == ["a.py", "staging"]
+    assert _entry_args(ours, None) is None  # not a zygote's entry
+    assert _entry_args(["/opt/other/python3", *ours[1:]], "builder") is None  # BuildOptions.python
+    assert _entry_args([sys.executable, "-X", "dev", *ours[1:]], "builder") is None  # flags it lacks
+    assert _entry_args([sys.executable, "-P", "-m", "kernelproof.worker", "x"], "builder") is None

@@ -360,7 +360,7 @@ def test_a_hung_candidate_is_stopped_while_the_other_evaluations_time_and_still_
     # 9 s on a 2-core machine at load 8, their workers started beforehand (_warm).
     opts = two_in_flight_on_the_cpu(timeout_s=20)
     _warm(pool, opts.per_device)
-    hang = str(DATA / "solutions" / "infinite_loop.py")
+    hang = str(DATA / "solutions" / "forward_sleeps_forever.py")
     good = str(DATA / "solutions" / "scale_relu_triton.py")
     try:
         verdicts = {
@@ -418,7 +418,7 @@ def test_on_a_gpu_a_hung_candidate_is_lent_to_the_other_evaluations_timing():
     opts = EvalOptions(
         device="cuda:0", db="", seed=5, seeds_per_case=1, timeout_s=20, time_budget_s=0.5, per_device=2
     )
-    hang = str(DATA / "solutions" / "infinite_loop.py")
+    hang = str(DATA / "solutions" / "infinite_loop.py")  # busy on the GPU until stopped
     good = str(DATA / "solutions" / "scale_relu_triton.py")  # a kernel of its own: it may pass on a GPU
     try:
         verdicts = list(evaluate_many([(TASK, hang), (TASK, good)], opts, pool=pool))
