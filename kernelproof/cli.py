@@ -40,6 +40,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+# Made again by each run(): a console takes its width (COLUMNS) and whether it is a terminal when it
+# is made, and a run in a process that ran others (a notebook, a test) must see its own.
 console = make_console()
 stderr = make_console(stderr=True)
 
@@ -527,6 +529,8 @@ def main() -> None:
 def run(args: list[str] | None = None) -> int:
     """Run the command line on ``args`` (default: sys.argv) and return its exit code; every error
     is printed to stderr in one wording, ``error: <message>``, and mapped by kernelproof/exits.py."""
+    global console, stderr
+    console, stderr = make_console(), make_console(stderr=True)
     _register_optional()
     try:
         rv = app(args=args, standalone_mode=False)

@@ -384,13 +384,13 @@ def test_an_honest_certificate_verifies_on_the_same_machine(tmp_path):
     machine whose load changed, not a fault. So a failure there is accepted only as a speedup
     outside its band, named with both figures. (Bands themselves are tested above on synthetic runs.)
     """
-    from cli_support import run_child
+    from cli_support import run_piped
 
     data = Path(__file__).parent / "data"
     cert = tmp_path / "cert.json"
 
     def kp(*args):
-        return run_child(*args, columns=400, env={"XDG_CONFIG_HOME": str(tmp_path / "config")})
+        return run_piped(*args, columns=400, env={"XDG_CONFIG_HOME": str(tmp_path / "config")})
 
     made = kp(
         "certify",

@@ -251,20 +251,24 @@ def test_eval_on_a_terminal_writes_no_escape_sequence_of_the_candidates():
 
 
 def test_paths_and_messages_stay_inert_in_results_audit_and_compare(tmp_path):
+    """Piped, in this process (the raw bytes of a child's output are checked above, for eval)."""
     import shutil
+
+    from cli_support import run_piped
+
+    def kp_text(*args: str):
+        ran = run_piped(*args, columns=400)
+        return ran.code, _assert_inert((ran.out + ran.err).encode("utf-8"))
 
     task = tmp_path / "t\x1b]0;x\x07[bold]y\u202e.py"
     shutil.copy(TASK, task)
     db = str(tmp_path / "r.sqlite")
-    r = _kp_bytes("eval", str(task), HOSTILE, "--device", "cpu", "--db", db, "--correctness-only")
-    assert r.returncode == 1
-    _assert_inert(r.stdout + r.stderr)
-    r = _kp_bytes("results", "--db", db)
-    assert r.returncode == 0
-    assert "t\\x1b]0;x\\x07[bold]y\\u202e.py" in _assert_inert(r.stdout + r.stderr)
-    r = _kp_bytes("audit", str(task), "--device", "cpu", "--seed", "1")
-    assert r.returncode == 0 and "[bold]y" in _assert_inert(r.stdout + r.stderr)
+    code, _ = kp_text("eval", str(task), HOSTILE, "--device", "cpu", "--db", db, "--correctness-only")
+    assert code == 1
+    code, text = kp_text("results", "--db", db)
+    assert code == 0 and "t\\x1b]0;x\\x07[bold]y\\u202e.py" in text
+    code, text = kp_text("audit", str(task), "--device", "cpu", "--seed", "1")
+    assert code == 0 and "[bold]y" in text
     plain = str(DATA / "solutions" / "plain_torch.py")
-    r = _kp_bytes("compare", str(task), plain, HOSTILE, "--device", "cpu", "--time-budget", "0.5")
-    assert r.returncode == 1
-    assert "\\x1b]0;pwned title" in _assert_inert(r.stdout + r.stderr)
+    code, text = kp_text("compare", str(task), plain, HOSTILE, "--device", "cpu", "--time-budget", "0.5")
+    assert code == 1 and "\\x1b]0;pwned title" in text

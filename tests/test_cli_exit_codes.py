@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from cli_support import DATA, REPO, make_verdict, run_child, run_here
+from cli_support import DATA, REPO, make_verdict, run_here, run_piped
 
 from kernelproof import api, exits
 
@@ -159,7 +159,7 @@ def test_bench_on_a_real_suite_with_a_rejected_solution_exits_1(tmp_path):
         shutil.copy(TASK, tmp_path / "suite" / f"{name}.py")
         shutil.copy(sol, tmp_path / "sols" / f"{name}.py")
     args = ["bench", "suite", "--solutions", "sols", "--device", "cpu", "--db", "", "--correctness-only"]
-    ran = run_child(*args, "--seeds-per-case", "1", cwd=tmp_path)
+    ran = run_piped(*args, "--seeds-per-case", "1", cwd=tmp_path)
     assert ran.code == 1, ran.out + ran.err
     assert "correct: 1/2" in ran.out and "wrong_shape" in ran.out
 
@@ -177,7 +177,7 @@ def test_audit_of_a_folder_exits_with_its_worst_task(capsys, tmp_path):
 
 def test_certify_of_a_rejected_solution_exits_1(tmp_path):
     key = tmp_path / "key.pem"
-    ran = run_child(
+    ran = run_piped(
         "certify",
         TASK,
         str(DATA / "solutions" / "wrong_shape.py"),

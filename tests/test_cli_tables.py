@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shutil
 
-from cli_support import DATA, make_verdict, run_child
+from cli_support import DATA, make_verdict, run_piped
 
 from kernelproof.store import Store
 
@@ -24,7 +24,7 @@ def test_bench_fits_80_columns_piped_and_shows_paths_relative_to_the_suite(tmp_p
     shutil.copy(TASK, tmp_path / "suite" / "level1" / LONG)
     shutil.copy(TASK, tmp_path / "suite" / "level1" / "unsolved.py")
     shutil.copy(DATA / "solutions" / "wrong_shape.py", tmp_path / "sols" / "level1" / LONG)
-    ran = run_child(
+    ran = run_piped(
         "bench",
         tmp_path / "suite",
         "--solutions",
@@ -73,7 +73,7 @@ def _store(tmp_path) -> str:
 
 def test_results_is_titled_lists_solutions_newest_first_and_fits_80_columns(tmp_path):
     db = _store(tmp_path)
-    ran = run_child("results", "--db", db, columns=80, cwd=tmp_path)
+    ran = run_piped("results", "--db", db, columns=80, cwd=tmp_path)
     assert ran.code == 0, ran.err
     lines = _table_lines(ran.out)
     assert lines[0].startswith("stored verdicts, newest first") and "kernelproof bench" not in ran.out
@@ -88,13 +88,32 @@ def test_results_is_titled_lists_solutions_newest_first_and_fits_80_columns(tmp_
     assert "2 shown of 2 stored" in ran.out
 
 
+def test_each_run_in_one_process_takes_its_own_width(tmp_path, monkeypatch):
+    """The CLI's consoles are made by each run: a later run in the same process (a notebook, these
+    tests) is as wide as its own COLUMNS says, not as it was when the module was imported."""
+    import importlib
+    import sys
+
+    db = _store(tmp_path)
+    monkeypatch.setenv("COLUMNS", "60")
+    monkeypatch.delitem(sys.modules, "kernelproof.cli", raising=False)
+    importlib.import_module("kernelproof.cli")  # imported 60 wide; put back when the test ends
+    monkeypatch.delenv("COLUMNS")
+    widths = []
+    for columns in (60, 200, 60):
+        ran = run_piped("results", "--db", db, columns=columns, cwd=tmp_path)
+        assert ran.code == 0, ran.err
+        widths.append(max(len(ln) for ln in _table_lines(ran.out)))
+    assert widths[0] <= 60 and widths[2] <= 60 and widths[1] > 60, widths
+
+
 def test_results_filters_are_checked(tmp_path):
     db = _store(tmp_path)
-    ran = run_child("results", "--db", db, "--verdict", "bogus")
+    ran = run_piped("results", "--db", db, "--verdict", "bogus")
     assert ran.code == 2 and ran.err.startswith("error: --verdict must be pass | fail | error, not 'bogus'")
-    ran = run_child("results", "--db", db, "--code", "mismatchh")
+    ran = run_piped("results", "--db", db, "--code", "mismatchh")
     assert ran.code == 2 and "--code 'mismatchh' is not a reason code" in ran.err
-    ran = run_child("results", "--db", db, "--verdict", "fail", "--json", "-")
+    ran = run_piped("results", "--db", db, "--verdict", "fail", "--json", "-")
     assert ran.code == 0 and '"mismatch"' in ran.out and "a_first" not in ran.out
 
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 import torch
-from cli_support import DATA, REPO, make_verdict, run_child, run_here
+from cli_support import DATA, REPO, make_verdict, run_here, run_piped
 
 from kernelproof import api
 from kernelproof.errors import UsageError
@@ -82,12 +82,12 @@ def test_kernelproof_db_names_the_store_when_no_db_is_given(monkeypatch, tmp_pat
 def test_eval_and_results_honour_kernelproof_db(tmp_path):
     env = {"KERNELPROOF_DB": str(tmp_path / "env.sqlite")}
     wrong = str(DATA / "solutions" / "wrong_dtype.py")
-    ran = run_child(
+    ran = run_piped(
         "eval", TASK, wrong, "--device", "cpu", "--correctness-only", "--seeds-per-case", "1", env=env
     )
     assert ran.code == 1, ran.err
     assert (tmp_path / "env.sqlite").exists()
-    ran = run_child("results", "--json", "-", env=env)
+    ran = run_piped("results", "--json", "-", env=env)
     assert ran.code == 0, ran.err
     assert "wrong_dtype" in ran.out and str(tmp_path / "env.sqlite") in ran.err
 
@@ -166,8 +166,8 @@ def test_refuse_random_reference_turns_a_dropout_task_into_a_task_error():
     task = str(DATA / "tasks" / "dropout_train.py")
     sol = str(DATA / "solutions" / "identity_dropout_train.py")
     common = ["eval", task, sol, "--device", "cpu", "--db", "", "--correctness-only", "--seed", "5"]
-    assert run_child(*common).code == 0
-    ran = run_child(*common, "--refuse-random-reference")
+    assert run_piped(*common).code == 0
+    ran = run_piped(*common, "--refuse-random-reference")
     assert ran.code == 2 and "task_error" in ran.out and "random" in ran.out
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 
-from cli_support import DATA, run_child, run_here
+from cli_support import DATA, run_here, run_piped
 
 TASK = str(DATA / "tasks" / "scale_relu.py")
 GOOD = str(DATA / "solutions" / "scale_relu_triton.py")
@@ -48,7 +48,7 @@ def test_bench_json_to_stdout_keeps_the_table_on_stderr(tmp_path):
         (tmp_path / folder).mkdir()
     shutil.copy(TASK, tmp_path / "suite" / "t.py")
     shutil.copy(GOOD, tmp_path / "sols" / "t.py")
-    ran = run_child(
+    ran = run_piped(
         "bench", "suite", "--solutions", "sols", "--device", "cpu", "--db", "", "--correctness-only",
         "--seeds-per-case", "1", "--json", "-", cwd=tmp_path,
     )  # fmt: skip
@@ -58,6 +58,6 @@ def test_bench_json_to_stdout_keeps_the_table_on_stderr(tmp_path):
 
 
 def test_a_rejection_before_any_case_ran_prints_no_case_line():
-    ran = run_child("eval", TASK, DATA / "solutions" / "no_modelnew.py", "--device", "cpu", "--db", "")
+    ran = run_piped("eval", TASK, DATA / "solutions" / "no_modelnew.py", "--device", "cpu", "--db", "")
     assert ran.code == 1 and "compile_error: the solution defines no class `ModelNew`" in ran.out
     assert "cases:" not in ran.out and "0/0" not in ran.out

@@ -9,8 +9,6 @@ on how long anything took.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -53,12 +51,13 @@ def test_every_limit_must_be_positive():
 
 
 def test_piped_eval_prints_a_line_per_phase_on_stderr_and_only_the_verdict_on_stdout(tmp_path):
-    cmd = [sys.executable, "-m", "kernelproof.cli", "eval", TASK, sol("scale_relu_triton"), "--device", "cpu"]
-    cmd += ["--correctness-only", "--seeds-per-case", "1", "--db", ""]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-    lines = [ln for ln in done.stderr.splitlines() if ln.startswith("kernelproof: ")]
+    from cli_support import run_piped
+
+    args = ["eval", TASK, sol("scale_relu_triton"), "--device", "cpu", "--correctness-only"]
+    done = run_piped(*args, "--seeds-per-case", "1", "--db", "")
+    assert done.code == 0, done.out + done.err
+    lines = [ln for ln in done.err.splitlines() if ln.startswith("kernelproof: ")]
     assert any("task set up" in ln for ln in lines) and any("correctness checked" in ln for ln in lines), (
         lines
     )
-    assert "kernelproof: " not in done.stdout
+    assert "kernelproof: " not in done.out

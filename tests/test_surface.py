@@ -1,15 +1,14 @@
 """The names the worker's harness reads from modules, which the worker checks by identity.
 
-Read in a fresh interpreter that imports what a worker imports: this test process has loaded
-parent-side kernelproof modules too, which a worker never holds.
+Read in a process that has just imported what a worker imports (fresh_process): this test process
+has loaded parent-side kernelproof modules too, which a worker never holds.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
+import fresh_process
 import pytest
 
 PROBE = """
@@ -22,7 +21,8 @@ print(json.dumps(sorted({getattr(o, "__name__", type(o).__name__) + ":" + n for 
 
 @pytest.fixture(scope="module")
 def refs() -> set[str]:
-    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True)
+    out = fresh_process.run(PROBE, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
     return set(json.loads(out.stdout.strip().splitlines()[-1]))
 
 

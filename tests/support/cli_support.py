@@ -1,11 +1,11 @@
-"""Helpers for command-line tests: run the CLI in this process or in a child, and build verdicts."""
+"""Helpers for command-line tests: run the CLI in this process, as a terminal or a pipe sees it, and build verdicts."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,18 +43,29 @@ def run_here(capsys, *args: str) -> Ran:
     return Ran(code, got.out, got.err)
 
 
-def run_child(*args: str, columns: int = 80, cwd: str | Path | None = None, env: dict | None = None) -> Ran:
-    """The CLI in a child process with stdout and stderr piped, ``columns`` wide."""
-    environ = dict(os.environ, COLUMNS=str(columns), PYTHONPATH=str(REPO), **(env or {}))
-    done = subprocess.run(
-        [sys.executable, "-m", "kernelproof.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=environ,
-        cwd=cwd,
-    )
-    return Ran(done.returncode, done.stdout, done.stderr)
+def run_piped(*args: str, columns: int = 80, cwd: str | Path | None = None, env: dict | None = None) -> Ran:
+    """The CLI as a piped command sees it: stdout and stderr apart, neither a terminal, ``columns``
+    wide (``COLUMNS``), run in `cwd` with `env` added; in this process, restored afterwards.
+
+    A child process would import torch and start a zygote of its own for each call (about 4 s of
+    CPU on a 2-core machine); here the evaluations use this process's. What needs a process of its
+    own (a terminal, the raw bytes written, the entry point's exit status) starts one: test_cli.py.
+    """
+    from kernelproof.cli import run
+
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    os.environ.update({"COLUMNS": str(columns), **(env or {})})
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = run([str(a) for a in args])
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return Ran(code, out.getvalue(), err.getvalue())
 
 
 def _stats(median_ms: float, n: int = 25) -> TimeStats:

@@ -1,20 +1,19 @@
 """What a solution leaves active in the harness's torch calls is named before the next harness step.
 
-Each case runs in a fresh interpreter: watching installs wrappers on torch's registration
-functions and the attacks leave modes and kernels behind, which this test process must not keep.
+Each case runs in a process of its own that has just imported what a worker imports
+(fresh_process: forked from a forkserver that imported them): watching installs wrappers on torch's
+registration functions and the attacks leave modes and kernels behind, which this test process
+must not keep.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
+import fresh_process
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def found_after(attack: str, full: bool = True) -> list[str]:
@@ -28,8 +27,7 @@ def found_after(attack: str, full: bool = True) -> list[str]:
         """
     )
     source += textwrap.dedent(attack) + f"\nprint(json.dumps(left_active({full})))\n"
-    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, env=env, timeout=120)
+    out = fresh_process.run(source, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -112,8 +110,7 @@ def test_the_dispatchers_tables_show_a_change_the_record_does_not():
         print(json.dumps([left_active(False), left_active(True)]))
         """
     )
-    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    out = fresh_process.run(script, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     quick, full = json.loads(out.stdout.strip().splitlines()[-1])
     assert quick == []
@@ -234,23 +231,13 @@ def test_the_watch_list_covers_the_harness_steps_on_the_gpu():
 def _in_fresh_interpreter(script: str, *args: str) -> dict:
     """The JSON a script prints last, run where a dispatch mode cannot outlive it: a torch dispatch
     mode used once in a process breaks Triton's interpreter in it afterwards."""
-    env = {"PYTHONPATH": f"{REPO}:{Path(__file__).parent}", "PATH": "/usr/bin:/bin"}
-    out = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    out = fresh_process.run(textwrap.dedent(script), *args, path=[str(Path(__file__).parent)], timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def test_pickling_a_tensor_is_not_a_replaced_tensor_method():
     """torch.save caches __slotnames__ on torch.Tensor (copyreg): Python's own cache, not a hook."""
-    import subprocess
-    import sys
-
     code = (
         "import io, torch\n"
         "from kernelproof.worker.checks.hooks import watch\n"
@@ -258,6 +245,6 @@ def test_pickling_a_tensor_is_not_a_replaced_tensor_method():
         "torch.save(torch.ones(2), io.BytesIO())\n"
         "print(check(full=False))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    done = fresh_process.run(code, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]", done.stdout
