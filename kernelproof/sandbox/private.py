@@ -7,15 +7,24 @@ lets one process plant files, links or names for another, and /tmp is where ever
 
 The root is the parent's: created mode 0711 (others may traverse to their own directory, never
 list the others), and refused when someone else owns it or can write to it.
+
+A directory is removed by its creator when it is done with it; one whose creator died first
+(killed, or ended by a framework that skips exit handlers, as Ray does with its workers) is
+removed by the next process that creates one: each creator holds a lock on the directory's
+:data:`OWNER` file for as long as it lives, and the kernel releases it however the process ends.
 """
 
 from __future__ import annotations
 
+import fcntl
+import io
 import os
 import shutil
 import stat
 import tempfile
-from dataclasses import dataclass
+import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelproof.errors import SandboxError
@@ -23,6 +32,11 @@ from kernelproof.errors import SandboxError
 ROOT_ENV = "KERNELPROOF_SANDBOX_DIR"  # where the private directories go (default: sandbox_root())
 ROOT_MODE = 0o711  # traverse, never list
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the kernelproof package: read, never its repository
+OWNER = "owner.lock"  # locked by the creating process for as long as it lives
+PREFIXES = ("worker-", "zygote-", "probe-")  # the directories of PrivateDir.create's callers
+LEGACY_AGE_S = 24 * 3600.0  # a directory without an OWNER file (an older version's) is stale after this
+_swept: set[Path] = set()  # roots this process has swept
+_sweep_lock = threading.Lock()
 
 
 def sandbox_root() -> Path:
@@ -69,16 +83,20 @@ class PrivateDir:
     root: Path  # <sandbox root>/<name>: the parent's
     ro: Path  # filled by the parent; read-only to the contained process
     rw: Path  # the contained process's only writable directory
+    owner: io.FileIO | None = field(default=None, compare=False, repr=False)  # holds the OWNER lock
 
     @classmethod
     def create(cls, prefix: str) -> PrivateDir:
-        root = Path(tempfile.mkdtemp(prefix=prefix, dir=sandbox_root()))
+        base = sandbox_root()
+        _sweep_once(base)
+        root = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+        owner = _hold_owner_lock(root)
         os.chmod(root, 0o755)  # the contained uid reads ro/ through it
         ro, rw = root / "ro", root / "rw"
         ro.mkdir(mode=0o755)
         rw.mkdir(mode=0o700)
         (rw / "tmp").mkdir(mode=0o700)
-        return cls(root, ro, rw)
+        return cls(root, ro, rw, owner)
 
     def hand_over(self, uid: int, gid: int) -> None:
         """Give rw/ (and everything under it) to the contained process's own uid."""
@@ -86,6 +104,65 @@ class PrivateDir:
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+        if self.owner is not None:
+            self.owner.close()
+
+
+def _hold_owner_lock(root: Path) -> io.FileIO:
+    """Lock `root`'s OWNER file for this process's life. Locked under another name, then renamed:
+    an OWNER file a sweep can see is always locked already."""
+    staged = root / (OWNER + ".new")
+    owner = io.FileIO(os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "w")
+    fcntl.flock(owner.fileno(), fcntl.LOCK_EX)
+    owner.write(f"{os.getpid()}\n".encode())  # for a person looking: the lock is what counts
+    os.rename(staged, root / OWNER)
+    return owner
+
+
+def _sweep_once(base: Path) -> None:
+    with _sweep_lock:
+        if base in _swept:
+            return
+        _swept.add(base)
+    sweep_stale(base)
+
+
+def sweep_stale(base: Path | None = None) -> list[Path]:
+    """Remove the private directories under `base` whose creating process is gone; their paths.
+
+    Gone: nobody holds the lock on the directory's OWNER file. A directory without one is being
+    created right now (left alone) or is an older version's (removed once a day old).
+    """
+    base = sandbox_root() if base is None else base
+    removed = []
+    now = time.time()
+    for entry in os.scandir(base):
+        if not entry.name.startswith(PREFIXES) or not entry.is_dir(follow_symlinks=False):
+            continue
+        path = Path(entry.path)
+        try:
+            fd = os.open(path / OWNER, os.O_RDONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            try:
+                old = now - entry.stat(follow_symlinks=False).st_mtime > LEGACY_AGE_S
+            except OSError:
+                continue
+            if old:
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+            continue
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # its creator is alive
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+        finally:
+            os.close(fd)
+    return removed
 
 
 def package_link(ro: Path) -> Path:
