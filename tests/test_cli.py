@@ -14,18 +14,12 @@ TASK = str(DATA / "tasks" / "scale_relu.py")
 
 
 def kp(*args: str) -> subprocess.CompletedProcess:
-    """The CLI run in this process, its stdout and stderr captured apart: its evaluations use this
-    process's workers (a child would import torch and start a zygote for each call). What needs a
-    process of its own (a terminal, raw bytes) goes through _kp_bytes and _kp_pty."""
-    import contextlib
-    import io
+    """The CLI run piped in this process (cli_support.run_piped), as a CompletedProcess. What needs
+    a process of its own (a terminal, raw bytes) goes through _kp_bytes and _kp_pty."""
+    from cli_support import run_piped
 
-    from kernelproof.cli import run
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = run(list(args))
-    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+    ran = run_piped(*args)
+    return subprocess.CompletedProcess(list(args), ran.code, ran.out, ran.err)
 
 
 def test_eval_pass_exits_0_and_writes_the_verdict_json(tmp_path):

@@ -136,9 +136,9 @@ def sweep_stale(base: Path | None = None) -> list[Path]:
     base = sandbox_root() if base is None else base
     removed = []
     now = time.time()
-    for entry in os.scandir(base):
-        if not entry.name.startswith(PREFIXES) or not entry.is_dir(follow_symlinks=False):
-            continue
+    with os.scandir(base) as found:
+        entries = [e for e in found if e.name.startswith(PREFIXES) and e.is_dir(follow_symlinks=False)]
+    for entry in entries:
         path = Path(entry.path)
         try:
             fd = os.open(path / OWNER, os.O_RDONLY | os.O_NOFOLLOW)

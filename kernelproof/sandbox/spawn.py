@@ -97,7 +97,7 @@ def _entry_args(cmd: Sequence[str], entry: str | None) -> list[str] | None:
     if entry is None or not cmd or cmd[0] != sys.executable:
         return None
     cmd = list(cmd)
-    module = zygote.ENTRY_MODULES[entry]
+    module, _ = zygote.ENTRIES[entry]
     try:
         at = cmd.index("-m")
     except ValueError:

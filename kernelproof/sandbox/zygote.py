@@ -58,10 +58,12 @@ START_ENV = (
     # CPU workers' interpreter mode has to be on by then.
     "TRITON_INTERPRET",
 )
-# What a zygote can become, with each one's descriptors in the order `spawn` takes them:
-# kernelproof.worker.zygote.ENTRIES.
-ENTRIES = {"worker": ("socket", "report", "log"), "builder": ("report", "log")}
-ENTRY_MODULES = {"worker": "kernelproof.worker", "builder": "kernelproof.build.builder_main"}
+# What a zygote can become: the module it stands for (``python -m MODULE``) and its descriptors in
+# the order `spawn` takes them (kernelproof.worker.zygote.ENTRIES places them).
+ENTRIES = {
+    "worker": ("kernelproof.worker", ("socket", "report", "log")),
+    "builder": ("kernelproof.build.builder_main", ("report", "log")),
+}
 # glibc's malloc tunables that mallopt(3) sets the same way at run time: M_PERTURB, M_MMAP_THRESHOLD.
 MALLOPT = {"glibc.malloc.perturb": -6, "glibc.malloc.mmap_threshold": -3}
 START_TIMEOUT_S = 120.0  # importing torch and Triton once
@@ -89,10 +91,9 @@ def spawn(
     can serve (disabled, or it failed to start: :func:`status` says why): the caller then starts
     the process itself.
     """
-    if len(fds) != len(ENTRIES[entry]):
-        raise ValueError(
-            f"a zygote's {entry} takes {', '.join(ENTRIES[entry])}: {len(fds)} descriptors given"
-        )
+    _, takes = ENTRIES[entry]
+    if len(fds) != len(takes):
+        raise ValueError(f"a zygote's {entry} takes {', '.join(takes)}: {len(fds)} descriptors given")
     if not enabled():
         return None
     start, malloc = _split_tunables(env)

@@ -36,12 +36,9 @@ import warnings
 SOCK_FD = 3  # where a worker finds its socket
 REPORT_FD = 4  # where a child finds its containment report's pipe
 LOG_FD = 1  # and its log, also at 2
-# What a child can become: the module it stands for, and where its descriptors go (in the order the
-# parent sends them; the parent names these numbers in the arguments). A builder has no socket.
-ENTRIES = {
-    "worker": ("kernelproof.worker", (SOCK_FD, REPORT_FD, LOG_FD)),
-    "builder": ("kernelproof.build.builder_main", (REPORT_FD, LOG_FD)),
-}
+# What a child can become, and where its descriptors go (in the order the parent sends them, which
+# names these numbers in the arguments; kernelproof.sandbox.zygote.ENTRIES). A builder has no socket.
+ENTRIES = {"worker": (SOCK_FD, REPORT_FD, LOG_FD), "builder": (REPORT_FD, LOG_FD)}
 MAX_MESSAGE = 1 << 20
 PR_SET_DUMPABLE = 4
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -168,8 +165,8 @@ class Zygote:
             self.ctl.close()
             os.close(self.wake_r)
             os.close(self.wake_w)
-            module, places = ENTRIES[req.get("entry", "worker")]
-            _arrange_fds(fds, places)
+            entry = req.get("entry", "worker")
+            _arrange_fds(fds, ENTRIES[entry])
             warnings.filters[:] = self.filters
             env = req["env"]
             os.environ.clear()
@@ -178,7 +175,7 @@ class Zygote:
             os.chdir(req["cwd"])
             sys.path[:] = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p] + self.base_path
             args = list(req["args"])
-            if module == "kernelproof.build.builder_main":
+            if entry == "builder":
                 from kernelproof.build import builder_main
 
                 sys.argv = [builder_main.__file__, *args]

@@ -142,3 +142,15 @@ def test_a_zygote_whose_parent_is_gone_removes_its_folder():
     assert z.proc.wait(timeout=60) == 0
     assert not folder.exists()
     z.close()
+
+
+def test_both_sides_agree_on_each_entrys_descriptors():
+    """The parent may not import the worker's program (import-linter), so each side spells the
+    descriptors out: the same numbers, and as many places as the parent sends descriptors."""
+    from kernelproof.sandbox import zygote as parent
+    from kernelproof.worker import zygote as child
+
+    assert (parent.SOCK_FD, parent.REPORT_FD) == (child.SOCK_FD, child.REPORT_FD)
+    assert set(parent.ENTRIES) == set(child.ENTRIES)
+    for entry, (_, takes) in parent.ENTRIES.items():
+        assert len(child.ENTRIES[entry]) == len(takes), entry

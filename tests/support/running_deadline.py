@@ -64,7 +64,7 @@ def count_from_marker(monkeypatch) -> None:
         forked = zygote.spawn(args, env, cwd, fds, entry=entry)
         return None if forked is None else _ForkedFromMarker(forked, Path(cwd) / MARKER)
 
-    fork_shim = SimpleNamespace(spawn=fork, REPORT_FD=zygote.REPORT_FD, ENTRY_MODULES=zygote.ENTRY_MODULES)
+    fork_shim = SimpleNamespace(spawn=fork, REPORT_FD=zygote.REPORT_FD, ENTRIES=zygote.ENTRIES)
     monkeypatch.setattr(spawn, "zygote", fork_shim)
     shim = SimpleNamespace(
         Popen=_CountsFromMarker,
