@@ -489,6 +489,12 @@ def _register_optional() -> None:
     except ImportError:
         pass
     try:
+        from kernelproof.commands.kernelbench import kernelbench_command
+
+        app.command("kernelbench", epilog=EXIT_HELP)(kernelbench_command)
+    except ImportError:  # pragma: no cover - part of the core install
+        pass
+    try:
         from kernelproof.commands.cache import cache_app
 
         app.add_typer(cache_app, name="cache", epilog=EXIT_HELP)
