@@ -354,8 +354,16 @@ def bench_command(
     else:
         results = results_from([v.to_json() for v in verdicts])
         for base in ("eager", "best"):
-            figures = ", ".join(f"fast_{p:g}={_pct(fast_p(results, p, base))}" for p in (0.0, 1.0, 1.5, 2.0))
+            figures = ", ".join(
+                f"fast_{p:g}={_pct(fast_p(results, p, base, unsolved=len(found.unsolved)))}"
+                for p in (0.0, 1.0, 1.5, 2.0)
+            )
             say(out, f"vs {base}: {figures}")
+        if found.unsolved:
+            say(
+                out,
+                f"fast_p counts the {len(found.unsolved)} task(s) without a solution as incorrect (KernelBench's rule)",
+            )
     for task in found.unsolved:
         say(out, f"no solution for {display_path(str(task), suite)}", style="dim")
     _write_json(json_path, [v.to_json() for v in verdicts])

@@ -160,13 +160,18 @@ def task_best(results: Sequence[Result], baseline: str) -> dict[str, tuple[bool,
     return out
 
 
-def fast_p(results: Sequence[Result], p: float, baseline: str = "eager") -> float | None:
-    """Fraction of scored tasks that are correct with speedup > p (strict); None with no task."""
+def fast_p(
+    results: Sequence[Result], p: float, baseline: str = "eager", *, unsolved: int = 0
+) -> float | None:
+    """Fraction of scored tasks that are correct with speedup > p (strict); None with no task.
+
+    ``unsolved``: tasks of the suite that have no result at all (no solution was given); KernelBench
+    counts them as incorrect, so they join the denominator."""
     per_task = task_best(results, baseline)
-    if not per_task:
+    if not per_task and not unsolved:
         return None
     hits = sum(1 for ok, s in per_task.values() if ok and s is not None and s > p)
-    return hits / len(per_task)
+    return hits / (len(per_task) + unsolved)
 
 
 def fast_p_curve(
