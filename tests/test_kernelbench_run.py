@@ -250,3 +250,44 @@ def test_bench_counts_a_task_without_a_solution_as_incorrect_in_fast_p(monkeypat
     assert ran.code == 0, ran
     assert "vs eager: fast_0=50%, fast_1=50%" in ran.out, ran.out
     assert "fast_p counts the 1 task(s) without a solution as incorrect" in ran.out, ran.out
+
+
+def _entry(sid: int, verdict: str, codes: tuple[str, ...] = (), runtime: float = -1.0) -> dict:
+    return {
+        "sample_id": sid,
+        "compiled": "compile_error" not in codes,
+        "correctness": verdict == "pass",
+        "metadata": {"kernelproof": {"verdict": verdict, "codes": list(codes)}},
+        "runtime": runtime,
+        "runtime_stats": {},
+    }
+
+
+def test_unjudgeable_problems_count_as_incorrect_and_a_second_figure_leaves_them_out(tmp_path):
+    names = ["1_A.py", "2_B.py", "3_C.py", "4_D.py"]
+    problems = {i + 1: kb.Problem(i + 1, n, tmp_path / n) for i, n in enumerate(names)}
+    samples = tuple(kb.Sample(p, s, tmp_path / f"{p}_{s}") for p in (1, 2, 3, 4) for s in (0, 1))
+    run = kb.KernelBenchRun(tmp_path, 1, problems, samples, 2)
+    results = {
+        "1": [_entry(0, "pass", runtime=1.0), _entry(1, "fail", ("mismatch",))],
+        "2": [_entry(0, "error", ("too_large",)), _entry(1, "missing")],  # never judged on its merits
+        "3": [_entry(0, "error", ("degenerate_task",)), _entry(1, "error", ("degenerate_task",))],
+        "4": [_entry(0, "error", ("too_large",)), _entry(1, "fail", ("mismatch",))],  # one was judged
+    }
+    base = {"level1": {"1_A.py": {"mean": 3.0}, "2_B.py": {"mean": None}, "3_C.py": {"mean": None}}}
+    s = kb.score(run, results, base, ks=(1, 2))
+    assert s.fast_p["sample 0"][2.0] == pytest.approx(1 / 4)  # KernelBench: every problem of the level
+    assert s.fast_p["best of 2"][0.0] == pytest.approx(1 / 4)
+    assert s.unjudged == {"too_large": 1, "degenerate_task": 1}
+    assert s.fast_p_judged["sample 0"][2.0] == pytest.approx(1 / 2)  # problems 1 and 4 left
+    assert s.pass_at_k[1] == pytest.approx(0.5 / 4) and s.pass_at_k_judged[1] == pytest.approx(0.5 / 2)
+    assert s.pass_at_k[2] == pytest.approx(1 / 4)
+
+
+def test_pass_at_k_is_kernelbench_unbiased_estimator():
+    assert kb.calc_pass_at_k(3, 1, 1) == pytest.approx(1 / 3)
+    assert kb.calc_pass_at_k(5, 2, 2) == pytest.approx(1 - (3 / 5) * (2 / 4))
+    assert kb.calc_pass_at_k(4, 3, 2) == 1.0  # fewer wrong samples than k
+    assert (
+        kb.calc_pass_at_k(0, 0, 1) == 0.0
+    )  # a problem with no sample is incorrect (KernelBench's gives 1.0)
