@@ -305,7 +305,8 @@ def bench_command(
         ),
     ] = False,
 ) -> None:
-    """Evaluate every task of SUITE with its solution (KernelBench run layout); print a table and fast_p."""
+    """Evaluate every task of SUITE with the solution at the same relative path under --solutions; print a
+    table and fast_p. A KernelBench run folder (level_<L>_problem_<P>_sample_<S>_kernel.py): kernelproof kernelbench."""
     from kernelproof.api import bench, suite_pairs
     from kernelproof.console import bench_table, display_path
     from kernelproof.report.metrics import fast_p, results_from
