@@ -32,7 +32,7 @@ from kernelproof.evaluate.progress import reporting  # noqa: F401  (the CLI's ph
 from kernelproof.evaluate.requests import device_name
 from kernelproof.executors.local import LocalPool, default_pool, resolve_devices, run_many
 from kernelproof.options import TIME_LIMITS, EvalOptions, normalize_baselines
-from kernelproof.report.kernelbench import KernelBenchRun, Sample, find_run  # noqa: F401  (the verb's discovery)
+from kernelproof.report.kernelbench import KernelBenchRun, Sample, find_run  # noqa: F401  (kernelbench's)
 from kernelproof.source import this_source
 from kernelproof.store import open_store, served
 from kernelproof.task import POLICIES

@@ -305,8 +305,8 @@ def bench_command(
         ),
     ] = False,
 ) -> None:
-    """Evaluate every task of SUITE with the solution at the same relative path under --solutions; print a
-    table and fast_p. A KernelBench run folder (level_<L>_problem_<P>_sample_<S>_kernel.py): kernelproof kernelbench."""
+    """Evaluate every task of SUITE with the solution at the same relative path under --solutions;
+    print a table and fast_p. For a KernelBench run folder: kernelproof kernelbench."""
     from kernelproof.api import bench, suite_pairs
     from kernelproof.console import bench_table, display_path
     from kernelproof.report.metrics import fast_p, results_from
@@ -363,7 +363,8 @@ def bench_command(
         if found.unsolved:
             say(
                 out,
-                f"fast_p counts the {len(found.unsolved)} task(s) without a solution as incorrect (KernelBench's rule)",
+                f"fast_p counts the {len(found.unsolved)} task(s) without a solution as incorrect"
+                " (KernelBench's rule)",
             )
     for task in found.unsolved:
         say(out, f"no solution for {display_path(str(task), suite)}", style="dim")
