@@ -291,3 +291,33 @@ def test_pass_at_k_is_kernelbench_unbiased_estimator():
     assert (
         kb.calc_pass_at_k(0, 0, 1) == 0.0
     )  # a problem with no sample is incorrect (KernelBench's gives 1.0)
+
+
+@pytest.mark.gpu
+def test_a_run_of_the_example_kernels_is_timed_on_the_gpu(tmp_path):
+    """The suite's level 1 as a KernelBench checkout (its files are named <P>_<name>.py), the shipped
+    examples as sample 0 and a broken sample 1: passes timed in mean ms, the reference's time beside."""
+    level = tmp_path / "kb" / "KernelBench" / "level1"
+    level.mkdir(parents=True)
+    run = tmp_path / "runs" / "examples"
+    run.mkdir(parents=True)
+    for name in ("06_softmax.py", "09_gelu.py", "10_silu.py"):
+        shutil.copy(REPO / "suite" / "level1" / name, level / name)
+        pid = int(name.split("_")[0])
+        shutil.copy(REPO / "examples" / "level1" / name, run / f"level_1_problem_{pid}_sample_0_kernel.py")
+        (run / f"level_1_problem_{pid}_sample_1_kernel.py").write_text("class ModelNew(:\n")
+    ran = run_piped(
+        "kernelbench", run, "--level", "1", "--kernelbench", tmp_path / "kb", "--device", "cuda",
+        "--db", "", "--time-budget", "2", "--exit-zero", columns=140,
+    )  # fmt: skip
+    assert ran.code == 0, ran.out + ran.err
+    results = _results(run)
+    assert list(results) == ["6", "9", "10"]
+    for pid, (good, broken) in results.items():
+        assert good["correctness"] and good["runtime"] > 0 and good["metadata"]["ref_runtime"] > 0, pid
+        assert good["runtime_stats"]["hardware"].startswith("NVIDIA"), good["runtime_stats"]
+        assert not broken["compiled"] and broken["runtime"] == -1.0
+    base = json.loads((run / "baseline_time_torch.json").read_text())["level1"]
+    assert all(v["mean"] > 0 for v in base.values())
+    assert "correct: 3/3 problems; pass@1=0.500, pass@2=1.000" in ran.out, ran.out
+    assert "fast_p vs eager, sample 0: fast_0=100%" in ran.out, ran.out
