@@ -78,6 +78,12 @@ def test_refuses_a_checkout_without_the_level_and_a_run_without_samples(tmp_path
     assert ran.code == 2 and "no level_1_problem_<P>_sample_<S>_kernel.py" in ran.err, ran
     ran = run_here(capsys, "kernelbench", tmp_path / "empty", "--level", "3", "--kernelbench", checkout)
     assert ran.code == 2 and "KernelBench/level3 is not a folder" in ran.err, ran
+    run = make_run(tmp_path / "run")
+    ran = run_here(
+        capsys, "kernelbench", run, "--level", "1", "--kernelbench", checkout, "--pass-at-k", "0,1"
+    )
+    assert ran.code == 2 and "--pass-at-k values must be at least 1" in ran.err, ran
+    assert not (run / "eval_results.json").exists()
 
 
 @pytest.fixture(scope="module")
