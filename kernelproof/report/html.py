@@ -31,11 +31,11 @@ body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin:
 h1 { margin-bottom: 0.2em; } h2 { border-bottom: 2px solid #e3e3e8; padding-bottom: 0.2em; margin-top: 1.6em; }
 .meta, .note { color: #555; font-size: 0.92em; }
 table { border-collapse: collapse; margin: 0.6em 0 1.2em; width: 100%; }
-th, td { border: 1px solid #d8d8de; padding: 0.3em 0.55em; text-align: left; vertical-align: top;
-         overflow-wrap: anywhere; }
+th, td { border: 1px solid #d8d8de; padding: 0.3em 0.55em; text-align: left; vertical-align: top; }
+td.wrap, tr.detail td, h3 { overflow-wrap: anywhere; }
 tr.detail td { border-top: hidden; background: #fafafc; font-size: 0.92em; }
 th { background: #f2f2f6; } td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-.verdict { font-weight: 600; padding: 0.05em 0.45em; border-radius: 0.3em; color: #fff; }
+.verdict { font-weight: 600; padding: 0.05em 0.45em; border-radius: 0.3em; color: #fff; white-space: nowrap; }
 .reasons { margin: 0; padding-left: 1.1em; } .reasons code { font-size: 0.9em; }
 .flag { color: #6b6b70; font-size: 0.88em; }
 .badge { font-size: 0.7em; font-weight: 600; background: #f6c445; color: #3a2c00; padding: 0.15em 0.5em;
@@ -187,7 +187,7 @@ def _row(rank: int, r: Result, degenerate: bool, best: bool, columns: int) -> st
     against_best = f'<td class="num">{_e(format_speedup(r.speedups.get("best")))}</td>' if best else ""
     row = (
         f'<tr class="{classes}" data-verdict="{_e(r.verdict)}" data-solution="{_e(r.solution)}">'
-        f'<td class="num">{rank}</td><td>{_e(r.solution)}{backend}</td>'
+        f'<td class="num">{rank}</td><td class="wrap">{_e(r.solution)}{backend}</td>'
         f'<td><span class="verdict" style="background:{colour}">{_e(r.verdict)}</span></td>'
         f'<td class="num">{_e(format_speedup(r.speedups.get("eager")))}</td>{against_best}'
         f'<td class="num">{_e(format_fraction(r.sol_fraction))}</td>'

@@ -33,21 +33,29 @@ needs_chromium = pytest.mark.skipif(
 
 
 class _Tables(HTMLParser):
-    """Each table's rows as (colspan, text, nowrap) cells."""
+    """Each table's rows as (colspan, text, nowrap, breaks anywhere) cells, as the page's style
+    rules say: ``td.num`` on one line, ``td.wrap`` and detail rows broken anywhere."""
 
-    def __init__(self):
+    def __init__(self, page: str):
         super().__init__()
-        self.tables: list[list[list[tuple[int, str, bool]]]] = []
+        self.tables: list[list[list[tuple[int, str, bool, bool]]]] = []
         self._cell: list | None = None
+        self._detail = False
+        self.anywhere = (
+            re.search(r"td\.wrap, tr\.detail td[^{]*\{ overflow-wrap: anywhere; \}", page) is not None
+        )
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
+        classes = (a.get("class") or "").split()
         if tag == "table":
             self.tables.append([])
         elif tag == "tr" and self.tables:
             self.tables[-1].append([])
+            self._detail = "detail" in classes
         elif tag in ("td", "th") and self.tables:
-            self._cell = [int(a.get("colspan") or 1), "", "num" in (a.get("class") or "").split()]
+            anywhere = self.anywhere and tag == "td" and ("wrap" in classes or self._detail)
+            self._cell = [int(a.get("colspan") or 1), "", "num" in classes, anywhere]
         elif tag in ("li", "br") and self._cell is not None:
             self._cell[1] += "\n"
 
@@ -72,15 +80,14 @@ def _min_px(text: str, nowrap: bool, anywhere: bool) -> float:
 
 def table_min_widths(page: str) -> list[float]:
     """Each table's narrowest layout in pixels: per column the widest of its cells' minimum."""
-    anywhere = "overflow-wrap: anywhere" in page
-    parser = _Tables()
+    parser = _Tables(page)
     parser.feed(page)
     widths = []
     for rows in parser.tables:
         columns: dict[int, float] = {}
         for row in rows:
             col = 0
-            for span, text, nowrap in row:
+            for span, text, nowrap, anywhere in row:
                 need = _min_px(text, nowrap, anywhere)
                 if span == 1:
                     columns[col] = max(columns.get(col, 0.0), need)
@@ -125,16 +132,15 @@ def test_every_table_fits_a_1280_pixel_screen(make_verdict, suite_docs):
 
 def test_the_width_estimate_catches_a_table_that_cannot_fit():
     cells = "".join(f'<td class="num">{"9.99x [9.99, 9.99]"}</td>' for _ in range(8))
-    page = f"<style>td {{ overflow-wrap: anywhere; }}</style><table><tr>{cells}</tr></table>"
-    assert table_min_widths(page)[0] > SCREEN_PX  # figures that may not wrap
-    path = "/home/someone/" + "a_long_folder_name/" * 8 + "solution.py"
-    assert table_min_widths(f"<table><tr><td>{path}</td></tr></table>")[0] > SCREEN_PX  # a path that cannot
+    style = "<style>td.wrap, tr.detail td, h3 { overflow-wrap: anywhere; }</style>"
     assert (
-        table_min_widths(
-            f"<style>td {{ overflow-wrap: anywhere; }}</style><table><tr><td>{path}</td></tr></table>"
-        )[0]
-        < 200
-    )
+        table_min_widths(f"{style}<table><tr>{cells}</tr></table>")[0] > SCREEN_PX
+    )  # figures that may not wrap
+    path = "/home/someone/" + "a_long_folder_name/" * 8 + "solution.py"
+    assert (
+        table_min_widths(f"{style}<table><tr><td>{path}</td></tr></table>")[0] > SCREEN_PX
+    )  # a path that cannot
+    assert table_min_widths(f'{style}<table><tr><td class="wrap">{path}</td></tr></table>')[0] < 200
 
 
 def test_paths_are_relative_to_the_suite_and_the_solutions_folders(make_verdict):
