@@ -258,6 +258,21 @@ def test_bench_counts_a_task_without_a_solution_as_incorrect_in_fast_p(monkeypat
     assert "fast_p counts the 1 task(s) without a solution as incorrect" in ran.out, ran.out
 
 
+def test_correctness_only_writes_untimed_results_and_no_baseline_file(tmp_path):
+    checkout, run = make_checkout(tmp_path / "kb"), make_run(tmp_path / "run")
+    ran = run_piped(
+        "kernelbench", run, "--level", "1", "--kernelbench", checkout, "--device", "cpu", "--db", "",
+        "--correctness-only", "--seeds-per-case", "1", "--num-samples", "1", columns=120,
+    )  # fmt: skip
+    assert ran.code == 0, ran.out + ran.err  # sample 0 of problems 1 and 2: both pass
+    assert "3 problems, 2 with samples, 1 sample(s) each" in ran.out, ran.out  # problem 10 has sample 1 only
+    assert "fast_p: not measured" in ran.out and "correct: 2/3 problems; pass@1=0.667" in ran.out, ran.out
+    results = _results(run)
+    assert {p: len(es) for p, es in results.items()} == {"1": 1, "2": 1}  # --num-samples 1: sample 0 alone
+    assert all(e["runtime"] == -1.0 and e["runtime_stats"] == {} for es in results.values() for e in es)
+    assert not (run / "baseline_time_torch.json").exists()
+
+
 def _entry(sid: int, verdict: str, codes: tuple[str, ...] = (), runtime: float = -1.0) -> dict:
     return {
         "sample_id": sid,

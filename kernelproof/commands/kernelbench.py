@@ -205,7 +205,7 @@ def _report(out, run, judged, ks, correctness_only: bool, write: bool) -> None:
         (f"{run.problems[s.problem].name} #{s.sample}", judged.get((s.problem, s.sample)))
         for s in run.samples
     ]
-    title = f"kernelproof kernelbench: level {run.level}, {display_path(str(run.run_dir))}"
+    title = f"kernelproof kernelbench: level {run.level}, run {run.run_dir.resolve().name}"
     out.print(kernelbench_table(rows, title=title, width=out.width))
     results = kb.eval_results(run, docs)
     files = {}
@@ -249,7 +249,8 @@ def _print_scores(out, run, s, correctness_only: bool) -> None:
             say(out, f"fast_p vs eager, {label}: {figures}")
         say(
             out,
-            "  (over every problem of the level; sample 0 is what KernelBench's analysis reads)",
+            "  (KernelBench's rule: over every problem of the level, the reference's mean time over the"
+            " sample's; sample 0 is what KernelBench's analysis reads)",
             style="dim",
         )
     if s.unjudged:
