@@ -5,10 +5,11 @@ It raises :class:`~kernelproof.errors.UsageError` for a missing file or a bad op
 broken task comes back as an ``error`` verdict with ``task_error``.
 
 Every verb of the command line goes through a function here (the CLI parses, calls, prints and
-picks the exit code): ``evaluate``, ``bench`` with ``suite_pairs``, ``audit``, ``results``,
-``compare``, ``ceilings``. The options are checked in one place (:func:`checked_options`), the
-device in one (``executors.local.resolve_devices``) and the store is chosen by one rule
-(``kernelproof.store.db_path``: ``--db``, else ``$KERNELPROOF_DB``, else the default).
+picks the exit code): ``evaluate``, ``bench`` with ``suite_pairs``, ``kernelbench`` with
+``find_run``, ``audit``, ``results``, ``compare``, ``ceilings``. The options are checked in one
+place (:func:`checked_options`), the device in one (``executors.local.resolve_devices``) and the
+store is chosen by one rule (``kernelproof.store.db_path``: ``--db``, else ``$KERNELPROOF_DB``,
+else the default).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from kernelproof.evaluate.progress import reporting  # noqa: F401  (the CLI's ph
 from kernelproof.evaluate.requests import device_name
 from kernelproof.executors.local import LocalPool, default_pool, resolve_devices, run_many
 from kernelproof.options import TIME_LIMITS, EvalOptions, normalize_baselines
+from kernelproof.report.kernelbench import KernelBenchRun, Sample, find_run  # noqa: F401  (kernelbench's)
 from kernelproof.source import this_source
 from kernelproof.store import open_store, served
 from kernelproof.task import POLICIES
@@ -397,6 +399,37 @@ def bench(
     from kernelproof.executors.ray_executor import RayOptions, evaluate_many_ray
 
     return evaluate_many_ray(pairs, options, RayOptions(address=address), evaluate=evaluate)
+
+
+def kernelbench(
+    run: KernelBenchRun,
+    options: EvalOptions | None = None,
+    *,
+    executor: str = "local",
+    address: str | None = None,
+) -> Iterator[tuple[Sample, Verdict]]:
+    """Judge every sample of a KernelBench run folder (:func:`kernelproof.report.kernelbench.find_run`)
+    as :func:`bench` does; yield (sample, verdict) as they finish.
+
+    A verdict is matched to its sample by the sha256 of both files: the store answers an identical
+    pair with the verdict of whichever path was evaluated first, so a path says less than the bytes.
+    """
+    waiting: dict[tuple[str, str], list[Sample]] = {}
+    for s in run.samples:
+        if s.path is not None:
+            key = (_sha256(run.problems[s.problem].path), _sha256(s.path))
+            waiting.setdefault(key, []).append(s)
+    for v in bench(run.pairs(), options, executor=executor, address=address):
+        found = waiting.get((v.task.sha256, v.solution.sha256)) or []
+        here = next((s for s in found if str(s.path) == v.solution.path), found[0] if found else None)
+        if here is None:
+            raise RuntimeError(f"a verdict for {v.solution.path} matches no sample of {run.run_dir}")
+        found.remove(here)
+        yield here, v
+
+
+def _sha256(path: PathLike) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -305,7 +305,8 @@ def bench_command(
         ),
     ] = False,
 ) -> None:
-    """Evaluate every task of SUITE with its solution (KernelBench run layout); print a table and fast_p."""
+    """Evaluate every task of SUITE with the solution at the same relative path under --solutions;
+    print a table and fast_p. For a KernelBench run folder: kernelproof kernelbench."""
     from kernelproof.api import bench, suite_pairs
     from kernelproof.console import bench_table, display_path
     from kernelproof.report.metrics import fast_p, results_from
@@ -354,8 +355,17 @@ def bench_command(
     else:
         results = results_from([v.to_json() for v in verdicts])
         for base in ("eager", "best"):
-            figures = ", ".join(f"fast_{p:g}={_pct(fast_p(results, p, base))}" for p in (0.0, 1.0, 1.5, 2.0))
+            figures = ", ".join(
+                f"fast_{p:g}={_pct(fast_p(results, p, base, unsolved=len(found.unsolved)))}"
+                for p in (0.0, 1.0, 1.5, 2.0)
+            )
             say(out, f"vs {base}: {figures}")
+        if found.unsolved:
+            say(
+                out,
+                f"fast_p counts the {len(found.unsolved)} task(s) without a solution as incorrect"
+                " (KernelBench's rule)",
+            )
     for task in found.unsolved:
         say(out, f"no solution for {display_path(str(task), suite)}", style="dim")
     _write_json(json_path, [v.to_json() for v in verdicts])
@@ -487,6 +497,12 @@ def _register_optional() -> None:
 
         app.command("optimize", epilog=EXIT_HELP)(optimize_command)
     except ImportError:
+        pass
+    try:
+        from kernelproof.commands.kernelbench import kernelbench_command
+
+        app.command("kernelbench", epilog=EXIT_HELP)(kernelbench_command)
+    except ImportError:  # pragma: no cover - part of the core install
         pass
     try:
         from kernelproof.commands.cache import cache_app

@@ -368,6 +368,23 @@ def bench_table(verdicts: list[Verdict], *, suite: str | os.PathLike | None = No
     return _table(f"kernelproof bench: {tasks}{where}", columns, rows, width)
 
 
+def kernelbench_table(rows: list[tuple[str, Verdict | None]], *, title: str, width: int = 80) -> Table:
+    """A KernelBench run's samples in the order given: the problem file and sample id, the verdict
+    (``missing`` for a sample the run folder lacks), the mean time per call KernelBench records."""
+    figures, cells = _figures([v for _, v in rows if v is not None])
+    columns = [("problem / sample", "fold"), ("verdict", "fold"), ("mean", "right"), *figures]
+    body = []
+    for label, v in rows:
+        if v is None:
+            body.append([line(label), line(("missing", "dim")), "-", *["-"] * len(figures)])
+            continue
+        cold = [s for s in v.timing.shapes if s.regime == "cold"] if v.timing else []
+        shape = next((s for s in cold if s.shape == "default"), cold[0] if cold else None)  # the task's own
+        mean = fmt_ms(shape.candidate.mean_ms) if shape and v.passed else "-"
+        body.append([line(label), _verdict_cell(v), mean, *cells(v)])
+    return _table(title, columns, body, width)
+
+
 def results_table(verdicts: list[Verdict], *, width: int = 80) -> Table:
     """Stored verdicts in the order given (the store's: newest first): when, the task with its
     solution under it, the verdict with its reasons, the speedups."""

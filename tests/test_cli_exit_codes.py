@@ -20,6 +20,7 @@ GOOD = str(DATA / "solutions" / "scale_relu_triton.py")
 VERBS = (
     "eval",
     "bench",
+    "kernelbench",
     "audit",
     "results",
     "compare",

@@ -32,6 +32,7 @@ CLI_MAY_IMPORT = {
     "kernelproof.commands.report",
     "kernelproof.commands.optimize",
     "kernelproof.commands.cache",
+    "kernelproof.commands.kernelbench",
     "kernelproof.sandbox.identity",  # main() makes the parent process non-dumpable, never the api
 }
 

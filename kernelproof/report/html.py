@@ -32,8 +32,10 @@ h1 { margin-bottom: 0.2em; } h2 { border-bottom: 2px solid #e3e3e8; padding-bott
 .meta, .note { color: #555; font-size: 0.92em; }
 table { border-collapse: collapse; margin: 0.6em 0 1.2em; width: 100%; }
 th, td { border: 1px solid #d8d8de; padding: 0.3em 0.55em; text-align: left; vertical-align: top; }
+td.wrap, tr.detail td, h3 { overflow-wrap: anywhere; }
+tr.detail td { border-top: hidden; background: #fafafc; font-size: 0.92em; }
 th { background: #f2f2f6; } td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-.verdict { font-weight: 600; padding: 0.05em 0.45em; border-radius: 0.3em; color: #fff; }
+.verdict { font-weight: 600; padding: 0.05em 0.45em; border-radius: 0.3em; color: #fff; white-space: nowrap; }
 .reasons { margin: 0; padding-left: 1.1em; } .reasons code { font-size: 0.9em; }
 .flag { color: #6b6b70; font-size: 0.88em; }
 .badge { font-size: 0.7em; font-weight: 600; background: #f6c445; color: #3a2c00; padding: 0.15em 0.5em;
@@ -113,11 +115,6 @@ def _scores(s: Summary) -> str:
 
 def _figures(s: Summary) -> str:
     results, baselines = list(s.results), list(s.baselines)
-    placed, unplaced = plots.roofline_points(results)
-    if s.ceilings:
-        device_note = f"Ceilings: {s.ceilings.get('device', '')}; {s.ceilings.get('source', '')}."
-    else:
-        device_note = "No measured ceilings ship for the devices in this report; results are placed alone."
     figs = [
         ("fig-fast-p", plots.fast_p_figure(results, baselines), "fast_p against p, one curve per baseline."),
         (
@@ -125,51 +122,81 @@ def _figures(s: Summary) -> str:
             plots.speedup_histogram_figure(results, baselines),
             "Speedups of every passing result, per baseline.",
         ),
-        (
-            "fig-roofline",
-            plots.roofline_figure(results, s.ceilings),
-            f"{plural(len(placed), 'result')} placed; {len(unplaced)} without FLOP and byte counts or "
-            f"without timing not placed. {device_note}",
-        ),
     ]
+    placed, unplaced = plots.roofline_points(results)
+    if s.ceilings:  # a roofline is its ceilings: points alone on log axes say nothing about the device
+        figs.append(
+            (
+                "fig-roofline",
+                plots.roofline_figure(results, s.ceilings),
+                f"{plural(len(placed), 'result')} placed; {len(unplaced)} without FLOP and byte counts or "
+                f"without timing not placed. Ceilings: {s.ceilings.get('device', '')}; "
+                f"{s.ceilings.get('source', '')}.",
+            )
+        )
     body = "".join(
         f'<figure id="{fid}"><img alt="{_e(caption)}" src="{plots.to_data_uri(fig)}">'
         f"<figcaption>{_e(caption)}</figcaption></figure>"
         for fid, fig, caption in figs
     )
+    if not s.ceilings:
+        devices = ", ".join(s.devices) or "an unknown device"
+        body += (
+            '<p class="note" id="no-roofline">No roofline: no ceilings are known for '
+            f"{_e(devices)} (kernelproof ceilings measures a GPU's; kernelproof report --ceilings "
+            "names shipped ones).</p>"
+        )
     return f'<section id="figures"><h2>Figures</h2>{body}</section>'
 
 
 def _leaderboards(s: Summary) -> str:
+    """One table per task, narrow enough for a 1280-pixel screen: the figures in the row, and the
+    reasons and flags (long text) in a detail row under it, across the whole table. The column
+    against the best baseline is there only when more than one baseline was measured."""
+    best = "best" in s.baselines
+    head = ["#", "solution", "verdict", "speedup vs eager (95% CI)"]
+    head += ["speedup vs best baseline (95% CI)"] if best else []
+    head += ["speed of light", "coverage"]
     blocks = []
     for i, (key, results) in enumerate(s.tasks.items()):
         degenerate = key in s.degenerate
         badge = ' <span class="badge">degenerate task: not scored</span>' if degenerate else ""
-        rows = "".join(_row(rank, r, degenerate) for rank, r in enumerate(results, 1))
+        rows = "".join(_row(rank, r, degenerate, best, len(head)) for rank, r in enumerate(results, 1))
         blocks.append(
             f'<h3 id="task-{i}">{_e(task_label(s, key))}{badge}</h3>'
-            f'<table class="leaderboard" data-task="{_e(results[0].task)}"><thead><tr><th>#</th>'
-            "<th>solution</th><th>verdict</th><th>reasons</th><th>speedup vs eager (95% CI)</th>"
-            "<th>speedup vs best baseline (95% CI)</th><th>speed of light</th><th>coverage</th>"
-            f"</tr></thead><tbody>{rows}</tbody></table>"
+            f'<table class="leaderboard" data-task="{_e(results[0].task)}"><thead><tr>'
+            + "".join(f"<th>{h}</th>" for h in head)
+            + f"</tr></thead><tbody>{rows}</tbody></table>"
         )
-    return '<section id="leaderboard"><h2>Leaderboard per task</h2>' + "".join(blocks) + "</section>"
+    where = ""
+    if any(s.roots):
+        task_root, sol_root = (f"<code>{_e(r)}/</code>" if r else "" for r in s.roots)
+        where = (
+            '<p class="note" id="paths-note">Paths are relative: tasks to their folder '
+            f"{task_root or '(as given)'}, solutions to theirs {sol_root or '(as given)'}.</p>"
+        )
+    return '<section id="leaderboard"><h2>Leaderboard per task</h2>' + where + "".join(blocks) + "</section>"
 
 
-def _row(rank: int, r: Result, degenerate: bool) -> str:
+def _row(rank: int, r: Result, degenerate: bool, best: bool, columns: int) -> str:
     colour = VERDICT_COLOURS.get(r.verdict, "#7f7f7f")
     reasons = "".join(f"<li><code>{_e(code)}</code>: {_e(msg)}</li>" for code, msg in r.reasons)
     flags = "".join(f'<li class="flag">flag: {_e(f)}</li>' for f in r.flags)
-    listing = f'<ul class="reasons">{reasons}{flags}</ul>' if reasons or flags else ""
     backend = f" <span class='flag'>({_e(r.backend)})</span>" if r.backend else ""
     classes = f"result verdict-{_e(r.verdict)}" + (" degenerate" if degenerate else "")
-    return (
+    against_best = f'<td class="num">{_e(format_speedup(r.speedups.get("best")))}</td>' if best else ""
+    row = (
         f'<tr class="{classes}" data-verdict="{_e(r.verdict)}" data-solution="{_e(r.solution)}">'
-        f'<td class="num">{rank}</td><td>{_e(r.solution)}{backend}</td>'
+        f'<td class="num">{rank}</td><td class="wrap">{_e(r.solution)}{backend}</td>'
         f'<td><span class="verdict" style="background:{colour}">{_e(r.verdict)}</span></td>'
-        f"<td>{listing}</td>"
-        f'<td class="num">{_e(format_speedup(r.speedups.get("eager")))}</td>'
-        f'<td class="num">{_e(format_speedup(r.speedups.get("best")))}</td>'
+        f'<td class="num">{_e(format_speedup(r.speedups.get("eager")))}</td>{against_best}'
         f'<td class="num">{_e(format_fraction(r.sol_fraction))}</td>'
         f'<td class="num">{_e(format_fraction(r.custom_fraction))}</td></tr>'
     )
+    if reasons or flags:
+        detail = " degenerate" if degenerate else ""
+        row += (
+            f'<tr class="detail{detail}"><td></td><td colspan="{columns - 1}">'
+            f'<ul class="reasons">{reasons}{flags}</ul></td></tr>'
+        )
+    return row

@@ -54,16 +54,21 @@ def render_markdown(summary: Summary) -> str:
         "",
         "## Leaderboard per task",
     ]
+    best = "best" in s.baselines  # a column against the best baseline only beside two or more
+    if any(s.roots):
+        lines += ["", "Paths are relative to the folder the tasks share and the one the solutions share."]
     for key, results in s.tasks.items():
         mark = " — degenerate task, not scored" if key in s.degenerate else ""
         lines += [
             "",
             f"### {markdown_code(task_label(s, key), table=False)}{mark}",
             "",
-            "| # | solution | verdict | reasons | vs eager (95% CI) | vs best (95% CI) | SOL | coverage |",
-            "|---:|---|---|---|---:|---:|---:|---:|",
+            "| # | solution | verdict | reasons | vs eager (95% CI) | "
+            + ("vs best (95% CI) | " if best else "")
+            + "SOL | coverage |",
+            "|---:|---|---|---|---:|" + ("---:|" if best else "") + "---:|---:|",
         ]
-        lines += [_row(rank, r) for rank, r in enumerate(results, 1)]
+        lines += [_row(rank, r, best) for rank, r in enumerate(results, 1)]
     return "\n".join(lines) + "\n"
 
 
@@ -73,12 +78,13 @@ def write_markdown(summary: Summary, path: str | Path) -> Path:
     return out
 
 
-def _row(rank: int, r: Result) -> str:
+def _row(rank: int, r: Result, best: bool) -> str:
     reasons = "; ".join(f"{markdown_code(code)}: {markdown_code(msg)}" for code, msg in r.reasons)
     flags = "; ".join(f"flag {markdown_code(f)}" for f in r.flags)
     verdict = {"pass": "**pass**", "fail": "fail", "error": "error"}.get(r.verdict, markdown_code(r.verdict))
     return (
         f"| {rank} | {markdown_code(r.solution)} | {verdict} | {'; '.join(x for x in (reasons, flags) if x)} | "
-        f"{format_speedup(r.speedups.get('eager'))} | {format_speedup(r.speedups.get('best'))} | "
-        f"{format_fraction(r.sol_fraction)} | {format_fraction(r.custom_fraction)} |"
+        f"{format_speedup(r.speedups.get('eager'))} | "
+        + (f"{format_speedup(r.speedups.get('best'))} | " if best else "")
+        + f"{format_fraction(r.sol_fraction)} | {format_fraction(r.custom_fraction)} |"
     )

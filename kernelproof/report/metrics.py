@@ -13,7 +13,9 @@ geometric mean over timed shapes); KernelBench divides means, which an outlier c
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -111,8 +113,11 @@ def device_of(doc: dict[str, Any]) -> str:
 
 
 def baselines_of(results: Sequence[Result]) -> list[str]:
-    """Baseline names present, in report order: eager, compile modes, then best."""
+    """Baseline names present, in report order: eager, compile modes, then best (only beside two or
+    more baselines)."""
     names = {name for r in results for name in r.speedups}
+    if len(names - {"best"}) <= 1:
+        names.discard("best")  # the fastest of one baseline is that baseline: no second, equal curve
 
     def rank(name: str) -> tuple[int, str]:
         return (0 if name == "eager" else 2 if name == "best" else 1, name)
@@ -160,13 +165,18 @@ def task_best(results: Sequence[Result], baseline: str) -> dict[str, tuple[bool,
     return out
 
 
-def fast_p(results: Sequence[Result], p: float, baseline: str = "eager") -> float | None:
-    """Fraction of scored tasks that are correct with speedup > p (strict); None with no task."""
+def fast_p(
+    results: Sequence[Result], p: float, baseline: str = "eager", *, unsolved: int = 0
+) -> float | None:
+    """Fraction of scored tasks that are correct with speedup > p (strict); None with no task.
+
+    ``unsolved``: tasks of the suite that have no result at all (no solution was given); KernelBench
+    counts them as incorrect, so they join the denominator."""
     per_task = task_best(results, baseline)
-    if not per_task:
+    if not per_task and not unsolved:
         return None
     hits = sum(1 for ok, s in per_task.values() if ok and s is not None and s > p)
-    return hits / len(per_task)
+    return hits / (len(per_task) + unsolved)
 
 
 def fast_p_curve(
@@ -225,13 +235,14 @@ class Summary:
     scores: tuple[Score, ...]  # one per baseline
     devices: tuple[str, ...]  # devices the results were measured on
     ceilings: dict[str, Any] | None  # device ceilings for the roofline, when known
+    roots: tuple[str, str] = ("", "")  # names of the folders task and solution paths are relative to
 
 
 def summarize(
     docs: Iterable[dict[str, Any]], title: str = "kernelproof report", ceilings: dict[str, Any] | None = None
 ) -> Summary:
     """Build a :class:`Summary`; ``ceilings`` None picks shipped ceilings matching the devices seen."""
-    results = results_from(docs)
+    results, roots = relative_paths(results_from(docs))
     baselines = baselines_of(results)
     devices = tuple(sorted({r.device for r in results if r.device}))
     if ceilings is None:
@@ -247,7 +258,43 @@ def summarize(
         scores=tuple(score(results, b) for b in baselines),
         devices=devices,
         ceilings=ceilings,
+        roots=roots,
     )
+
+
+def relative_paths(results: Sequence[Result]) -> tuple[list[Result], tuple[str, str]]:
+    """The results with absolute task paths made relative to the folder all tasks share (the
+    suite), and absolute solution paths to the folder all solutions share; reason messages too.
+
+    Why: a report is shared, and the folders a run happened to sit in (a home directory, a
+    temporary folder) say nothing about the kernels; ``level1/relu.py`` says what the task is.
+    Returns the folders' own names too, for the page to say what the paths are relative to.
+    """
+
+    def root(paths: list[str]) -> str:
+        absolute = [os.path.dirname(p) for p in paths if os.path.isabs(p)]
+        return os.path.commonpath(absolute) if absolute else ""
+
+    task_root, sol_root = root([r.task for r in results]), root([r.solution for r in results])
+
+    def rel(path: str, base: str) -> str:
+        return os.path.relpath(path, base) if base and os.path.isabs(path) else path
+
+    def strip(text: str) -> str:
+        for base in sorted({task_root, sol_root} - {"", os.sep}, key=len, reverse=True):
+            text = text.replace(base + os.sep, "")
+        return text
+
+    out = [
+        dataclasses.replace(
+            r,
+            task=rel(r.task, task_root),
+            solution=rel(r.solution, sol_root),
+            reasons=tuple((code, strip(msg)) for code, msg in r.reasons),
+        )
+        for r in results
+    ]
+    return out, (os.path.basename(task_root), os.path.basename(sol_root))
 
 
 def task_label(summary: Summary, task_key: str) -> str:
