@@ -15,6 +15,7 @@ import random
 import torch
 
 from kernelproof.errors import TaskError
+from kernelproof.evaluate import machine
 from kernelproof.evaluate.build import needs_build
 from kernelproof.evaluate.records import Setup, Solution, Stopped
 from kernelproof.evaluate.source import WorkerSource
@@ -24,6 +25,7 @@ from kernelproof.solution import read_solution
 from kernelproof.task import Task, auto_variant_base, load_task, variants_for, with_auto_variants
 from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode
 from kernelproof.verify import audit as task_audit
+from kernelproof.verify import footprint as case_memory
 from kernelproof.verify.cases import (
     VariantContext,
     allowed_distributions,
@@ -65,15 +67,22 @@ def prepare(
     if syntax_error:
         reason = Reason(ReasonCode.COMPILE_ERROR, f"the solution does not parse: {syntax_error}")
         return Stopped(Outcome.FAIL, reason, tuple(flags), task.sha256)
+    missing = machine.missing_toolkit(solution.file)
+    if missing is not None:  # before any build: nothing is built, nothing is blamed on the solution
+        return Stopped(Outcome.ERROR, Reason(ReasonCode.ENVIRONMENT, missing), tuple(flags), task.sha256)
+    dev = torch.device(device)
+    variants = variants_for(task, dev.type)
+    need = case_memory.case_need(task, variants, device)
+    if need.too_large:  # decided on the meta device, before any full-size tensor exists
+        reason = Reason(ReasonCode.TOO_LARGE, case_memory.refusal_message(need, device))
+        return Stopped(Outcome.ERROR, reason, tuple(flags), task.sha256)
     pending = None
     if needs_build(solution.file.triage.backend):
         # Submitted now (or already, by evaluate_many): it builds while the task is set up.
         pending = workers.build(solution.ref.path, solution.file.sha256, device, options)
     rng = random.Random(seed)
     init_seed = rng.getrandbits(31)
-    dev = torch.device(device)
     mode = "eval" if options.eval_mode else task.meta.mode
-    variants = variants_for(task, dev.type)
     # Untimed GPU work (shapes, references, the audit, inputs) is shared with other evaluations
     # on this device; timing has the GPU to itself (sandbox/gate.py).
     with workers.gate(device).shared():
