@@ -22,10 +22,12 @@ from kernelproof.evaluate.source import WorkerSource
 from kernelproof.inputs import dtype_from_name
 from kernelproof.options import EvalOptions
 from kernelproof.solution import read_solution
+from kernelproof.store import db_path
 from kernelproof.task import Task, auto_variant_base, load_task, variants_for, with_auto_variants
 from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode
 from kernelproof.verify import audit as task_audit
 from kernelproof.verify import footprint as case_memory
+from kernelproof.verify.audit_store import AuditStore
 from kernelproof.verify.cases import (
     VariantContext,
     allowed_distributions,
@@ -83,6 +85,7 @@ def prepare(
     rng = random.Random(seed)
     init_seed = rng.getrandbits(31)
     mode = "eval" if options.eval_mode else task.meta.mode
+    audits = AuditStore.beside(db_path(options.db))  # earlier runs' audits, beside the results store
     # Untimed GPU work (shapes, references, the audit, inputs) is shared with other evaluations
     # on this device; timing has the GPU to itself (sandbox/gate.py).
     with workers.gate(device).shared():
@@ -123,7 +126,7 @@ def prepare(
             for ctx in contexts.values():
                 ctx.noise = randomness.noise  # rounding between runs: part of the reference's own error
             for v in variants:
-                report = task_audit.audit_variant(task, contexts[v], rng.getrandbits(62))
+                report = task_audit.audit_variant(task, contexts[v], rng.getrandbits(62), audits)
                 if report.degenerate and v in shapes_probed and options.shape_variants == "probe":
                     flags.append(
                         f"auto shape variant {v!r} not probed: it fails its audit ({report.summary()})"
