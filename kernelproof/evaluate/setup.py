@@ -32,6 +32,7 @@ from kernelproof.verify.cases import (
     VariantContext,
     allowed_distributions,
     build_variant,
+    check_batch_separable,
     inplace_findings,
     make_inputs,
     plan_cases,
@@ -123,8 +124,10 @@ def prepare(
                         f"the tolerance is {randomness.tolerance_rel_norm:.3g}): outputs cannot be compared",
                     )
                     return Stopped(Outcome.ERROR, reason, tuple(flags), task.sha256)
+            separable = check_batch_separable(first, probe)  # at a small shape, never assumed
             for ctx in contexts.values():
                 ctx.noise = randomness.noise  # rounding between runs: part of the reference's own error
+                ctx.batch_separable = separable
             for v in variants:
                 report = task_audit.audit_variant(task, contexts[v], rng.getrandbits(62), audits)
                 if report.degenerate and v in shapes_probed and options.shape_variants == "probe":
