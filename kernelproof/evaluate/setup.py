@@ -152,7 +152,8 @@ def prepare(
             if options.shape_variants == "probe":  # one light case per probed shape
                 probe_dists = tuple(d for d in ("normal", "task") if d in dists)[:1] or dists[:1]
                 probe_cases = plan_cases(shapes_probed, set(), probe_dists, 1, rng)
-            footprint = footprint_bytes(contexts.values(), peak.bytes())
+            # Reserved once for the whole evaluation (chain.py): its largest case, never the sum.
+            footprint = max(footprint_bytes(contexts.values(), peak.bytes()), need.case_bytes or 0)
         except TaskError as exc:
             return Stopped(Outcome.ERROR, Reason(ReasonCode.TASK_ERROR, str(exc)), tuple(flags), task.sha256)
     return Setup(
