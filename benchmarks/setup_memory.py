@@ -11,7 +11,8 @@ task's peak is not another's. ``--largest N`` keeps the N tasks with the largest
     python benchmarks/setup_memory.py suite/level1/09_gelu.py --device cpu
 
 Run it at two commits (a ``git worktree`` of each) for a before/after table. The audit's
-cross-run cache is not used (no store), so every run audits.
+cross-run cache is not used (no store), so every run audits. ``--root DIR`` imports kernelproof
+from another tree (``git archive COMMIT kernelproof | tar -x -C DIR``), for the "before" column.
 """
 
 from __future__ import annotations
@@ -35,11 +36,11 @@ def measure(task: str, device: str) -> dict:
 
     import torch
 
+    import kernelproof
     from kernelproof.evaluate.records import Stopped
     from kernelproof.evaluate.setup import prepare, read
     from kernelproof.options import EvalOptions
     from kernelproof.task import load_task, variants_for
-    from kernelproof.verify import footprint
 
     class Gate:
         def shared(self):
@@ -50,7 +51,13 @@ def measure(task: str, device: str) -> dict:
             return Gate()
 
     t = load_task(task)
-    need = footprint.case_need(t, variants_for(t, torch.device(device).type), device)
+    try:  # a tree from before the estimate existed (--root) has none
+        from kernelproof.verify import footprint
+
+        need = footprint.case_need(t, variants_for(t, torch.device(device).type), device)
+        case_bytes, available = need.case_bytes, need.available_bytes
+    except ImportError:
+        case_bytes = available = None
     sol = Path("/tmp") / f"kp-identity-{Path(task).stem}.py"
     sol.write_text(Path(task).read_text() + IDENTITY)
     options = EvalOptions(device=device, db="", correctness_only=True, seeds_per_case=1)
@@ -70,8 +77,9 @@ def measure(task: str, device: str) -> dict:
     )
     return {
         "task": task,
-        "estimate_case_bytes": need.case_bytes,
-        "available_bytes": need.available_bytes,
+        "kernelproof": str(Path(kernelproof.__file__).parent),
+        "estimate_case_bytes": case_bytes,
+        "available_bytes": available,
         "peak_bytes": peak,
         "setup_s": round(seconds, 1),
         "outcome": outcome,
@@ -94,8 +102,11 @@ def main() -> None:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--largest", type=int, default=0, help="only the N tasks with the largest estimate")
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--root", help="import kernelproof from this tree (another commit's, for a before/after)")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # the child: measure this task, print its row
     args = ap.parse_args()
+    if args.root:
+        sys.path.insert(0, str(Path(args.root).resolve()))
     if args.one:
         print(json.dumps(measure(args.one, args.device)))
         return
@@ -108,6 +119,7 @@ def main() -> None:
     print(f"{'task':48} {'estimate GB':>11} {'peak GB':>8} {'setup s':>8}  outcome")
     for task in tasks:
         cmd = [sys.executable, __file__, "--device", args.device, "--one", task, "x"]
+        cmd += ["--root", args.root] if args.root else []
         out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         try:
             row = json.loads(out.stdout.strip().splitlines()[-1])
