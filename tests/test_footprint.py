@@ -102,6 +102,14 @@ def _address_space() -> int:
 def test_a_task_that_fits_is_not_refused(tmp_path):
     need = footprint.case_need(load_task(_task(tmp_path, 64)), ("default",), "cpu")
     assert need.case_bytes is not None and not need.too_large
+    assert footprint.case_need_of(_task(tmp_path, 64), "cpu") == need  # the same, from the path
+
+
+def test_a_task_that_does_not_load_has_no_estimate(tmp_path):
+    path = tmp_path / "broken.py"
+    path.write_text("def get_inputs(:\n")
+    need = footprint.case_need_of(str(path), "cpu")
+    assert need.case_bytes is None and not need.too_large and "does not load" in need.why_unknown
 
 
 @pytest.mark.parametrize(

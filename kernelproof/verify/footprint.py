@@ -98,6 +98,18 @@ def case_need(task: Task, variants: tuple[str, ...], device: str | torch.device)
     return Need(best.case_bytes(), available_bytes(device), best.variant)
 
 
+def case_need_of(task_path: str, device: str) -> Need:
+    """:func:`case_need` for a task file, at the variants checked on `device`'s type: bytes one case
+    needs and bytes the device has, for a caller that holds only the path (judging a worker's death)."""
+    from kernelproof.task import load_task, variants_for
+
+    try:
+        task = load_task(task_path)
+    except Exception as exc:  # noqa: BLE001 - a task that does not load has no estimate
+        return Need(None, available_bytes(device), "", f"the task does not load ({type(exc).__name__})")
+    return case_need(task, variants_for(task, torch.device(device).type), device)
+
+
 def estimate_variant(task: Task, variant: str) -> Estimate | str:
     """The sizes of one case of `variant`, or why they cannot be read on the meta device."""
     from kernelproof.verify.cases import CONTRACT_DTYPE
