@@ -8,8 +8,8 @@ device (shapes and dtypes, no storage), and the reference's ``forward`` runs on 
 the inputs, the weights and the outputs are known in seconds, before any full-size tensor exists.
 
 What one case holds at once, at least (the counts follow kernelproof/verify/cases.py and the
-worker): the parent's reference weights and their float64 twin (the oracle), the case's inputs, a
-float64 copy of them for the oracle, the reference's outputs and the oracle's (float64); the
+worker): the parent's reference weights and their float64 twin (the oracle), the case's inputs,
+the reference's outputs and the oracle's (float64, whole even when computed in chunks); the
 candidate's worker its own weights, inputs and one run's outputs. On a GPU all of it is the
 device's memory; on the CPU, the machine's. Activations are not counted: the estimate is a floor,
 so a refusal is never false. A task whose reference cannot run on meta (data-dependent shapes,
@@ -45,12 +45,15 @@ class Estimate:
     output_float_elems: int  # of which floating elements (the oracle's float64 outputs)
 
     def parent_bytes(self) -> int:
-        """Reference and oracle, their weights, one case's inputs and outputs, held together."""
+        """Reference and oracle, their weights, one case's inputs and outputs, held together. The
+        oracle's float64 copy of the inputs is left out: where the batch may be chunked
+        (kernelproof/verify/chunks.py) only a chunk of it exists at a time, and a floor must hold
+        for every task."""
         return (
             self.weight_bytes
             + self.input_bytes
             + self.output_bytes
-            + FLOAT64_BYTES * (self.weight_float_elems + self.input_float_elems + self.output_float_elems)
+            + FLOAT64_BYTES * (self.weight_float_elems + self.output_float_elems)
         )
 
     def worker_bytes(self) -> int:
@@ -167,8 +170,8 @@ def refusal_message(need: Need, device: str) -> str:
     place = "this machine's available memory" if torch.device(device).type == "cpu" else f"{device}'s memory"
     return (
         f"one case of shape variant {need.variant!r} needs at least {_gb(need.case_bytes)} (its inputs, "
-        f"weights and outputs in the reference, a float64 copy of each for the oracle, and the candidate's "
-        f"worker's own; estimated on the meta device, nothing was allocated), more than {place} "
+        f"weights and outputs in the reference, the oracle's float64 weights and outputs, and the "
+        f"candidate's worker's own; estimated on the meta device, nothing was allocated), more than {place} "
         f"({_gb(need.available_bytes)}): run it on a larger machine, or give it smaller shapes with a shape "
         "variant (the task's KERNELPROOF dict, docs/tasks.md)"
     )
