@@ -166,14 +166,15 @@ def available_bytes(device: str | torch.device) -> int | None:
 
 
 def refusal_message(need: Need, device: str) -> str:
-    """The too_large sentence: bytes needed, bytes the device has, and how to run smaller."""
-    place = "this machine's available memory" if torch.device(device).type == "cpu" else f"{device}'s memory"
+    """The too_large sentence: bytes needed and bytes the device has first (a console line is cut
+    at 300 characters), then how to run it smaller."""
+    place = "this machine has" if torch.device(device).type == "cpu" else f"{device} has"
     return (
-        f"one case of shape variant {need.variant!r} needs at least {_gb(need.case_bytes)} (its inputs, "
-        f"weights and outputs in the reference, the oracle's float64 weights and outputs, and the "
-        f"candidate's worker's own; estimated on the meta device, nothing was allocated), more than {place} "
-        f"({_gb(need.available_bytes)}): run it on a larger machine, or give it smaller shapes with a shape "
-        "variant (the task's KERNELPROOF dict, docs/tasks.md)"
+        f"one case needs at least {_gb(need.case_bytes)}; {place} {_gb(need.available_bytes)}"
+        f"{' available' if torch.device(device).type == 'cpu' else ''}. Give the task smaller shapes with a "
+        f"shape variant (its KERNELPROOF dict, docs/tasks.md) or run it on a larger machine. (Shape variant "
+        f"{need.variant!r}: its inputs, weights and outputs in the reference, the oracle's float64 weights and "
+        "outputs, and the candidate's worker's own, estimated on the meta device: nothing was allocated)"
     )
 
 
