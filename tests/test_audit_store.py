@@ -1,4 +1,4 @@
-"""Audit reports persist beside the results store: a rerun of a sweep does not audit again.
+"""Audit reports persist in the results store: a rerun of a sweep does not audit again.
 
 At KernelBench's published sizes the audit was most of a task's setup, and a sweep resumed over
 several runs repeated it for every task. These evaluations run on the CPU with a small task.
@@ -7,6 +7,7 @@ several runs repeated it for every task. These evaluations run on the CPU with a
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import torch
@@ -42,22 +43,27 @@ def test_a_second_run_is_served_the_stored_audit(tmp_path, monkeypatch):
     first = api.evaluate(TASK, SOL, options)
     audited = len(ran)  # every variant audited, the probed shapes too
     assert first.passed and audited >= len(audit.AUDIT_DISTRIBUTIONS)
-    assert list((tmp_path / "r.sqlite.audits").glob("*.json"))
-    monkeypatch.setattr(audit, "_CACHE", {})  # a new process: only the folder remembers
+    assert _rows(tmp_path / "r.sqlite")
+    monkeypatch.setattr(audit, "_CACHE", {})  # a new process: only the store remembers
     second = api.evaluate(TASK, SOL, options)
     assert second.passed and len(ran) == audited  # not run again
+
+
+def _rows(db: Path) -> list[tuple]:
+    with sqlite3.connect(db) as con:
+        return con.execute("SELECT key, doc, hmac FROM audits").fetchall()
 
 
 def test_without_a_store_nothing_is_written(tmp_path, monkeypatch):
     _counting(monkeypatch)
     monkeypatch.chdir(tmp_path)
     assert api.evaluate(TASK, SOL, EvalOptions(device="cpu", db="", correctness_only=True)).passed
-    assert not list(tmp_path.rglob("*.audits"))
+    assert not list(tmp_path.iterdir())
 
 
 def test_another_variant_mode_or_task_content_is_not_served(tmp_path, monkeypatch):
     ran = _counting(monkeypatch)
-    store = AuditStore(tmp_path / "audits")
+    store = AuditStore(str(tmp_path / "r.sqlite"))
     task = load_task(TASK)
     ctx = build_variant(task, "default", torch.device("cpu"), "train", 3)
     report = audit.audit_variant(task, ctx, 5, store)
@@ -73,13 +79,25 @@ def test_another_variant_mode_or_task_content_is_not_served(tmp_path, monkeypatc
     )
 
 
-def test_a_damaged_report_is_ignored_and_the_audit_runs_again(tmp_path, monkeypatch):
+def test_a_report_changed_outside_kernelproof_is_not_served(tmp_path, monkeypatch):
+    """A row rewritten to call a degenerate task sound (its signature no longer matches), or one
+    planted unsigned, is ignored and the audit runs again."""
     ran = _counting(monkeypatch)
-    store = AuditStore(tmp_path / "audits")
+    db = tmp_path / "r.sqlite"
+    store = AuditStore(str(db))
     task = load_task(TASK)
     ctx = build_variant(task, "default", torch.device("cpu"), "train", 3)
     audit.audit_variant(task, ctx, 5, store)
-    for f in (tmp_path / "audits").glob("*.json"):
-        f.write_text(json.dumps({"schema": "something else"}))
-    monkeypatch.setattr(audit, "_CACHE", {})
-    assert not audit.audit_variant(task, ctx, 5, store).degenerate and len(ran) == 4
+    ((key, doc, _),) = _rows(db)
+    forged = json.loads(doc)
+    forged["controls"][0]["rel_norm_err"] = 0.5
+    for mac in ("0" * 64, None):
+        with sqlite3.connect(db) as con:
+            con.execute(
+                "UPDATE audits SET doc = ?, hmac = ? WHERE key = ?", (json.dumps(forged), mac or "", key)
+            )
+        monkeypatch.setattr(audit, "_CACHE", {})
+        assert store.get(task, ctx) is None
+    before = len(ran)
+    assert not audit.audit_variant(task, ctx, 5, store).degenerate and len(ran) == before + 2
+    assert store.get(task, ctx) is not None  # stored again, signed

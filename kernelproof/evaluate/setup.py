@@ -86,7 +86,7 @@ def prepare(
     rng = random.Random(seed)
     init_seed = rng.getrandbits(31)
     mode = "eval" if options.eval_mode else task.meta.mode
-    audits = AuditStore.beside(db_path(options.db))  # earlier runs' audits, beside the results store
+    audits = AuditStore.beside(db_path(options.db))  # earlier runs' audits, in the results store
     # Untimed GPU work (shapes, references, the audit, inputs) is shared with other evaluations
     # on this device; timing has the GPU to itself (sandbox/gate.py).
     with workers.gate(device).shared():

@@ -6,7 +6,7 @@ faces: all-zeros, the output's mean, an input passed through, the reference on a
 inputs, the reference built with other weights, and (under an fp32 contract) a bf16 reference.
 Each must be rejected on at least one audit distribution; a variant where one is not is
 degenerate and is not scored. Results are cached per (task hash, variant, device type), since
-degeneracy depends on size, in this process and, beside the results store, across runs
+degeneracy depends on size, in this process and, in the results store, across runs
 (kernelproof/verify/audit_store.py). Each control is compared and freed before the next is made:
 at KernelBench's published sizes one output is 6.4 GB.
 """
