@@ -36,7 +36,7 @@ from kernelproof.verify.compare import compare, tolerance_for
 AUDIT_SCHEMA = "kernelproof.audit/1"
 AUDIT_DISTRIBUTIONS = ("task", "normal")  # KernelBench's own inputs, and zero-mean ones
 CONTROLS = ("zeros", "mean", "passthrough", "other_seed", "other_weights", "bf16_reference")  # report order
-_CACHE: dict[tuple[str, str, str], AuditReport] = {}
+_CACHE: dict[tuple[str, str, str, str, str], AuditReport] = {}  # the persisted key, less the source
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def audit_variant(
 ) -> AuditReport:
     """The audit of one variant: served from this process's memory, else from `persist` (an
     earlier run's, same task content, variant, mode, device type and kernelproof), else run."""
-    key = (task.sha256, ctx.variant, ctx.device.type)
+    key = (task.sha256, ctx.variant, ctx.mode, ctx.device.type, ctx.precision)
     if key in _CACHE:
         return _CACHE[key]
     stored = persist.get(task, ctx) if persist is not None else None
