@@ -64,6 +64,7 @@ RULES: dict[ReasonCode, str | None] = {
     "edge and derive sizes from the tensors, never from constants.",
     ReasonCode.HARNESS_HOOKED: "Leave nothing active after forward returns: no torch function or dispatch "
     "modes, no torch.library kernels for aten operators, no replaced torch.Tensor methods, no trace hooks.",
+    ReasonCode.ENVIRONMENT: None,  # the machine lacks a CUDA toolkit or device: nothing for the model to fix
 }
 
 LANGUAGES = {

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from kernelproof.evaluate import progress
+from kernelproof.evaluate import machine, progress
 from kernelproof.evaluate.build import install_build, preparer, wait_for_build
 from kernelproof.evaluate.correctness import check_correctness
 from kernelproof.evaluate.finish import Envelope, environment, settings_of, stopped_verdict, verdict_of
@@ -83,6 +83,10 @@ def evaluate_pair(
         phases.mark("build_done_s")
     if built.failure is not None:
         stop = Stopped(Outcome.FAIL, built.failure, setup.flags)
+        return stopped_verdict(stop, setup.task_ref, solution.ref, envelope, built)
+    missing = machine.missing_device(solution.file, device)
+    if missing is not None:  # built (its compile errors are its own), but there is nothing to run it on
+        stop = Stopped(Outcome.ERROR, Reason(ReasonCode.ENVIRONMENT, missing), setup.flags)
         return stopped_verdict(stop, setup.task_ref, solution.ref, envelope, built)
     with workers.memory(device).reserve(setup.footprint_bytes) as waited_s:
         env["memory"] = {"footprint_bytes": setup.footprint_bytes, "admission_wait_s": round(waited_s, 3)}

@@ -5,6 +5,8 @@ back; the parent compares every element of run 1 with the float64 oracle at the 
 precision contract sets from the reference's own error, and checks that run 2 agrees with run 1
 (uninitialised reads and races show there). Inputs never change (I3); outputs are plain tensors
 (I6, checked in the worker, then here by shape and dtype). The first failing case ends the run.
+One case at a time: its inputs, reference and oracle are freed before the next case is drawn (at
+KernelBench's published sizes each is several GB).
 """
 
 from __future__ import annotations
@@ -124,7 +126,9 @@ def run_cases(setup: Setup, cases, worker: WorkerProcess, staged: str, options: 
             )
             continue
         seed, args, ref, orc = drawn
+        del drawn
         judged = _run_case(ctx, case, seed, args, ref, orc, worker, options, tolerances.get(case.variant))
+        del args, ref, orc  # this case's inputs, reference and oracle are freed before the next is drawn
         if isinstance(judged, Reason):
             return checked(judged, at=case)
         tolerances[case.variant] = judged.tolerance
@@ -160,6 +164,7 @@ def _finite_case(ctx: VariantContext, case: Case):
         ref, orc = reference_and_oracle(ctx, args)
         if all(torch.isfinite(t).all() for t in ref if t.is_floating_point()):
             return seed, args, ref, orc
+        del args, ref, orc  # freed before the redraw
     return None
 
 

@@ -15,19 +15,24 @@ import random
 import torch
 
 from kernelproof.errors import TaskError
+from kernelproof.evaluate import machine
 from kernelproof.evaluate.build import needs_build
 from kernelproof.evaluate.records import Setup, Solution, Stopped
 from kernelproof.evaluate.source import WorkerSource
 from kernelproof.inputs import dtype_from_name
 from kernelproof.options import EvalOptions
 from kernelproof.solution import read_solution
+from kernelproof.store import db_path
 from kernelproof.task import Task, auto_variant_base, load_task, variants_for, with_auto_variants
 from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode
 from kernelproof.verify import audit as task_audit
+from kernelproof.verify import footprint as case_memory
+from kernelproof.verify.audit_store import AuditStore
 from kernelproof.verify.cases import (
     VariantContext,
     allowed_distributions,
     build_variant,
+    check_batch_separable,
     inplace_findings,
     make_inputs,
     plan_cases,
@@ -65,15 +70,23 @@ def prepare(
     if syntax_error:
         reason = Reason(ReasonCode.COMPILE_ERROR, f"the solution does not parse: {syntax_error}")
         return Stopped(Outcome.FAIL, reason, tuple(flags), task.sha256)
+    missing = machine.missing_toolkit(solution.file)
+    if missing is not None:  # before any build: nothing is built, nothing is blamed on the solution
+        return Stopped(Outcome.ERROR, Reason(ReasonCode.ENVIRONMENT, missing), tuple(flags), task.sha256)
+    dev = torch.device(device)
+    variants = variants_for(task, dev.type)
+    need = case_memory.case_need(task, variants, device)
+    if need.too_large:  # decided on the meta device, before any full-size tensor exists
+        reason = Reason(ReasonCode.TOO_LARGE, case_memory.refusal_message(need, device))
+        return Stopped(Outcome.ERROR, reason, tuple(flags), task.sha256)
     pending = None
     if needs_build(solution.file.triage.backend):
         # Submitted now (or already, by evaluate_many): it builds while the task is set up.
         pending = workers.build(solution.ref.path, solution.file.sha256, device, options)
     rng = random.Random(seed)
     init_seed = rng.getrandbits(31)
-    dev = torch.device(device)
     mode = "eval" if options.eval_mode else task.meta.mode
-    variants = variants_for(task, dev.type)
+    audits = AuditStore.beside(db_path(options.db))  # earlier runs' audits, in the results store
     # Untimed GPU work (shapes, references, the audit, inputs) is shared with other evaluations
     # on this device; timing has the GPU to itself (sandbox/gate.py).
     with workers.gate(device).shared():
@@ -111,10 +124,12 @@ def prepare(
                         f"the tolerance is {randomness.tolerance_rel_norm:.3g}): outputs cannot be compared",
                     )
                     return Stopped(Outcome.ERROR, reason, tuple(flags), task.sha256)
+            separable = check_batch_separable(first, probe)  # at a small shape, never assumed
             for ctx in contexts.values():
                 ctx.noise = randomness.noise  # rounding between runs: part of the reference's own error
+                ctx.batch_separable = separable
             for v in variants:
-                report = task_audit.audit_variant(task, contexts[v], rng.getrandbits(62))
+                report = task_audit.audit_variant(task, contexts[v], rng.getrandbits(62), audits)
                 if report.degenerate and v in shapes_probed and options.shape_variants == "probe":
                     flags.append(
                         f"auto shape variant {v!r} not probed: it fails its audit ({report.summary()})"
@@ -137,7 +152,8 @@ def prepare(
             if options.shape_variants == "probe":  # one light case per probed shape
                 probe_dists = tuple(d for d in ("normal", "task") if d in dists)[:1] or dists[:1]
                 probe_cases = plan_cases(shapes_probed, set(), probe_dists, 1, rng)
-            footprint = footprint_bytes(contexts.values(), peak.bytes())
+            # Reserved once for the whole evaluation (chain.py): its largest case, never the sum.
+            footprint = max(footprint_bytes(contexts.values(), peak.bytes()), need.case_bytes or 0)
         except TaskError as exc:
             return Stopped(Outcome.ERROR, Reason(ReasonCode.TASK_ERROR, str(exc)), tuple(flags), task.sha256)
     return Setup(

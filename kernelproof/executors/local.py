@@ -34,6 +34,7 @@ from kernelproof.build import (
 )
 from kernelproof.errors import UsageError
 from kernelproof.evaluate.build import PendingBuild, needs_build
+from kernelproof.evaluate.machine import missing_toolkit
 from kernelproof.evaluate.source import WorkerSource
 from kernelproof.executors.memory import DeviceMemory, Unlimited
 from kernelproof.executors.memory import for_device as memory_for
@@ -308,8 +309,8 @@ class LocalPool(WorkerSource):
                 sol = read_solution(path)
             except Exception:  # noqa: BLE001 - a missing file is reported by its own evaluation
                 continue
-            if not needs_build(sol.triage.backend) or sol.triage.syntax_error:
-                continue
+            if not needs_build(sol.triage.backend) or sol.triage.syntax_error or missing_toolkit(sol):
+                continue  # (nothing to build with: the evaluation says so, as an environment error)
             key = (id(pool), sol.sha256)
             with self._lock:
                 pending = self._pending.get(key)

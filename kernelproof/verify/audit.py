@@ -6,12 +6,13 @@ faces: all-zeros, the output's mean, an input passed through, the reference on a
 inputs, the reference built with other weights, and (under an fp32 contract) a bf16 reference.
 Each must be rejected on at least one audit distribution; a variant where one is not is
 degenerate and is not scored. Results are cached per (task hash, variant, device type), since
-degeneracy depends on size.
+degeneracy depends on size, in this process and, in the results store, across runs
+(kernelproof/verify/audit_store.py). Each control is compared and freed before the next is made:
+at KernelBench's published sizes one output is 6.4 GB.
 """
 
 from __future__ import annotations
 
-import copy
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ import torch
 
 from kernelproof import jsonsafe
 from kernelproof.task import Task
+from kernelproof.verify.audit_store import AuditStore
 from kernelproof.verify.cases import (
     VariantContext,
     build_variant,
@@ -33,7 +35,8 @@ from kernelproof.verify.compare import compare, tolerance_for
 # Version 1: the first with a version; non-finite errors are the strings "inf", "-inf", "nan".
 AUDIT_SCHEMA = "kernelproof.audit/1"
 AUDIT_DISTRIBUTIONS = ("task", "normal")  # KernelBench's own inputs, and zero-mean ones
-_CACHE: dict[tuple[str, str, str], AuditReport] = {}
+CONTROLS = ("zeros", "mean", "passthrough", "other_seed", "other_weights", "bf16_reference")  # report order
+_CACHE: dict[tuple[str, str, str, str, str], AuditReport] = {}  # the persisted key, less the source
 
 
 @dataclass(frozen=True)
@@ -88,90 +91,105 @@ class AuditReport:
             raise ValueError(f"malformed {AUDIT_SCHEMA} document: {exc!r}") from None
 
 
-def audit_variant(task: Task, ctx: VariantContext, seed: int) -> AuditReport:
-    key = (task.sha256, ctx.variant, ctx.device.type)
+def audit_variant(
+    task: Task, ctx: VariantContext, seed: int, persist: AuditStore | None = None
+) -> AuditReport:
+    """The audit of one variant: served from this process's memory, else from `persist` (an
+    earlier run's, same task content, variant, mode, device type and kernelproof), else run."""
+    key = (task.sha256, ctx.variant, ctx.mode, ctx.device.type, ctx.precision)
     if key in _CACHE:
         return _CACHE[key]
+    stored = persist.get(task, ctx) if persist is not None else None
+    if stored is not None:
+        _CACHE[key] = stored
+        return stored
     results: dict[str, list[tuple[bool, float, str]]] = {}
-
-    def record(name: str, candidate: torch.Tensor | None, oracle, ref, tol, note: str = "") -> None:
-        if candidate is None:
-            results.setdefault(name, []).append((True, 0.0, note or "not applicable"))
-            return
-        cmp = compare(candidate.to(ref.device).to(ref.dtype), oracle, ref, tol)
-        results.setdefault(name, []).append((not cmp.passed, cmp.rel_norm_err, note))
-
     other_weights = _other_weights_model(task, ctx, seed)
     for i, dist in enumerate(AUDIT_DISTRIBUTIONS):
-        args = make_inputs(ctx, dist, seed + i)
-        ref, orc = reference_and_oracle(ctx, args)
-        r, o = ref[0], orc[0]
-        if not r.is_floating_point():
-            continue
-        tol = tolerance_for(r, o, ctx.dtype, ctx.noise)
-        record("zeros", torch.zeros_like(r), o, r, tol)
-        if r.numel() > 1:
-            record("mean", torch.full_like(r, float(r.float().mean())), o, r, tol)
-        else:  # a scalar (a loss) is its own mean: the control says nothing there
-            record("mean", None, o, r, tol, "a single-element output is its own mean")
-        same = [
-            a
-            for a in args
-            if isinstance(a, torch.Tensor) and a.is_floating_point() and a.numel() == r.numel()
-        ]
-        record(
-            "passthrough",
-            same[0].reshape(r.shape) if same else None,
-            o,
-            r,
-            tol,
-            "" if same else "no input of the output's size",
-        )
-        other_args = make_inputs(ctx, dist, seed + 7919 + i)
-        other_ref = run_model(ctx.reference, to_device(other_args, ctx.device), ctx.precision, ctx.inplace)[0]
-        record("other_seed", other_ref, o, r, tol)
-        if other_weights is not None:
-            record(
-                "other_weights",
-                run_model(other_weights, to_device(args, ctx.device), ctx.precision, ctx.inplace)[0],
-                o,
-                r,
-                tol,
-            )
-        else:
-            record("other_weights", None, o, r, tol, "the model has no floating parameters")
-        if ctx.precision == "fp32":
-            try:
-                low = lower_precision_outputs(ctx, args, "bf16")
-            except torch.OutOfMemoryError:
-                raise  # never a missing control for want of memory
-            except Exception as exc:  # noqa: BLE001 - a model that cannot run in bf16 has no bf16 control
-                record(
-                    "bf16_reference",
-                    None,
-                    o,
-                    r,
-                    tol,
-                    f"the bf16 reference could not run: {type(exc).__name__}",
-                )
-                continue
-            record("bf16_reference", low[0] if low else None, o, r, tol)
+        _audit_distribution(ctx, dist, seed + i, other_weights, results)
+    del other_weights
     controls = tuple(
         Control(
             name, any(ok for ok, _, _ in rs), max(e for _, e, _ in rs), next((n for _, _, n in rs if n), "")
         )
-        for name, rs in results.items()
+        for name, rs in sorted(results.items(), key=lambda kv: CONTROLS.index(kv[0]))
     )
     report = AuditReport(task.path, ctx.variant, any(not c.failed_as_it_should for c in controls), controls)
     _CACHE[key] = report
+    if persist is not None:
+        persist.put(task, ctx, report)
     return report
+
+
+def _audit_distribution(
+    ctx: VariantContext,
+    dist: str,
+    seed: int,
+    other_weights: torch.nn.Module | None,
+    results: dict[str, list[tuple[bool, float, str]]],
+) -> None:
+    """Every control on one distribution, each compared and freed before the next is made: at the
+    published sizes of KernelBench's level 1 (6.4 GB a tensor) the audit holds the case's inputs,
+    reference and oracle, plus one control at a time. Nothing for an output that is not a float."""
+    args = make_inputs(ctx, dist, seed)
+    ref, orc = reference_and_oracle(ctx, args)
+    r, o = ref[0], orc[0]
+    del ref, orc  # other outputs (and arguments updated in place) are not audited
+    if not r.is_floating_point():
+        return
+    tol = tolerance_for(r, o, ctx.dtype, ctx.noise)
+
+    def record(name: str, candidate: torch.Tensor | None, note: str = "") -> None:
+        if candidate is None:
+            results.setdefault(name, []).append((True, 0.0, note or "not applicable"))
+            return
+        cmp = compare(candidate.to(r.device).to(r.dtype), o, r, tol)
+        results.setdefault(name, []).append((not cmp.passed, cmp.rel_norm_err, note))
+
+    record("zeros", torch.zeros_like(r))  # a temporary: freed when record returns
+    if r.numel() > 1:
+        record("mean", torch.full_like(r, float(r.float().mean())))
+    else:  # a scalar (a loss) is its own mean: the control says nothing there
+        record("mean", None, "a single-element output is its own mean")
+    same = [
+        a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point() and a.numel() == r.numel()
+    ]
+    note = "" if same else "no input of the output's size"
+    record("passthrough", same[0].reshape(r.shape) if same else None, note)
+    del same
+    if other_weights is not None:
+        out = run_model(other_weights, to_device(args, ctx.device), ctx.precision, ctx.inplace)[0]
+        record("other_weights", out)
+        del out
+    else:
+        record("other_weights", None, "the model has no floating parameters")
+    if ctx.precision == "fp32":
+        low, note = _bf16_reference(ctx, args)
+        record("bf16_reference", low, note)
+        del low
+    del args  # the other seed's inputs take their place
+    other_args = make_inputs(ctx, dist, seed + 7919)
+    other = run_model(ctx.reference, to_device(other_args, ctx.device), ctx.precision, ctx.inplace)[0]
+    del other_args
+    record("other_seed", other)
+
+
+def _bf16_reference(ctx: VariantContext, args: list[Any]) -> tuple[torch.Tensor | None, str]:
+    """The reference's first output in bf16 (it must fail an fp32 contract), or why there is none."""
+    try:
+        low = lower_precision_outputs(ctx, args, "bf16")
+    except torch.OutOfMemoryError:
+        raise  # never a missing control for want of memory
+    except Exception as exc:  # noqa: BLE001 - a model that cannot run in bf16 has no bf16 control
+        return None, f"the bf16 reference could not run: {type(exc).__name__}"
+    return (low[0] if low else None), ""
 
 
 def _other_weights_model(task: Task, ctx: VariantContext, seed: int) -> torch.nn.Module | None:
     if not any(p.is_floating_point() for p in ctx.reference.parameters()):
         return None
     other = build_variant(task, ctx.variant, ctx.device, ctx.mode, (ctx.init_seed + 104729) & 0x7FFFFFFF)
-    return copy.deepcopy(other.reference)
+    return other.reference  # the rest of that variant (its float64 oracle) is freed here
 
 
 def audit_task(task: Task, device: torch.device, variants: tuple[str, ...], seed: int) -> list[AuditReport]:

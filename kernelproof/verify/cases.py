@@ -21,6 +21,7 @@ from kernelproof.errors import TaskError
 from kernelproof.inputs import DOMAIN_DISTRIBUTIONS, InputSlot, case_inputs, draw, dtype_name, same_bits
 from kernelproof.task import Task, TaskModule, eval_expr, instantiate
 from kernelproof.torch_globals import seeded
+from kernelproof.verify.chunks import batch_of, batch_separable, chunks_for, oracle_in_chunks
 from kernelproof.verify.compare import tolerance_for
 from kernelproof.verify.oracle import (
     NO_NOISE,
@@ -73,6 +74,7 @@ class VariantContext:
     output_nbytes: list[int] = field(default_factory=list)
     noise: Noise = NO_NOISE  # the reference's run-to-run spread on one seed: part of its own error
     oracle_note: str = ""  # why the oracle fell back to the reference (empty: a float64 oracle)
+    batch_separable: bool = False  # the parent showed the oracle may run in chunks of the batch (chunks.py)
 
     def constants(self) -> dict[str, Any]:
         return self.module.constants()
@@ -325,9 +327,11 @@ def reference_and_oracle(
     except Exception as exc:
         raise TaskError(f"the reference raised {type(exc).__name__}: {exc}", path=ctx.task.path) from None
     try:
-        orc = run_model(
-            ctx.oracle, to_device(args, ctx.device, torch.float64), "fp32", ctx.inplace, oracle_scope()
-        )
+        chunks = chunks_for(args) if ctx.batch_separable else 1
+        if chunks > 1:
+            orc = oracle_in_chunks(lambda a: oracle_outputs(ctx, a), args, chunks)
+        else:
+            orc = oracle_outputs(ctx, args)
     except torch.OutOfMemoryError:
         raise  # never a weaker oracle for want of memory
     except Exception as exc:  # noqa: BLE001 - the task runs; only its float64 twin does not
@@ -339,6 +343,27 @@ def reference_and_oracle(
     if not ctx.output_nbytes:
         ctx.output_nbytes = [t.numel() * t.element_size() for t in ref]
     return ref, orc
+
+
+def oracle_outputs(ctx: VariantContext, args: list[Any]) -> list[torch.Tensor]:
+    """The float64 oracle's outputs on `args` (a float64 copy of them, on the device)."""
+    return run_model(
+        ctx.oracle, to_device(args, ctx.device, torch.float64), "fp32", ctx.inplace, oracle_scope()
+    )
+
+
+def check_batch_separable(ctx: VariantContext, args: list[Any]) -> bool:
+    """May the oracle run in chunks of the batch for this task? Checked on the first rows of
+    `args` (a small shape: at most CHECK_ROWS rows), never assumed (kernelproof/verify/chunks.py)."""
+    b = batch_of(args)
+    if b is None:
+        return False
+    rows = min(b, CHECK_ROWS)
+    small = [a.narrow(0, 0, rows) if isinstance(a, torch.Tensor) else a for a in args]
+    return batch_separable(lambda a: oracle_outputs(ctx, a), small)
+
+
+CHECK_ROWS = 8  # rows of the batch on which the chunked oracle is checked against the whole one
 
 
 def lower_precision_outputs(
