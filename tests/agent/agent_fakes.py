@@ -70,7 +70,7 @@ def make_verdict(source: str, solution_path: str, task_path: str = "task.py") ->
     elapsed = float(_marker(source, "GPU_S") or 1.0)
     sha = hashlib.sha256(source.encode()).hexdigest()
     common = dict(
-        task=FileRef(task_path, "0" * 64),
+        task=FileRef(task_path, _sha_of_file(task_path)),
         solution=FileRef(solution_path, sha, "triton"),
         environment={"device": "cpu"},
         elapsed_s=elapsed,
@@ -136,6 +136,12 @@ def _verdict(outcome, reasons, **fields) -> Verdict:
     return Verdict(verdict=outcome, reasons=reasons, **{**base, **fields})
 
 
+def _sha_of_file(path: str) -> str:
+    """The task file's hash, as a real verdict carries it ("0" * 64 for a path that is not a file)."""
+    p = Path(path)
+    return hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "0" * 64
+
+
 def _marker(source: str, name: str) -> str | None:
     m = re.search(rf"#\s*{name}:\s*([\w.]+)", source)
     return m.group(1) if m else None
@@ -158,3 +164,8 @@ class FakeEvaluator:
     @property
     def evaluated(self) -> list[str]:
         return [p for batch in self.batches for p in batch]
+
+
+def sha(source: str) -> str:
+    """The content hash a candidate carries for ``source`` (what its verdict must name)."""
+    return hashlib.sha256(source.encode()).hexdigest()

@@ -71,7 +71,7 @@ def test_refine_feeds_each_verdict_back_and_keeps_the_fastest_verified(serve, ta
     assert 'identifier "blockIdx_x" is undefined' in prompts[1]
     assert "case odd/large/1 (shape odd, large inputs): mismatch" in prompts[2]
     assert "vs eager 1.50x [95% CI 1.46-1.54]" in prompts[3] and "Make it faster" in prompts[3]
-    assert "stale_output: Rejected as stale_output." in prompts[4]
+    assert "reason code stale_output:" in prompts[4] and "\nRejected as stale_output.\n" in prompts[4]
     assert res.best.id == "t004s00" and speed(res.best) == 2.5 and res.best.passed
     assert (tmp_path / "run" / "best.py").read_text() == res.best.source
     assert res.spend.evaluated == 6 and res.spend.live_calls == 6

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from agent_fakes import make_verdict, solution
+from agent_fakes import make_verdict, sha, solution
 
 from kernelproof.agent.records import Candidate, Rejection
 from kernelproof.agent.summary import plot, render_markdown, rich_table, summarize
@@ -11,7 +11,7 @@ def cand(turn: int, marker: str, **kw) -> Candidate:
     v = make_verdict(src, f"{turn}.py")
     fields = dict(verdict=v, gpu_s=v.elapsed_s)
     fields.update(kw)
-    return Candidate(f"t{turn:03d}s00", turn, 0, "refine", (), "", "", f"{turn}.py", src, str(turn), **fields)
+    return Candidate(f"t{turn:03d}s00", turn, 0, "refine", (), "", "", f"{turn}.py", src, sha(src), **fields)
 
 
 def call(turn: int, kind: str = "refine", tokens: int = 100, failed: bool = False) -> dict:
