@@ -63,6 +63,12 @@ def optimize(
     :func:`kernelproof.api.evaluate_many` (``kernelproof.api.optimize`` passes it: the agent sits below the api); ``backend`` replaces the one built from ``model``.
     """
     options = options or AgentOptions()
+    if not options.limits.bounds_spending():  # AgentOptions gives a default; nothing starts unbounded
+        from kernelproof.agent.errors import ConfigError
+
+        raise ConfigError(
+            "optimize needs a bound on calls, tokens or dollars (--max-calls, --max-tokens, --max-dollars)"
+        )
     session = open_session(task, model, options, backend=backend, resume=resume, replay=replay)
     loop = _Loop(session, evaluator, progress or (lambda _msg: None))
     try:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from kernelproof import exits
+from kernelproof.agent.budget import DEFAULT_MAX_CALLS
 from kernelproof.agent.errors import AgentError
 from kernelproof.console import make_console, print_error, say
 
@@ -58,7 +59,12 @@ def optimize_command(
         ),
     ] = None,
     max_calls: Annotated[
-        int | None, Opt("--max-calls", help="LLM calls over the run, answered or failed.")
+        int | None,
+        Opt(
+            "--max-calls",
+            help="LLM calls over the run, answered or failed. A run always has a bound on calls, tokens or "
+            f"dollars: without --max-calls, --max-tokens or --max-dollars it is --max-calls {DEFAULT_MAX_CALLS}.",
+        ),
     ] = None,
     max_tokens: Annotated[int | None, Opt("--max-tokens", help="Input+output tokens over the run.")] = None,
     max_dollars: Annotated[

@@ -4,6 +4,7 @@ from agent_fakes import make_verdict, sha, solution
 
 from kernelproof.agent.records import Candidate, Rejection
 from kernelproof.agent.summary import plot, render_markdown, rich_table, summarize
+from kernelproof.text import markdown_text
 
 
 def cand(turn: int, marker: str, **kw) -> Candidate:
@@ -89,9 +90,10 @@ def test_an_exceeded_budget_is_explained_by_its_real_cause():
         price=[1.0, 20.0],
     )
     md = render_markdown(s)
-    assert f"- stopped: reply_over_cap ({why})" in md
+    said = markdown_text(why, limit=2000)  # prose from outside is Markdown-escaped
+    assert f"- stopped: reply_over_cap ({said})" in md
     assert "- **a budget was exceeded**: max_dollars: $0.8123 spent, over the limit of $0.5000" in md
-    assert f"  - why: {why}" in md and f"## Warnings\n\n- {why}" in md
+    assert f"  - why: {said}" in md and f"## Warnings\n\n- {said}" in md
     assert "GPU seconds" not in md.split("|")[0]
 
 
