@@ -8,6 +8,9 @@ Markers in a candidate's source decide its verdict:
   # WRONG           fails correctness on two cases
   # CHEAT: CODE     fails with that reason code (a cheat claiming a huge speed)
   # TASK_ERROR      an ERROR verdict: the task is degenerate
+  # RAISES: TEXT    fails with runtime_error quoting TEXT (the rest of the line) as the exception
+  # NOSPEED         a pass without a speed claim (speedup null: an interpreted kernel on a CPU)
+  # FLAG: NAME      the verdict carries that flag
 The fake yields verdicts in reverse order, as a real pool may finish them out of order.
 """
 
@@ -81,6 +84,11 @@ def make_verdict(source: str, solution_path: str, task_path: str = "task.py") ->
     if "COMPILE_ERROR" in source:
         reason = Reason(ReasonCode.COMPILE_ERROR, "The kernel failed to build.", COMPILE_LOG)
         return _verdict(Outcome.FAIL, (reason,), **common)
+    raised = re.search(r"#\s*RAISES:\s*(.*)", source)
+    if raised:
+        text = raised.group(1).replace("\\n", "\n")
+        reason = Reason(ReasonCode.RUNTIME_ERROR, f"forward raised RuntimeError: {text}", f"RuntimeError: {text}")
+        return _verdict(Outcome.FAIL, (reason,), **common)
     cheat = _marker(source, "CHEAT")
     if cheat:
         reason = Reason(ReasonCode(cheat), f"Rejected as {cheat}.", "caught in timed call 3")
@@ -118,9 +126,13 @@ def make_verdict(source: str, solution_path: str, task_path: str = "task.py") ->
     cov = Coverage(0.95, (("add_kernel", "solution", 0.8), ("aten::copy_", "aten", 0.05)))
     timing = Timing("cold", "cpu", (shape,))
     reward = compute_reward(Outcome.PASS, best)
+    flag = _marker(source, "FLAG")
+    if "NOSPEED" in source:
+        sp, reward = None, 0.0
     return _verdict(
         Outcome.PASS,
         (),
+        flags=(flag,) if flag else (),
         correctness=corr,
         timing=timing,
         speedup=sp,
