@@ -423,7 +423,8 @@ class _Loop:
         return (
             f"turn {turn}: {len(new)} candidates, {passed} verified; best {best.id if best else '-'} "
             f"{ranking.speedup_text(best)}; spent {self.budget.tokens} tokens, {dollars}, "
-            f"{self.budget.gpu_seconds:.1f} GPU s, {self.budget.candidates} evaluated"
+            f"{self.budget.gpu_seconds:.1f} {'eval' if self.s.ctx.device.kind == 'cpu' else 'GPU'} s, "
+            f"{self.budget.candidates} evaluated"
             + (f", {self.budget.repeats} repeats" if self.budget.repeats else "")
         )
 

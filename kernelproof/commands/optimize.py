@@ -243,11 +243,15 @@ def _report(result, out: Console) -> None:
         f"stopped: {result.stop_reason}"
         + (f" ({result.stop_detail})" if result.stop_detail else "")
         + f"; {len(result.candidates)} candidates, {s.evaluated} evaluated; "
-        f"{s.input_tokens}+{s.output_tokens} tokens, {_dollars(result)}, {s.gpu_seconds:.1f} GPU s, "
+        f"{s.input_tokens}+{s.output_tokens} tokens, {_dollars(result)}, {s.gpu_seconds:.1f} "
+        f"{'eval' if result.summary.get('device_kind') == 'cpu' else 'GPU'} s, "
         f"{s.live_calls} live calls"
         + (f"; {s.repeats} repeats" if s.repeats else "")
         + (f"; {result.diverged} replayed answers met a different prompt" if result.diverged else ""),
     )
+    ranking_rule = str(result.summary.get("ranking", ""))
+    if ranking_rule.startswith("correctness"):
+        say(out, f"ranked by {ranking_rule}")
     if result.best is None:
         say(out, ("no verified solution", "red"))
     else:
