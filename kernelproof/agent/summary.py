@@ -254,7 +254,7 @@ def _candidate_lines(s: dict[str, Any]) -> list[str]:
 
 
 def _time_unit(s: dict[str, Any]) -> str:
-    """ "GPU s" where candidates were judged on a GPU; "eval s" on a CPU (its time is not GPU time)."""
+    """The time column: GPU s where candidates were judged on a GPU, eval s on a CPU (not GPU time)."""
     return "eval s" if str(s.get("device_kind", "")) == "cpu" else "GPU s"
 
 

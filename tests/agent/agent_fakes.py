@@ -87,7 +87,9 @@ def make_verdict(source: str, solution_path: str, task_path: str = "task.py") ->
     raised = re.search(r"#\s*RAISES:\s*(.*)", source)
     if raised:
         text = raised.group(1).replace("\\n", "\n")
-        reason = Reason(ReasonCode.RUNTIME_ERROR, f"forward raised RuntimeError: {text}", f"RuntimeError: {text}")
+        reason = Reason(
+            ReasonCode.RUNTIME_ERROR, f"forward raised RuntimeError: {text}", f"RuntimeError: {text}"
+        )
         return _verdict(Outcome.FAIL, (reason,), **common)
     cheat = _marker(source, "CHEAT")
     if cheat:
