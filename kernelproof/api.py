@@ -34,7 +34,7 @@ from kernelproof.executors.local import LocalPool, default_pool, resolve_devices
 from kernelproof.options import TIME_LIMITS, EvalOptions, normalize_baselines
 from kernelproof.report.kernelbench import KernelBenchRun, Sample, find_run  # noqa: F401  (kernelbench's)
 from kernelproof.source import this_source
-from kernelproof.store import open_store, served
+from kernelproof.store import as_requested, open_store, served
 from kernelproof.task import POLICIES
 from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode, Verdict
 
@@ -175,7 +175,7 @@ def _evaluate_on(task: str, solution: str, options: EvalOptions, device: str, po
     if store is not None and not options.fresh:
         cached = served(store, key, options.serving_conditions())
         if cached is not None:
-            return cached
+            return as_requested(cached, task, solution)
     # A CUDA or native solution is built before the GPU is taken: its compile (tens of seconds)
     # must not hold the device while other evaluations wait for it. A failed build is reported
     # by the evaluation itself.

@@ -145,6 +145,28 @@ def served(store: Any, key: str, conditions: Mapping[str, float] | None = None) 
     return found
 
 
+def as_requested(verdict: Verdict, task: str, solution: str) -> Verdict:
+    """A served verdict naming the files this request asked for; the paths it was first judged at
+    are kept in ``stored`` as history only.
+
+    Why: the store is keyed by the files' bytes, so a byte-identical copy at another path (or other
+    bytes later written at the first path) must never be reported under the first path's name.
+    """
+    then = verdict.stored
+    if then is not None:
+        then = dataclasses.replace(
+            then,
+            task_path_then=then.task_path_then or verdict.task.path,
+            solution_path_then=then.solution_path_then or verdict.solution.path,
+        )
+    return dataclasses.replace(
+        verdict,
+        task=dataclasses.replace(verdict.task, path=str(task)),
+        solution=dataclasses.replace(verdict.solution, path=str(solution)),
+        stored=then,
+    )
+
+
 CONDITION_BOUND_CODES = frozenset({ReasonCode.TIMEOUT.value, ReasonCode.CRASH.value})
 SHARING = "per_device"  # the one condition where more is harder
 

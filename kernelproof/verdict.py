@@ -227,6 +227,10 @@ class Stored:
     at: str  # ISO time the stored evaluation was decided
     elapsed_s_then: float  # that evaluation's wall time
     limits_then: dict[str, float] = field(default_factory=dict)  # its time limits and per_device, by option
+    # History only: where the bytes were when they were first judged. The verdict's own task and
+    # solution paths are the ones this request named (a verdict belongs to bytes, not to a path).
+    task_path_then: str = ""
+    solution_path_then: str = ""
 
 
 @dataclass(frozen=True)

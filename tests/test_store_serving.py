@@ -4,6 +4,7 @@ only for an equal or smaller limit, and a stored verdict that says it is stored.
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 from rich.console import Console
@@ -12,7 +13,7 @@ from kernelproof import api
 from kernelproof.console import print_verdict
 from kernelproof.options import EvalOptions
 from kernelproof.store import Store, served
-from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode, Verdict
+from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode, Verdict, from_json
 
 TASK, SOL = "tests/data/tasks/scale_relu.py", "tests/data/solutions/wrong_dtype.py"
 
@@ -195,3 +196,20 @@ def test_the_text_of_a_stored_verdict_says_it_is_stored_and_a_fresh_one_does_not
 
     assert "stored verdict from 2026-12-01T10:00:00+00:00 (--fresh re-runs)" in text(store.get("k"))
     assert "stored verdict" not in text(verdict(ReasonCode.MISMATCH))
+
+
+def test_a_served_verdict_names_the_paths_asked_for_and_keeps_the_first_as_history(tmp_path):
+    db = tmp_path / "r.sqlite"
+    opts = EvalOptions(device="cpu", correctness_only=True, db=str(db))
+    bob = tmp_path / "bob.py"
+    bob.write_bytes(open(SOL, "rb").read())  # byte-identical copy at another path
+    assert api.evaluation_key(TASK, str(bob), opts, "cpu") == api.evaluation_key(TASK, SOL, opts, "cpu")
+    Store(db).put(api.evaluation_key(TASK, SOL, opts, "cpu"), verdict(ReasonCode.MISMATCH))
+    got = api.evaluate(TASK, str(bob), opts)
+    assert got.stored is not None and got.codes == ["mismatch"]
+    assert got.solution.path == str(bob) and got.task.path == TASK
+    assert got.stored.solution_path_then == SOL and got.stored.task_path_then == TASK
+    again = from_json(json.loads(got.dumps()))  # the history survives the verdict's JSON
+    assert again.stored is not None and again.stored.solution_path_then == SOL
+    listed = list(api.evaluate_many([(TASK, str(bob))], opts))
+    assert [v.solution.path for v in listed] == [str(bob)]

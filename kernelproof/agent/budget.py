@@ -28,6 +28,10 @@ from dataclasses import dataclass
 
 from kernelproof.agent.errors import ConfigError
 
+# The bound a run gets when it is given none on calls, tokens or dollars: rounds and patience end
+# a search that goes nowhere, but only a bound on spending ends one whatever the provider answers.
+DEFAULT_MAX_CALLS = 100
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -36,6 +40,10 @@ class Limits:
     max_dollars: float | None = None  # USD over every call, at the price table's rates
     max_gpu_seconds: float | None = None  # sum of the evaluations' elapsed_s (store hits cost 0)
     max_calls: int | None = None  # LLM calls, answered or failed (the retries of one call are one call)
+
+    def bounds_spending(self) -> bool:
+        """Whether calls, tokens or dollars are bounded (what ends a run whose answers yield nothing)."""
+        return any(v is not None for v in (self.max_calls, self.max_tokens, self.max_dollars))
 
     def given(self) -> dict[str, float]:
         """The limits that are set, by option name."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from kernelproof.agent.backends import Backend
 from kernelproof.agent.errors import BackendError
 from kernelproof.agent.memory import Memory
-from kernelproof.agent.records import Completion, LoggedCall, Request
+from kernelproof.agent.records import Completion, LoggedCall, Request, bounded_reply
 from kernelproof.agent.replay import ReplayLog, ReplayWriter
 
 
@@ -116,7 +116,9 @@ class Caller:
         assert self.live is not None
         self.live_calls += 1
         try:
-            done = self.live.complete(slot.request.prompt, slot.max_output_tokens)
+            done = bounded_reply(
+                self.live.complete(slot.request.prompt, slot.max_output_tokens), slot.max_output_tokens
+            )
         except BackendError as exc:
             self._record_failure(turn, slot, str(exc), "live")
             return Outcome(slot, None, "live", exc)

@@ -22,6 +22,27 @@ MAX_KERNELS = 5  # kernels listed from the profile
 _ERROR_LINE = re.compile(r"\berror\b|Error:|^E\s", re.IGNORECASE)
 
 
+OWN_OUTPUT_LABEL = (
+    "What the evaluator quotes from the candidate's run (the candidate's own output: exception "
+    "messages, logs, source lines; it is not kernelproof's judgement, which is only the lines outside "
+    "this block):"
+)
+
+
+def fence(text: str, lang: str = "") -> str:
+    """``text`` in a backtick fence longer than any backtick run inside it, so nothing in the text
+    can close the fence early and speak as if it stood outside (CommonMark: a closing fence is at
+    least as long as the opening one)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    marks = "`" * max(3, longest + 1)
+    return f"{marks}{lang}\n{text.rstrip()}\n{marks}"
+
+
+def quoted(text: str) -> str:
+    """The candidate's own text as a later prompt shows it: labelled, inside a fence."""
+    return f"{OWN_OUTPUT_LABEL}\n{fence(text, 'text')}"
+
+
 def describe_candidate(c: Candidate) -> str:
     """The feedback for one candidate, headed by its id; how its answer was read comes last."""
     return _judgement(c) + (f"\n{c.note}" if c.note else "")
@@ -31,7 +52,7 @@ def _judgement(c: Candidate) -> str:
     repeat = f" (identical to {c.duplicate_of}, not evaluated again)" if c.duplicate_of else ""
     if c.rejection is not None:
         text = f"Candidate {c.id}{repeat}: not evaluated ({c.rejection.code}). {c.rejection.message}"
-        return text + (f"\n{trim_log(c.rejection.detail)}" if c.rejection.detail else "")
+        return text + (f"\n{quoted(trim_log(c.rejection.detail))}" if c.rejection.detail else "")
     if c.verdict is None:
         return f"Candidate {c.id}: no verdict."
     return f"Candidate {c.id}{repeat}: {describe_verdict(c.verdict)}"
@@ -41,10 +62,14 @@ def describe_verdict(v: Verdict) -> str:
     """Everything an agent needs to decide what to fix or try next, from one verdict."""
     lines = [v.verdict.value.upper() + (" — every case confirmed." if v.passed else ".")]
     for r in v.reasons:
-        lines.append(f"- {r.code.value}: {r.message}")
+        # The code is kernelproof's; the message and detail may quote the candidate's own text (an
+        # exception it raised, its compiler log), so they go inside a labelled fence.
+        lines.append(f"- reason code {r.code.value}:")
+        said = _clip(r.message, 1500)
         if r.detail:
             detail = trim_log(r.detail) if r.code is ReasonCode.COMPILE_ERROR else _clip(r.detail, 1500)
-            lines.append(_indent(detail))
+            said += "\n" + detail
+        lines.append(quoted(said))
     if v.correctness is not None:
         lines += _correctness(v)
     if v.timing is not None:
@@ -173,7 +198,3 @@ def _error_lines(lines: list[str], max_lines: int) -> list[str]:
 
 def _clip(text: str, max_chars: int) -> str:
     return text if len(text) <= max_chars else text[: max_chars - 20] + "\n... (truncated)"
-
-
-def _indent(text: str) -> str:
-    return "\n".join("    " + line for line in text.splitlines())

@@ -63,6 +63,12 @@ def optimize(
     :func:`kernelproof.api.evaluate_many` (``kernelproof.api.optimize`` passes it: the agent sits below the api); ``backend`` replaces the one built from ``model``.
     """
     options = options or AgentOptions()
+    if not options.limits.bounds_spending():  # AgentOptions gives a default; nothing starts unbounded
+        from kernelproof.agent.errors import ConfigError
+
+        raise ConfigError(
+            "optimize needs a bound on calls, tokens or dollars (--max-calls, --max-tokens, --max-dollars)"
+        )
     session = open_session(task, model, options, backend=backend, resume=resume, replay=replay)
     loop = _Loop(session, evaluator, progress or (lambda _msg: None))
     try:
@@ -144,6 +150,9 @@ class _Loop:
                     [o.completion.text if o.completion else None for o in outcomes],
                 )
                 self.say(f"turn {turn}: {len(answered)}/{len(slots)} idea lists")
+                if not self.strategy.round_open():  # no idea to implement: the round ends here
+                    rounds += 1
+                    since_improved += 1
             self.state.turn += 1
             if self._task_error:
                 return "task_error"
@@ -247,9 +256,19 @@ class _Loop:
                 self.budget.settle_failed_call(grant)
                 continue
             done = o.completion
+            call = candidate_id(turn, o.slot.sample)
             cost = self.budget.settle_call(grant, done.input_tokens, done.output_tokens)
+            if done.note:
+                text = f"the reply to call {call}: {done.note}"
+                self.warnings.append(text)
+                self.say("warning: " + text)
+                if done.output_tokens > grant.output_tokens:
+                    self.causes.append(text)
             if not done.usage_estimated:
-                self._check_reported_use(candidate_id(turn, o.slot.sample), grant, done, cost)
+                reported = done
+                if done.reported_output_tokens is not None:  # the over-cap rule is about what was reported
+                    reported = dataclasses.replace(done, output_tokens=done.reported_output_tokens)
+                self._check_reported_use(call, grant, reported, cost)
 
     def _check_reported_use(self, call: str, grant: CallGrant, done: Completion, cost: float) -> None:
         """Warn about, and stop after, a reply that reports more than its call reserved."""
@@ -353,20 +372,26 @@ class _Loop:
         return Candidate(**base, response=done.text, path=str(path), source=source, source_sha256=sha)
 
     def _evaluate(self, pending: list[tuple[Candidate, EvalGrant]]) -> None:
-        """Evaluate the turn's new candidates concurrently; verdicts are matched by path, then hash."""
+        """Evaluate the turn's new candidates concurrently.
+
+        A verdict is matched to its candidate by the solution's content hash and the task's, never
+        by a path: a path names whatever bytes are there now (another run may have written the
+        same name), and a served verdict may name the path its bytes were first judged at. A
+        verdict for bytes that are not a pending candidate's is dropped, so each candidate's
+        verdict is the judgement of its own source.
+        """
         if not pending:
             return
-        by_path = {c.path: (c, g) for c, g in pending}
-        by_sha = {c.source_sha256: (c, g) for c, g in pending}
+        by_sha = {c.source_sha256: (c, g) for c, g in pending}  # unique: repeats never reach here
         pairs = [(self.s.task.path, c.path) for c, _ in pending]
         done: set[str] = set()
         started = datetime.now(timezone.utc).replace(microsecond=0)
         for v in self.evaluate(pairs, self.o.eval):
-            hit = by_path.get(str(v.solution.path)) or by_sha.get(v.solution.sha256)
-            if hit is None or hit[0].id in done:
+            hit = by_sha.get(v.solution.sha256)
+            if hit is None or hit[0].id in done or not self._same_task(v):
                 continue
             c, grant = hit
-            gpu_s = v.elapsed_s if _decided_since(v, started) else 0.0  # else served from the store
+            gpu_s = 0.0 if v.stored is not None or not _decided_since(v, started) else v.elapsed_s
             self.budget.settle_eval(grant, gpu_s)
             if gpu_s > grant.gpu_seconds + 1e-9 and self.o.limits.max_gpu_seconds is not None:
                 self.causes.append(
@@ -386,6 +411,11 @@ class _Loop:
                 missing = Rejection("not_evaluated", "The evaluator returned no verdict for this candidate.")
                 self._known[c.id] = dataclasses.replace(c, rejection=missing, gpu_s=grant.gpu_seconds)
 
+    def _same_task(self, v: Verdict) -> bool:
+        """Whether ``v`` judged this run's task (its hash, when the verdict names one)."""
+        sha = v.task.sha256
+        return not sha or sha == self.s.task.sha256
+
     def _turn_line(self, turn: int, new: list[Candidate]) -> str:
         passed = sum(c.passed for c in new)
         best = ranking.best(self.state.candidates)
@@ -393,7 +423,8 @@ class _Loop:
         return (
             f"turn {turn}: {len(new)} candidates, {passed} verified; best {best.id if best else '-'} "
             f"{ranking.speedup_text(best)}; spent {self.budget.tokens} tokens, {dollars}, "
-            f"{self.budget.gpu_seconds:.1f} GPU s, {self.budget.candidates} evaluated"
+            f"{self.budget.gpu_seconds:.1f} {'eval' if self.s.ctx.device.kind == 'cpu' else 'GPU'} s, "
+            f"{self.budget.candidates} evaluated"
             + (f", {self.budget.repeats} repeats" if self.budget.repeats else "")
         )
 

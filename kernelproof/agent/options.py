@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelproof.agent.budget import Limits, Price
+from kernelproof.agent.budget import DEFAULT_MAX_CALLS, Limits, Price
 from kernelproof.agent.errors import ConfigError
 from kernelproof.agent.strategies import STRATEGIES, SearchSettings
 from kernelproof.options import EvalOptions
@@ -26,7 +26,9 @@ def evaluation(**fields: Any) -> EvalOptions:
 @dataclass(frozen=True)
 class AgentOptions:
     strategy: str = "refine"  # refine | best-of-n | tree | evolve
-    limits: Limits = field(default_factory=Limits)  # candidates, tokens, dollars, GPU seconds
+    # candidates, calls, tokens, dollars, GPU seconds; without a bound on calls, tokens or dollars a
+    # run gets max_calls=DEFAULT_MAX_CALLS (a provider answering with nothing must not run forever)
+    limits: Limits = field(default_factory=Limits)
     search: SearchSettings = field(default_factory=SearchSettings)  # the strategies' knobs
     eval: EvalOptions = field(default_factory=evaluation)  # how each candidate is evaluated
     max_output_tokens: int = 16384  # cap of one answer (shrunk to fit the token and dollar budgets)
@@ -53,6 +55,12 @@ class AgentOptions:
             raise ConfigError("min_output_tokens is larger than max_output_tokens")
         if self.workers < 1 or self.patience < 1 or self.max_rounds < 1:
             raise ConfigError("workers, patience and max_rounds must be at least 1")
+        if not self.limits.bounds_spending():  # a run a user forgot to bound still ends
+            object.__setattr__(self, "limits", dataclasses.replace(self.limits, max_calls=DEFAULT_MAX_CALLS))
+        for name in ("max_calls", "max_tokens", "max_dollars"):
+            value = getattr(self.limits, name)
+            if value is not None and not value > 0:
+                raise ConfigError(f"{name} must be more than 0, not {value}: a run needs a bound to end")
 
     def replace(self, **changes: Any) -> AgentOptions:
         return dataclasses.replace(self, **changes)

@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelproof.agent.context import POLICIES, PRECISIONS, DeviceInfo, TaskInfo, device_text
-from kernelproof.agent.feedback import describe_candidate
+from kernelproof.agent.feedback import describe_candidate, fence
+from kernelproof.agent.ranking import barred, best_speedup
 from kernelproof.agent.records import Candidate, Message, Prompt
 from kernelproof.agent.sizes import SizesTested, sizes_text
 from kernelproof.verdict import ReasonCode
@@ -191,7 +192,7 @@ def earlier_answer(c: Candidate) -> str:
         return (
             f"[This answer of {len(text)} characters is cut to the solution file taken from it "
             f"({len(file)} characters); the other {len(text) - len(file)} characters are left out.]\n\n"
-            f"```python\n{file}\n```"
+            f"{fence(file, 'python')}"
         )
     return cut_middle(text, MAX_HISTORY_CHARS, "answer")
 
@@ -208,10 +209,16 @@ def cut_middle(text: str, max_chars: int, what: str) -> str:
 
 def _shown(c: Candidate, title: str) -> str:
     code = cut_middle((c.source or c.response).rstrip(), MAX_HISTORY_CHARS, "file")
-    return f"{title} ({c.id}):\n\n```python\n{code}\n```\n\nIts evaluation:\n{describe_candidate(c)}"
+    return f"{title} ({c.id}):\n\n{fence(code, 'python')}\n\nIts evaluation:\n{describe_candidate(c)}"
 
 
 def _next_step(c: Candidate, best: Candidate | None) -> str:
+    if c.passed and barred(c):
+        return (
+            f"It passed, but it is flagged {', '.join(barred(c))}: it calls the reference's own operations "
+            "outside its kernel launches, so it is never chosen. Do the work in your own kernels and answer "
+            "with the complete new file."
+        )
     if c.passed:
         return (
             "It is verified. Make it faster: find where the time goes (memory traffic, launches, occupancy) and "
@@ -229,6 +236,8 @@ def _one_line_outcome(c: Candidate) -> str:
     if c.verdict is None:
         return "no verdict"
     if c.passed:
-        best = c.verdict.speedup.get("best")
-        return "verified" + (f", {best.median:.2f}x" if best and best.median is not None else "")
+        if barred(c):
+            return "passed but never chosen: flagged " + ", ".join(barred(c))
+        best = best_speedup(c.verdict)
+        return "verified" + (f", {best.median:.2f}x" if best is not None else " (no speed claim)")
     return "rejected: " + ", ".join(c.verdict.codes)

@@ -8,6 +8,7 @@ the only judgement the agent makes itself is that an answer holds no usable solu
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -62,6 +63,8 @@ class Completion:
     attempts: int = 1  # HTTP attempts made (1: no retry)
     latency_s: float = 0.0  # wall time of the call, retries and waits included
     usage_estimated: bool = False  # the provider reported no usage: tokens are the reserved upper bounds
+    reported_output_tokens: int | None = None  # set when output_tokens was recounted from the text
+    note: str = ""  # what kernelproof did to the reply (cut at the byte cap, recounted), in words
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,46 @@ class Candidate:
     def evaluated(self) -> bool:
         """Judged by the evaluator in this run (duplicates share a verdict but cost nothing)."""
         return self.verdict is not None and not self.duplicate_of
+
+
+# A reply's bytes are bounded by its token cap: no tokenizer spends more than a few bytes a token
+# on text a program reads (4 on average for English and code), so 16 bytes a token leaves ample
+# room, and a reply beyond that is cut (MAX_REPLY_BYTES_PER_TOKEN). A reply whose text is more
+# than that many bytes a reported token is counted at its true length instead: one token per
+# TYPICAL_BYTES_PER_TOKEN bytes received.
+MAX_REPLY_BYTES_PER_TOKEN = 16
+TYPICAL_BYTES_PER_TOKEN = 4
+RECOUNT_FLOOR_BYTES = 4096  # shorter replies are never recounted (a few long tokens of whitespace)
+
+
+def bounded_reply(done: Completion, max_output_tokens: int) -> Completion:
+    """``done`` with its text cut to the byte cap of ``max_output_tokens`` and, when the text is
+    far longer than the output tokens the provider reported, those counted at the text's length.
+
+    Why: the loop reads every reply (extraction, the next prompt, the store); a provider that sends
+    megabytes while reporting a thousand tokens must not cost unbounded time or pass uncounted.
+    """
+    data = done.text.encode()
+    size, notes = len(data), []
+    fields: dict[str, object] = {}
+    if size > RECOUNT_FLOOR_BYTES and size > MAX_REPLY_BYTES_PER_TOKEN * max(done.output_tokens, 1):
+        true_tokens = -(-size // TYPICAL_BYTES_PER_TOKEN)
+        if true_tokens > done.output_tokens:
+            fields.update(output_tokens=true_tokens, reported_output_tokens=done.output_tokens)
+            notes.append(
+                f"the reply held {size} bytes but reported {done.output_tokens} output tokens; it is counted "
+                f"at its length, {true_tokens} tokens ({TYPICAL_BYTES_PER_TOKEN} bytes a token)"
+            )
+    cap = MAX_REPLY_BYTES_PER_TOKEN * max(max_output_tokens, 1)
+    if size > cap:
+        fields.update(text=data[:cap].decode(errors="ignore"), finish_reason="length")
+        notes.append(
+            f"the reply's {size} bytes were cut to {cap} ({MAX_REPLY_BYTES_PER_TOKEN} bytes for each of "
+            f"the {max_output_tokens} output tokens it was allowed)"
+        )
+    if not notes:
+        return done
+    return dataclasses.replace(done, note="; ".join(notes), **fields)  # type: ignore[arg-type]
 
 
 def candidate_id(turn: int, sample: int) -> str:

@@ -8,6 +8,7 @@ run id; ``--replay`` the folder, its ``replay.jsonl`` or a run id in the store.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 import threading
@@ -21,7 +22,7 @@ from kernelproof.agent.backends import Backend, BackendConfig, make_backend, par
 from kernelproof.agent.budget import Budget, price_for
 from kernelproof.agent.caller import Caller
 from kernelproof.agent.context import TaskInfo, describe_device, read_task
-from kernelproof.agent.errors import ReplayError
+from kernelproof.agent.errors import ConfigError, ReplayError
 from kernelproof.agent.memory import Memory, now
 from kernelproof.agent.options import AgentOptions
 from kernelproof.agent.prompts import PromptContext
@@ -117,8 +118,13 @@ class Session:
     ) -> RunResult:
         best = ranking.best(candidates)
         files = {"replay": str(self.out_dir / "replay.jsonl")}
+        for stale in ("best.py", "best.verdict.json"):  # only this run's best is ever left here
+            (self.out_dir / stale).unlink(missing_ok=True)
         if best is not None and best.verdict is not None:
-            (self.out_dir / "best.py").write_text(best.source)
+            data = best.source.encode()
+            if hashlib.sha256(data).hexdigest() != best.verdict.solution.sha256:  # ranking rules it out
+                raise AssertionError(f"the verdict of {best.id} judged other bytes than its source")
+            (self.out_dir / "best.py").write_bytes(data)  # the bytes whose verdict is shown beside them
             (self.out_dir / "best.verdict.json").write_text(best.verdict.dumps() + "\n")
             files.update(best=str(self.out_dir / "best.py"), verdict=str(self.out_dir / "best.verdict.json"))
         calls = self.memory.calls(self.run_id)
@@ -142,6 +148,8 @@ class Session:
             task=self.task.name,
             model=self.model,
             strategy=self.options.strategy,
+            device=f"{self.ctx.device.name} ({self.ctx.device.kind})",
+            device_kind=self.ctx.device.kind,
             stop_reason=stop,
             stop_detail=stop_detail or (self.error if stop == "backend_error" else ""),
             budgets_held=self.budget.within_limits(),
@@ -225,6 +233,7 @@ def open_session(
     else:
         run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
         out_dir = Path(options.out_dir or Path("kernelproof-runs") / f"{info.name}-{run_id}").resolve()
+        _refuse_used_folder(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         memory = Memory(_db_path(options.db, out_dir))
         if replay:
@@ -272,6 +281,43 @@ def open_session(
     sizes = sizes_tested(info.path, device.kind, options.eval.shape_variants)
     ctx = PromptContext(info, device, options.language, sizes)
     return Session(run_id, model, options, info, ctx, memory, budget, caller, out_dir, stored)
+
+
+RUN_FILES = (
+    "run.json",
+    "replay.jsonl",
+    "candidates",
+    "best.py",
+    "best.verdict.json",
+    "summary.md",
+    "summary.json",
+    "summary.png",
+)
+
+
+def _refuse_used_folder(out_dir: Path) -> None:
+    """One run per folder: a new run refuses a folder that holds another run's files.
+
+    Why: two runs in one folder mix their stories: the second run's candidates overwrite the
+    first's at the same names, its answers are appended under the first run's replay header, and
+    a first run's best.py would sit beside a summary that says none verified. ``--resume`` takes
+    the run that is there.
+    """
+    if not out_dir.is_dir():
+        return
+    found = [name for name in RUN_FILES if (out_dir / name).exists()]
+    if not found:
+        return
+    held = ""
+    try:
+        held = str(json.loads((out_dir / "run.json").read_text()).get("run_id", ""))
+    except (OSError, ValueError, AttributeError):
+        pass
+    which = f"run {held}" if held else f"another run's files ({', '.join(found)})"
+    raise ConfigError(
+        f"{out_dir} holds {which}: one folder holds one run. Continue it with --resume {out_dir}, "
+        "or give a new or empty folder with --out"
+    )
 
 
 def load_run(run: str, db: str | None = None) -> dict[str, Any]:

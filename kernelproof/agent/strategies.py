@@ -74,6 +74,15 @@ class Strategy:
     def take_ideas(self, requests: list[Request], answers: list[str | None]) -> None:
         """Receive the answers of an ideas turn (only strategies that plan ideas)."""
 
+    def round_open(self) -> bool:
+        """Whether the last turn left work for the same round (ideas to implement).
+
+        An ideas turn that yields no idea ends its round: the loop counts it towards the rounds
+        and the patience, so a model that answers ideas requests with nothing cannot be asked
+        forever.
+        """
+        return False
+
 
 class Refine(Strategy):
     name = "refine"
@@ -130,6 +139,9 @@ class Tree(Strategy):
             pid = req.parents[0] if req.parents else ""
             self._expanded.add(pid)
             self._pending += [(pid, idea) for idea in extract_ideas(text, self.s.ideas)]
+
+    def round_open(self) -> bool:
+        return bool(self._pending)
 
     def _frontier(self, state: SearchState) -> list[Candidate | None]:
         ranked = rank(state.candidates)

@@ -3,8 +3,14 @@
 Built from the candidates and the calls table only, so ``kernelproof report`` can rebuild it from
 the store for any finished or interrupted run. Rendered as a Markdown table, a rich table for the
 terminal and a PNG figure (matplotlib, the optional ``report`` extra; skipped when missing).
-The names in it that come from outside (the task, the model, the run) go through
-kernelproof.text: code spans in Markdown, inert plain text in the terminal.
+The names in it that come from outside (the task, the model, the run, an idea) go through
+kernelproof.text: code spans in Markdown, inert plain text in the terminal; prose that may quote a
+provider or a candidate (a warning, a provider's error, the stop detail) is Markdown-escaped, so
+nothing in it renders (no image, link or HTML from an HTTP error body).
+
+Every candidate is listed with its outcome, reason codes and flags; ``rejected`` counts the
+candidates that did not pass (a failing or error verdict, or an answer never evaluated). On a CPU
+the evaluation time is not GPU time, so the tables say "eval s" there.
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ from typing import Any
 
 from kernelproof.agent import ranking
 from kernelproof.agent.records import Candidate
-from kernelproof.text import markdown_code
+from kernelproof.text import markdown_code, markdown_text
+
+PROSE_CHARS = 2000  # of one warning or stop detail in summary.md
 
 
 def summarize(candidates: list[Candidate], calls: list[dict[str, Any]], **head: Any) -> dict[str, Any]:
@@ -29,7 +37,7 @@ def summarize(candidates: list[Candidate], calls: list[dict[str, Any]], **head: 
         s = ranking.score(c.verdict)
         if s is not None and s[0] > best_low:
             best_low = s[0]
-        sp = c.verdict.speedup.get("best") if c.verdict is not None and c.passed else None
+        sp = ranking.best_speedup(c.verdict) if c.passed else None
         progress.append(
             {
                 "n": len(progress) + 1,
@@ -39,12 +47,19 @@ def summarize(candidates: list[Candidate], calls: list[dict[str, Any]], **head: 
                 "best_low": best_low if best_low > -math.inf else None,
             }
         )
+    speed_claims = [ranking.speed_claimed(c.verdict) for c in candidates if c.passed]
     return {
         **head,
         "best": None if best is None else _best(best),
         "candidates": len(candidates),
         "evaluated": len(progress),
         "verified": sum(c.passed for c in candidates),
+        "rejected": sum(not c.passed for c in candidates),
+        "ranking": "correctness alone: a verified candidate without a speed claim (the Triton interpreter's "
+        "speed on a CPU says nothing about a kernel) ranks by correctness, the earliest first"
+        if speed_claims and not all(speed_claims)
+        else "lower 95% CI bound of the speedup over the best baseline",
+        "candidate_list": [_listed(c) for c in candidates],
         "progress": progress,
         "turns": _turns(candidates, calls),
         "tokens_by_kind": _tokens_by_kind(calls),
@@ -53,12 +68,37 @@ def summarize(candidates: list[Candidate], calls: list[dict[str, Any]], **head: 
     }
 
 
+def _listed(c: Candidate) -> dict[str, Any]:
+    """One candidate as the summary lists it: what happened to it and why."""
+    v = c.verdict
+    if c.rejection is not None:
+        outcome, codes = "not evaluated", [c.rejection.code]
+    elif v is None:
+        outcome, codes = "no verdict", []
+    else:
+        outcome, codes = v.verdict.value, list(v.codes)
+    barred = ranking.barred(c)
+    return {
+        "id": c.id,
+        "turn": c.turn,
+        "kind": c.kind,
+        "outcome": outcome,
+        "codes": codes,
+        "flags": list(v.flags) if v is not None else [],
+        "speedup": ranking.speedup_text(c) if c.passed else "",
+        "repeat_of": c.duplicate_of,
+        "never_chosen": list(barred),
+        "idea": c.idea,
+    }
+
+
 def _best(c: Candidate) -> dict[str, Any]:
     v = c.verdict
     assert v is not None
-    sp = v.speedup.get("best")
+    sp = ranking.best_speedup(v)
     return {
         "id": c.id,
+        "flags": list(v.flags),
         "speedup": sp.median if sp else None,
         "ci95": list(sp.ci95) if sp and sp.ci95 else None,
         "sol_fraction": ranking.sol_fraction(c),
@@ -98,7 +138,7 @@ def _turns(candidates: list[Candidate], calls: list[dict[str, Any]]) -> list[dic
         t["kind"] = t["kind"] or c.kind
         t["candidates"] += 1
         t["verified"] += c.passed
-        t["rejected"] += c.rejection is not None
+        t["rejected"] += not c.passed
         t["gpu_s"] += c.gpu_s
         seen.append(c)
         best = ranking.best(seen)
@@ -141,30 +181,37 @@ def render_markdown(s: dict[str, Any]) -> str:
     spend = s.get("spend", {})
     detail = s.get("stop_detail") or ""
     repeats = spend.get("repeats", 0)
+    unit = _time_unit(s)
     lines = [
         f"# kernelproof optimize: {_md(s.get('task', ''))}",
         "",
         f"- run {_md(s.get('run_id', ''))}, model {_md(s.get('model', ''))}, "
         f"strategy {_md(s.get('strategy', ''))}",
-        f"- stopped: {s.get('stop_reason', '')}" + (f" ({detail})" if detail else ""),
-        f"- candidates: {s['candidates']} ({s['evaluated']} evaluated, {s['verified']} verified"
+        f"- device: {_md(s.get('device') or 'unknown')}",
+        f"- stopped: {s.get('stop_reason', '')}" + (f" ({_prose(detail)})" if detail else ""),
+        f"- candidates: {s['candidates']} ({s['evaluated']} evaluated, {s['verified']} verified, "
+        f"{s.get('rejected', 0)} rejected"
         + (f", {repeats} repeats of an earlier answer" if repeats else "")
         + ")",
-        "- best: " + ("none verified" if best is None else f"{best['id']}, {_speedup(best)}"),
+        "- best: "
+        + ("none verified" if best is None else f"{best['id']}, {_speedup(best)}")
+        + (f"; flags: {', '.join(best.get('flags') or [])}" if best and best.get("flags") else ""),
     ]
+    if s.get("ranking"):
+        lines.append(f"- ranked by {s['ranking']}")
     if spend:
         lines.append(
             f"- spent: {spend['input_tokens']} input + {spend['output_tokens']} output tokens, "
             + ("$? (no price known)" if s.get("price") is None else f"${spend['dollars']:.4f}")
-            + f", {spend['gpu_seconds']:.1f} GPU s, {spend['live_calls']} live calls"
+            + f", {spend['gpu_seconds']:.1f} {unit}, {spend['live_calls']} live calls"
         )
     lines += _budget_lines(s)
     warnings = s.get("warnings") or []
     if warnings:
-        lines += ["", "## Warnings", ""] + [f"- {w}" for w in warnings]
+        lines += ["", "## Warnings", ""] + [f"- {_prose(w)}" for w in warnings]
     lines += [
         "",
-        "| turn | kind | calls | in tok | out tok | $ | LLM s | cands | verified | rejected | GPU s | best |",
+        f"| turn | kind | calls | in tok | out tok | $ | LLM s | cands | verified | rejected | {unit} | best |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for t in s["turns"]:
@@ -173,14 +220,47 @@ def render_markdown(s: dict[str, Any]) -> str:
             f"{t['dollars']:.4f} | {t['llm_s']:.1f} | {t['candidates']} | {t['verified']} | {t['rejected']} | "
             f"{t['gpu_s']:.1f} | {t['best']} |"
         )
+    lines += _candidate_lines(s)
     lines += ["", "| call kind | calls | in tok | out tok | $ | LLM s |", "|---|---|---|---|---|---|"]
     for kind, k in s["tokens_by_kind"].items():
         lines.append(
             f"| {kind} | {k['calls']} | {k['input']} | {k['output']} | {k['dollars']:.4f} | {k['llm_s']:.1f} |"
         )
-    lines += ["", "| GPU time by outcome | seconds |", "|---|---|"]
+    what = "Evaluation time" if unit != "GPU s" else "GPU time"
+    lines += ["", f"| {what} by outcome | seconds |", "|---|---|"]
     lines += [f"| {k} | {v:.1f} |" for k, v in s["gpu_seconds_by_outcome"].items()]
     return "\n".join(lines) + "\n"
+
+
+def _candidate_lines(s: dict[str, Any]) -> list[str]:
+    """Every candidate: its outcome, reason codes and flags (ours), and its idea (the model's, inert)."""
+    listed = s.get("candidate_list") or []
+    if not listed:
+        return []
+    out = [
+        "",
+        "| candidate | kind | outcome | reason codes | flags | speedup | idea |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for c in listed:
+        outcome = c["outcome"] + (f" (repeat of {c['repeat_of']})" if c.get("repeat_of") else "")
+        if c.get("never_chosen"):
+            outcome += " (never chosen)"
+        out.append(
+            f"| {c['id']} | {c['kind']} | {outcome} | {', '.join(c['codes']) or '-'} | "
+            f"{', '.join(c['flags']) or '-'} | {c['speedup'] or '-'} | {markdown_code(c.get('idea', '')) or '-'} |"
+        )
+    return out
+
+
+def _time_unit(s: dict[str, Any]) -> str:
+    """The time column: GPU s where candidates were judged on a GPU, eval s on a CPU (not GPU time)."""
+    return "eval s" if str(s.get("device_kind", "")) == "cpu" else "GPU s"
+
+
+def _prose(text: Any) -> str:
+    """Text that may quote a provider or a candidate, escaped so nothing in it renders."""
+    return markdown_text(text, limit=PROSE_CHARS)
 
 
 def _budget_lines(s: dict[str, Any]) -> list[str]:
@@ -197,7 +277,7 @@ def _budget_lines(s: dict[str, Any]) -> list[str]:
         )
     if not exceeded:
         lines.append("- **a budget was exceeded**")
-    lines += [f"  - why: {c}" for c in causes]
+    lines += [f"  - why: {_prose(c)}" for c in causes]
     return lines
 
 
@@ -227,8 +307,12 @@ def rich_table(s: dict[str, Any]) -> Any:
 
     from kernelproof.console import line
 
-    table = Table(title=line(f"{s.get('task', '')}: {s.get('strategy', '')} with {s.get('model', '')}"))
-    for col in ("turn", "kind", "calls", "tokens", "$", "cands", "verified", "GPU s", "best so far"):
+    title = (
+        f"{s.get('task', '')}: {s.get('strategy', '')} with {s.get('model', '')} on {s.get('device', '?')}"
+    )
+    table = Table(title=line(title))
+    unit = _time_unit(s)
+    for col in ("turn", "kind", "calls", "tokens", "$", "cands", "verified", "rejected", unit, "best so far"):
         table.add_column(col, justify="left" if col in ("kind", "best so far") else "right")
     for t in s["turns"]:
         table.add_row(
@@ -239,6 +323,7 @@ def rich_table(s: dict[str, Any]) -> Any:
             f"{t['dollars']:.4f}",
             str(t["candidates"]),
             str(t["verified"]),
+            str(t["rejected"]),
             f"{t['gpu_s']:.1f}",
             line(t["best"]),
         )
@@ -278,10 +363,11 @@ def plot(s: dict[str, Any], path: str | Path) -> Path | None:
     ax2.set_xlabel("turn")
     ax2.set_ylabel("tokens")
     ax3 = ax2.twinx()
-    ax3.plot(tx, [t["gpu_s"] for t in turns], color="#dd8452", marker="o", label="GPU s")
-    ax3.set_ylabel("GPU seconds")
+    unit = _time_unit(s)
+    ax3.plot(tx, [t["gpu_s"] for t in turns], color="#dd8452", marker="o", label=unit)
+    ax3.set_ylabel("GPU seconds" if unit == "GPU s" else "evaluation seconds (CPU)")
     ax3.set_ylim(bottom=0)
-    ax2.set_title("where tokens and GPU time went", fontsize=9)
+    ax2.set_title(f"where tokens and {'GPU' if unit == 'GPU s' else 'evaluation'} time went", fontsize=9)
     out = Path(path)
     fig.savefig(out, format="png", metadata={"Software": None})
     return out

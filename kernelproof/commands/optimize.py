@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from kernelproof import exits
+from kernelproof.agent.budget import DEFAULT_MAX_CALLS
 from kernelproof.agent.errors import AgentError
 from kernelproof.console import make_console, print_error, say
 
@@ -58,7 +59,12 @@ def optimize_command(
         ),
     ] = None,
     max_calls: Annotated[
-        int | None, Opt("--max-calls", help="LLM calls over the run, answered or failed.")
+        int | None,
+        Opt(
+            "--max-calls",
+            help="LLM calls over the run, answered or failed. A run always has a bound on calls, tokens or "
+            f"dollars: without --max-calls, --max-tokens or --max-dollars it is --max-calls {DEFAULT_MAX_CALLS}.",
+        ),
     ] = None,
     max_tokens: Annotated[int | None, Opt("--max-tokens", help="Input+output tokens over the run.")] = None,
     max_dollars: Annotated[
@@ -237,11 +243,15 @@ def _report(result, out: Console) -> None:
         f"stopped: {result.stop_reason}"
         + (f" ({result.stop_detail})" if result.stop_detail else "")
         + f"; {len(result.candidates)} candidates, {s.evaluated} evaluated; "
-        f"{s.input_tokens}+{s.output_tokens} tokens, {_dollars(result)}, {s.gpu_seconds:.1f} GPU s, "
+        f"{s.input_tokens}+{s.output_tokens} tokens, {_dollars(result)}, {s.gpu_seconds:.1f} "
+        f"{'eval' if result.summary.get('device_kind') == 'cpu' else 'GPU'} s, "
         f"{s.live_calls} live calls"
         + (f"; {s.repeats} repeats" if s.repeats else "")
         + (f"; {result.diverged} replayed answers met a different prompt" if result.diverged else ""),
     )
+    ranking_rule = str(result.summary.get("ranking", ""))
+    if ranking_rule.startswith("correctness"):
+        say(out, f"ranked by {ranking_rule}")
     if result.best is None:
         say(out, ("no verified solution", "red"))
     else:

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from kernelproof.options import EvalOptions
 from kernelproof.source import this_source
-from kernelproof.store import served
+from kernelproof.store import as_requested, served
 from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode, Verdict, from_json
 
 RAY_HINT = 'the Ray executor needs Ray: pip install "kernelproof[ray]"'
@@ -241,12 +241,9 @@ def ray_evaluation_key(
 
 
 def _restore_paths(verdict: Verdict, job: _Job) -> Verdict:
-    """The node saw temporary copies: give the verdict the paths the user gave."""
-    return dataclasses.replace(
-        verdict,
-        task=dataclasses.replace(verdict.task, path=job.task),
-        solution=dataclasses.replace(verdict.solution, path=job.solution),
-    )
+    """The node saw temporary copies, or the store served it: give the verdict the paths the user
+    gave (a served one keeps its first paths as history, see store.as_requested)."""
+    return as_requested(verdict, job.task, job.solution)
 
 
 def _lost_verdict(job: _Job, options: EvalOptions, err: Exception) -> Verdict:

@@ -8,6 +8,9 @@ Markers in a candidate's source decide its verdict:
   # WRONG           fails correctness on two cases
   # CHEAT: CODE     fails with that reason code (a cheat claiming a huge speed)
   # TASK_ERROR      an ERROR verdict: the task is degenerate
+  # RAISES: TEXT    fails with runtime_error quoting TEXT (the rest of the line) as the exception
+  # NOSPEED         a pass without a speed claim (speedup null: an interpreted kernel on a CPU)
+  # FLAG: NAME      the verdict carries that flag
 The fake yields verdicts in reverse order, as a real pool may finish them out of order.
 """
 
@@ -70,7 +73,7 @@ def make_verdict(source: str, solution_path: str, task_path: str = "task.py") ->
     elapsed = float(_marker(source, "GPU_S") or 1.0)
     sha = hashlib.sha256(source.encode()).hexdigest()
     common = dict(
-        task=FileRef(task_path, "0" * 64),
+        task=FileRef(task_path, _sha_of_file(task_path)),
         solution=FileRef(solution_path, sha, "triton"),
         environment={"device": "cpu"},
         elapsed_s=elapsed,
@@ -80,6 +83,13 @@ def make_verdict(source: str, solution_path: str, task_path: str = "task.py") ->
         return _verdict(Outcome.ERROR, (reason,), **common)
     if "COMPILE_ERROR" in source:
         reason = Reason(ReasonCode.COMPILE_ERROR, "The kernel failed to build.", COMPILE_LOG)
+        return _verdict(Outcome.FAIL, (reason,), **common)
+    raised = re.search(r"#\s*RAISES:\s*(.*)", source)
+    if raised:
+        text = raised.group(1).replace("\\n", "\n")
+        reason = Reason(
+            ReasonCode.RUNTIME_ERROR, f"forward raised RuntimeError: {text}", f"RuntimeError: {text}"
+        )
         return _verdict(Outcome.FAIL, (reason,), **common)
     cheat = _marker(source, "CHEAT")
     if cheat:
@@ -118,9 +128,13 @@ def make_verdict(source: str, solution_path: str, task_path: str = "task.py") ->
     cov = Coverage(0.95, (("add_kernel", "solution", 0.8), ("aten::copy_", "aten", 0.05)))
     timing = Timing("cold", "cpu", (shape,))
     reward = compute_reward(Outcome.PASS, best)
+    flag = _marker(source, "FLAG")
+    if "NOSPEED" in source:
+        sp, reward = None, 0.0
     return _verdict(
         Outcome.PASS,
         (),
+        flags=(flag,) if flag else (),
         correctness=corr,
         timing=timing,
         speedup=sp,
@@ -134,6 +148,12 @@ def make_verdict(source: str, solution_path: str, task_path: str = "task.py") ->
 def _verdict(outcome, reasons, **fields) -> Verdict:
     base = dict(correctness=None, timing=None, speedup={}, roofline=None, coverage=None, reward=0.0)
     return Verdict(verdict=outcome, reasons=reasons, **{**base, **fields})
+
+
+def _sha_of_file(path: str) -> str:
+    """The task file's hash, as a real verdict carries it ("0" * 64 for a path that is not a file)."""
+    p = Path(path)
+    return hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "0" * 64
 
 
 def _marker(source: str, name: str) -> str | None:
@@ -158,3 +178,8 @@ class FakeEvaluator:
     @property
     def evaluated(self) -> list[str]:
         return [p for batch in self.batches for p in batch]
+
+
+def sha(source: str) -> str:
+    """The content hash a candidate carries for ``source`` (what its verdict must name)."""
+    return hashlib.sha256(source.encode()).hexdigest()

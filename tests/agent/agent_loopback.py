@@ -36,6 +36,7 @@ class Raw:
 class Status:
     code: int  # HTTP status
     headers: dict[str, str] = field(default_factory=dict)
+    message: str = ""  # the error message in the body ("loopback CODE" when empty)
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,8 @@ class LoopbackServer:
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
                 if isinstance(action, Status):
-                    self._send(action.code, _error_body(req.path, action.code), action.headers)
+                    body = _error_body(req.path, action.code, action.message)
+                    self._send(action.code, body, action.headers)
                     return
                 if isinstance(action, Raw):
                     self._send(200, action.body, {})
@@ -178,10 +180,11 @@ def _reply_body(req: Request, text: str, reported: int | None = None) -> dict[st
     }
 
 
-def _error_body(path: str, code: int) -> dict[str, Any]:
+def _error_body(path: str, code: int, message: str = "") -> dict[str, Any]:
+    message = message or f"loopback {code}"
     kind = {429: "rate_limit_error", 401: "authentication_error", 400: "invalid_request_error"}.get(
         code, "api_error"
     )
     if path == "/v1/messages":
-        return {"type": "error", "error": {"type": kind, "message": f"loopback {code}"}}
-    return {"error": {"message": f"loopback {code}", "type": kind, "code": None}}
+        return {"type": "error", "error": {"type": kind, "message": message}}
+    return {"error": {"message": message, "type": kind, "code": None}}

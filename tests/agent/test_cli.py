@@ -240,3 +240,31 @@ def test_help_states_every_exit_code(cli):
     for code in ("0 a verified solution was found", "1 none was", "2 misuse", "3 kernelproof's own failure"):
         assert code in text
     assert "4 the LLM provider failed" in text
+
+
+def test_optimize_without_a_spending_bound_runs_with_the_default_and_its_help_says_so(
+    cli, serve, task_file, tmp_path
+):
+    from kernelproof.agent.budget import DEFAULT_MAX_CALLS
+
+    shown = " ".join(cli("--help").output.split())
+    assert f"--max-calls {DEFAULT_MAX_CALLS}" in shown.replace("│", "").replace("  ", " ")
+    server = serve(lambda req: Reply(" "))  # never a candidate
+    out = tmp_path / "run"
+    args = ["--model", "vllm:qwen", "--base-url", server.openai_url, "--device", "cpu", "--no-plot"]
+    result = cli(
+        str(task_file),
+        *args,
+        "--out",
+        str(out),
+        "--db",
+        str(tmp_path / "kp.db"),
+        "--max-rounds",
+        "500",
+        "--patience",
+        "500",
+    )
+    assert result.exit_code == EXIT_NONE, result.output
+    assert "stopped: max_calls" in result.output and server.count == DEFAULT_MAX_CALLS
+    again = cli(str(task_file), *args, "--out", str(out), "--db", str(tmp_path / "kp.db"))
+    assert again.exit_code == EXIT_USAGE and "one folder holds one run" in " ".join(again.output.split())

@@ -54,7 +54,7 @@ def test_a_pass_reports_times_speedups_with_ci_per_baseline_sol_and_coverage():
 
 def test_a_cheat_gets_its_reason_code_and_evidence():
     text = describe_verdict(make_verdict(solution("CHEAT: timing_tamper\n# SPEED: 90"), "c.py"))
-    assert "timing_tamper: Rejected as timing_tamper." in text
+    assert "reason code timing_tamper:" in text and "\nRejected as timing_tamper.\n" in text
     assert "caught in timed call 3" in text
     assert "90" not in text
 

@@ -12,6 +12,7 @@ from kernelproof.agent import AgentOptions, Limits, Price, SearchSettings, optim
 from kernelproof.agent.memory import Memory
 from kernelproof.agent.strategies import STRATEGIES
 from kernelproof.options import EvalOptions
+from kernelproof.text import markdown_text
 
 IDEAS = "1. Fuse the scale and the add.\n2. Use a larger block.\n"
 
@@ -71,7 +72,7 @@ def test_refine_feeds_each_verdict_back_and_keeps_the_fastest_verified(serve, ta
     assert 'identifier "blockIdx_x" is undefined' in prompts[1]
     assert "case odd/large/1 (shape odd, large inputs): mismatch" in prompts[2]
     assert "vs eager 1.50x [95% CI 1.46-1.54]" in prompts[3] and "Make it faster" in prompts[3]
-    assert "stale_output: Rejected as stale_output." in prompts[4]
+    assert "reason code stale_output:" in prompts[4] and "\nRejected as stale_output.\n" in prompts[4]
     assert res.best.id == "t004s00" and speed(res.best) == 2.5 and res.best.passed
     assert (tmp_path / "run" / "best.py").read_text() == res.best.source
     assert res.spend.evaluated == 6 and res.spend.live_calls == 6
@@ -313,7 +314,8 @@ def test_without_a_reservation_bound_the_summary_says_when_the_gpu_budget_did_no
     assert res.summary["budgets_held"] is False
     md = (tmp_path / "run" / "summary.md").read_text()
     assert "**a budget was exceeded**: max_gpu_seconds: 12.0 GPU s spent, over the limit of 10.0 GPU s" in md
-    assert "why: max_gpu_seconds: the evaluation of t000s00 took 4.0 GPU s, more than the 3.0 reserved" in md
+    why = "max_gpu_seconds: the evaluation of t000s00 took 4.0 GPU s, more than the 3.0 reserved"
+    assert "why: " + markdown_text(why) in md  # prose in summary.md is Markdown-escaped
 
 
 def test_a_verdict_served_from_the_store_costs_no_gpu_seconds(serve, task_file, tmp_path):
@@ -361,9 +363,9 @@ def test_a_reply_over_its_cap_is_charged_warned_about_and_ends_the_run(serve, ta
     assert any(line.startswith("warning: " + warning) for line in said)
     assert res.warnings and res.warnings[0].startswith(warning)
     md = (tmp_path / "run" / "summary.md").read_text()
-    assert "- stopped: reply_over_cap (" + warning in md
+    assert "- stopped: reply_over_cap (" + markdown_text(warning) in md
     assert "**a budget was exceeded**: max_dollars: $0.8" in md and "over the limit of $0.5000" in md
-    assert "  - why: " + warning in md and "## Warnings" in md
+    assert "  - why: " + markdown_text(warning) in md and "## Warnings" in md
     assert "GPU seconds reserved" not in md  # the cause summary.md used to give for any budget
     assert res.best is not None  # the answer was paid for, so it was judged before stopping
 
@@ -393,7 +395,7 @@ def test_a_budget_stop_says_which_budget_and_the_figures(serve, task_file, tmp_p
         "of the $0.02 is left" in res.stop_detail and "input + 100 output tokens at least" in res.stop_detail
     )
     md = (tmp_path / "run" / "summary.md").read_text()
-    assert f"- stopped: max_dollars ({res.stop_detail})" in md
+    assert f"- stopped: max_dollars ({markdown_text(res.stop_detail, limit=2000)})" in md
 
 
 def test_the_call_budget_counts_failed_calls_and_stops_the_run(serve, task_file, tmp_path):

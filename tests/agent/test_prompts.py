@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from agent_fakes import make_verdict, solution
+from agent_fakes import make_verdict, sha, solution
 
 from kernelproof.agent.context import DeviceInfo, read_task
 from kernelproof.agent.prompts import (
@@ -39,7 +39,7 @@ def cand(cid: str, marker: str, response: str = "") -> Candidate:
         response or f"answer {cid}",
         f"{cid}.py",
         src,
-        cid,
+        sha(src),
         verdict=make_verdict(src, f"{cid}.py"),
     )
 

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+
 from agent_fakes import make_verdict, solution
 
-from kernelproof.agent.ranking import best, rank, score
+from kernelproof.agent.ranking import best, rank, score, speedup_text
 from kernelproof.agent.records import Candidate, Rejection
 from kernelproof.verdict import Speedup
 
@@ -10,7 +13,18 @@ from kernelproof.verdict import Speedup
 def cand(cid: str, marker: str, **kw) -> Candidate:
     src = solution(marker, cid)
     return Candidate(
-        cid, 0, 0, "draft", (), "", "", f"{cid}.py", src, cid, verdict=make_verdict(src, f"{cid}.py"), **kw
+        cid,
+        0,
+        0,
+        "draft",
+        (),
+        "",
+        "",
+        f"{cid}.py",
+        src,
+        hashlib.sha256(src.encode()).hexdigest(),
+        verdict=make_verdict(src, f"{cid}.py"),
+        **kw,
     )
 
 
@@ -53,3 +67,28 @@ def test_score_is_none_unless_pass():
     assert score(make_verdict(solution("WRONG"), "x.py")) is None
     assert score(None) is None
     assert score(make_verdict(solution("SPEED: 2.0"), "x.py"))[1] == 2.0
+
+
+def test_a_verdict_of_other_bytes_never_makes_a_candidate_the_best():
+    wrong = cand("w", "WRONG")
+    honest_verdict = cand("h", "SPEED: 3").verdict  # a pass judged on other bytes
+    swapped = dataclasses.replace(wrong, verdict=honest_verdict)
+    assert swapped.passed  # what a path-matched verdict would have claimed
+    assert best([swapped]) is None
+
+
+def test_without_a_speed_claim_candidates_rank_by_correctness_alone_earliest_first():
+    a, b = cand("a", "SPEED: 1.1"), cand("b", "SPEED: 7")
+    a, b = (dataclasses.replace(c, verdict=dataclasses.replace(c.verdict, speedup=None)) for c in (a, b))
+    assert [c.id for c in rank([a, b])] == ["a", "b"]
+    assert speedup_text(a) == "pass (no speed claim)"
+
+
+def test_a_candidate_calling_the_reference_outside_its_kernels_is_never_chosen():
+    decoy = cand("d", "SPEED: 1.12")
+    decoy = dataclasses.replace(
+        decoy, verdict=dataclasses.replace(decoy.verdict, flags=("reference_ops_outside_kernels",))
+    )
+    honest = cand("h", "SPEED: 0.02")
+    assert best([decoy, honest]).id == "h"
+    assert best([decoy]) is None

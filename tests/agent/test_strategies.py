@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from agent_fakes import make_verdict, solution
+from agent_fakes import make_verdict, sha, solution
 
 from kernelproof.agent.context import DeviceInfo, read_task
 from kernelproof.agent.prompts import PromptContext
@@ -26,7 +26,7 @@ def cand(cid: str, marker: str, parents=(), kind="draft") -> Candidate:
         f"answer {cid}",
         f"{cid}.py",
         src,
-        cid,
+        sha(src),
         verdict=make_verdict(src, f"{cid}.py"),
     )
 

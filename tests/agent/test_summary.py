@@ -1,9 +1,13 @@
 from __future__ import annotations
 
-from agent_fakes import make_verdict, solution
+import io
+
+from agent_fakes import make_verdict, sha, solution
+from rich.console import Console
 
 from kernelproof.agent.records import Candidate, Rejection
 from kernelproof.agent.summary import plot, render_markdown, rich_table, summarize
+from kernelproof.text import markdown_text
 
 
 def cand(turn: int, marker: str, **kw) -> Candidate:
@@ -11,7 +15,7 @@ def cand(turn: int, marker: str, **kw) -> Candidate:
     v = make_verdict(src, f"{turn}.py")
     fields = dict(verdict=v, gpu_s=v.elapsed_s)
     fields.update(kw)
-    return Candidate(f"t{turn:03d}s00", turn, 0, "refine", (), "", "", f"{turn}.py", src, str(turn), **fields)
+    return Candidate(f"t{turn:03d}s00", turn, 0, "refine", (), "", "", f"{turn}.py", src, sha(src), **fields)
 
 
 def call(turn: int, kind: str = "refine", tokens: int = 100, failed: bool = False) -> dict:
@@ -89,9 +93,10 @@ def test_an_exceeded_budget_is_explained_by_its_real_cause():
         price=[1.0, 20.0],
     )
     md = render_markdown(s)
-    assert f"- stopped: reply_over_cap ({why})" in md
+    said = markdown_text(why, limit=2000)  # prose from outside is Markdown-escaped
+    assert f"- stopped: reply_over_cap ({said})" in md
     assert "- **a budget was exceeded**: max_dollars: $0.8123 spent, over the limit of $0.5000" in md
-    assert f"  - why: {why}" in md and f"## Warnings\n\n- {why}" in md
+    assert f"  - why: {said}" in md and f"## Warnings\n\n- {said}" in md
     assert "GPU seconds" not in md.split("|")[0]
 
 
@@ -113,3 +118,41 @@ def test_a_hostile_task_name_stays_inert_in_markdown_and_the_terminal():
     console.print(rich_table(s))
     title = console.export_text().splitlines()[0]
     assert "[bold]\\x1b]0;t\\x07: refine with m" in title
+
+
+def test_lists_every_candidate_with_outcome_codes_and_flags_and_counts_the_rejected():
+    flagged = cand(5, "SPEED: 9\n# FLAG: reference_ops_outside_kernels")
+    s = summarize([*CANDS, flagged], CALLS, device="CPU (cpu)", device_kind="cpu")
+    listed = {c["id"]: c for c in s["candidate_list"]}
+    assert [c["id"] for c in s["candidate_list"]] == [f"t00{i}s00" for i in range(6)]
+    assert listed["t000s00"]["outcome"] == "fail" and listed["t000s00"]["codes"] == ["mismatch"]
+    assert listed["t003s00"]["outcome"] == "not evaluated" and listed["t003s00"]["codes"] == [
+        "malformed_answer"
+    ]
+    assert (
+        listed["t005s00"]["flags"] == ["reference_ops_outside_kernels"] and listed["t005s00"]["never_chosen"]
+    )
+    assert s["rejected"] == 2 and [t["rejected"] for t in s["turns"][:5]] == [1, 0, 0, 1, 0]
+    md = render_markdown(s)
+    assert "2 rejected" in md and "- device: `CPU (cpu)`" in md
+    assert "| t000s00 | refine | fail | mismatch | - |" in md
+    assert "| t005s00 | refine | pass (never chosen) | - | reference_ops_outside_kernels |" in md
+    assert s["best"]["id"] == "t004s00"
+
+
+def test_a_cpu_run_has_no_gpu_seconds_column_and_a_gpu_run_keeps_it():
+    cpu = summarize(CANDS, CALLS, device="CPU (cpu)", device_kind="cpu")
+    md = render_markdown(cpu)
+    assert "GPU" not in md and "| eval s |" in md
+    console = Console(record=True, width=200, file=io.StringIO())
+    console.print(rich_table(cpu))
+    shown = console.export_text()
+    assert "GPU" not in shown and "eval s" in shown
+    gpu = render_markdown(summarize(CANDS, CALLS, device="NVIDIA H200 (cuda)", device_kind="cuda"))
+    assert "| GPU s |" in gpu
+
+
+def test_the_winners_flags_are_named():
+    winner = cand(0, "SPEED: 2\n# FLAG: plain_torch")
+    md = render_markdown(summarize([winner], [call(0)]))
+    assert "- best: t000s00, 2.00x [95% CI 1.94-2.06]; flags: plain_torch" in md
