@@ -308,7 +308,7 @@ def bench_command(
     """Evaluate every task of SUITE with its solution (KernelBench run layout); print a table and fast_p."""
     from kernelproof.api import bench, suite_pairs
     from kernelproof.console import bench_table, display_path
-    from kernelproof.report.metrics import fast_p, results_from
+    from kernelproof.report.metrics import fast_p, fast_p_note, results_from
 
     found = suite_pairs(suite, solutions, only or ())
     options = EvalOptions(
@@ -356,6 +356,9 @@ def bench_command(
         for base in ("eager", "best"):
             figures = ", ".join(f"fast_{p:g}={_pct(fast_p(results, p, base))}" for p in (0.0, 1.0, 1.5, 2.0))
             say(out, f"vs {base}: {figures}")
+        note = fast_p_note(results)
+        if note:
+            say(out, note, style="dim")
     for task in found.unsolved:
         say(out, f"no solution for {display_path(str(task), suite)}", style="dim")
     _write_json(json_path, [v.to_json() for v in verdicts])
