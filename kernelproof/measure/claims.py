@@ -52,7 +52,9 @@ def cpu_claims(backend: str, coverage: Coverage | None, reference_ops: frozenset
     if interpreted:
         parts.append("speed is not a claim: the kernels ran in Triton's interpreter")
     if outside:
-        parts.append(f"the forward ran the reference's own {', '.join(outside)} outside the solution's kernels")
+        parts.append(
+            f"the forward ran the reference's own {', '.join(outside)} outside the solution's kernels"
+        )
     return Claims(
         speed=not interpreted,
         speed_withheld=SPEED_WITHHELD_INTERPRETER if interpreted else "",
