@@ -25,11 +25,13 @@ from kernelproof.verify.precision import (
     FailedFingerprint,
     classify_downgrade,
     compared,
+    lower_precision_outputs,
     timed_output_reason,
 )
 
 TESTS = Path(__file__).parent
 TASK = TESTS / "exploits" / "tasks" / "matmul.py"
+GPU_TASK = TESTS / "exploits" / "tasks" / "matmul_gpu.py"
 SOLUTIONS = TESTS / "data" / "solutions"
 STALE = Reason(ReasonCode.STALE_OUTPUT, "stale")
 PROJECTION_SEED = 12345
@@ -107,9 +109,9 @@ def test_an_fp16_output_of_another_call_is_still_stale(ctx):
     assert timed_output_reason(ctx, args, _failed(ctx, args, out), out) is STALE
 
 
-def _run(solution: str):
+def _run(solution: str, device: str = "cpu", task: Path = TASK):
     options = EvalOptions(
-        device="cpu",
+        device=device,
         db="",
         seed=5,
         seeds_per_case=1,
@@ -118,7 +120,7 @@ def _run(solution: str):
         max_rounds=4,
         timeout_s=180.0,
     )
-    return evaluate(os.path.relpath(TASK), os.path.relpath(SOLUTIONS / f"{solution}.py"), options)
+    return evaluate(os.path.relpath(task), os.path.relpath(SOLUTIONS / f"{solution}.py"), options)
 
 
 def test_rejects_an_fp16_matmul_in_correctness_naming_fp16():
@@ -139,3 +141,33 @@ def test_a_previous_calls_output_after_checking_is_still_stale_output():
     v = _run("stale_after_checking")
     assert v.correctness is not None and v.correctness.cases_passed == v.correctness.cases_run > 0
     assert v.codes == ["stale_output"], v.reasons
+
+
+@pytest.mark.gpu
+def test_an_fp8_output_is_labelled_fp8_where_the_device_has_it():
+    task = load_task(GPU_TASK)
+    gpu = build_variant(task, "small", torch.device("cuda"), "eval", 7)
+    if "fp8" not in compared("fp32", gpu.device):
+        pytest.skip("this device has no fp8 arithmetic")
+    args = make_inputs(gpu, "normal", 11)
+    _, orc = reference_and_oracle(gpu, args)
+    out = lower_precision_outputs(gpu, args, "fp8")[0]
+    label = classify_downgrade(gpu, args, orc[0], rel_norm_error(out.double(), orc[0]), "msg")
+    assert label.code == "precision_downgrade" and label.precision == "fp8", label.message
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "solution, code, needle",
+    [
+        ("fp16_matmul", "precision_downgrade", "matches fp16 arithmetic"),
+        ("fp16_after_checking", "precision_downgrade", "changed its computation path"),
+        ("stale_after_checking", "stale_output", "does not match its fresh inputs"),
+    ],
+)
+def test_on_a_gpu_fp16_is_named_against_tf32_and_a_stale_output_stays_stale(solution, code, needle):
+    v = _run(solution, "cuda", GPU_TASK)
+    assert v.codes == [code], v.reasons
+    assert needle in v.reasons[0].message and (
+        code != "precision_downgrade" or "fp16" in v.reasons[0].message
+    )
