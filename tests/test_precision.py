@@ -171,3 +171,21 @@ def test_on_a_gpu_fp16_is_named_against_tf32_and_a_stale_output_stays_stale(solu
     assert needle in v.reasons[0].message and (
         code != "precision_downgrade" or "fp16" in v.reasons[0].message
     )
+
+
+@pytest.mark.parametrize("computed", ["fp16", "another_call"])
+def test_a_hidden_recheck_names_a_downgrade_and_keeps_a_stale_output_stale(ctx, computed):
+    from kernelproof.verify.compare import compare, tolerance_for
+    from kernelproof.verify.precision import rechecked_reason
+
+    args = make_inputs(ctx, "normal", 31)
+    ref, orc = reference_and_oracle(ctx, args)
+    other = make_inputs(ctx, "normal", 32)
+    out = _fp16(args) if computed == "fp16" else other[0] @ other[1]
+    cmp = compare(out, orc[0], ref[0], tolerance_for(ref[0], orc[0], ctx.dtype))
+    assert not cmp.passed
+    reason = rechecked_reason(ctx, args, orc[0], cmp, 0)
+    if computed == "fp16":
+        assert reason.code is ReasonCode.PRECISION_DOWNGRADE and "fp16" in reason.message, reason.message
+    else:
+        assert reason.code is ReasonCode.STALE_OUTPUT and "re-checked" in reason.message

@@ -29,7 +29,7 @@ from kernelproof.verdict import Reason, ReasonCode, ShapeTiming, Speedup
 from kernelproof.verify.cases import VariantContext, run_model
 from kernelproof.verify.compare import Tolerance, compare, tolerance_for
 from kernelproof.verify.oracle import oracle_scope
-from kernelproof.verify.precision import FailedFingerprint, timed_output_reason
+from kernelproof.verify.precision import FailedFingerprint, rechecked_reason, timed_output_reason
 from kernelproof.worker.expected import OUTPUT_REUSED, REUSED_NOTE
 from kernelproof.worker.protocol import ProtocolError
 from kernelproof.worker.replies import reason_of
@@ -296,14 +296,14 @@ def _hidden_recheck(
         ctx.inplace,
         oracle_scope(),
     )
-    for c, r, o in zip(outs, ref, orc):
+    for k, (c, r, o) in enumerate(zip(outs, ref, orc)):
         # The bounds of this call's own outputs: the elementwise bound scales with the reference's
         # error on these inputs, never with another case's (an honest gelu failed here on the CPU,
         # 12 of 4096 elements outside a bound taken from the first correctness case).
         own = tolerance_for(r, o, ctx.dtype, ctx.noise)
         cmp = compare(c.to(r.device), o, r, own if own.rel_norm >= tol.rel_norm else _widened(own, tol))
         if not cmp.passed:
-            return Reason(ReasonCode.STALE_OUTPUT, f"a re-checked timed call failed: {cmp.message}")
+            return rechecked_reason(ctx, args, o, cmp, k)
     return None
 
 

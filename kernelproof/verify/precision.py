@@ -9,7 +9,8 @@ case (:func:`classify_downgrade`).
 
 In the timing step an output is checked by its fingerprint. When one fails, :func:`timed_output_reason`
 asks whether the same call's output, recomputed here from that call's inputs in a lower precision,
-explains it: with the call's full output (fetched from the worker) by the same band as correctness;
+explains it: with the call's full output (fetched from the worker) by the same band as correctness
+(as for a hidden re-check's full output, :func:`rechecked_reason`);
 with the fingerprint alone, only when the candidate's projection matches the lower precision's
 within the allowance that failed for the contract's. A kernel that passed correctness and then
 computes in a lower precision changed its path (a warm-up or autotuning that picks a faster, less
@@ -222,5 +223,20 @@ def timed_output_reason(
     return failed.stale
 
 
+def rechecked_reason(ctx: VariantContext, args: list[Any], oracle: torch.Tensor, cmp, output: int) -> Reason:
+    """A hidden re-check's full output outside the tolerance (`cmp`, the comparison's result):
+    ``precision_downgrade`` where a lower precision explains its error, as in correctness; else
+    ``stale_output``."""
+    message = f"a re-checked timed call failed: {cmp.message}"
+    if cmp.code == "mismatch":
+        label = classify_downgrade(ctx, args, oracle, cmp.rel_norm_err, message, output)
+        if label.code == "precision_downgrade":
+            return Reason(
+                ReasonCode.PRECISION_DOWNGRADE,
+                f"{label.message}; {PATH_CHANGE.format(contract=ctx.precision)}",
+            )
+    return Reason(ReasonCode.STALE_OUTPUT, message)
+
+
 def _head(failed: FailedFingerprint) -> str:
-    return f"timed call {failed.call}'s output {failed.output} does not match the reference on its inputs"
+    return f"output {failed.output} of timed call {failed.call} does not match the reference on its inputs"
