@@ -75,6 +75,15 @@ def test_withheld_speedups_are_null_and_earn_no_reward():
     assert gpu_claims().speed
 
 
+# A busy two-core machine can still end an honest timing in a false timing_tamper (the CPU timing
+# work makes that machine_busy); what these tests show does not depend on the timing's outcome.
+LOAD_CODES = {"timing_tamper", "machine_busy"}
+
+
+def _passed_unless_busy(v) -> bool:
+    return v.verdict is Outcome.PASS or (bool(v.codes) and set(v.codes) <= LOAD_CODES)
+
+
 def _timed(task: Path, solution: Path):
     options = EvalOptions(
         device="cpu",
@@ -91,12 +100,12 @@ def _timed(task: Path, solution: Path):
 
 def test_an_interpreted_candidate_passes_with_no_speedup_and_no_speed_reward():
     v = _timed(DATA / "tasks" / "scale_relu.py", DATA / "solutions" / "scale_relu_triton.py")
-    assert v.verdict is Outcome.PASS, v.reasons
+    assert _passed_unless_busy(v), v.reasons
     assert (
         v.claims is not None and not v.claims.speed and v.claims.speed_withheld == SPEED_WITHHELD_INTERPRETER
     )
     assert v.speedup and all(s.median is None and s.ci95 is None for s in v.speedup.values())
-    assert v.reward == 0.0
+    assert v.reward == 0.0 and compute_reward(Outcome.PASS, v.speedup["best"]) == 0.0
     assert v.timing is not None and v.timing.shapes[0].candidate.n > 0  # the measured times stay
     back = from_json(v.to_json())
     assert back.claims == v.claims and back.to_json()["speedup"]["best"]["median"] is None
@@ -104,6 +113,7 @@ def test_an_interpreted_candidate_passes_with_no_speedup_and_no_speed_reward():
 
 def test_a_one_element_store_beside_torch_softmax_is_flagged():
     v = _timed(EXPLOIT_TASKS / "softmax.py", DATA / "solutions" / "softmax_one_store_decoy.py")
+    assert _passed_unless_busy(v), v.reasons
     assert v.claims is not None and "aten::softmax" in v.claims.reference_ops_outside, v.reasons
     assert any(f.startswith(f"{REFERENCE_OPS_OUTSIDE}: ") for f in v.flags)
     assert not v.claims.speed and v.reward == 0.0
@@ -111,7 +121,7 @@ def test_a_one_element_store_beside_torch_softmax_is_flagged():
 
 def test_plain_torch_passes_on_the_cpu_flagged_plain_torch_with_its_speed_a_claim():
     v = _timed(DATA / "tasks" / "scale_relu.py", DATA / "solutions" / "plain_torch.py")
-    assert v.verdict is Outcome.PASS, v.reasons
+    assert _passed_unless_busy(v) and "no_custom_kernel" not in v.codes, v.reasons
     assert any(f.startswith("plain_torch") for f in v.flags)
     assert v.claims is not None and v.claims.speed and not v.claims.coverage_judged
     assert v.speedup["eager"].median is not None
@@ -128,3 +138,9 @@ def test_on_a_gpu_every_figure_is_a_claim():
         ),
     )
     assert v.claims is not None and v.claims.speed and v.claims.coverage_judged
+
+
+def test_reference_ops_that_could_not_be_profiled_flag_nothing_and_say_so():
+    claims = cpu_claims("triton", _coverage(1, ("aten::softmax",)), None)
+    assert claims.reference_ops_outside == () and outside_flag(claims) is None
+    assert "could not be profiled" in claims.note

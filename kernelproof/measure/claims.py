@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import torch
+
 from kernelproof.verdict import (
     REFERENCE_OPS_OUTSIDE,
     SPEED_WITHHELD_INTERPRETER,
@@ -40,15 +42,20 @@ def gpu_claims() -> Claims:
     return Claims(speed=True)
 
 
-def cpu_claims(backend: str, coverage: Coverage | None, reference_ops: frozenset[str]) -> Claims:
-    """The CPU's claims from the launch count (`coverage`) and the reference's operations.
+def cpu_claims(backend: str, coverage: Coverage | None, reference_ops: frozenset[str] | None) -> Claims:
+    """The CPU's claims from the launch count (`coverage`) and the reference's operations (None:
+    they could not be profiled, and the note says so).
 
     Interpreted launches withhold speed; where launches could not be counted, the solution's static
     backend decides (a Triton solution runs interpreted on the CPU)."""
     counted = coverage.interpreted_launches if coverage is not None else None
     interpreted = counted > 0 if counted is not None else backend == "triton"
-    outside = tuple(op for op in (coverage.aten_outside if coverage else ()) if op in reference_ops)
+    outside = tuple(op for op in (coverage.aten_outside if coverage else ()) if op in (reference_ops or ()))
     parts = [CPU_COVERAGE_NOTE]
+    if reference_ops is None:
+        parts.append(
+            "the reference's operations could not be profiled: the ATen ops outside the launches were not compared with them"
+        )
     if interpreted:
         parts.append("speed is not a claim: the kernels ran in Triton's interpreter")
     if outside:
@@ -79,14 +86,20 @@ def withheld(speedup: Mapping[str, Speedup]) -> dict[str, Speedup]:
     return {name: Speedup(name, None, None, None, WITHHELD_NOTE) for name in speedup}
 
 
-def reference_ops(ctx: VariantContext, seed: int) -> frozenset[str]:
-    """Every ATen op the reference's forward runs, at any depth, on one case of `ctx` (in the parent).
+def reference_ops(ctx: VariantContext, seed: int) -> frozenset[str] | None:
+    """Every ATen op the reference's forward runs, at any depth, on one case of `ctx` (in the parent);
+    None when the profiler could not run (another profiler active in this process, say).
 
     Only the intersection with the candidate's ``aten_outside`` (already reduced to ops that do
     work) is used, so allocation and view ops listed here do no harm."""
     from torch.autograd.profiler import profile as cpu_profiler
 
     args = make_inputs(ctx, "normal", seed)
-    with cpu_profiler(use_cpu=True) as prof:
-        run_model(ctx.reference, args, ctx.precision, ctx.inplace)
+    try:
+        with cpu_profiler(use_cpu=True) as prof:
+            run_model(ctx.reference, args, ctx.precision, ctx.inplace)
+    except torch.OutOfMemoryError:
+        raise
+    except RuntimeError:  # the profiler's own refusal; a reference that raises was caught by setup
+        return None
     return frozenset(str(ev.name) for ev in prof.function_events if str(ev.name).startswith("aten::"))
