@@ -43,6 +43,7 @@ HIDDEN_FETCH_PROBABILITY = 0.2  # chance per candidate batch that one call's ful
 TAMPER_FLOOR_MS = 10.0  # per-call time outside the window the parent tolerates beyond the baseline's
 TAMPER_FRACTION = 1.0  # ... or this fraction of the candidate's own per-call time, whichever is larger
 WARMUP_CALLS = 2  # warm-up batch per program (JIT, autotuning, caches), discarded
+Fetch = Callable[[int, list[torch.Tensor]], "list[torch.Tensor] | None"]  # (call, like) -> its full outputs
 
 
 @dataclass
@@ -227,7 +228,7 @@ def _check_fingerprints(
     proj: list[int],
     fps: list[list[list[float]]],
     tol: Tolerance,
-    fetch: Callable[[int, list[torch.Tensor]], list[torch.Tensor] | None] | None = None,
+    fetch: Fetch | None = None,
 ) -> Reason | None:
     if len(fps) != len(seeds):
         return Reason(ReasonCode.MISSING_RESULT, "the worker returned fewer timed outputs than calls")
@@ -255,7 +256,7 @@ def _check_fingerprints(
     return None
 
 
-def _fetcher(worker: WorkerProcess, lost: list[int], timeout_s: float):
+def _fetcher(worker: WorkerProcess, lost: list[int], timeout_s: float) -> Fetch:
     """fetch(call, like) -> that timed call's full outputs, or None (a reused buffer, or a failure):
     evidence for the fingerprint-failure decision (verify/precision.py), never a verdict of its own."""
 
