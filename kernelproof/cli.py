@@ -309,7 +309,7 @@ def bench_command(
     print a table and fast_p. For a KernelBench run folder: kernelproof kernelbench."""
     from kernelproof.api import bench, suite_pairs
     from kernelproof.console import bench_table, display_path
-    from kernelproof.report.metrics import fast_p, results_from
+    from kernelproof.report.metrics import fast_p, fast_p_note, results_from
 
     found = suite_pairs(suite, solutions, only or ())
     options = EvalOptions(
@@ -366,6 +366,9 @@ def bench_command(
                 f"fast_p counts the {len(found.unsolved)} task(s) without a solution as incorrect"
                 " (KernelBench's rule)",
             )
+        note = fast_p_note(results)
+        if note:
+            say(out, note, style="dim")
     for task in found.unsolved:
         say(out, f"no solution for {display_path(str(task), suite)}", style="dim")
     _write_json(json_path, [v.to_json() for v in verdicts])

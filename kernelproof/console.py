@@ -159,6 +159,8 @@ def print_verdict(v: Verdict, console: Console | None = None) -> None:
         outside = ", ".join(cov.aten_outside) or "none"
         count = f"{cov.custom_launches} of the solution's per forward"
         say(c, f"  kernel launches: {count}; ATen ops outside them: {outside}")
+    if v.claims is not None and v.claims.note:  # what the verdict does not claim (measure/claims.py)
+        say(c, f"  claims: {v.claims.note}")
     for f in v.flags:
         say(c, f"  flag: {f}", style="dim")
     say(c, f"  reward {v.reward:.3f}; {v.elapsed_s:.1f} s; seed {v.settings.get('seed')}")

@@ -196,6 +196,29 @@ class Coverage:
     # decides there: a time share means nothing under Triton's interpreter); None: not counted (GPU)
     custom_launches: int | None = None
     aten_outside: tuple[str, ...] = ()  # CPU: ATen ops the profiled forward ran outside those launches
+    # CPU: launches run by Triton's interpreter in the profiled forward; None: not counted (GPU)
+    interpreted_launches: int | None = None
+
+
+SPEED_WITHHELD_INTERPRETER = "triton_interpreter"  # Claims.speed_withheld: interpreted launches were timed
+REFERENCE_OPS_OUTSIDE = "reference_ops_outside_kernels"  # flag: the reference's own ATen ops ran outside
+
+
+@dataclass(frozen=True)
+class Claims:
+    """What this verdict claims about the solution, and what it does not (docs/verdict.md).
+
+    Why: on the CPU, Triton kernels run in an interpreter whose speed says nothing about them, and
+    kernel coverage is not judged; a verdict that printed a speedup or a pass there without saying
+    so would be read as a claim it cannot make. Correctness is always a claim.
+    """
+
+    speed: bool  # the speedups are a claim about the solution's code (False: withheld, null)
+    speed_withheld: str = ""  # why not, a stable code: "triton_interpreter"; "" when speed is a claim
+    coverage_judged: bool = True  # the solution's share of the work in its kernels was judged (GPU only)
+    # The reference's own ATen ops the profiled forward ran outside the solution's launches (CPU)
+    reference_ops_outside: tuple[str, ...] = ()
+    note: str = ""  # the same in one sentence
 
 
 @dataclass(frozen=True)
@@ -252,6 +275,7 @@ class Verdict:
     created_at: str = ""  # ISO time the verdict was decided
     build: BuildRecord | None = None  # CUDA and native solutions: how the build went
     stored: Stored | None = None  # set when the store answered with an earlier evaluation's verdict
+    claims: Claims | None = None  # what the verdict claims (None: written before it existed, or not timed)
     schema: str = SCHEMA
 
     @property

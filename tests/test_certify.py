@@ -377,12 +377,11 @@ def test_an_honest_certificate_verifies_on_the_same_machine(tmp_path):
     """The real commands on the CPU: certify (making the user's key), then verify, exit 0.
 
     The solution is an honest Triton kernel (on the CPU every counted forward must launch one of
-    its own), run by Triton's interpreter. Everything but the speedup must hold exactly: the
-    signature, the claim re-derived from the recorded runs, the rebuilt files and the reproduced
-    verdict. The speedup's band is derived from two CPU runs; it was +-9 % once, and a re-run on a
-    two-core machine shared with other tests moved by 10 %, which is the band doing its job on a
-    machine whose load changed, not a fault. So a failure there is accepted only as a speedup
-    outside its band, named with both figures. (Bands themselves are tested above on synthetic runs.)
+    its own), run by Triton's interpreter. Everything must hold exactly: the signature, the claim
+    re-derived from the recorded runs, the rebuilt files and the reproduced verdict. The
+    interpreter's speed is not a claim (docs/verdict.md, "What a verdict claims"): the verdicts'
+    speedups are withheld, so the certificate claims the verdict and no speedup band. (Bands are
+    tested above on synthetic runs.)
     """
     from cli_support import run_piped
 
@@ -416,7 +415,6 @@ def test_an_honest_certificate_verifies_on_the_same_machine(tmp_path):
         "verdict pass reproduced",
     ):
         assert re.search(r"\[ok\] .*" + re.escape(check), report), report
-    assert re.search(r"speedup against eager: certified [0-9.e+-]+x, re-run [0-9.e+-]+x", report), report
-    failed = [line for line in report.splitlines() if "[FAIL]" in line]
-    assert all(re.search(r"\[FAIL\] speedup against \w+: .* outside the band", f) for f in failed), report
-    assert ("the result holds" in report) == (checked.code == 0 and not failed), report
+    assert json.loads(cert.read_text())["claim"]["speedups"] == {}
+    assert "speedup against" not in report and "[FAIL]" not in report, report
+    assert checked.code == 0 and "the result holds" in report, report

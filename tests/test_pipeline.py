@@ -35,8 +35,10 @@ def test_correct_triton_solution_passes_with_timing_and_ci():
     assert v.solution.backend == "triton"
     shape = v.timing.shapes[0]
     assert shape.candidate.n > 0 and shape.baselines["eager"].n > 0
-    eager = v.speedup["eager"]
+    # Interpreted on the CPU: the rounds are measured, the headline speedup is withheld (test_claims.py)
+    (eager,) = [s for s in shape.speedups if s.baseline == "eager"]
     assert eager.median is not None and eager.ci95[0] <= eager.median <= eager.ci95[1]
+    assert v.speedup["eager"].median is None and not v.claims.speed
     assert v.to_json()["schema"] == "kernelproof.verdict/2"
 
 

@@ -11,7 +11,6 @@ KernelBench's published sizes each is several GB).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 import torch
@@ -24,22 +23,20 @@ from kernelproof.options import EvalOptions
 from kernelproof.sandbox.process import WorkerProcess
 from kernelproof.verdict import CaseResult, Reason, ReasonCode
 from kernelproof.verify.cases import (
-    LOWER_PRECISIONS,
     Case,
     VariantContext,
     drawable,
-    lower_precision_outputs,
     make_inputs,
     reference_and_oracle,
 )
 from kernelproof.verify.compare import (
-    DOWNGRADE_BAND,
     Tolerance,
     compare,
     kernelbench_accepts,
     rel_norm_error,
     tolerance_for,
 )
+from kernelproof.verify.precision import Label, classify_downgrade
 from kernelproof.worker.expected import OUTPUT_REUSED, REUSED_NOTE, Expected
 from kernelproof.worker.replies import reason_of
 
@@ -55,15 +52,6 @@ class Judged:
     tolerance: Tolerance  # the widest tolerance this variant has used so far (this case included)
     kernelbench_ok: bool  # KernelBench's allclose rule accepted run 1 (True when not asked)
     notes: tuple[str, ...] = ()  # flags: what the judging could not do (a classification skipped)
-
-
-@dataclass(frozen=True)
-class Label:
-    """What a too-large error is called: the error of a lower precision, or a plain mismatch."""
-
-    code: str  # precision_downgrade | mismatch
-    message: str  # the comparison's message, with the classification's evidence
-    notes: tuple[str, ...] = ()  # lower precisions whose reference could not run
 
 
 def check_correctness(setup: Setup, worker: WorkerProcess, staged: str, options: EvalOptions) -> Checked:
@@ -314,45 +302,3 @@ def judge_case(
         widest.ref_rel_norm_err,
     )
     return Judged(result, None, widest, kb_ok)
-
-
-def classify_downgrade(ctx, args, oracle, err: float, message: str, output: int = 0) -> Label:
-    """Is a too-large error the error of a lower precision (A9)? Only when it lies within
-    ``DOWNGRADE_BAND`` of that precision's reference error, computed on the same case: then
-    ``precision_downgrade`` naming it. Otherwise a ``mismatch`` that names the nearest precision
-    and how far off it is, so that an error 80 times smaller than bf16's is never called bf16."""
-    nearest = None
-    notes = []
-    for low in LOWER_PRECISIONS.get(ctx.precision, ()):
-        try:
-            outs = lower_precision_outputs(ctx, args, low)
-        except torch.OutOfMemoryError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a lower-precision reference that does not run explains nothing
-            notes.append(
-                f"precision_unclassified: the {low} reference could not run ({type(exc).__name__}); "
-                f"errors are not classified against {low}"
-            )
-            continue
-        if not outs or output >= len(outs):
-            continue
-        low_err = rel_norm_error(outs[output].to(torch.float64), oracle)
-        if not low_err > 0:
-            continue
-        ratio = err / low_err
-        if 1 / DOWNGRADE_BAND <= ratio <= DOWNGRADE_BAND:
-            return Label(
-                "precision_downgrade",
-                f"{message}. The error matches {low} arithmetic ({low} reference error {low_err:.3g}, "
-                f"{ratio:.2g}x), below the task's {ctx.precision} contract",
-                tuple(notes),
-            )
-        if nearest is None or abs(math.log(ratio)) < abs(math.log(nearest[1])):
-            nearest = (low, ratio, low_err)
-    if nearest is not None:
-        low, ratio, low_err = nearest
-        message += (
-            f" (no lower precision explains it: the nearest, {low}, has reference error {low_err:.3g}, "
-            f"{ratio:.2g}x this error)"
-        )
-    return Label("mismatch", message, tuple(notes))

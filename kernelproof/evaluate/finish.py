@@ -159,4 +159,5 @@ def _verdict(
         elapsed_s=time.monotonic() - envelope.started,
         created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         build=build,
+        claims=timed.claims if timed else None,
     )

@@ -12,7 +12,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kernelproof.verdict import BuildRecord, CaseResult, Coverage, Outcome, Reason, Roofline, Speedup, Timing
+from kernelproof.verdict import (
+    BuildRecord,
+    CaseResult,
+    Claims,
+    Coverage,
+    Outcome,
+    Reason,
+    Roofline,
+    Speedup,
+    Timing,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -126,3 +136,4 @@ class Timed:
     coverage: Coverage | None = None
     reasons: tuple[Reason, ...] = ()
     flags: tuple[str, ...] = ()
+    claims: Claims | None = None  # what the verdict claims (measure/claims.py)

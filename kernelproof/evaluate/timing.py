@@ -20,6 +20,7 @@ from kernelproof.evaluate.source import WorkerSource
 from kernelproof.measure import roofline as physics
 from kernelproof.measure import stats
 from kernelproof.measure.accounting import account, account_cpu
+from kernelproof.measure.claims import cpu_claims, gpu_claims, outside_flag, reference_ops, withheld
 from kernelproof.measure.coverage import COVERAGE_MIN
 from kernelproof.measure.floor import for_device as launch_floor
 from kernelproof.measure.session import Program, time_steady, time_variant
@@ -48,6 +49,8 @@ def time_candidate(
     reasons: list[Reason] = []
     flags: list[str] = []
     roof = coverage = None
+    backend = setup.solution.file.triage.backend
+    claims = gpu_claims() if device.startswith("cuda") else cpu_claims(backend, None, frozenset())
     telemetry = None
     if device.startswith("cuda"):
         from kernelproof.measure.telemetry import Telemetry
@@ -92,15 +95,28 @@ def time_candidate(
                 reason = coverage_reason(coverage) if coverage.custom_fraction is not None else None
             else:  # launches counted, not timed: measure/accounting.py says why
                 coverage, reason = account_cpu(worker, ctx, rng.getrandbits(62), own, policy, limit)
+                reason = _cpu_judged(reason, backend)
+                claims = cpu_claims(backend, coverage, reference_ops(ctx, rng.getrandbits(62)))
+                flags += [f for f in (outside_flag(claims),) if f]
             reasons += [reason] if reason else []
+    speedup = _headline_speedups(shapes, options)
     return Timed(
         Timing("cold", device, tuple(shapes)),
-        _headline_speedups(shapes, options),
+        speedup if claims.speed else withheld(speedup),
         roof,
         coverage,
         tuple(reasons),
         tuple(flags),
+        claims,
     )
+
+
+def _cpu_judged(reason: Reason | None, backend: str) -> Reason | None:
+    """On the CPU coverage is not judged: a plain-PyTorch solution (it defines no kernel) passes
+    flagged ``plain_torch``; one that defines kernels and launches none stays ``no_custom_kernel``."""
+    if reason is not None and reason.code is ReasonCode.NO_CUSTOM_KERNEL and backend == "torch":
+        return None
+    return reason
 
 
 def _named(reason: Reason, limit_s: float) -> Reason:

@@ -118,6 +118,7 @@ def account_cpu(
         cpu_note(launches, mine, aten),
         custom_launches=min(len(mine), len(mine_unwatched)),
         aten_outside=aten,
+        interpreted_launches=sum(1 for name, returned in launches if returned and name.startswith("triton:")),
     )
     return cov, cpu_reason(launches, mine, mine_unwatched, aten)
 

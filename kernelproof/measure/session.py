@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,7 @@ from kernelproof.verdict import Reason, ReasonCode, ShapeTiming, Speedup
 from kernelproof.verify.cases import VariantContext, run_model
 from kernelproof.verify.compare import Tolerance, compare, tolerance_for
 from kernelproof.verify.oracle import oracle_scope
+from kernelproof.verify.precision import FailedFingerprint, rechecked_reason, timed_output_reason
 from kernelproof.worker.expected import OUTPUT_REUSED, REUSED_NOTE
 from kernelproof.worker.protocol import ProtocolError
 from kernelproof.worker.replies import reason_of
@@ -41,6 +43,7 @@ HIDDEN_FETCH_PROBABILITY = 0.2  # chance per candidate batch that one call's ful
 TAMPER_FLOOR_MS = 10.0  # per-call time outside the window the parent tolerates beyond the baseline's
 TAMPER_FRACTION = 1.0  # ... or this fraction of the candidate's own per-call time, whichever is larger
 WARMUP_CALLS = 2  # warm-up batch per program (JIT, autotuning, caches), discarded
+Fetch = Callable[[int, list[torch.Tensor]], "list[torch.Tensor] | None"]  # (call, like) -> its full outputs
 
 
 @dataclass
@@ -128,7 +131,8 @@ def time_variant(
                 if reply.get("harness_ms"):
                     prog.harness_ms.append({str(k): float(v) for k, v in reply["harness_ms"].items()})
                 if prog.name == "candidate":
-                    bad = _check_fingerprints(ctx, seeds, proj, reply["fingerprints"], tol)
+                    fetch = _fetcher(prog.worker, reply.get("lost") or [], timeout_s)
+                    bad = _check_fingerprints(ctx, seeds, proj, reply["fingerprints"], tol, fetch)
                     if bad:
                         return None, [bad]
                     _note_reuse(reply, ctx, notes)
@@ -219,7 +223,12 @@ def _best(programs: list[Program], cand: Program) -> Speedup | None:
 
 
 def _check_fingerprints(
-    ctx: VariantContext, seeds: list[int], proj: list[int], fps: list[list[list[float]]], tol: Tolerance
+    ctx: VariantContext,
+    seeds: list[int],
+    proj: list[int],
+    fps: list[list[list[float]]],
+    tol: Tolerance,
+    fetch: Fetch | None = None,
 ) -> Reason | None:
     if len(fps) != len(seeds):
         return Reason(ReasonCode.MISSING_RESULT, "the worker returned fewer timed outputs than calls")
@@ -230,18 +239,34 @@ def _check_fingerprints(
             return Reason(
                 ReasonCode.STALE_OUTPUT, f"timed call {i} returned {len(fps[i])} outputs, expected {len(ref)}"
             )
-        for got, r in zip(fps[i], ref):
+        for k, (got, r) in enumerate(zip(fps[i], ref)):
             want = fingerprint(r.to(ctx.dtype) if r.is_floating_point() else r, pseed)
             scale = max(want[1], 1e-30)
             # |<w, c - r>| ~ ||c - r|| <= tol * ||r||: allow a few sigma of that plus rounding.
             allowed = FINGERPRINT_SIGMAS * max(tol.rel_norm, 1e-6) * scale
             if not (abs(got[0] - want[0]) <= allowed and abs(got[1] - want[1]) <= allowed):
-                return Reason(
+                stale = Reason(
                     ReasonCode.STALE_OUTPUT,
                     f"timed call {i}'s output does not match its fresh inputs (projection differs by "
                     f"{abs(got[0] - want[0]):.3g}, allowed {allowed:.3g}): outputs must be computed on every call",
                 )
+                failed = FailedFingerprint(i, k, (float(got[0]), float(got[1])), pseed, allowed, stale)
+                full = fetch(i, ref) if fetch is not None else None
+                return timed_output_reason(ctx, args, failed, full[k] if full else None)
     return None
+
+
+def _fetcher(worker: WorkerProcess, lost: list[int], timeout_s: float) -> Fetch:
+    """fetch(call, like) -> that timed call's full outputs, or None (a reused buffer, or a failure):
+    evidence for the fingerprint-failure decision (verify/precision.py), never a verdict of its own."""
+
+    def fetch(index: int, like: list[torch.Tensor]) -> list[torch.Tensor] | None:
+        if index in set(lost):
+            return None
+        reply, outs = worker.request_outputs({"op": "fetch", "index": index}, None, like, timeout_s)
+        return outs if reply.get("ok") and len(outs) == len(like) else None
+
+    return fetch
 
 
 def _widened(own: Tolerance, variant: Tolerance) -> Tolerance:
@@ -272,14 +297,14 @@ def _hidden_recheck(
         ctx.inplace,
         oracle_scope(),
     )
-    for c, r, o in zip(outs, ref, orc):
+    for k, (c, r, o) in enumerate(zip(outs, ref, orc)):
         # The bounds of this call's own outputs: the elementwise bound scales with the reference's
         # error on these inputs, never with another case's (an honest gelu failed here on the CPU,
         # 12 of 4096 elements outside a bound taken from the first correctness case).
         own = tolerance_for(r, o, ctx.dtype, ctx.noise)
         cmp = compare(c.to(r.device), o, r, own if own.rel_norm >= tol.rel_norm else _widened(own, tol))
         if not cmp.passed:
-            return Reason(ReasonCode.STALE_OUTPUT, f"a re-checked timed call failed: {cmp.message}")
+            return rechecked_reason(ctx, args, o, cmp, k)
     return None
 
 

@@ -15,6 +15,7 @@ from kernelproof.report.metrics import (
     STANDARD_P,
     Result,
     Summary,
+    fast_p_note,
     format_fraction,
     format_ratio,
     format_speedup,
@@ -50,7 +51,8 @@ def render_markdown(summary: Summary) -> str:
     lines += [
         "",
         "fast_p: share of scored tasks whose solution is correct and faster than the baseline by a factor "
-        "strictly above p (KernelBench's definition; best solution per task).",
+        "strictly above p (KernelBench's definition; best solution per task)."
+        + (f" {note}." if (note := fast_p_note(s.results)) else ""),
         "",
         "## Leaderboard per task",
     ]

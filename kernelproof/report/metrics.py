@@ -52,6 +52,9 @@ class Result:
     achieved_tbps: float | None
     device: str  # where it was evaluated
     created_at: str  # ISO time of the verdict
+    speed_claimed: bool = (
+        True  # its speedups are a claim (verdict claims.speed; False: interpreted on the CPU)
+    )
 
     @property
     def passed(self) -> bool:
@@ -99,6 +102,7 @@ def _result(doc: dict[str, Any]) -> Result:
         achieved_tbps=roof.get("achieved_tbps"),
         device=device_of(doc),
         created_at=str(doc.get("created_at", "")),
+        speed_claimed=(doc.get("claims") or {}).get("speed") is not False,
     )
 
 
@@ -165,14 +169,32 @@ def task_best(results: Sequence[Result], baseline: str) -> dict[str, tuple[bool,
     return out
 
 
+def speed_claims(results: Sequence[Result]) -> list[Result]:
+    """The results whose speedups are a claim: fast_p and the geometric mean leave the others out
+    (an interpreted Triton kernel's time on the CPU says nothing about the kernel)."""
+    return [r for r in results if r.speed_claimed]
+
+
+def fast_p_note(results: Sequence[Result]) -> str | None:
+    """What fast_p left out, in one sentence (None: nothing)."""
+    left = len(results) - len(speed_claims(results))
+    if not left:
+        return None
+    return (
+        f"fast_p leaves out {left} verdict{'s' if left != 1 else ''} whose speed is not a claim (Triton's "
+        "interpreter on the CPU: claims.speed_withheld); a task counts only through solutions whose speed is a claim"
+    )
+
+
 def fast_p(
     results: Sequence[Result], p: float, baseline: str = "eager", *, unsolved: int = 0
 ) -> float | None:
     """Fraction of scored tasks that are correct with speedup > p (strict); None with no task.
 
     ``unsolved``: tasks of the suite that have no result at all (no solution was given); KernelBench
-    counts them as incorrect, so they join the denominator."""
-    per_task = task_best(results, baseline)
+    counts them as incorrect, so they join the denominator. Results whose speed is not a claim are
+    left out (:func:`speed_claims`)."""
+    per_task = task_best(speed_claims(results), baseline)
     if not per_task and not unsolved:
         return None
     hits = sum(1 for ok, s in per_task.values() if ok and s is not None and s > p)
@@ -187,7 +209,7 @@ def fast_p_curve(
 
 def geomean_speedup(results: Sequence[Result], baseline: str = "eager") -> float | None:
     """Geometric mean of the best passing speedup per task, over tasks that have one."""
-    values = [s for ok, s in task_best(results, baseline).values() if ok and s is not None]
+    values = [s for ok, s in task_best(speed_claims(results), baseline).values() if ok and s is not None]
     return geomean(values)
 
 

@@ -24,13 +24,13 @@ from kernelproof.verify.audit_store import AuditStore
 from kernelproof.verify.cases import (
     VariantContext,
     build_variant,
-    lower_precision_outputs,
     make_inputs,
     reference_and_oracle,
     run_model,
     to_device,
 )
 from kernelproof.verify.compare import compare, tolerance_for
+from kernelproof.verify.precision import lower_precision_outputs
 
 # Version 1: the first with a version; non-finite errors are the strings "inf", "-inf", "nan".
 AUDIT_SCHEMA = "kernelproof.audit/1"

@@ -35,8 +35,6 @@ from kernelproof.verify.oracle import (
 )
 
 CONTRACT_DTYPE = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-# Precisions below each contract whose error pattern marks a downgrade (TF32 exists on CUDA only).
-LOWER_PRECISIONS = {"fp32": ("tf32", "bf16", "fp16"), "tf32": ("bf16", "fp16"), "bf16": (), "fp16": ()}
 LIGHT_DISTRIBUTIONS = ("task", "normal", "heavy", "spiky")  # for timed (large) variants on a GPU
 MAX_REDRAWS = 3  # a case whose reference output is not finite is redrawn this many times
 
@@ -364,21 +362,6 @@ def check_batch_separable(ctx: VariantContext, args: list[Any]) -> bool:
 
 
 CHECK_ROWS = 8  # rows of the batch on which the chunked oracle is checked against the whole one
-
-
-def lower_precision_outputs(
-    ctx: VariantContext, args: list[Any], precision: str
-) -> list[torch.Tensor] | None:
-    """The reference computed in a lower precision (for classifying downgrades)."""
-    if precision == "tf32":
-        if ctx.device.type != "cuda":
-            return None
-        return run_model(ctx.reference, to_device(args, ctx.device), "tf32", ctx.inplace)
-    dt = CONTRACT_DTYPE[precision]
-    low = copy.deepcopy(ctx.reference).to(dt)
-    convert_attributes(low, dt, ctx.device)
-    out = run_model(low, to_device(args, ctx.device, dt), precision, ctx.inplace, FactoryDtype(dt))
-    return [t.to(ctx.dtype) if t.is_floating_point() else t for t in out]
 
 
 def reference_randomness(ctx: VariantContext, args: list[Any]) -> Randomness:

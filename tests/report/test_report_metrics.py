@@ -109,3 +109,17 @@ def test_speedups_print_with_their_interval():
 
     assert format_speedup(Figure(2.3456, (2.2, 2.5))) == "2.35x [2.20, 2.50]"
     assert format_speedup(Figure(None, None, "not timed")) == "—"
+
+
+def test_fast_p_leaves_out_a_verdict_whose_speed_is_not_a_claim_and_says_so(make_verdict):
+    from kernelproof.report.metrics import fast_p_note
+
+    results = _results(make_verdict, ("a", Outcome.PASS, 2.0), ("b", Outcome.PASS, 3.0))
+    assert fast_p(results, 1.0) == 1.0 and fast_p_note(results) is None
+    docs = [make_verdict("a", "sol0.py", Outcome.PASS, speedups={"eager": 2.0}).to_json()]
+    interpreted = make_verdict("b", "sol1.py", Outcome.PASS, speedups={"eager": 3.0}).to_json()
+    interpreted["claims"] = {"speed": False, "speed_withheld": "triton_interpreter"}
+    results = results_from(docs + [interpreted])
+    assert fast_p(results, 1.0) == 1.0  # task b is left out of the denominator, not counted slow
+    assert geomean_speedup(results) == pytest.approx(2.0)
+    assert "leaves out 1 verdict" in fast_p_note(results)

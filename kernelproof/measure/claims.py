@@ -1,0 +1,105 @@
+"""What a verdict claims: one rule for the CPU and the GPU (docs/verdict.md, "What a verdict claims").
+
+Correctness is proven the same way on both. Speed is a claim where the timed code is the code a
+user would run: on a GPU, and on the CPU for plain PyTorch and C++ extensions compiled for it.
+Triton's interpreter runs a kernel as Python over NumPy, orders of magnitude slower than the kernel
+would be anywhere, so for a candidate that launches interpreted kernels the speedups are withheld
+(null, with the reason): the reward has no speed term and bench's fast_p leaves the verdict out.
+The measured times stay under ``timing``.
+
+Kernel coverage (the share of the work in the solution's kernels) is judged on a GPU only. On the
+CPU the verdict records instead which of the reference's own ATen operations the forward ran
+outside the solution's launches (``reference_ops_outside_kernels``): a one-element Triton store
+followed by ``torch.softmax`` passes there, flagged, and is never the one an optimiser keeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+
+from kernelproof.verdict import (
+    REFERENCE_OPS_OUTSIDE,
+    SPEED_WITHHELD_INTERPRETER,
+    Claims,
+    Coverage,
+    Speedup,
+)
+from kernelproof.verify.cases import VariantContext, make_inputs, run_model
+
+WITHHELD_NOTE = (
+    "withheld: the candidate's kernels ran in Triton's interpreter, whose speed says nothing about a "
+    "kernel (claims.speed_withheld); the measured times are under timing"
+)
+CPU_COVERAGE_NOTE = (
+    "kernel coverage is not judged on the CPU (only that a solution that defines kernels launches them)"
+)
+
+
+def gpu_claims() -> Claims:
+    """On a GPU every figure is a claim."""
+    return Claims(speed=True)
+
+
+def cpu_claims(backend: str, coverage: Coverage | None, reference_ops: frozenset[str] | None) -> Claims:
+    """The CPU's claims from the launch count (`coverage`) and the reference's operations (None:
+    they could not be profiled, and the note says so).
+
+    Interpreted launches withhold speed; where launches could not be counted, the solution's static
+    backend decides (a Triton solution runs interpreted on the CPU)."""
+    counted = coverage.interpreted_launches if coverage is not None else None
+    interpreted = counted > 0 if counted is not None else backend == "triton"
+    outside = tuple(op for op in (coverage.aten_outside if coverage else ()) if op in (reference_ops or ()))
+    parts = [CPU_COVERAGE_NOTE]
+    if reference_ops is None:
+        parts.append(
+            "the reference's operations could not be profiled: the ATen ops outside the launches were not compared with them"
+        )
+    if interpreted:
+        parts.append("speed is not a claim: the kernels ran in Triton's interpreter")
+    if outside:
+        parts.append(
+            f"the forward ran the reference's own {', '.join(outside)} outside the solution's kernels"
+        )
+    return Claims(
+        speed=not interpreted,
+        speed_withheld=SPEED_WITHHELD_INTERPRETER if interpreted else "",
+        coverage_judged=False,
+        reference_ops_outside=outside,
+        note="; ".join(parts),
+    )
+
+
+def outside_flag(claims: Claims) -> str | None:
+    """The ``reference_ops_outside_kernels`` flag for the verdict's flags, when it applies."""
+    if not claims.reference_ops_outside:
+        return None
+    return (
+        f"{REFERENCE_OPS_OUTSIDE}: the forward ran the reference's own {', '.join(claims.reference_ops_outside)} "
+        "outside the solution's kernels (on the CPU, where coverage is not judged)"
+    )
+
+
+def withheld(speedup: Mapping[str, Speedup]) -> dict[str, Speedup]:
+    """The headline speedups with every figure null and the reason in each note."""
+    return {name: Speedup(name, None, None, None, WITHHELD_NOTE) for name in speedup}
+
+
+def reference_ops(ctx: VariantContext, seed: int) -> frozenset[str] | None:
+    """Every ATen op the reference's forward runs, at any depth, on one case of `ctx` (in the parent);
+    None when the profiler could not run (another profiler active in this process, say).
+
+    Only the intersection with the candidate's ``aten_outside`` (already reduced to ops that do
+    work) is used, so allocation and view ops listed here do no harm."""
+    from torch.autograd.profiler import profile as cpu_profiler
+
+    args = make_inputs(ctx, "normal", seed)
+    try:
+        with cpu_profiler(use_cpu=True) as prof:
+            run_model(ctx.reference, args, ctx.precision, ctx.inplace)
+    except torch.OutOfMemoryError:
+        raise
+    except RuntimeError:  # the profiler's own refusal; a reference that raises was caught by setup
+        return None
+    return frozenset(str(ev.name) for ev in prof.function_events if str(ev.name).startswith("aten::"))
