@@ -11,6 +11,7 @@ the parent gets either a well-formed reply or a :class:`WorkerDied` with a reaso
 from __future__ import annotations
 
 import os
+import secrets
 import select
 import shutil
 import signal
@@ -32,7 +33,7 @@ from kernelproof.sandbox.dirs import artifact_env
 from kernelproof.sandbox.guards import EXIT_VIOLATION, VIOLATION_PREFIX
 from kernelproof.sandbox.plan import Layer
 from kernelproof.sandbox.private import PrivateDir, package_link
-from kernelproof.worker import handoff, protocol
+from kernelproof.worker import handoff, protocol, schemas
 from kernelproof.worker.expected import Expected, refuse_reply
 
 STARTUP_TIMEOUT_S = 120.0  # importing torch and initialising CUDA
@@ -147,6 +148,7 @@ class WorkerProcess:
         self.sock = parent_sock
         self.started = time.monotonic()
         self.hello: dict[str, Any] | None = None
+        self.violation: WorkerDied | None = None  # the first protocol violation: nothing read after it
         self._inbox: handoff.Inbox | None = None  # device buffers the worker copies large outputs into
         self.handoff_failed = False  # reading them failed once: outputs take the wire from then on
         self.paused = False  # stopped by pause() until resume()
@@ -187,7 +189,9 @@ class WorkerProcess:
     def wait_ready(self, timeout_s: float = STARTUP_TIMEOUT_S) -> dict[str, Any]:
         self.resume()  # a stopped worker never says hello
         if self.hello is None:
-            self.hello, _ = self._recv(timeout_s)
+            self._raise_if_violated()
+            hello, _ = self._recv(timeout_s, None, {"op": "hello"}, None)
+            self.hello = hello
         return self.hello
 
     def ready_now(self) -> bool:
@@ -265,6 +269,10 @@ class WorkerProcess:
         header before it reads any tensor data: a mismatch comes back as a failed reply
         (``wrong_shape``, ``wrong_dtype``) with nothing read (:mod:`kernelproof.worker.expected`)."""
         self.wait_ready()
+        self._raise_if_violated()
+        self._refuse_unsolicited()
+        nonce = secrets.randbits(62)  # keeps frames in step; the candidate can read it (no secret)
+        header = {**header, "nonce": nonce}
         if expect is not None:
             header = {**header, "expect": expect.to_json()}
         try:
@@ -272,7 +280,7 @@ class WorkerProcess:
             protocol.send(self.sock, header, tensors)
         except (OSError, protocol.ProtocolError):
             raise self._death() from None
-        return self._recv(timeout_s, expect)
+        return self._recv(timeout_s, expect, header, nonce)
 
     def request_outputs(
         self,
@@ -302,8 +310,7 @@ class WorkerProcess:
             try:
                 outs = inbox.collect(offered, reply, outs)  # type: ignore[union-attr]
             except protocol.ProtocolError as exc:
-                self.kill()
-                raise WorkerDied("crash", f"the worker's reply does not match the request: {exc}") from None
+                raise self._violated(f"its device buffers do not match the request: {exc}") from None
             except Exception:  # noqa: BLE001 - this process cannot read its buffers
                 failed = True
         if failed:  # the wire from now on; runs and fetches can be asked again
@@ -320,22 +327,69 @@ class WorkerProcess:
         return self._inbox
 
     def _recv(
-        self, timeout_s: float, expect: Expected | None = None
+        self, timeout_s: float, expect: Expected | None, request: dict[str, Any], nonce: int | None
     ) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        """The reply to `request` (sent with `nonce`; None: the worker's hello), checked against
+        its kind's schema and `expect` before any tensor byte is read (I10). Anything else ends
+        the worker as ``protocol_violation``; a closed connection is explained as a death."""
         self._await_reply(timeout_s)
         self.sock.settimeout(timeout_s)
         try:
-            incoming = protocol.recv_header(self.sock)
-            refused = refuse_reply(incoming.header, incoming.specs(), expect)
-            if refused is not None:
-                incoming.discard()
-                return refused, []
+            incoming = protocol.recv_header(self.sock, schemas.MAX_REPLY_HEADER_BYTES)
+            found = (
+                schemas.message_violation(incoming.header, "hello")
+                if nonce is None
+                else schemas.reply_violation(request, nonce, incoming.header, len(incoming.metas))
+            )
+            if found is None and incoming.metas and incoming.header.get("ok") is True:
+                found = _tensor_violation(request, incoming, expect)
+            if found is not None:
+                incoming.drop()
+                raise self._violated(found)
+            if nonce is not None:  # the envelope has done its job: callers read the reply itself
+                for key in schemas.ENVELOPE[1:]:
+                    incoming.header.pop(key, None)
             return incoming.header, incoming.read()
         except TimeoutError:
             self.kill()
             raise self._timed_out(timeout_s) from None
-        except (OSError, protocol.ProtocolError):
+        except protocol.PeerClosed:
             raise self._death() from None
+        except protocol.ProtocolError as exc:
+            raise self._violated(str(exc)) from None
+        except OSError:
+            raise self._death() from None
+
+    def _refuse_unsolicited(self) -> None:
+        """Between requests nothing may arrive: bytes waiting now are a frame nobody asked for
+        (the candidate wrote to the worker's socket), an end of file a death."""
+        try:
+            readable, _, _ = select.select([self.sock], [], [], 0)
+            if not readable:
+                return
+            waiting = self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return
+        except OSError:
+            raise self._death() from None
+        if not waiting:
+            raise self._death()
+        raise self._violated("the worker sent a frame between requests, which no request asked for")
+
+    def _violated(self, found: str) -> WorkerDied:
+        """End the worker for a protocol violation and remember it: nothing it sent is used after."""
+        self.kill()
+        self.violation = WorkerDied(
+            "protocol_violation",
+            f"the worker broke the reply protocol ({found}): the solution shares the worker's process "
+            "and its socket, so the violation is the solution's",
+            _tail(self.log_tail()),
+        )
+        return self.violation
+
+    def _raise_if_violated(self) -> None:
+        if self.violation is not None:
+            raise self.violation
 
     def _await_reply(self, timeout_s: float) -> None:
         """Wait until the reply starts (or the socket closes), counting only the time the worker
@@ -459,6 +513,22 @@ class WorkerProcess:
             self._report = -1
         self.dirs.remove()
         sandbox_plan.release(self.plan)
+
+
+def _tensor_violation(
+    request: dict[str, Any], incoming: protocol.Incoming, expect: Expected | None
+) -> str | None:
+    """Why a successful reply's tensors, as its header declares them, are not the ones the request
+    expects; None when they are. The worker compares its outputs with the expectation before it
+    sends any (kernelproof.worker.cases, fetch), so a mismatch here is not the harness's reply.
+    Without an expectation a reply carries no tensor at all."""
+    where = f"{request.get('op')} reply"
+    if expect is None:
+        return f"{where} carries {len(incoming.metas)} tensors where the request expects none"
+    refused = refuse_reply(incoming.header, incoming.specs(), expect)
+    if refused is None:
+        return None
+    return f"{where}: {refused.get('message', '')}"
 
 
 def _worker_args(
