@@ -37,8 +37,10 @@ MAX_MS = 1e9  # about 11.6 days: no span, call or load takes longer (the worker'
 
 
 def _type_name(v: Any) -> str:
-    return "null" if v is None else {dict: "an object", list: "a list", str: "a string"}.get(
-        type(v), f"a {type(v).__name__}"
+    return (
+        "null"
+        if v is None
+        else {dict: "an object", list: "a list", str: "a string"}.get(type(v), f"a {type(v).__name__}")
     )
 
 
