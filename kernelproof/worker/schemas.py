@@ -37,11 +37,8 @@ MAX_MS = 1e9  # about 11.6 days: no span, call or load takes longer (the worker'
 
 
 def _type_name(v: Any) -> str:
-    return (
-        "null"
-        if v is None
-        else {dict: "an object", list: "a list", str: "a string"}.get(type(v), f"a {type(v).__name__}")
-    )
+    names = {dict: "an object", list: "a list", str: "a string", int: "an integer", bool: "a bool"}
+    return "null" if v is None else names.get(type(v), f"a {type(v).__name__}")
 
 
 def number(lo: float = -math.inf, hi: float = math.inf, finite: bool = True) -> Check:
