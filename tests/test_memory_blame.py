@@ -1,0 +1,58 @@
+"""Whether an out-of-memory was kernelproof's own is decided from the parent's facts, never from
+what the solution can write (its log, an exception's text): I10, I11.
+
+A solution that printed CUDA's out-of-memory words and died with the harness's exit status got
+too_large (an error, never stored, never its fault); one that raised an exception with those words
+was run again and could be reclassified. Both are the solution's failures now. The rule itself
+(memory_blame.own_out_of_memory) takes only the parent's footprint estimate against the memory it
+measured, or a re-run of the reference alone that also failed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelproof.api import evaluate
+from kernelproof.evaluate.memory_blame import MemoryFacts, memory_shaped, own_out_of_memory
+from kernelproof.options import EvalOptions
+from kernelproof.verdict import ReasonCode
+
+TESTS = Path(__file__).resolve().parent
+SCALE_RELU = str(TESTS / "data" / "tasks" / "scale_relu.py")
+SOLUTIONS = TESTS / "protocol" / "solutions"
+GB = 10**9
+
+
+def test_an_evaluation_larger_than_the_memory_the_parent_measured_is_its_own():
+    assert own_out_of_memory(MemoryFacts(footprint_bytes=137 * GB, available_bytes=129 * GB))
+    assert not own_out_of_memory(MemoryFacts(footprint_bytes=10 * GB, available_bytes=129 * GB))
+
+
+def test_without_a_fact_the_failure_is_the_solution_s():
+    assert not own_out_of_memory(MemoryFacts(footprint_bytes=None, available_bytes=129 * GB))
+    assert not own_out_of_memory(MemoryFacts(footprint_bytes=0, available_bytes=None))  # the CPU
+
+
+def test_a_reference_that_also_fails_alone_makes_it_kernelproof_s():
+    assert own_out_of_memory(
+        MemoryFacts(footprint_bytes=None, available_bytes=None, reference_alone_failed=True)
+    )
+
+
+def test_only_failures_that_can_be_a_lack_of_memory_are_weighed():
+    assert memory_shaped(ReasonCode.CRASH) and not memory_shaped(ReasonCode.MISMATCH)
+
+
+@pytest.mark.parametrize(
+    ("solution", "codes"),
+    [("oom_text_then_exit.py", ["crash"]), ("oom_text_in_exception.py", ["runtime_error"])],
+)
+def test_out_of_memory_words_from_the_solution_are_its_own_failure(solution, codes):
+    options = EvalOptions(device="cpu", db="", seed=3, correctness_only=True, seeds_per_case=1)
+    v = evaluate(SCALE_RELU, str(SOLUTIONS / solution), options)
+    assert v.verdict.value == "fail" and v.codes == codes, v.reasons
+    assert "too_large" not in v.codes
+    if solution == "oom_text_then_exit.py":
+        assert "out of memory" in v.reasons[0].detail  # the log is shown, deciding nothing
