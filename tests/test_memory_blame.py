@@ -56,3 +56,28 @@ def test_out_of_memory_words_from_the_solution_are_its_own_failure(solution, cod
     assert "too_large" not in v.codes
     if solution == "oom_text_then_exit.py":
         assert "out of memory" in v.reasons[0].detail  # the log is shown, deciding nothing
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("admitted_bytes", "codes"), [(1, ["too_large"]), (None, ["crash"])])
+def test_a_worker_out_of_memory_on_the_gpu_is_too_large_only_by_the_parent_s_facts(
+    monkeypatch, admitted_bytes, codes
+):
+    """A real CUDA out-of-memory in the candidate's worker (a 64 TiB allocation): the worker's
+    account is a crash either way; the parent's facts decide. Where its footprint estimate exceeds
+    what it admits for the device (forced here by admitting 1 byte), the evaluation does not fit
+    and is too_large (an error, never stored); where it fits, the crash is the solution's."""
+    from kernelproof import api
+    from kernelproof.executors.local import LocalPool
+    from kernelproof.executors.memory import DeviceMemory
+
+    pool = LocalPool(prespawn=False)
+    try:
+        if admitted_bytes is not None:
+            monkeypatch.setattr(pool, "memory", lambda device: DeviceMemory(admitted_bytes))
+        options = EvalOptions(device="cuda", db="", seed=3, correctness_only=True, seeds_per_case=1)
+        v = api.evaluate(SCALE_RELU, str(TESTS / "data" / "solutions" / "gpu_oom.py"), options, pool=pool)
+    finally:
+        pool.close()
+    assert v.codes == codes, v.reasons
+    assert v.verdict.value == ("error" if codes == ["too_large"] else "fail")

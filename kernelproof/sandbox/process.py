@@ -469,7 +469,7 @@ class WorkerProcess:
         try:
             self.sock.settimeout(10.0)
             protocol.send(self.sock, {"op": "bye"})
-            protocol.recv(self.sock)
+            protocol.recv_header(self.sock, schemas.MAX_REPLY_HEADER_BYTES).drop()  # read, never used
         except Exception:  # noqa: BLE001 - it may already be gone
             pass
         try:
@@ -493,7 +493,7 @@ class WorkerProcess:
             try:
                 self.sock.settimeout(2.0)
                 protocol.send(self.sock, {"op": "bye"})
-                protocol.recv(self.sock)
+                protocol.recv_header(self.sock, schemas.MAX_REPLY_HEADER_BYTES).drop()  # never used
             except Exception:  # noqa: BLE001 - the worker is going away either way
                 pass
         self.kill()

@@ -20,7 +20,8 @@ def violation(
 ) -> str | None:
     """The first way a frame is not the reply to `request` (or, with no nonce, the hello)."""
     if nonce is None:
-        return schemas.message_violation(incoming.header, "hello")
+        found = schemas.message_violation(incoming.header, "hello")
+        return found or (f"the hello carries {len(incoming.metas)} tensors" if incoming.metas else None)
     found = schemas.reply_violation(request, nonce, incoming.header, len(incoming.metas))
     if found is None and incoming.metas and incoming.header.get("ok") is True:
         found = tensor_violation(request, incoming, expect)

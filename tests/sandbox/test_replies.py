@@ -206,17 +206,21 @@ with scripted(Path(tempfile.mkdtemp()), lambda req: frame(reply_to(req), declare
     w.wait_ready()
     before = peak_mib()
     try:
-        w.request({"op": "fetch", "index": 0}, None, 3)
-        code = "read"
+        if sys.argv[3] == "bye":  # the last reply, read and dropped when the worker is let go
+            w.finish(timeout_s=1)
+            code = "finished"
+        else:
+            w.request({"op": "fetch", "index": 0}, None, 3)
+            code = "read"
     except WorkerDied as died:
         code = died.code
 print(json.dumps({"grown_mib": peak_mib() - before, "code": code}))
 """
 
 
-def _huge(nbytes: int, checks: str) -> dict:
+def _huge(nbytes: int, checks: str, op: str = "fetch") -> dict:
     out = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(HUGE), str(nbytes), checks],
+        [sys.executable, "-c", textwrap.dedent(HUGE), str(nbytes), checks, op],
         capture_output=True,
         text=True,
         timeout=300,
@@ -232,3 +236,8 @@ def test_a_reply_declaring_a_60_gib_inline_tensor_leaves_the_parent_small():
     assert off["grown_mib"] >= 400, off
     on = _huge(60 * 2**30, "on")
     assert on["code"] == "protocol_violation" and on["grown_mib"] < 64, on
+
+
+def test_the_reply_to_bye_is_never_read_past_its_header():
+    bye = _huge(60 * 2**30, "on", "bye")
+    assert bye["code"] == "finished" and bye["grown_mib"] < 64, bye
