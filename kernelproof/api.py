@@ -27,7 +27,13 @@ import torch
 
 from kernelproof.errors import UsageError
 from kernelproof.evaluate import compare_pair, evaluate_pair
-from kernelproof.evaluate.memory_blame import MemoryFacts, memory_shaped, own_out_of_memory
+from kernelproof.evaluate.memory_blame import (
+    MemoryFacts,
+    memory_shaped,
+    near_the_edge,
+    own_out_of_memory,
+    reference_alone_fails,
+)
 from kernelproof.evaluate.progress import reporting  # noqa: F401  (the CLI's phase lines)
 from kernelproof.evaluate.requests import device_name
 from kernelproof.executors.local import LocalPool, default_pool, resolve_devices, run_many
@@ -187,7 +193,7 @@ def _evaluate_on(task: str, solution: str, options: EvalOptions, device: str, po
         # device, where the parent's own facts decide (kernelproof/evaluate/memory_blame.py).
         with pool.device_alone(device, options.per_device):
             verdict = _judged(task, solution, options, device, pool)
-    verdict = _beyond_the_device(verdict, task, solution, device, pool)
+    verdict = _beyond_the_device(verdict, task, options, device, pool)
     if verdict.codes and verdict.codes[0] == ReasonCode.TOO_LARGE.value:
         return verdict  # a property of this device and its neighbours at the time: never stored
     if store is not None:
@@ -217,7 +223,9 @@ def _worth_running_alone(verdict: Verdict) -> bool:
     return bool(codes & {ReasonCode.TOO_LARGE, ReasonCode.CRASH, ReasonCode.INTERNAL_ERROR})
 
 
-def _beyond_the_device(verdict: Verdict, task: str, solution: str, device: str, pool: LocalPool) -> Verdict:
+def _beyond_the_device(
+    verdict: Verdict, task: str, options: EvalOptions, device: str, pool: LocalPool
+) -> Verdict:
     """A worker that ran out of GPU memory in an evaluation whose own footprint (the parent's
     estimate: inputs, reference, float64 oracle, the candidate's outputs) is more than the device
     admits is the task's size, not the solution's fault: too_large, never a crash.
@@ -225,19 +233,29 @@ def _beyond_the_device(verdict: Verdict, task: str, solution: str, device: str, 
     Decided from the parent's facts only (kernelproof/evaluate/memory_blame.py): never from the
     worker's log or a reason's text, which the solution controls. (On an H200, KernelBench
     level1/21_Sigmoid's footprint was estimated at 137 GB, within the 138 GB admitted, while the
-    parent held 115 GiB and the worker's poison fill found no memory: a better estimate decides it.)
+    parent held 115 GiB and the worker's poison fill found no memory: the reference, run alone as
+    the candidate in a fresh worker, fails the same way; that is the second fact.)
     """
     capacity = getattr(pool.memory(device), "capacity_bytes", None)
     footprint = (verdict.environment.get("memory") or {}).get("footprint_bytes")
-    failed_so = bool(verdict.reasons) and memory_shaped(verdict.reasons[0].code)
-    if not failed_so or not own_out_of_memory(MemoryFacts(footprint, capacity)):
+    facts = MemoryFacts(footprint, capacity)
+    if not verdict.reasons or not memory_shaped(verdict.reasons[0].code):
         return verdict
-    cause = verdict.reasons[0].message
+    if not own_out_of_memory(facts) and near_the_edge(facts):
+        judge = lambda t, s, o: _judged(t, s, o, device, pool)  # noqa: E731
+        facts = dataclasses.replace(facts, reference_alone_failed=reference_alone_fails(task, options, judge))
+    if not own_out_of_memory(facts):
+        return verdict
+    why = (
+        "the task's reference, run alone in a fresh worker, failed too"
+        if facts.reference_alone_failed
+        else (f"{capacity / 1e9:.0f} GB are admitted")
+    )
     message = (
         f"the task needs more GPU memory than {device} admits: this evaluation's footprint is "
         f"{footprint / 1e9:.0f} GB (inputs, reference, float64 oracle and the candidate's outputs, as "
-        f"its setup measured them), {capacity / 1e9:.0f} GB are admitted, and the candidate's worker "
-        f"failed ({cause[:200]}); run it on a device with more memory or give the task smaller shapes"
+        f"its setup measured them), {why}, and the candidate's worker failed "
+        f"({verdict.reasons[0].message[:200]}); run it on a device with more memory or give the task smaller shapes"
     )
     reason = Reason(ReasonCode.TOO_LARGE, message, verdict.reasons[0].detail if verdict.reasons else "")
     # what the evaluation recorded (its footprint, phases, layers) stays: it is how it was decided

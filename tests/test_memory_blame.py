@@ -10,14 +10,22 @@ measured, or a re-run of the reference alone that also failed.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from kernelproof import api
 from kernelproof.api import evaluate
-from kernelproof.evaluate.memory_blame import MemoryFacts, memory_shaped, own_out_of_memory
+from kernelproof.evaluate.memory_blame import (
+    MemoryFacts,
+    memory_shaped,
+    near_the_edge,
+    own_out_of_memory,
+    reference_alone_fails,
+)
 from kernelproof.options import EvalOptions
-from kernelproof.verdict import ReasonCode
+from kernelproof.verdict import Outcome, Reason, ReasonCode
 
 TESTS = Path(__file__).resolve().parent
 SCALE_RELU = str(TESTS / "data" / "tasks" / "scale_relu.py")
@@ -45,6 +53,66 @@ def test_only_failures_that_can_be_a_lack_of_memory_are_weighed():
     assert memory_shaped(ReasonCode.CRASH) and not memory_shaped(ReasonCode.MISMATCH)
 
 
+def _verdict_of(code: ReasonCode | None, footprint_bytes: int = 0):
+    """An evaluation's verdict failed with `code` (None: passed), with the footprint its setup estimated."""
+    reasons = (Reason(code, "forward raised OutOfMemoryError"),) if code else ()
+    v = api._error_verdict(SCALE_RELU, SCALE_RELU, "cpu", reasons[0]) if reasons else None
+    if v is None:
+        v = api._error_verdict(SCALE_RELU, SCALE_RELU, "cpu", Reason(ReasonCode.CRASH, "x"))
+        v = dataclasses.replace(v, verdict=Outcome.PASS, reasons=())
+    return dataclasses.replace(v, environment={"memory": {"footprint_bytes": footprint_bytes}})
+
+
+@pytest.mark.parametrize(
+    ("alone", "expected"), [(ReasonCode.CRASH, True), (None, False), (ReasonCode.MISMATCH, False)]
+)
+def test_the_reference_alone_runs_as_the_candidate_and_its_failure_is_the_fact(alone, expected):
+    seen = []
+
+    def judge(task, solution, options):
+        seen.append((Path(solution).read_text(), options.correctness_only))
+        return _verdict_of(alone)
+
+    assert reference_alone_fails(SCALE_RELU, EvalOptions(device="cpu", db=""), judge) is expected
+    source, correctness_only = seen[0]
+    assert (
+        source.startswith(Path(SCALE_RELU).read_text()) and "ModelNew = Model" in source and correctness_only
+    )
+
+
+@pytest.mark.parametrize(("alone", "codes"), [(ReasonCode.CRASH, ["too_large"]), (None, ["crash"])])
+def test_a_crash_near_the_device_s_edge_is_too_large_only_if_the_reference_alone_fails_too(
+    monkeypatch, alone, codes
+):
+    """80 GB of 129 GB admitted: the estimate alone does not decide, the reference's re-run does."""
+    from kernelproof.executors.local import LocalPool
+    from kernelproof.executors.memory import DeviceMemory
+
+    outcomes = [_verdict_of(ReasonCode.CRASH, 80 * GB), _verdict_of(alone)]
+    ran = []
+
+    def fake(task, solution, options, device, workers):
+        ran.append(Path(solution).name)
+        return outcomes.pop(0)
+
+    monkeypatch.setattr(api, "evaluate_pair", fake)
+    pool = LocalPool(prespawn=False)
+    monkeypatch.setattr(pool, "memory", lambda device: DeviceMemory(129 * GB))
+    try:
+        v = api.evaluate(SCALE_RELU, SCALE_RELU, EvalOptions(device="cpu", db=""), pool=pool)
+    finally:
+        pool.close()
+    assert ran[1] == "reference_alone.py" and v.codes == codes, v.reasons
+    if codes == ["too_large"]:
+        assert "reference, run alone in a fresh worker, failed too" in v.reasons[0].message
+
+
+def test_a_crash_far_from_the_edge_never_runs_the_reference_again():
+    assert not near_the_edge(MemoryFacts(footprint_bytes=10 * GB, available_bytes=129 * GB))
+    assert near_the_edge(MemoryFacts(footprint_bytes=80 * GB, available_bytes=129 * GB))
+    assert not near_the_edge(MemoryFacts(footprint_bytes=0, available_bytes=None))
+
+
 @pytest.mark.parametrize(
     ("solution", "codes"),
     [("oom_text_then_exit.py", ["crash"]), ("oom_text_in_exception.py", ["runtime_error"])],
@@ -67,7 +135,6 @@ def test_a_worker_out_of_memory_on_the_gpu_is_too_large_only_by_the_parent_s_fac
     account is a crash either way; the parent's facts decide. Where its footprint estimate exceeds
     what it admits for the device (forced here by admitting 1 byte), the evaluation does not fit
     and is too_large (an error, never stored); where it fits, the crash is the solution's."""
-    from kernelproof import api
     from kernelproof.executors.local import LocalPool
     from kernelproof.executors.memory import DeviceMemory
 
