@@ -236,7 +236,7 @@ REPLIES: dict[str, Kind] = {
         },
     ),
     "run": Kind(
-        {"second_run_fingerprints": items(PAIR, 4096), "checksums": items(number(finite=False), 4)},
+        {"second_run_fingerprints": items(PAIR, 4096), "checksums": items(number(finite=False), 64)},
         {
             "output_reused": boolean,
             "delivered": items(INDEX, 4096),
@@ -268,7 +268,9 @@ REPLIES: dict[str, Kind] = {
     ),
     "steady": Kind({"per_call_ms": MS, "last_seed": SEED, "fingerprints": items(PAIR, 4096)}),
     "profile": Kind(
-        {"kernels": items(row(NAME, integer(-1, 1 << 31), MS))},
+        # A device activity: its name (a templated C++ kernel's runs to kilobytes), the stream the
+        # profiler names (any id it gives), its duration (as the profiler's clock gives it).
+        {"kernels": items(row(text(1 << 16), integer(), SIGNED_MS))},
         {
             "launches": items(row(NAME, boolean)),
             "unwatched": items(row(NAME, boolean)),
