@@ -268,9 +268,12 @@ class WorkerProcess:
         expect: Expected | None = None,
     ) -> tuple[dict[str, Any], list[torch.Tensor]]:
         """One request and its reply. With `expect` (the reference's outputs), the worker compares
-        what the call returned before it sends anything, and this process compares the reply's
-        header before it reads any tensor data: a mismatch comes back as a failed reply
-        (``wrong_shape``, ``wrong_dtype``) with nothing read (:mod:`kernelproof.worker.expected`)."""
+        what the call returned before it sends anything (a mismatch is its failed reply,
+        ``wrong_shape`` or ``wrong_dtype``), and this process compares the reply's header before it
+        reads any tensor data (:mod:`kernelproof.worker.expected`). The request carries a fresh
+        nonce; a reply that is not the one to this request, in its kind's schema, with the tensors
+        `expect` allows (none without it), ends the worker as ``protocol_violation``
+        (:mod:`kernelproof.sandbox.replies`)."""
         self.wait_ready()
         self._raise_if_violated()
         if REPLY_CHECKS:
