@@ -28,6 +28,13 @@ import torch
 
 from kernelproof.errors import UsageError
 from kernelproof.evaluate import compare_pair, evaluate_pair
+from kernelproof.evaluate.memory_blame import (
+    MemoryFacts,
+    memory_shaped,
+    near_the_edge,
+    own_out_of_memory,
+    reference_alone_fails,
+)
 from kernelproof.evaluate.progress import reporting  # noqa: F401  (the CLI's phase lines)
 from kernelproof.evaluate.requests import device_name
 from kernelproof.executors.local import LocalPool, default_pool, resolve_devices, run_many
@@ -183,11 +190,12 @@ def _evaluate_on(task: str, solution: str, options: EvalOptions, device: str, po
         concurrent.futures.wait([pending.future])
     with pool.device_slots(device, options.per_device):
         verdict = _judged(task, solution, options, device, pool)
-    if options.per_device > 1 and _short_of_memory(verdict):
-        # Out of GPU memory while other evaluations held some: this one again, alone on the device.
+    if options.per_device > 1 and _worth_running_alone(verdict):
+        # Out of GPU memory while other evaluations held some, perhaps: this one again, alone on the
+        # device, where the parent's own facts decide (kernelproof/evaluate/memory_blame.py).
         with pool.device_alone(device, options.per_device):
             verdict = _judged(task, solution, options, device, pool)
-    verdict = _beyond_the_device(verdict, task, solution, device, pool)
+    verdict = _beyond_the_device(verdict, task, options, device, pool)
     if verdict.codes and verdict.codes[0] in (ReasonCode.TOO_LARGE.value, ReasonCode.ENVIRONMENT.value):
         return verdict  # a property of this machine (and its neighbours) at the time: never stored
     if store is not None:
@@ -208,36 +216,48 @@ def _judged(task: str, solution: str, options: EvalOptions, device: str, pool: L
         return internal_error_verdict(task, solution, device, exc)
 
 
-def _short_of_memory(verdict: Verdict) -> bool:
-    """Did the evaluation fail for want of GPU memory: the parent's (too_large), or its worker's,
-    whatever the step (the candidate's call: a crash; mapping a lent input: an internal error)?"""
-    for r in verdict.reasons:
-        if r.code is ReasonCode.TOO_LARGE:
-            return True
-        if "out of memory" in f"{r.message} {r.detail}".lower():
-            return True
-    return False
+def _worth_running_alone(verdict: Verdict) -> bool:
+    """Could the evaluation have failed for want of GPU memory while it shared the device: the
+    parent's own (too_large), a worker that died, or a worker's harness step that failed (a lent
+    input it could not map)? Decided by codes, never by a reason's text (the solution writes
+    that): running it again alone only gathers facts, it blames no one."""
+    codes = {r.code for r in verdict.reasons}
+    return bool(codes & {ReasonCode.TOO_LARGE, ReasonCode.CRASH, ReasonCode.INTERNAL_ERROR})
 
 
-def _beyond_the_device(verdict: Verdict, task: str, solution: str, device: str, pool: LocalPool) -> Verdict:
+def _beyond_the_device(
+    verdict: Verdict, task: str, options: EvalOptions, device: str, pool: LocalPool
+) -> Verdict:
     """A worker that ran out of GPU memory in an evaluation whose own footprint (the parent's
     estimate: inputs, reference, float64 oracle, the candidate's outputs) is more than the device
     admits is the task's size, not the solution's fault: too_large, never a crash.
 
-    (A worker's own step that runs out of memory is too_large already, kernelproof.sandbox.process:
-    on an H200, KernelBench level1/21_Sigmoid's footprint was estimated at 137 GB, within the 138 GB
-    admitted, while the parent held 115 GiB and the worker's poison fill found no memory.)
+    Decided from the parent's facts only (kernelproof/evaluate/memory_blame.py): never from the
+    worker's log or a reason's text, which the solution controls. (On an H200, KernelBench
+    level1/21_Sigmoid's footprint was estimated at 137 GB, within the 138 GB admitted, while the
+    parent held 115 GiB and the worker's poison fill found no memory: the reference, run alone as
+    the candidate in a fresh worker, fails the same way; that is the second fact.)
     """
     capacity = getattr(pool.memory(device), "capacity_bytes", None)
     footprint = (verdict.environment.get("memory") or {}).get("footprint_bytes")
-    if capacity is None or not footprint or footprint <= capacity or not _short_of_memory(verdict):
+    facts = MemoryFacts(footprint, capacity)
+    if not verdict.reasons or not memory_shaped(verdict.reasons[0].code):
         return verdict
-    cause = verdict.reasons[0].message if verdict.reasons else "out of memory"
+    if not own_out_of_memory(facts) and near_the_edge(facts):
+        judge = lambda t, s, o: _judged(t, s, o, device, pool)  # noqa: E731
+        facts = dataclasses.replace(facts, reference_alone_failed=reference_alone_fails(task, options, judge))
+    if not own_out_of_memory(facts):
+        return verdict
+    why = (
+        "the task's reference, run alone in a fresh worker, failed too"
+        if facts.reference_alone_failed
+        else (f"{capacity / 1e9:.0f} GB are admitted")
+    )
     message = (
         f"the task needs more GPU memory than {device} admits: this evaluation's footprint is "
         f"{footprint / 1e9:.0f} GB (inputs, reference, float64 oracle and the candidate's outputs, as "
-        f"its setup measured them), {capacity / 1e9:.0f} GB are admitted, and the candidate's worker "
-        f"ran out ({cause[:200]}); run it on a device with more memory or give the task smaller shapes"
+        f"its setup measured them), {why}, and the candidate's worker failed "
+        f"({verdict.reasons[0].message[:200]}); run it on a device with more memory or give the task smaller shapes"
     )
     reason = Reason(ReasonCode.TOO_LARGE, message, verdict.reasons[0].detail if verdict.reasons else "")
     # what the evaluation recorded (its footprint, phases, layers) stays: it is how it was decided

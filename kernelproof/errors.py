@@ -32,6 +32,7 @@ reaches it (kernelproof/exits.py has the whole table):
     ├── WorkerDied              a worker died, timed out or answered out of turn; ``code`` is the
     │                           reason code it becomes in the verdict
     ├── ProtocolError           a peer sent something that is not a well-formed message
+    │   └── PeerClosed          the connection ended (the peer's process is gone or closed it)
     └── StoreError              the results database cannot be opened or written
 
 Not in the tree, on purpose: exceptions private to one module that never leave it (the agent's
@@ -183,6 +184,11 @@ class WorkerDied(KernelproofError):
 
 class ProtocolError(KernelproofError):
     """The peer sent something that is not a well-formed message (or closed the connection)."""
+
+
+class PeerClosed(ProtocolError):
+    """The connection ended: the peer died or closed it. Not a malformed message, so the parent
+    explains it as a death (kernelproof.sandbox.process), never as a protocol violation."""
 
 
 class StoreError(KernelproofError):

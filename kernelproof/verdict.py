@@ -67,6 +67,7 @@ class ReasonCode(str, enum.Enum):
     )
     HARNESS_HOOKED = "harness_hooked"  # a mode, aten override or hook left in the harness's torch calls
     ENVIRONMENT = "environment"  # the machine lacks what the solution needs (CUDA toolkit, device)
+    PROTOCOL_VIOLATION = "protocol_violation"  # a worker sent bytes that break the protocol
 
 
 class Outcome(str, enum.Enum):
@@ -238,6 +239,20 @@ class BuildRecord:
 
 
 @dataclass(frozen=True)
+class Provenance:
+    """Where the verdict's judged fields come from: the parent's own checks, or the worker's word.
+
+    Why (I10): the candidate shares its process with the harness that measures it, and pure Python
+    can read and change that harness's state (docs/threat-model.md). What the worker reports is
+    checked for form (kernelproof/worker/schemas.py) and cross-checked where the parent can, but
+    it is evidence, never fact; a reader of the verdict must be able to tell which is which.
+    """
+
+    checked: tuple[str, ...]  # verdict fields the parent established itself (its comparisons, its clock)
+    reported: tuple[str, ...]  # verdict fields as the candidate's worker reported them
+
+
+@dataclass(frozen=True)
 class Stored:
     """Set on a verdict the store answered with: it was decided earlier, not by this request.
 
@@ -276,6 +291,7 @@ class Verdict:
     build: BuildRecord | None = None  # CUDA and native solutions: how the build went
     stored: Stored | None = None  # set when the store answered with an earlier evaluation's verdict
     claims: Claims | None = None  # what the verdict claims (None: written before it existed, or not timed)
+    provenance: Provenance | None = None  # parent-checked and worker-reported fields (absent before)
     schema: str = SCHEMA
 
     @property

@@ -66,6 +66,8 @@ RULES: dict[ReasonCode, str | None] = {
     ReasonCode.HARNESS_HOOKED: "Leave nothing active after forward returns: no torch function or dispatch "
     "modes, no torch.library kernels for aten operators, no replaced torch.Tensor methods, no trace hooks.",
     ReasonCode.ENVIRONMENT: None,  # the machine lacks a CUDA toolkit or device: nothing for the model to fix
+    ReasonCode.PROTOCOL_VIOLATION: "Never write to file descriptors or sockets you did not open: the "
+    "harness's channel to the evaluator is not the solution's to use.",
 }
 
 LANGUAGES = {

@@ -19,6 +19,7 @@ import torch
 
 from kernelproof._version import __version__
 from kernelproof.evaluate.build import with_worker_report
+from kernelproof.evaluate.provenance import provenance_of
 from kernelproof.evaluate.records import Built, Checked, Probed, Setup, Stopped, Timed
 from kernelproof.evaluate.requests import device_name
 from kernelproof.options import EvalOptions
@@ -122,6 +123,7 @@ def verdict_of(
         correctness=correctness,
         timed=timed,
         build=record,
+        ran=True,
     )
 
 
@@ -137,6 +139,7 @@ def _verdict(
     correctness: Correctness | None = None,
     timed: Timed | None = None,
     build=None,
+    ran: bool = False,
 ) -> Verdict:
     speedup = dict(timed.speedup) if timed else {}
     best = speedup.get("best") or speedup.get("eager")
@@ -160,4 +163,7 @@ def _verdict(
         created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         build=build,
         claims=timed.claims if timed else None,
+        provenance=provenance_of(
+            ran, timed.timing if timed else None, timed.coverage if timed else None, build is not None
+        ),
     )

@@ -13,7 +13,8 @@ from kernelproof.evaluate.records import Checked, Setup
 from kernelproof.evaluate.requests import encode_args, load_candidate
 from kernelproof.options import EvalOptions
 from kernelproof.sandbox.process import WorkerProcess
-from kernelproof.verify.cases import make_inputs
+from kernelproof.verify.cases import make_inputs, run_model
+from kernelproof.worker.expected import Expected
 
 
 def sanitize_first_case(
@@ -39,11 +40,14 @@ def sanitize_first_case(
         reply = load_candidate(worker, ctx, staged, setup.task.path, options)
         if not reply.get("ok"):
             return
-        spec, tensors = encode_args(make_inputs(ctx, case.distribution, case.seed))
+        args = make_inputs(ctx, case.distribution, case.seed)
+        spec, tensors = encode_args(args)
+        expect = Expected.like(run_model(ctx.reference, args, ctx.precision, ctx.inplace))
         worker.request(
             {"op": "run", "args": spec, "repeats": 1, "poison_bytes": ctx.output_nbytes},
             tensors,
             timeout_s,
+            expect,  # a reply carries only the outputs the request expects (worker/schemas.py)
         )
 
     reasons, notes = sanitize(run_first_case, device)

@@ -11,6 +11,7 @@ the parent gets either a well-formed reply or a :class:`WorkerDied` with a reaso
 from __future__ import annotations
 
 import os
+import secrets
 import select
 import shutil
 import signal
@@ -26,15 +27,18 @@ from typing import Any
 import torch
 
 from kernelproof.errors import SandboxError, WorkerDied  # WorkerDied: defined in the one tree, raised here
-from kernelproof.sandbox import contain, limits, zygote
+from kernelproof.sandbox import contain, limits, replies, zygote
 from kernelproof.sandbox import plan as sandbox_plan
 from kernelproof.sandbox.dirs import artifact_env
 from kernelproof.sandbox.guards import EXIT_VIOLATION, VIOLATION_PREFIX
 from kernelproof.sandbox.plan import Layer
 from kernelproof.sandbox.private import PrivateDir, package_link
-from kernelproof.worker import handoff, protocol
-from kernelproof.worker.expected import Expected, refuse_reply
+from kernelproof.worker import handoff, protocol, schemas
+from kernelproof.worker.expected import Expected
 
+# Tests only switch this off, to show an attack's effect without the reply checks (never the CLI,
+# never a stored verdict): every reply is then taken as it comes, as before nonces and schemas.
+REPLY_CHECKS = True
 STARTUP_TIMEOUT_S = 120.0  # importing torch and initialising CUDA
 REPORT_TIMEOUT_S = 30.0  # the bootstrap reports its layers before it imports anything heavy
 # -P (Python 3.11+): the working directory (the worker's writable rw/) is not put on sys.path, so a
@@ -147,6 +151,7 @@ class WorkerProcess:
         self.sock = parent_sock
         self.started = time.monotonic()
         self.hello: dict[str, Any] | None = None
+        self.violation: WorkerDied | None = None  # the first protocol violation: nothing read after it
         self._inbox: handoff.Inbox | None = None  # device buffers the worker copies large outputs into
         self.handoff_failed = False  # reading them failed once: outputs take the wire from then on
         self.paused = False  # stopped by pause() until resume()
@@ -187,7 +192,9 @@ class WorkerProcess:
     def wait_ready(self, timeout_s: float = STARTUP_TIMEOUT_S) -> dict[str, Any]:
         self.resume()  # a stopped worker never says hello
         if self.hello is None:
-            self.hello, _ = self._recv(timeout_s)
+            self._raise_if_violated()
+            hello, _ = self._recv(timeout_s, None, {"op": "hello"}, None)
+            self.hello = hello
         return self.hello
 
     def ready_now(self) -> bool:
@@ -261,10 +268,18 @@ class WorkerProcess:
         expect: Expected | None = None,
     ) -> tuple[dict[str, Any], list[torch.Tensor]]:
         """One request and its reply. With `expect` (the reference's outputs), the worker compares
-        what the call returned before it sends anything, and this process compares the reply's
-        header before it reads any tensor data: a mismatch comes back as a failed reply
-        (``wrong_shape``, ``wrong_dtype``) with nothing read (:mod:`kernelproof.worker.expected`)."""
+        what the call returned before it sends anything (a mismatch is its failed reply,
+        ``wrong_shape`` or ``wrong_dtype``), and this process compares the reply's header before it
+        reads any tensor data (:mod:`kernelproof.worker.expected`). The request carries a fresh
+        nonce; a reply that is not the one to this request, in its kind's schema, with the tensors
+        `expect` allows (none without it), ends the worker as ``protocol_violation``
+        (:mod:`kernelproof.sandbox.replies`)."""
         self.wait_ready()
+        self._raise_if_violated()
+        if REPLY_CHECKS:
+            self._refuse_unsolicited()
+        nonce = secrets.randbits(62)  # keeps frames in step; the candidate can read it (no secret)
+        header = {**header, "nonce": nonce}
         if expect is not None:
             header = {**header, "expect": expect.to_json()}
         try:
@@ -272,7 +287,7 @@ class WorkerProcess:
             protocol.send(self.sock, header, tensors)
         except (OSError, protocol.ProtocolError):
             raise self._death() from None
-        return self._recv(timeout_s, expect)
+        return self._recv(timeout_s, expect, header, nonce)
 
     def request_outputs(
         self,
@@ -302,8 +317,7 @@ class WorkerProcess:
             try:
                 outs = inbox.collect(offered, reply, outs)  # type: ignore[union-attr]
             except protocol.ProtocolError as exc:
-                self.kill()
-                raise WorkerDied("crash", f"the worker's reply does not match the request: {exc}") from None
+                raise self._violated(f"its device buffers do not match the request: {exc}") from None
             except Exception:  # noqa: BLE001 - this process cannot read its buffers
                 failed = True
         if failed:  # the wire from now on; runs and fetches can be asked again
@@ -320,22 +334,63 @@ class WorkerProcess:
         return self._inbox
 
     def _recv(
-        self, timeout_s: float, expect: Expected | None = None
+        self, timeout_s: float, expect: Expected | None, request: dict[str, Any], nonce: int | None
     ) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        """The reply to `request` (sent with `nonce`; None: the worker's hello), checked against
+        its kind's schema and `expect` before any tensor byte is read (I10). Anything else ends
+        the worker as ``protocol_violation``; a closed connection is explained as a death."""
         self._await_reply(timeout_s)
         self.sock.settimeout(timeout_s)
         try:
-            incoming = protocol.recv_header(self.sock)
-            refused = refuse_reply(incoming.header, incoming.specs(), expect)
-            if refused is not None:
-                incoming.discard()
-                return refused, []
+            incoming = protocol.recv_header(self.sock, schemas.MAX_REPLY_HEADER_BYTES)
+            found = replies.violation(request, nonce, incoming, expect) if REPLY_CHECKS else None
+            if found is not None:
+                incoming.drop()
+                raise self._violated(found)
+            if nonce is not None:  # the envelope has done its job: callers read the reply itself
+                for key in schemas.ENVELOPE[1:]:
+                    incoming.header.pop(key, None)
             return incoming.header, incoming.read()
         except TimeoutError:
             self.kill()
             raise self._timed_out(timeout_s) from None
-        except (OSError, protocol.ProtocolError):
+        except protocol.PeerClosed:
             raise self._death() from None
+        except protocol.ProtocolError as exc:
+            raise self._violated(str(exc)) from None
+        except OSError:
+            raise self._death() from None
+
+    def _refuse_unsolicited(self) -> None:
+        """Between requests nothing may arrive: bytes waiting now are a frame nobody asked for
+        (the candidate wrote to the worker's socket), an end of file a death."""
+        try:
+            readable, _, _ = select.select([self.sock], [], [], 0)
+            if not readable:
+                return
+            waiting = self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return
+        except OSError:
+            raise self._death() from None
+        if not waiting:
+            raise self._death()
+        raise self._violated("the worker sent a frame between requests, which no request asked for")
+
+    def _violated(self, found: str) -> WorkerDied:
+        """End the worker for a protocol violation and remember it: nothing it sent is used after."""
+        self.kill()
+        self.violation = WorkerDied(
+            "protocol_violation",
+            f"the worker broke the reply protocol ({found}): the solution shares the worker's process "
+            "and its socket, so the violation is the solution's",
+            _tail(self.log_tail()),
+        )
+        return self.violation
+
+    def _raise_if_violated(self) -> None:
+        if self.violation is not None:
+            raise self.violation
 
     def _await_reply(self, timeout_s: float) -> None:
         """Wait until the reply starts (or the socket closes), counting only the time the worker
@@ -384,18 +439,9 @@ class WorkerProcess:
             return WorkerDied(
                 "crash", "CUDA error in the solution's kernel (illegal memory access)", _tail(log)
             )
-        if "out of memory" in low and rc == protocol.EXIT_HARNESS:
-            # kernelproof's own step in the worker (its poison fill, a lent input's copy) found no
-            # memory: the evaluation's, not the solution's (H200, KernelBench level1/21_Sigmoid's
-            # identity solution alone: the parent held 115 GiB of its references and oracles).
-            return WorkerDied(
-                "too_large",
-                "the worker ran out of GPU memory in kernelproof's own step, not in the solution's code: "
-                "the evaluation needs more GPU memory than the device had free",
-                _tail(log),
-            )
-        if "out of memory" in low:
-            return WorkerDied("crash", "the solution ran out of GPU memory", _tail(log))
+        # "out of memory" in the log decides nothing: the solution writes that log. Whether a death
+        # was kernelproof's own lack of memory is decided from the parent's facts only
+        # (kernelproof/evaluate/memory_blame.py, api._beyond_the_device); the log is shown.
         if self.cgroup is not None and self.cgroup.oom_killed():
             return WorkerDied("crash", "the worker exceeded its host memory limit and was killed", _tail(log))
         if rc is not None and rc < 0:
@@ -404,6 +450,13 @@ class WorkerProcess:
         if rc == 0:
             return WorkerDied(
                 "forbidden_construct", "the solution ended the worker process (sys.exit / os._exit)"
+            )
+        if rc == protocol.EXIT_HARNESS:
+            return WorkerDied(
+                "crash",
+                f"the worker exited with status {rc}: its harness failed, or the solution ended it "
+                "(its log is below)",
+                _tail(log),
             )
         return WorkerDied("crash", f"the worker exited with status {rc}", _tail(log))
 
@@ -419,7 +472,7 @@ class WorkerProcess:
         try:
             self.sock.settimeout(10.0)
             protocol.send(self.sock, {"op": "bye"})
-            protocol.recv(self.sock)
+            protocol.recv_header(self.sock, schemas.MAX_REPLY_HEADER_BYTES).drop()  # read, never used
         except Exception:  # noqa: BLE001 - it may already be gone
             pass
         try:
@@ -443,7 +496,7 @@ class WorkerProcess:
             try:
                 self.sock.settimeout(2.0)
                 protocol.send(self.sock, {"op": "bye"})
-                protocol.recv(self.sock)
+                protocol.recv_header(self.sock, schemas.MAX_REPLY_HEADER_BYTES).drop()  # never used
             except Exception:  # noqa: BLE001 - the worker is going away either way
                 pass
         self.kill()

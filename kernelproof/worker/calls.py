@@ -48,10 +48,9 @@ def call_failure(exc: BaseException, what: str, path: str) -> dict[str, Any]:
     msg, detail = program.describe_exception(exc, path)
     text = str(exc).lower()
     code = ReasonCode.RUNTIME_ERROR
-    if (
-        isinstance(exc, torch.OutOfMemoryError)
-        or "out of memory" in text
-        or any(k in text for k in CUDA_FAULTS)
-    ):
+    # Crash or runtime error: the solution's failure either way. Whether a lack of memory was
+    # kernelproof's own is never read from here (the solution writes the text): the parent decides
+    # it from its own facts (kernelproof/evaluate/memory_blame.py).
+    if isinstance(exc, torch.OutOfMemoryError) or any(k in text for k in CUDA_FAULTS):
         code = ReasonCode.CRASH
     return failure(code, f"{what} raised {msg}", detail)

@@ -6,7 +6,10 @@ parent re-checks. Started as ``python -m kernelproof.worker --fd N --role candid
 
 This module is the message loop: one request at a time, each dispatched to the module that does
 that job, each answered with one reply, in which a failure carries a
-:class:`~kernelproof.verdict.ReasonCode` (:mod:`kernelproof.worker.replies`).
+:class:`~kernelproof.verdict.ReasonCode` (:mod:`kernelproof.worker.replies`). Every reply echoes
+its request's op and nonce: the parent accepts only the reply to the request in flight, in the
+schema of its kind (:mod:`kernelproof.worker.schemas`). The nonce keeps frames in step; it is not
+authentication, since the candidate shares this process and can read it.
 
 - ``prebuilt``, ``load``: :mod:`~kernelproof.worker.loading` (the guards are armed there)
 - ``run``: one correctness case, :mod:`~kernelproof.worker.cases`
@@ -63,11 +66,12 @@ def serve(sock: socket.socket, state: WorkerState) -> None:
         except protocol.ProtocolError:
             return
         op = header.get("op")
+        envelope = {"op": op, "nonce": header.get("nonce")}  # the parent matches a reply to its request
         if op == "bye":
-            protocol.send(sock, {"ok": True})
+            protocol.send(sock, {"ok": True, **envelope})
             return
         reply, out = answer(table, state, op, header, tensors)
-        protocol.send(sock, reply, out)
+        protocol.send(sock, {**reply, **envelope}, out)
 
 
 def answer(

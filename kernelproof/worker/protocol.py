@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from kernelproof.errors import ProtocolError  # defined in the one tree, raised here
+from kernelproof.errors import PeerClosed, ProtocolError  # defined in the one tree, raised here
 from kernelproof.inputs import dtype_name
 
 MAGIC = b"KP1"
@@ -218,6 +218,11 @@ class Incoming:
         finally:
             self._close()
 
+    def drop(self) -> None:
+        """Close the frame's files and read nothing more: its sender is being ended (the stream
+        is out of step from here on)."""
+        self._close()
+
     def discard(self) -> None:
         """Consume the inline tensor bytes without keeping them (a bounded buffer) and close the files."""
         try:
@@ -227,7 +232,7 @@ class Incoming:
             while left:
                 k = self._sock.recv_into(view[: min(left, len(scratch))])
                 if k == 0:
-                    raise ProtocolError("connection closed")
+                    raise PeerClosed("connection closed")
                 left -= k
         finally:
             self._close()
@@ -238,11 +243,11 @@ class Incoming:
         self._fds = []
 
 
-def recv_header(sock: socket.socket) -> Incoming:
+def recv_header(sock: socket.socket, max_header_bytes: int = MAX_HEADER_BYTES) -> Incoming:
     """Read a frame's header and check its tensor list; the data stays unread (:class:`Incoming`)."""
     prefix, fds = _recv_prefix(sock)
     try:
-        header, metas = _recv_header_rest(sock, prefix, fds)
+        header, metas = _recv_header_rest(sock, prefix, fds, max_header_bytes)
     except BaseException:
         for fd in fds:
             os.close(fd)
@@ -263,7 +268,9 @@ def _recv_prefix(sock: socket.socket) -> tuple[bytearray, list[int]]:
     if flags & socket.MSG_CTRUNC or not data:
         for fd in fds:
             os.close(fd)
-        raise ProtocolError("too many descriptors in one frame" if data else "connection closed")
+        if not data:
+            raise PeerClosed("connection closed")
+        raise ProtocolError("too many descriptors in one frame")
     try:
         rest = _recv_exact(sock, n - len(data)) if len(data) < n else bytearray()
     except BaseException:
@@ -274,17 +281,17 @@ def _recv_prefix(sock: socket.socket) -> tuple[bytearray, list[int]]:
 
 
 def _recv_header_rest(
-    sock: socket.socket, prefix: bytearray, fds: list[int]
+    sock: socket.socket, prefix: bytearray, fds: list[int], max_header_bytes: int = MAX_HEADER_BYTES
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     if prefix[: len(MAGIC)] != MAGIC:
         raise ProtocolError("bad frame magic")
     (length,) = struct.unpack("<Q", prefix[len(MAGIC) :])
-    if length > MAX_HEADER_BYTES:
-        raise ProtocolError(f"header of {length} bytes exceeds the limit")
+    if length > max_header_bytes:
+        raise ProtocolError(f"header of {length} bytes exceeds the limit of {max_header_bytes}")
     try:
         header = json.loads(bytes(_recv_exact(sock, length)))
-    except ValueError as exc:
-        raise ProtocolError(f"header is not JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # RecursionError: nesting deeper than the parser goes
+        raise ProtocolError(f"header is not JSON: {str(exc)[:200]}") from None
     if not isinstance(header, dict):
         raise ProtocolError("header is not an object")
     metas = header.pop("_tensors", [])
@@ -309,6 +316,6 @@ def _recv_exact(sock: socket.socket, n: int) -> bytearray:
     while got < n:
         k = sock.recv_into(view[got:], min(n - got, 1 << 24))
         if k == 0:
-            raise ProtocolError("connection closed")
+            raise PeerClosed("connection closed")
         got += k
     return buf

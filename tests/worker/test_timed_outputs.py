@@ -16,6 +16,7 @@ import torch
 
 from kernelproof.inputs import fingerprint, timed_inputs
 from kernelproof.verify.cases import run_model
+from kernelproof.worker.expected import Expected
 
 sys.path.insert(0, str(Path(__file__).parent))
 from worker_session import DATA, EXPLOITS, loaded  # noqa: E402
@@ -54,10 +55,11 @@ def test_one_buffer_returned_by_every_call_is_fingerprinted_per_call_and_counted
         assert reply["lost"] == [0]  # overwritten by call 1, before the worker knew to copy
 
         # From then on every call's results are copied: each can be fetched with its own values.
-        fetched, outs = worker.request({"op": "fetch", "index": 2}, None, 60)
+        like = Expected.like([_reference(ctx, SEEDS[2])])  # the parent always says what it expects
+        fetched, outs = worker.request({"op": "fetch", "index": 2}, None, 60, like)
         assert fetched.get("ok"), fetched
         assert torch.allclose(outs[0], _reference(ctx, SEEDS[2]), rtol=1e-5, atol=1e-6)
-        missing, _ = worker.request({"op": "fetch", "index": 0}, None, 60)
+        missing, _ = worker.request({"op": "fetch", "index": 0}, None, 60, like)
         assert missing["code"] == "missing_result"
 
         again = _time(worker, ctx)  # a later batch: copies from its first call on

@@ -1,0 +1,80 @@
+"""Whose out-of-memory was it: decided from the parent's own facts, never from a worker's words.
+
+Why: ``too_large`` is an error of the evaluation (exit 2, never stored, never the candidate's
+fault). The parent used to decide it by reading "out of memory" in the worker's log, or in a
+reason's message, text the solution controls: a solution that printed those words and then died
+got ``too_large`` instead of ``crash`` (I10). Only facts the parent established itself decide it:
+
+- its footprint estimate of the evaluation (inputs, reference, float64 oracle, the candidate's
+  outputs: kernelproof/evaluate/setup.py) against the device memory it measured as free or
+  admitted for the evaluation: an evaluation that cannot fit cannot judge anything;
+- or a re-run of the reference alone, in a fresh worker of the same size, that also failed.
+
+The worker's log is still shown to the user as evidence; it just decides nothing. On the CPU there
+is no device memory to run out of: there is never a fact, and a worker's death is the solution's.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernelproof.options import EvalOptions
+from kernelproof.verdict import ReasonCode, Verdict
+
+# Failures a lack of device memory can take the form of: a worker that died (crash), a forward
+# that raised torch.OutOfMemoryError (crash), a harness step in the worker that could not
+# allocate (crash: exit status 3; internal_error: a lent input that could not be mapped).
+MEMORY_SHAPED = frozenset({ReasonCode.CRASH, ReasonCode.RUNTIME_ERROR, ReasonCode.INTERNAL_ERROR})
+# An evaluation whose footprint is at least this share of the memory admitted for the device is
+# close enough to its edge that a failure is worth the reference's re-run alone (on an H200,
+# KernelBench level1/21_Sigmoid: 137 GB estimated of 138 GB admitted, and the worker's poison fill
+# found no memory). Smaller ones never pay for the re-run.
+RERUN_SHARE = 0.5
+REFERENCE_ALONE = "\n\nModelNew = Model  # the task's own reference, run as the candidate (memory_blame)\n"
+
+
+@dataclass(frozen=True)
+class MemoryFacts:
+    """What the parent itself knows about an evaluation's device memory."""
+
+    footprint_bytes: int | None  # the parent's estimate of the evaluation's device memory (None: none)
+    available_bytes: int | None  # device memory the parent measured free or admitted for it (None: CPU)
+    reference_alone_failed: bool | None = None  # a fresh worker running only the reference also failed
+
+
+def own_out_of_memory(facts: MemoryFacts) -> bool:
+    """Was a failure kernelproof's own lack of memory, by the parent's facts alone?"""
+    if facts.reference_alone_failed:
+        return True
+    if not facts.footprint_bytes or facts.available_bytes is None:
+        return False
+    return facts.footprint_bytes > facts.available_bytes
+
+
+def memory_shaped(code: ReasonCode) -> bool:
+    """Can a failure with this code be a lack of device memory at all (what the facts then decide)?"""
+    return code in MEMORY_SHAPED
+
+
+def near_the_edge(facts: MemoryFacts) -> bool:
+    """Is the evaluation large enough, against the memory admitted, for the reference's re-run?"""
+    if not facts.footprint_bytes or not facts.available_bytes:
+        return False
+    return facts.footprint_bytes >= RERUN_SHARE * facts.available_bytes
+
+
+def reference_alone_fails(
+    task: str, options: EvalOptions, judge: Callable[[str, str, EvalOptions], Verdict]
+) -> bool:
+    """Run the task's own reference as the candidate, in a fresh worker of the same size (its
+    correctness cases only, through `judge`): does it fail as a lack of memory would? Then the
+    candidate's failure was the evaluation's size, not its code."""
+    with tempfile.TemporaryDirectory(prefix="kernelproof-reference-alone-") as folder:
+        path = Path(folder) / "reference_alone.py"
+        path.write_text(Path(task).read_text() + REFERENCE_ALONE)
+        verdict = judge(task, str(path), options.replace(correctness_only=True))
+    first = verdict.reasons[0].code if verdict.reasons else None
+    return first is not None and (memory_shaped(first) or first is ReasonCode.TOO_LARGE)
