@@ -15,7 +15,6 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from kernelproof.errors import WorkerError
 from kernelproof.evaluate.records import Checked, Setup
 from kernelproof.evaluate.requests import encode_args, load_candidate, named_timeout
 from kernelproof.inputs import FINGERPRINT_SIGMAS, checksum, fingerprint
@@ -194,7 +193,14 @@ def _judge_reply(
 ) -> Judged | Reason:
     """The outputs of a case's two runs, judged (the reply was a success)."""
     if header.get("draw") and not _same_checksums(reply.get("checksums", []), checksum(args)):
-        raise WorkerError(f"case {case.case_id}: the worker drew different inputs from the same seed")
+        # The worker's word on the inputs it drew disagrees with the parent's own draw from the same
+        # seed: either the reply was forged or the solution disturbed the worker's draw. Both are the
+        # solution's doing (it shares the worker's process, I10); nothing else in the reply is used.
+        return Reason(
+            ReasonCode.PROTOCOL_VIOLATION,
+            f"case {case.case_id}: the worker's reply says it drew other inputs than the seed gives "
+            "(checksums differ from the parent's own draw)",
+        )
     per_run = len(ref)
     if projection is not None:
         fps = reply.get("second_run_fingerprints") or []
