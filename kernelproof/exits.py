@@ -27,7 +27,7 @@ TABLE = (
 )
 
 # Error verdicts whose cause is the task (or the task on this device), not kernelproof.
-TASK_CODES = frozenset({"task_error", "degenerate_task", "too_large"})
+TASK_CODES = frozenset({"task_error", "degenerate_task", "too_large", "machine_busy"})
 
 
 def help_text() -> str:

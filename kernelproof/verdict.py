@@ -66,6 +66,8 @@ class ReasonCode(str, enum.Enum):
         "shape_specialized"  # passes the task's shapes, fails perturbed ones (--shape-variants auto)
     )
     HARNESS_HOOKED = "harness_hooked"  # a mode, aten override or hook left in the harness's torch calls
+    PROTOCOL_VIOLATION = "protocol_violation"  # a worker sent bytes that break the protocol
+    MACHINE_BUSY = "machine_busy"  # too busy to time: an error, never stored
 
 
 class Outcome(str, enum.Enum):

@@ -57,6 +57,13 @@ def serve(sock: socket.socket, state: WorkerState) -> None:
     """Answer requests until ``bye`` or a closed connection."""
     protocol.send(sock, {"op": "hello", **environment(state)})
     table = handlers()  # bound before any solution runs: rebinding a module's name later changes nothing here
+
+    def channel(said: dict[str, Any]) -> dict[str, Any]:
+        protocol.send(sock, said)
+        header, _ = protocol.recv(sock)
+        return header
+
+    state.channel = channel
     while True:
         try:
             header, tensors = protocol.recv(sock)
