@@ -67,7 +67,7 @@ def judge(
         others = busy.others_runnable()
     quiet = busy.judge(others, plan.threads, [p.round_ms for p in baselines], cuda)
     notes.append(
-        f"cpu: {plan.describe()}; the candidate's worker "
+        f"cpu: {plan.describe()}; {_held(cand.worker)}; the candidate's worker "
         + (
             f"stood still while baselines were timed ({how})"
             if how
@@ -181,6 +181,15 @@ def _back_to_back(
         if bad is not None:
             return None, bad
     return wall, None
+
+
+def _held(worker: WorkerProcess) -> str:
+    """How the candidate's cores hold: pinned how, and whether it can widen them itself."""
+    if not worker.pinned:
+        return "the candidate's worker is not pinned (no affinity on this platform)"
+    seccomp = any(x.name == "seccomp" and x.active for x in worker.layers)
+    widen = "sched_setaffinity denied to it by seccomp" if seccomp else "it could widen them (no seccomp)"
+    return f"held by {worker.pinned}, {widen}"
 
 
 def _stopped(hows: set[str]) -> str:

@@ -152,6 +152,7 @@ class WorkerProcess:
         self.handoff_failed = False  # reading them failed once: outputs take the wire from then on
         self.paused = False  # stopped by pause() until resume()
         self.cores: tuple[int, ...] = ()  # the cores pin() gave it
+        self.pinned = ""  # how they hold: "affinity", "affinity+cpuset", or "" (not pinned)
         self._stopped_s = 0.0  # seconds spent stopped, over the worker's life
         self._paused_at = 0.0
         self._busy_since: float | None = None  # a request is waiting for its reply since then
@@ -234,7 +235,8 @@ class WorkerProcess:
         if self.cgroup is not None and self.cgroup.confine_cpus(cores):
             done.append("cpuset")
         self.cores = cores
-        return "+".join(done)
+        self.pinned = "+".join(done)
+        return self.pinned
 
     @contextmanager
     def frozen(self) -> Iterator[str]:
@@ -249,6 +251,7 @@ class WorkerProcess:
             how = "cgroup"
         self.pause()
         how = how or ("process group" if self.paused else "")
+        _wait_stopped(self.proc.pid)
         try:
             yield how
         finally:
@@ -529,6 +532,19 @@ def _worker_args(
 
 def _tail(log: str, lines: int = 12) -> str:
     return "\n".join(log.splitlines()[-lines:])
+
+
+def _wait_stopped(pid: int, limit_s: float = 0.5) -> None:
+    """Until `pid` has stopped (a stop signal is delivered asynchronously), or `limit_s` has passed."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return
+        if state in ("T", "t"):
+            return
+        time.sleep(0.001)
 
 
 def _read_report(fd: int, timeout_s: float) -> str:
