@@ -139,7 +139,7 @@ class Speedup:
     ci95: tuple[float, float] | None  # bootstrap CI of the median ratio
     geomean: float | None = None  # geometric mean of per-round ratios
     note: str = ""  # why it is missing, when it is
-    # the paired per-round ratios baseline/candidate (each a round's median over its median), in
+    # the paired per-round ratios baseline/candidate (each a round's mean of calls over its mean), in
     # round order: what ``median`` and ``ci95`` are computed from
     round_ratios: tuple[float, ...] = ()
 
