@@ -299,6 +299,8 @@ def _overhead_record(prog: Program) -> dict[str, float]:
     """Per call, medians over batches: time outside the window (parent's clock), host time in the
     call and the worker's harness parts (the verdict's ``overhead_ms`` and the tamper reason)."""
     rec = {"outside": round(float(np.median(prog.overhead_ms)), 4)}
+    if prog.gap_ms:  # the parent's cycle minus the window, per call (measure/bounds.py)
+        rec["gap"] = round(float(np.median(prog.gap_ms)), 4)
     if prog.host_ms:
         rec["host_in_call"] = round(float(np.median(prog.host_ms)), 4)
     for k in prog.harness_ms[0].keys() if prog.harness_ms else ():
