@@ -10,7 +10,9 @@ that job, each answered with one reply, in which a failure carries a
 
 - ``prebuilt``, ``load``: :mod:`~kernelproof.worker.loading` (the guards are armed there)
 - ``run``: one correctness case, :mod:`~kernelproof.worker.cases`
-- ``time``, ``steady``: :mod:`~kernelproof.worker.timing`
+- ``time``, ``steady``: :mod:`~kernelproof.worker.timing` (a ``time`` batch is an exchange: the
+  worker says ``closed`` and ``fingerprint`` after each call and takes ``project``, then ``next`` or
+  ``end``, through ``state.channel``; kernelproof.measure.batch is the parent's side)
 - ``fetch``: a timed call's full output, :mod:`~kernelproof.worker.fetch`
 - ``profile``: launch accounting, :mod:`~kernelproof.worker.profiling`
 - ``bye``: the worker exits (a wrapper such as compute-sanitizer then prints its report)
