@@ -85,3 +85,9 @@ def test_cores_are_disjoint_where_there_are_enough(monkeypatch):
     three = cpus.plan(3)
     assert not three.separated and three.candidate == three.baseline
     assert "too few cores" in three.describe()
+
+
+def test_a_forged_fast_figure_cannot_make_the_back_to_back_batch_endless():
+    assert bounds.calls_for(0.00001, 20.0) == int(bounds.DIFF_BUDGET_MS / 20.0)  # the parent's cycle caps it
+    assert bounds.calls_for(5.0, 6.0) == bounds.DIFF_MIN_CALLS
+    assert bounds.calls_for(0.001, float("nan")) == bounds.DIFF_MAX_CALLS

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from kernelproof.api import evaluate
-from kernelproof.measure import batch, parent_clock, stats
+from kernelproof.measure import batch, busy, parent_clock, stats
 from kernelproof.options import EvalOptions
 from kernelproof.sandbox import cpus
 from kernelproof.sandbox.process import SpawnSpec, WorkerProcess
@@ -66,8 +66,13 @@ def _forging(monkeypatch, divide_by: float) -> None:
 
 def test_a_forged_tiny_span_on_a_slow_kernel_is_timing_tamper(monkeypatch):
     """The interpreted Triton kernel takes milliseconds a call on the CPU; its worker claims a
-    thousandth of that. Without the parent's clock checks the claim passes, far faster than eager."""
+    thousandth of that. Without the parent's clock checks the claim passes, far faster than eager.
+    The machine is taken as quiet (the checks' precondition; a busy one is machine_busy, or timed
+    anyway with the gap check alone)."""
     _forging(monkeypatch, 1000.0)
+    monkeypatch.setattr(
+        busy, "judge", lambda others, cores, rounds, cuda: busy.Quiet(False, others, 2, None, "")
+    )
     with monkeypatch.context() as off:
         off.setattr(parent_clock, "CHECKS_OFF", True)
         believed = evaluate(TASK, sol("scale_relu_triton"), TIMED)

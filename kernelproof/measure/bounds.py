@@ -44,6 +44,7 @@ SPIN_MARGIN = 1.5  # kernelproof.worker.clock: the stream is held this many time
 DIFF_TARGET_MS = 40.0  # the smaller back-to-back batch lasts about this long
 DIFF_MIN_CALLS = 8
 DIFF_MAX_CALLS = 20_000
+DIFF_BUDGET_MS = 2_000.0  # the smaller batch at the parent's per-call cycle lasts at most this long
 DIFF_REPEATS = 2  # each batch size timed this often; the smallest wall is kept
 DIFF_MIN_FACTOR = 2.0  # a reported mean may fall this far below the parent's figure, at least
 DIFF_SLACK = 1.5  # ... or this many times the baselines' own ratio of the two figures
@@ -63,11 +64,13 @@ class Differential:
         }
 
 
-def calls_for(reported_ms: float) -> int:
-    """Back-to-back calls for the smaller batch: about ``DIFF_TARGET_MS`` at the reported speed
-    (a forged figure only makes the batch longer)."""
+def calls_for(reported_ms: float, cycle_ms: float) -> int:
+    """Back-to-back calls for the smaller batch: about ``DIFF_TARGET_MS`` at the reported speed,
+    and no more than ``DIFF_BUDGET_MS`` at the parent's own per-call cycle (which bounds a call
+    from above): a forged figure cannot make the batch run for minutes."""
     per = max(reported_ms, 1e-4) if math.isfinite(reported_ms) else 1.0
-    return int(min(DIFF_MAX_CALLS, max(DIFF_MIN_CALLS, DIFF_TARGET_MS / per)))
+    most = DIFF_BUDGET_MS / cycle_ms if math.isfinite(cycle_ms) and cycle_ms > 0 else DIFF_MAX_CALLS
+    return int(max(DIFF_MIN_CALLS, min(DIFF_MAX_CALLS, DIFF_TARGET_MS / per, most)))
 
 
 def differential(timed: Callable[[int], float | None], n: int) -> Differential | None:

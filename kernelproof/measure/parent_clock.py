@@ -124,7 +124,7 @@ def _differential_reasons(
     cuda: bool,
 ) -> list[Reason]:
     cand_mean = float(np.mean(cand.samples_ms)) if cand.samples_ms else float("nan")
-    n = bounds.calls_for(cand_mean)
+    n = bounds.calls_for(cand_mean, _median(cand.cycle_ms))
     failed: list[Reason] = []
 
     def timed_by(prog: Any, hold: Callable[[], AbstractContextManager[Any]]) -> Callable[[int], float | None]:
