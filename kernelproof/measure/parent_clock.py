@@ -44,6 +44,7 @@ class Timed(Protocol):  # what session.Program offers here
     round_ms: list[float]
     samples_ms: list[float]
     gap_ms: list[float]
+    cycle_ms: list[float]
     host_ms: list[float]
 
 
@@ -144,7 +145,8 @@ def _differential_reasons(
         theirs = []
         for b in baselines:
             d = bounds.differential(
-                timed_by(b, cand.worker.frozen), bounds.calls_for(float(np.mean(b.samples_ms)))
+                timed_by(b, cand.worker.frozen),
+                bounds.calls_for(float(np.mean(b.samples_ms)), _median(b.cycle_ms)),
             )
             if d is not None and b.samples_ms:
                 theirs.append((float(np.mean(b.samples_ms)), d))
@@ -189,6 +191,10 @@ def _back_to_back(
         if bad is not None:
             return None, bad
     return wall, None
+
+
+def _median(x: list[float]) -> float:
+    return float(np.median(x)) if x else float("nan")
 
 
 def _held(worker: WorkerProcess) -> str:
