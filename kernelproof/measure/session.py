@@ -47,6 +47,7 @@ class Program:
     gap_ms: list[float] = field(
         default_factory=list
     )  # per call: the parent's cycle minus the reported window
+    cycle_ms: list[float] = field(default_factory=list)  # per call: seed sent to fingerprint back
     host_ms: list[float] = field(default_factory=list)  # host time inside each call, as the worker reports it
     # per batch: the worker's account of its harness time per call, by part
     harness_ms: list[dict[str, float]] = field(default_factory=list)
@@ -123,6 +124,7 @@ def time_variant(
                 prog.clock = str(reply.get("clock", ""))
                 prog.overhead_ms.append(max(0.0, got.wall_ms - sum(spans)) / len(spans))
                 prog.gap_ms += [c - s for c, s in zip(got.cycle_ms, spans)]
+                prog.cycle_ms += got.cycle_ms
                 prog.host_ms += [float(x) for x in reply.get("host_ms", [])]
                 if reply.get("harness_ms"):
                     prog.harness_ms.append({str(k): float(v) for k, v in reply["harness_ms"].items()})
