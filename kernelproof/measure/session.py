@@ -44,9 +44,8 @@ class Program:
     round_ms: list[float] = field(default_factory=list)  # per-round mean of the calls (stats.round_figure)
     samples_ms: list[float] = field(default_factory=list)
     overhead_ms: list[float] = field(default_factory=list)  # batch wall minus reported, per call
-    gap_ms: list[float] = field(
-        default_factory=list
-    )  # per call: the parent's cycle minus the reported window
+    # per call, the parent's cycle (seed sent to fingerprint back) minus the reported window
+    gap_ms: list[float] = field(default_factory=list)
     cycle_ms: list[float] = field(default_factory=list)  # per call: seed sent to fingerprint back
     host_ms: list[float] = field(default_factory=list)  # host time inside each call, as the worker reports it
     # per batch: the worker's account of its harness time per call, by part
