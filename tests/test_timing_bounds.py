@@ -19,19 +19,26 @@ def test_a_round_with_one_long_call_and_free_others_costs_what_its_calls_cost():
 
 
 def test_rejects_a_gap_far_beyond_the_baselines_harness_work():
-    found = bounds.gap_reason([9.0] * 10, [[0.4, 0.5, 0.45, 0.5]], [], cuda=False)
+    found = bounds.gap_reason([9.0] * 10, [[0.4, 0.5, 0.45, 0.5]], [], 0.01, cuda=False)
     assert found is not None and found.code.value == "timing_tamper"
     assert "9.000" in found.message and "0.475" in found.message  # both figures
 
 
 def test_accepts_a_busy_machine_where_the_baselines_gap_is_as_large():
     # The false timing_tamper of a fixed allowance: 28 ms unexplained, where eager showed 58 ms.
-    assert bounds.gap_reason([28.0, 30.0, 25.0], [[58.0, 40.0, 61.0]], [], cuda=False) is None
+    assert bounds.gap_reason([28.0, 30.0, 25.0], [[58.0, 40.0, 61.0]], [], 0.1, cuda=False) is None
+
+
+def test_accepts_the_candidates_own_harness_work_beside_the_baselines():
+    # measured on the CPU machine: an interpreted Triton kernel at 5.6 ms a call, eager's gap 1.0 ms
+    assert bounds.gap_reason([7.8] * 5, [[1.04] * 5], [], 5.6, cuda=False) is None
+    # the same kernel claiming a thousandth of its time: its real time shows in the gap
+    assert bounds.gap_reason([7.8 + 5.6] * 5, [[1.04] * 5], [], 0.0056, cuda=False) is not None
 
 
 def test_a_gpu_candidate_may_hold_the_stream_for_its_host_time():
-    assert bounds.gap_reason([3.0] * 5, [[0.5] * 5], [1.8] * 5, cuda=True) is None
-    assert bounds.gap_reason([3.0] * 5, [[0.5] * 5], [1.8] * 5, cuda=False) is not None
+    assert bounds.gap_reason([5.0] * 5, [[0.5] * 5], [1.8] * 5, 0.01, cuda=True) is None
+    assert bounds.gap_reason([5.0] * 5, [[0.5] * 5], [1.8] * 5, 0.01, cuda=False) is not None
 
 
 def test_rejects_a_reported_time_below_the_parents_back_to_back_figure():

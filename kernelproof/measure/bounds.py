@@ -5,8 +5,12 @@
    window does not explain (cycle minus reported time) is harness work: fresh inputs, the checks,
    the fingerprint, three messages. A baseline worker does the same harness work on the same
    shapes in the same rounds, so its gap is the calibration. A candidate whose gap is well beyond
-   the baselines' (``GAP_RATIO`` times their median plus ``GAP_SPREADS`` times their spread) did
-   work the window does not show. No fixed allowance: a fixed 10 ms hid any forged window on a
+   the baselines' (``GAP_RATIO`` times their median plus ``GAP_SPREADS`` times their spread, plus
+   its own reported mean) did work the window does not show. The ratio is wide because the
+   candidate's worker does harness work a baseline's does not (its audit hook sees every event,
+   the checks after each call look for replaced code and hooks): on the CPU machine a plain-torch
+   candidate's gap was 4.4 ms against eager's 1.7 ms, an interpreted Triton kernel's 7.8 ms
+   against 1.0 ms. So the gap is coarse; forged windows on short kernels are the differential's. No fixed allowance: a fixed 10 ms hid any forged window on a
    kernel shorter than that, and flagged honest code on a busy CPU where the baseline's own gap
    was 58 ms. On a GPU the worker holds the stream while it queues a call (a spin of
    ``SPIN_MARGIN`` times its host time), so that much of the candidate's reported host time is
@@ -38,7 +42,7 @@ import numpy as np
 
 from kernelproof.verdict import Reason, ReasonCode
 
-GAP_RATIO = 2.0  # the candidate's harness time per call may be this many times the baselines'
+GAP_RATIO = 5.0  # the candidate's harness time per call may be this many times the baselines'
 GAP_SPREADS = 4.0  # ... plus this many times the spread (IQR) of the baselines' per-call gaps
 SPIN_MARGIN = 1.5  # kernelproof.worker.clock: the stream is held this many times the host time
 DIFF_TARGET_MS = 40.0  # the smaller back-to-back batch lasts about this long
@@ -86,9 +90,14 @@ def differential(timed: Callable[[int], float | None], n: int) -> Differential |
 
 
 def gap_reason(
-    cand_gap_ms: list[float], base_gaps_ms: list[list[float]], cand_host_ms: list[float], cuda: bool
+    cand_gap_ms: list[float],
+    base_gaps_ms: list[list[float]],
+    cand_host_ms: list[float],
+    cand_mean_ms: float,
+    cuda: bool,
 ) -> Reason | None:
-    """timing_tamper when the candidate's per-call gap is beyond what the baselines' calibrates."""
+    """timing_tamper when the candidate's per-call gap is beyond what the baselines' calibrates,
+    plus the candidate's own reported time a call (work it claims is in its windows)."""
     bases = [np.asarray(g) for g in base_gaps_ms if g]
     if not cand_gap_ms or not bases:
         return None
@@ -96,7 +105,8 @@ def gap_reason(
     base = float(np.median([np.median(b) for b in bases]))
     spread = float(np.median([np.subtract(*np.percentile(b, [75, 25])) for b in bases]))
     host = SPIN_MARGIN * float(np.median(cand_host_ms)) if cuda and cand_host_ms else 0.0
-    allowed = GAP_RATIO * base + GAP_SPREADS * spread + host
+    own = cand_mean_ms if math.isfinite(cand_mean_ms) else 0.0
+    allowed = GAP_RATIO * base + GAP_SPREADS * spread + host + own
     if cand <= allowed:
         return None
     return Reason(
@@ -105,7 +115,8 @@ def gap_reason(
         f"baselines' harness work took {base:.3f} ms (allowed {allowed:.3f} ms): work is happening outside "
         "the timed window (host-side compute, deferred work, or altered timers)",
         f"per call, medians: candidate gap {cand:.4f} ms; baselines' gap {base:.4f} ms, spread (IQR) "
-        f"{spread:.4f} ms; allowance {GAP_RATIO:g} x gap + {GAP_SPREADS:g} x spread"
+        f"{spread:.4f} ms; allowance {GAP_RATIO:g} x gap + {GAP_SPREADS:g} x spread + the candidate's "
+        f"reported mean {own:.4f} ms"
         + (f" + {SPIN_MARGIN:g} x the candidate's host time ({host:.4f} ms)" if host else ""),
     )
 

@@ -102,7 +102,8 @@ def judge(
         notes.append(f"machine_busy: timed anyway (--time-when-busy): {why}")
     if CHECKS_OFF:
         return []
-    found = bounds.gap_reason(cand.gap_ms, [p.gap_ms for p in baselines], cand.host_ms, cuda)
+    cand_mean = float(np.mean(cand.samples_ms)) if cand.samples_ms else float("nan")
+    found = bounds.gap_reason(cand.gap_ms, [p.gap_ms for p in baselines], cand.host_ms, cand_mean, cuda)
     if found is not None:
         return [found]
     if why:  # timed anyway: two walls of a busy machine differ by its neighbours, not by one call
