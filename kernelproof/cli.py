@@ -117,6 +117,7 @@ CpuThreads = Annotated[
     int,
     typer.Option(
         "--cpu-threads",
+        min=1,
         help="Cores (and threads) for the candidate's worker and, apart from them, for each baseline's.",
     ),
 ]
