@@ -222,16 +222,18 @@ class WorkerProcess:
         them. Returns what holds, as the verdict says it ("" when no cores were asked for)."""
         if not cores or not hasattr(os, "sched_setaffinity"):
             return ""
-        done = []
+        done, pinned = [], 0
         try:
             for tid in os.listdir(f"/proc/{self.proc.pid}/task"):
                 try:
                     os.sched_setaffinity(int(tid), cores)
+                    pinned += 1
                 except (OSError, ValueError):
-                    pass  # a thread that ended meanwhile
-            done.append("affinity")
+                    pass  # a thread that ended meanwhile, or one this process may not pin
         except OSError:
             pass
+        if pinned:
+            done.append("affinity")
         if self.cgroup is not None and self.cgroup.confine_cpus(cores):
             done.append("cpuset")
         self.cores = cores
