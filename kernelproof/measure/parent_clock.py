@@ -80,7 +80,7 @@ def judge(
         + (f", baselines' A/A scatter x{quiet.aa_factor:.3f}" if quiet.aa_factor is not None else "")
     )
     why = quiet.why
-    if not plan.separated and baselines and not how:
+    if not (plan.separated and cand.worker.pinned) and baselines and not how:
         why = "; ".join(
             w
             for w in (
