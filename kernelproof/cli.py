@@ -113,6 +113,21 @@ EvaluationTimeout = Annotated[
     float, typer.Option("--evaluation-timeout", help="Seconds for the whole evaluation, wall clock.")
 ]
 CorrectnessOnly = Annotated[bool, typer.Option("--correctness-only", help="Check correctness; skip timing.")]
+CpuThreads = Annotated[
+    int,
+    typer.Option(
+        "--cpu-threads",
+        min=1,
+        help="Cores (and threads) for the candidate's worker and, apart from them, for each baseline's.",
+    ),
+]
+TimeWhenBusy = Annotated[
+    bool,
+    typer.Option(
+        "--time-when-busy",
+        help="Time even when the machine is too busy to (flagged), instead of the error machine_busy.",
+    ),
+]
 KernelbenchCompat = Annotated[
     bool, typer.Option("--kernelbench-compat", help="Also report KernelBench's own acceptance rule.")
 ]
@@ -164,6 +179,8 @@ def eval_command(
     baselines: Baselines = "eager",
     seed: Seed = None,
     correctness_only: CorrectnessOnly = False,
+    cpu_threads: CpuThreads = 1,
+    time_when_busy: TimeWhenBusy = False,
     kernelbench_compat: KernelbenchCompat = False,
     eval_mode: EvalMode = False,
     time_budget: Annotated[
@@ -200,6 +217,8 @@ def eval_command(
         baselines=_baselines(baselines),
         seed=seed,
         correctness_only=correctness_only,
+        cpu_threads=cpu_threads,
+        time_when_busy=time_when_busy,
         kernelbench_compat=kernelbench_compat,
         eval_mode=eval_mode,
         refuse_random_reference=refuse_random_reference,
@@ -263,6 +282,8 @@ def bench_command(
     baselines: Baselines = "eager",
     seed: Seed = None,
     correctness_only: CorrectnessOnly = False,
+    cpu_threads: CpuThreads = 1,
+    time_when_busy: TimeWhenBusy = False,
     kernelbench_compat: KernelbenchCompat = False,
     eval_mode: EvalMode = False,
     time_budget: Annotated[
@@ -317,6 +338,8 @@ def bench_command(
         baselines=_baselines(baselines),
         seed=seed,
         correctness_only=correctness_only,
+        cpu_threads=cpu_threads,
+        time_when_busy=time_when_busy,
         kernelbench_compat=kernelbench_compat,
         eval_mode=eval_mode,
         refuse_random_reference=refuse_random_reference,

@@ -204,10 +204,10 @@ def speedup_lines(v: Verdict) -> list[str]:
         figure = fmt_speedup(s)
         if s.round_ratios:
             n = len(s.round_ratios)
-            round_of = "the faster baseline's median" if name == "best" else f"{name}'s median"
+            round_of = "the faster baseline's mean" if name == "best" else f"{name}'s mean"
             out.append(
                 f"  speedup over {who} {figure}, median of {n} paired rounds"
-                f" (each round: {round_of} / the candidate's median"
+                f" (each round: {round_of} / the candidate's mean of its calls"
                 + ("; 95% CI by bootstrap over rounds)" if s.ci95 else f"; {s.note or 'no interval'})")
             )
             out += _disagreement(v, s)

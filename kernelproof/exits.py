@@ -27,7 +27,7 @@ TABLE = (
 )
 
 # Error verdicts whose cause is the task (or the task or solution on this machine), not kernelproof.
-TASK_CODES = frozenset({"task_error", "degenerate_task", "too_large", "environment"})
+TASK_CODES = frozenset({"task_error", "degenerate_task", "too_large", "environment", "machine_busy"})
 
 
 def help_text() -> str:

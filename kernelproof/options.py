@@ -36,6 +36,11 @@ class EvalOptions:
     baselines: tuple[str, ...] = ("eager",)  # baselines to time against
     seed: int | None = None  # None: a secret seed from the OS, recorded in the verdict afterwards
     correctness_only: bool = False  # skip timing
+    # cores (and threads) for the candidate's worker and, apart from them, for the baselines'
+    # (kernelproof.sandbox.cpus)
+    cpu_threads: int = 1
+    # time on a machine too busy to (measure/busy.py) and flag it, instead of the error machine_busy
+    time_when_busy: bool = False
     kernelbench_compat: bool = False  # also report KernelBench's own allclose rule
     eval_mode: bool = False  # run reference and candidate in eval() mode
     # a reference whose output depends on the RNG (dropout in training mode): False evaluates it in

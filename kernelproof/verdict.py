@@ -68,6 +68,7 @@ class ReasonCode(str, enum.Enum):
     HARNESS_HOOKED = "harness_hooked"  # a mode, aten override or hook left in the harness's torch calls
     ENVIRONMENT = "environment"  # the machine lacks what the solution needs (CUDA toolkit, device)
     PROTOCOL_VIOLATION = "protocol_violation"  # a worker sent bytes that break the protocol
+    MACHINE_BUSY = "machine_busy"  # too busy to time: an error, never stored
 
 
 class Outcome(str, enum.Enum):
@@ -139,7 +140,7 @@ class Speedup:
     ci95: tuple[float, float] | None  # bootstrap CI of the median ratio
     geomean: float | None = None  # geometric mean of per-round ratios
     note: str = ""  # why it is missing, when it is
-    # the paired per-round ratios baseline/candidate (each a round's median over its median), in
+    # the paired per-round ratios baseline/candidate (each a round's mean of calls over its mean), in
     # round order: what ``median`` and ``ci95`` are computed from
     round_ratios: tuple[float, ...] = ()
 

@@ -159,6 +159,8 @@ KEYED = {
     "sanitize": True,
     "refuse_random_reference": True,
     "policy": "library-ok",
+    "cpu_threads": 2,
+    "time_when_busy": True,
 }
 
 

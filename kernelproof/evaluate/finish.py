@@ -93,6 +93,9 @@ def verdict_of(
     found = checked.reasons + (timed.reasons if timed else ())
     too_large = died is not None and died.code is ReasonCode.TOO_LARGE  # the device's memory, first
     reasons = (died,) + found if too_large else found + ((died,) if died else ())
+    busy = [r for r in reasons if r.code is ReasonCode.MACHINE_BUSY]  # timing found the machine too busy
+    if busy and not too_large:
+        reasons = tuple(busy)
     flags = setup.flags + built.flags + checked.flags + (timed.flags if timed else ()) + probed.flags
     if not checked.cases and not reasons:
         reasons += (Reason(ReasonCode.MISSING_RESULT, "no case was run"),)
@@ -111,7 +114,7 @@ def verdict_of(
     )
     settings = {**envelope.settings, "cases": [c.case_id for c in setup.cases + setup.probe_cases]}
     record = with_worker_report(built.record, checked.worker_build) if built.record is not None else None
-    outcome = Outcome.ERROR if too_large else Outcome.PASS if passed else Outcome.FAIL
+    outcome = Outcome.ERROR if too_large or busy else Outcome.PASS if passed else Outcome.FAIL
     return _verdict(
         outcome,
         reasons,

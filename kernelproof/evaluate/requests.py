@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from kernelproof.options import EvalOptions
+from kernelproof.sandbox import cpus
 from kernelproof.sandbox.process import WorkerDied, WorkerProcess
 from kernelproof.verify.cases import VariantContext
 
@@ -28,6 +29,8 @@ def load_program(
     "candidate") or the task's Model (a baseline), with the reference's init arguments and weights."""
     header, tensors = load_request(ctx, path)
     limit = options.timeout_s if limit_s is None else limit_s
+    worker.pin(cpus.plan(options.cpu_threads).cores(role))  # before any code of the program runs
+    header["threads"] = options.cpu_threads
     reply, _ = worker.request({**header, **extra}, tensors, limit)
     return reply
 

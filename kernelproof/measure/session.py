@@ -22,7 +22,8 @@ import numpy as np
 import torch
 
 from kernelproof.inputs import FINGERPRINT_SIGMAS, fingerprint, timed_inputs
-from kernelproof.measure import stats
+from kernelproof.measure import parent_clock, stats
+from kernelproof.measure.batch import Batch, run_batch
 from kernelproof.options import EvalOptions
 from kernelproof.sandbox.process import WorkerDied, WorkerProcess
 from kernelproof.verdict import Reason, ReasonCode, ShapeTiming, Speedup
@@ -35,13 +36,6 @@ from kernelproof.worker.protocol import ProtocolError
 from kernelproof.worker.replies import reason_of
 
 HIDDEN_FETCH_PROBABILITY = 0.2  # chance per candidate batch that one call's full output is re-checked
-# The parent's own clock is the second line against stopped or replaced timers (C4; the first is the
-# identity check of the harness's clock functions). Per call, the harness spends several ms outside
-# the window (fresh inputs, L2 flush, the hold kernel, profiler start and stop, fingerprints): on an
-# H200, 4.3 ms for eager and 4.3-6.7 ms for a legitimate cuBLAS + Triton candidate of the same task
-# (level2/04) across batches. Only a disagreement well beyond that is evidence.
-TAMPER_FLOOR_MS = 10.0  # per-call time outside the window the parent tolerates beyond the baseline's
-TAMPER_FRACTION = 1.0  # ... or this fraction of the candidate's own per-call time, whichever is larger
 WARMUP_CALLS = 2  # warm-up batch per program (JIT, autotuning, caches), discarded
 Fetch = Callable[[int, list[torch.Tensor]], "list[torch.Tensor] | None"]  # (call, like) -> its full outputs
 
@@ -50,9 +44,12 @@ Fetch = Callable[[int, list[torch.Tensor]], "list[torch.Tensor] | None"]  # (cal
 class Program:
     name: str  # "candidate" or a baseline name
     worker: WorkerProcess
-    round_ms: list[float] = field(default_factory=list)  # per-round median of the calls
+    round_ms: list[float] = field(default_factory=list)  # per-round mean of the calls (stats.round_figure)
     samples_ms: list[float] = field(default_factory=list)
-    overhead_ms: list[float] = field(default_factory=list)  # wall minus reported, per call
+    overhead_ms: list[float] = field(default_factory=list)  # batch wall minus reported, per call
+    # per call, the parent's cycle (seed sent to fingerprint back) minus the reported window
+    gap_ms: list[float] = field(default_factory=list)
+    cycle_ms: list[float] = field(default_factory=list)  # per call: seed sent to fingerprint back
     host_ms: list[float] = field(default_factory=list)  # host time inside each call, as the worker reports it
     # per batch: the worker's account of its harness time per call, by part
     harness_ms: list[dict[str, float]] = field(default_factory=list)
@@ -75,29 +72,29 @@ def time_variant(
     spec, fixed_tensors = ctx.input_spec()
     base = {"op": "time", **spec}
 
-    def batch(prog: Program, n: int) -> tuple[dict[str, Any], list[int], list[int], float]:
-        seeds = [rng.getrandbits(62) for _ in range(n)]
-        proj = [rng.getrandbits(62) for _ in range(n)]
-        t0 = time.perf_counter()
-        reply, _ = prog.worker.request(
-            {**base, "seeds": seeds, "projection_seeds": proj}, fixed_tensors, timeout_s
-        )
-        wall = (time.perf_counter() - t0) * 1e3
-        return reply, seeds, proj, wall
+    def draw() -> int:
+        return rng.getrandbits(62)
 
-    def attempt(prog: Program, n: int):
-        """A batch; a baseline whose worker died answers like a failed reply (and is dropped)."""
+    stopped_how: set[str] = set()  # how the candidate stood still in each baseline batch
+    pause = parent_clock.freeze_recorder(programs[0].worker, stopped_how)
+
+    def attempt(prog: Program, n: int) -> Batch:
+        """A batch, its seeds sent call by call; a baseline whose worker died answers like a
+        failed reply (and is dropped)."""
         try:
-            return batch(prog, n)
+            if prog.name != "candidate" and pause is not None:
+                with pause():  # the candidate's processes stand still while a baseline is timed
+                    return run_batch(prog.worker, base, fixed_tensors, n, draw, timeout_s)
+            return run_batch(prog.worker, base, fixed_tensors, n, draw, timeout_s)
         except WorkerDied as died:
             if prog.name == "candidate":
                 raise
-            return {"ok": False, "message": died.message}, [], [], 0.0
+            return Batch({"ok": False, "message": died.message})
 
     reasons: list[Reason] = []
     try:
         for prog in list(programs):
-            reply, *_ = attempt(prog, WARMUP_CALLS)
+            reply = attempt(prog, WARMUP_CALLS).reply
             if not reply.get("ok"):
                 if prog.name == "candidate":
                     return None, [_reason_from(reply, prog)]
@@ -114,7 +111,8 @@ def time_variant(
             for prog in order:
                 if prog not in programs:
                     continue
-                reply, seeds, proj, wall = attempt(prog, options.calls_per_round)
+                got = attempt(prog, options.calls_per_round)
+                reply, seeds = got.reply, got.seeds
                 if not reply.get("ok"):
                     if prog.name == "candidate":
                         return None, [_reason_from(reply, prog)]
@@ -124,15 +122,17 @@ def time_variant(
                 spans = [float(x) for x in reply["span_ms"]]
                 prog.samples_ms += spans
                 prog.event_ms += [float(x) for x in reply["event_ms"]]
-                prog.round_ms.append(float(np.median(spans)))
+                prog.round_ms.append(stats.round_figure(spans))
                 prog.clock = str(reply.get("clock", ""))
-                prog.overhead_ms.append(max(0.0, wall - sum(spans)) / len(spans))
+                prog.overhead_ms.append(max(0.0, got.wall_ms - sum(spans)) / len(spans))
+                prog.gap_ms += [c - s for c, s in zip(got.cycle_ms, spans)]
+                prog.cycle_ms += got.cycle_ms
                 prog.host_ms += [float(x) for x in reply.get("host_ms", [])]
                 if reply.get("harness_ms"):
                     prog.harness_ms.append({str(k): float(v) for k, v in reply["harness_ms"].items()})
                 if prog.name == "candidate":
                     fetch = _fetcher(prog.worker, reply.get("lost") or [], timeout_s)
-                    bad = _check_fingerprints(ctx, seeds, proj, reply["fingerprints"], tol, fetch)
+                    bad = _check_fingerprints(ctx, seeds, got.projections, got.fingerprints, tol, fetch)
                     if bad:
                         return None, [bad]
                     _note_reuse(reply, ctx, notes)
@@ -164,9 +164,22 @@ def time_variant(
         return None, [Reason(ReasonCode(died.code), died.message, died.detail)]
 
     cand = programs[0]
-    tamper = _tamper_check(cand, programs[1:])
-    if tamper:
-        reasons.append(tamper)
+
+    def check_fp(seed: int, projection: int, fps: Any) -> Reason | None:
+        return (
+            _check_fingerprints(ctx, [seed], [projection], [fps], tol)
+            if isinstance(fps, list)
+            else (
+                Reason(
+                    ReasonCode.MISSING_RESULT, "the worker returned no fingerprint of a back-to-back batch"
+                )
+            )
+        )
+
+    found = parent_clock.judge(ctx, programs, options, rng, timeout_s, stopped_how, check_fp, notes)
+    if any(r.code is ReasonCode.MACHINE_BUSY for r in found):
+        return None, found
+    reasons += found
     speedups = _speedups(programs)
     best = _best(programs, cand)
     timing = ShapeTiming(
@@ -308,34 +321,12 @@ def _hidden_recheck(
     return None
 
 
-def _tamper_check(cand: Program, baselines: list[Program]) -> Reason | None:
-    if not cand.overhead_ms:
-        return None
-    cand_over = float(np.median(cand.overhead_ms))
-    ref_over = min((float(np.median(p.overhead_ms)) for p in baselines if p.overhead_ms), default=0.0)
-    cand_time = float(np.median(cand.samples_ms)) if cand.samples_ms else 0.0
-    allowed = max(TAMPER_FLOOR_MS, TAMPER_FRACTION * cand_time)
-    if cand_over - ref_over > allowed:
-        return Reason(
-            ReasonCode.TIMING_TAMPER,
-            f"each timed call took {cand_over - ref_over:.2f} ms more wall time than the measured window explains "
-            f"(allowed {allowed:.2f} ms): work is happening outside the timed window (host-side compute, "
-            "deferred work, or altered timers)",
-            "per call, ms, medians over batches (outside: wall minus window on the parent's clock; "
-            "host_in_call and the harness parts: as the workers report them): "
-            + "; ".join(
-                f"{p.name} " + ", ".join(f"{k} {v:.3f}" for k, v in _overhead_record(p).items())
-                for p in [cand, *baselines]
-                if p.overhead_ms
-            ),
-        )
-    return None
-
-
 def _overhead_record(prog: Program) -> dict[str, float]:
     """Per call, medians over batches: time outside the window (parent's clock), host time in the
     call and the worker's harness parts (the verdict's ``overhead_ms`` and the tamper reason)."""
     rec = {"outside": round(float(np.median(prog.overhead_ms)), 4)}
+    if prog.gap_ms:  # the parent's cycle minus the window, per call (measure/bounds.py)
+        rec["gap"] = round(float(np.median(prog.gap_ms)), 4)
     if prog.host_ms:
         rec["host_in_call"] = round(float(np.median(prog.host_ms)), 4)
     for k in prog.harness_ms[0].keys() if prog.harness_ms else ():

@@ -38,6 +38,17 @@ def summarize(samples_ms: list[float], seed: int = 0) -> TimeStats:
     )
 
 
+def round_figure(calls_ms: list[float]) -> float:
+    """One round's figure for one program: the mean of its calls.
+
+    Not their median: a solution that does a whole round's work in one call (having learnt the
+    round's inputs) and returns at once from the others has a median of nearly nothing, while its
+    mean is what the round cost. The mean answers "how long did these calls take, each", which is
+    the claim; noise is handled by the median over rounds of the per-round ratios (docs/timing.md).
+    """
+    return float(np.mean(np.asarray(calls_ms, dtype=np.float64))) if calls_ms else float("nan")
+
+
 MIN_ROUNDS_FOR_CI = 3  # fewer paired rounds than this: a median, no interval
 
 

@@ -11,11 +11,13 @@ worker's wall-clock timeout still holds everywhere.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+FREEZE_WAIT_S = 0.5  # how long a freeze may take to settle
 
 
 @dataclass
@@ -39,6 +41,35 @@ class Cgroup:
                     key, _, val = line.partition(" ")
                     if key in ("oom_kill", "oom") and val.strip().isdigit() and int(val) > 0:
                         return True
+        return False
+
+    def confine_cpus(self, cores: tuple[int, ...]) -> bool:
+        """Confine the cgroup to `cores` (cgroup v2 cpuset, or v1's where it was joined); False
+        where no cpuset can be written here."""
+        for p in self.paths:
+            try:
+                (p / "cpuset.cpus").write_text(",".join(map(str, cores)))
+                return True
+            except OSError:
+                continue
+        return False
+
+    def freeze(self, on: bool) -> bool:
+        """Freeze (or thaw) every process of the cgroup (v2's cgroup.freeze); False where it cannot."""
+        for p in self.paths:
+            try:
+                (p / "cgroup.freeze").write_text("1" if on else "0")
+            except OSError:
+                continue
+            deadline = time.monotonic() + FREEZE_WAIT_S  # freezing completes asynchronously
+            while on and time.monotonic() < deadline:
+                try:
+                    if "frozen 1" in (p / "cgroup.events").read_text():
+                        break
+                except OSError:
+                    break
+                time.sleep(0.002)
+            return True
         return False
 
     def remove(self) -> None:

@@ -20,6 +20,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,8 +65,7 @@ PASSED_ENV = (
     "NVIDIA_DRIVER_CAPABILITIES",
     "CC",
     "CXX",
-    "OMP_NUM_THREADS",  # the user's thread count reaches the evaluated code, candidate and baseline alike
-)
+)  # thread counts are the parent's (kernelproof.sandbox.cpus), never the user's OMP_NUM_THREADS
 
 
 @dataclass
@@ -155,6 +156,8 @@ class WorkerProcess:
         self._inbox: handoff.Inbox | None = None  # device buffers the worker copies large outputs into
         self.handoff_failed = False  # reading them failed once: outputs take the wire from then on
         self.paused = False  # stopped by pause() until resume()
+        self.cores: tuple[int, ...] = ()  # the cores pin() gave it
+        self.pinned = ""  # how they hold: "affinity", "affinity+cpuset", or "" (not pinned)
         self._stopped_s = 0.0  # seconds spent stopped, over the worker's life
         self._paused_at = 0.0
         self._busy_since: float | None = None  # a request is waiting for its reply since then
@@ -219,6 +222,51 @@ class WorkerProcess:
                 self._paused_at = time.monotonic()
             except OSError:
                 pass
+
+    def pin(self, cores: tuple[int, ...]) -> str:
+        """Pin every thread of the worker to `cores` (and its cgroup, where cpusets can be written):
+        what it starts from now on inherits them, and its filter keeps a candidate from widening
+        them. Returns what holds, as the verdict says it ("" when no cores were asked for)."""
+        if not cores or not hasattr(os, "sched_setaffinity"):
+            return ""
+        done, pinned = [], 0
+        try:
+            for tid in os.listdir(f"/proc/{self.proc.pid}/task"):
+                try:
+                    os.sched_setaffinity(int(tid), cores)
+                    pinned += 1
+                except (OSError, ValueError):
+                    pass  # a thread that ended meanwhile, or one this process may not pin
+        except OSError:
+            pass
+        if pinned:
+            done.append("affinity")
+        if self.cgroup is not None and self.cgroup.confine_cpus(cores):
+            done.append("cpuset")
+        self.cores = cores
+        self.pinned = "+".join(done)
+        return self.pinned
+
+    @contextmanager
+    def frozen(self) -> Iterator[str]:
+        """The worker and everything it started stand still meanwhile (a baseline is timed, the
+        machine's load is read). Yields how: "cgroup" (every process in its cgroup, including
+        those that left its process group), "process group", or "" (it could not be stopped)."""
+        if self.lent or self.paused or self.proc.poll() is not None:
+            yield "process group" if self.paused else ""
+            return
+        how = ""
+        if self.cgroup is not None and self.cgroup.freeze(True):
+            how = "cgroup"
+        self.pause()
+        how = how or ("process group" if self.paused else "")
+        _wait_stopped(self.proc.pid)
+        try:
+            yield how
+        finally:
+            self.resume()
+            if how == "cgroup" and self.cgroup is not None:
+                self.cgroup.freeze(False)
 
     def resume(self) -> None:
         if self.paused:
@@ -541,6 +589,19 @@ def _tail(log: str, lines: int = 12) -> str:
     return "\n".join(log.splitlines()[-lines:])
 
 
+def _wait_stopped(pid: int, limit_s: float = 0.5) -> None:
+    """Until `pid` has stopped (a stop signal is delivered asynchronously), or `limit_s` has passed."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return
+        if state in ("T", "t"):
+            return
+        time.sleep(0.001)
+
+
 def _read_report(fd: int, timeout_s: float) -> str:
     """What the worker's bootstrap wrote on its report pipe, up to the pipe's end."""
     chunks: list[bytes] = []
@@ -576,8 +637,10 @@ def _worker_env(spec: SpawnSpec, dirs: PrivateDir) -> dict[str, str]:
     if spec.device == "cpu":
         env["TRITON_INTERPRET"] = "1"
         env["CUDA_VISIBLE_DEVICES"] = ""
-        if spec.role == "candidate":
-            env["GLIBC_TUNABLES"] = CPU_MALLOC_TUNABLES
+        # Candidate and baselines alike: the perturbed heap poisons the candidate's fresh blocks for
+        # correctness, and a baseline timed with glibc's plain malloc against a candidate whose
+        # every malloc and free fills its block would compare two allocators, not two programs.
+        env["GLIBC_TUNABLES"] = CPU_MALLOC_TUNABLES
     else:
         index = int(spec.device.split(":")[1]) if ":" in spec.device else 0
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")

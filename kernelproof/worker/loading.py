@@ -49,9 +49,20 @@ def prebuilt(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor])
     return {"ok": True}, []
 
 
+def _threads(n: Any) -> None:
+    """The thread counts the parent set for this worker's cores (kernelproof.sandbox.cpus): torch's
+    own, and the variables any library or process started from here reads at its start."""
+    if type(n) is not int or n < 1:
+        return
+    torch.set_num_threads(n)
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[name] = str(n)  # this process's own environment: what its children inherit
+
+
 def load(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
     """Load the program for one shape variant; the reply says how the weights were given to it."""
     _configure(state, h)
+    _threads(h.get("threads"))
     init_args = [tensors[a["t"]] if "t" in a else a["v"] for a in h["init_args"]]
     n_attributes = len(h.get("attribute_names", ()))
     end = len(tensors) - n_attributes

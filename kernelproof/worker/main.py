@@ -13,7 +13,9 @@ authentication, since the candidate shares this process and can read it.
 
 - ``prebuilt``, ``load``: :mod:`~kernelproof.worker.loading` (the guards are armed there)
 - ``run``: one correctness case, :mod:`~kernelproof.worker.cases`
-- ``time``, ``steady``: :mod:`~kernelproof.worker.timing`
+- ``time``, ``steady``: :mod:`~kernelproof.worker.timing` (a ``time`` batch is an exchange: the
+  worker says ``closed`` and ``fingerprint`` after each call and takes ``project``, then ``next`` or
+  ``end``, through ``state.channel``; kernelproof.measure.batch is the parent's side)
 - ``fetch``: a timed call's full output, :mod:`~kernelproof.worker.fetch`
 - ``profile``: launch accounting, :mod:`~kernelproof.worker.profiling`
 - ``bye``: the worker exits (a wrapper such as compute-sanitizer then prints its report)
@@ -60,18 +62,32 @@ def serve(sock: socket.socket, state: WorkerState) -> None:
     """Answer requests until ``bye`` or a closed connection."""
     protocol.send(sock, {"op": "hello", **environment(state)})
     table = handlers()  # bound before any solution runs: rebinding a module's name later changes nothing here
+
+    # The request in flight, whose op and nonce every message back carries: the parent matches a
+    # reply to its request. Within a timed batch each step answers the parent's latest message
+    # (time, project, next), and the batch's reply answers its ``end``.
+    in_flight: dict[str, Any] = {}
+
+    def channel(said: dict[str, Any]) -> dict[str, Any]:
+        protocol.send(sock, {**said, **in_flight})
+        header, _ = protocol.recv(sock)
+        in_flight.update(op=header.get("op"), nonce=header.get("nonce"))
+        return header
+
+    state.channel = channel
     while True:
         try:
             header, tensors = protocol.recv(sock)
         except protocol.ProtocolError:
             return
         op = header.get("op")
-        envelope = {"op": op, "nonce": header.get("nonce")}  # the parent matches a reply to its request
+        in_flight.clear()
+        in_flight.update(op=op, nonce=header.get("nonce"))
         if op == "bye":
-            protocol.send(sock, {"ok": True, **envelope})
+            protocol.send(sock, {"ok": True, **in_flight})
             return
         reply, out = answer(table, state, op, header, tensors)
-        protocol.send(sock, {**reply, **envelope}, out)
+        protocol.send(sock, {**reply, **in_flight}, out)
 
 
 def answer(

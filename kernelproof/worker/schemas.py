@@ -215,6 +215,11 @@ def _seeds(request: dict[str, Any]) -> int | None:
     return len(seeds) if isinstance(seeds, list) else None
 
 
+def _calls(request: dict[str, Any]) -> int | None:
+    calls = request.get("calls")
+    return calls if type(calls) is int else None
+
+
 FAILED = record(
     {"code": text(64, frozenset(c.value for c in ReasonCode)), "message": text()},
     {
@@ -245,12 +250,13 @@ REPLIES: dict[str, Kind] = {
         tensors=True,
     ),
     "fetch": Kind({}, {"delivered": items(INDEX, 4096)}, tensors=True),
-    "time": Kind(
+    # A timed batch (kernelproof.measure.batch): the ``time`` request is answered by steps (STEPS
+    # below), and its ``end`` by the batch's figures, one per call the batch asked for.
+    "end": Kind(
         {
             "span_ms": items(MS),
             "event_ms": items(SIGNED_MS),
             "activities": items(integer(-1, MAX_LIST)),
-            "fingerprints": items(items(PAIR, 4096)),
             "output_reused": integer(0, MAX_LIST),
             "lost": items(INDEX),
             "wall_ms": MS,
@@ -258,13 +264,7 @@ REPLIES: dict[str, Kind] = {
             "harness_ms": mapping(MS),
             "clock": NAME,
         },
-        counted={
-            "span_ms": _seeds,
-            "event_ms": _seeds,
-            "activities": _seeds,
-            "fingerprints": _seeds,
-            "host_ms": _seeds,
-        },
+        counted={"span_ms": _calls, "event_ms": _calls, "activities": _calls, "host_ms": _calls},
     ),
     "steady": Kind({"per_call_ms": MS, "last_seed": SEED, "fingerprints": items(PAIR, 4096)}),
     "profile": Kind(
@@ -279,6 +279,18 @@ REPLIES: dict[str, Kind] = {
         },
     ),
     "bye": Kind({}),
+}
+
+# The steps of a timed batch, by the parent message they answer: no ``ok`` key, no tensors. A
+# window closed (the answer to ``time`` for call 0 and to ``next`` for the others), and a call's
+# fingerprints (the answer to ``project``, whose seed the parent sent after that window).
+_CLOSED = record({"step": text(16, frozenset({"closed"})), "index": INDEX})
+STEPS: dict[str, Check] = {
+    "time": _CLOSED,
+    "next": _CLOSED,
+    "project": record(
+        {"step": text(16, frozenset({"fingerprint"})), "index": INDEX, "fingerprints": items(PAIR, 4096)}
+    ),
 }
 
 # Messages the worker starts itself, by their op: checked before any use, in their own schema.
@@ -305,6 +317,10 @@ def reply_violation(request: dict[str, Any], nonce: int, reply: dict[str, Any], 
         return f"{where} does not carry the nonce of the request in flight (an unrequested frame)"
     if reply.get("op") != op:
         return f"{where} answers a {str(reply.get('op'))[:40]!r} request"
+    if "ok" not in reply and op in STEPS:
+        body = {k: v for k, v in reply.items() if k not in ENVELOPE}
+        found = STEPS[str(op)](body, f"{op} step")
+        return found or (f"{op} step carries {n_tensors} tensors" if n_tensors else None)
     ok = reply.get("ok")
     if ok is False:
         body = {k: v for k, v in reply.items() if k not in ENVELOPE}

@@ -62,6 +62,8 @@ class WorkerState:
     )  # the last batch's results, for fetch
     reuses_outputs: bool = False  # a timed call returned storage an earlier one did (B4): results are copied
     outbox: Outbox | None = None  # copies large outputs into the parent's device buffers
+    # Sends one message mid-request and returns the parent's answer (a time batch's steps); set by the loop.
+    channel: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     @property
     def candidate(self) -> bool:

@@ -2,7 +2,11 @@
 
 ``time``: each call gets fresh inputs drawn from its own seed just before it (I4), its own window
 (:mod:`kernelproof.worker.clock`), and, right after the window closes and before the next call's
-inputs are written, a fingerprint of its results. Fingerprinting each output after its own call
+inputs are written, a fingerprint of its results. The seeds arrive one at a time (I10): the
+request carries the first call's seed; after each window the worker says ``closed`` and is sent
+that call's projection seed (``project``), answers with the fingerprint, and only then is sent the
+next call's seed (``next``) or ``end``. So no future input and no projection exists in this process
+while a call runs: a solution that reads the harness's memory finds only the call in hand. Fingerprinting each output after its own call
 judges a solution that returns one buffer from every call (the CUDA-graph pattern, B4) on what
 each call returned; the reply counts such calls (``output_reused``) and names those whose full
 output a later call overwrote before the worker began keeping copies (``lost``), which the parent
@@ -39,15 +43,18 @@ class Refused(Exception):
 
 
 def time_calls(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
-    """The reply to a ``time`` request: per-call times, fingerprints and what the clock saw."""
+    """The reply to a ``time`` request (after its per-call steps): per-call times and what the clock saw."""
     slots, fixed, scalars = input_spec(h, tensors)
-    batch = _Batch(state, [int(s) for s in h["seeds"]], [int(s) for s in h["projection_seeds"]])
+    n = int(h["calls"])
+    if not 1 <= n <= MAX_CALLS or state.channel is None:
+        return failure(ReasonCode.INTERNAL_ERROR, f"a time request for {n} calls cannot be served"), []
+    batch = _Batch(state, n, int(h["seed"]))
 
     def prepare(i: int) -> None:
         with hooks.quiet():
             batch.inputs[i] = timed_inputs(slots, fixed, scalars, batch.seeds[i], state.device)
 
-    run = [(lambda i=i: calls.call(state, batch.inputs[i])) for i in range(len(batch.seeds))]
+    run = [(lambda i=i: calls.call(state, batch.inputs[i])) for i in range(n)]
     threads_before = state.thread_state()
     t0 = time.perf_counter()
     try:
@@ -67,7 +74,6 @@ def time_calls(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor
         "span_ms": [s.span_ms for s in samples],
         "event_ms": [s.event_ms for s in samples],
         "activities": [s.kernels for s in samples],
-        "fingerprints": batch.fingerprints,
         "output_reused": batch.reused,
         "lost": sorted(batch.lost),
         "wall_ms": wall_ms,
@@ -77,14 +83,17 @@ def time_calls(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor
     }, []
 
 
+MAX_CALLS = 100_000  # calls one time request may ask for
+
+
 class _Batch:
     """One ``time`` request's calls: their inputs, and what the harness saw right after each."""
 
-    def __init__(self, state: WorkerState, seeds: list[int], projection_seeds: list[int]):
+    def __init__(self, state: WorkerState, n: int, first_seed: int):
         self.state = state
-        self.seeds = seeds
-        self.projections = projection_seeds
-        n = len(seeds)
+        self.seeds: list[int] = [first_seed]  # grows by one seed per closed window
+        n = int(n)
+        self.n = n
         self.inputs: list[list[Any]] = [[] for _ in range(n)]
         self.fingerprints: list[list[list[float]]] = [[] for _ in range(n)]
         self.returned: list[list[Any] | None] = [None] * n  # each call's results as returned
@@ -93,16 +102,28 @@ class _Batch:
         self.lost: set[int] = set()  # calls whose results a later call overwrote, uncopied
 
     def after(self, i: int, out: Any) -> None:
-        """Right after call ``i``'s window, before the next call's inputs: check and fingerprint."""
+        """Right after call ``i``'s window, before the next call's inputs: say the window closed,
+        take the projection seed, check and fingerprint, send it, then take the next seed."""
         state = self.state
+        projection = _step(state, {"step": "closed", "index": i}, "project", "projection_seed")
         refused = checks.harness_intact(state, timing=True)
         if refused is not None:
             raise Refused(refused)
+        self._fingerprint(i, out, projection)
+        following = "next" if i + 1 < self.n else "end"
+        seed = _step(
+            state, {"step": "fingerprint", "index": i, "fingerprints": self.fingerprints[i]}, following
+        )
+        if seed is not None:
+            self.seeds.append(seed)
+
+    def _fingerprint(self, i: int, out: Any, projection: int) -> None:
+        state = self.state
         with hooks.quiet():
             flat = calls.results(state, out, self.inputs[i])
             if any(type(t) is not torch.Tensor for t in flat):
                 raise Refused(failure(ReasonCode.WRONG_TYPE, "a timed call returned a non-tensor"))
-            self.fingerprints[i] = [fingerprint(t, self.projections[i]) for t in flat]
+            self.fingerprints[i] = [fingerprint(t, projection) for t in flat]
             overwritten = reuse.shared_with(flat, self.returned[:i])
             if overwritten:
                 self.reused += 1
@@ -113,6 +134,22 @@ class _Batch:
                 state.reuses_outputs = True
             self.returned[i] = flat
             self.kept[i] = [t.clone() for t in flat] if state.reuses_outputs else flat
+
+
+def _step(state: WorkerState, said: dict[str, Any], op: str, key: str = "seed") -> int | None:
+    """Send one step of a batch and take the parent's answer: ``op``'s integer ``key`` (None for
+    ``end``). Anything else ends the batch (the parent sends nothing else mid-batch)."""
+    header = state.channel(said)
+    if header.get("op") != op:
+        raise Refused(
+            failure(ReasonCode.INTERNAL_ERROR, f"expected {op!r} mid-batch, got {header.get('op')!r}")
+        )
+    if op == "end":
+        return None
+    value = header.get(key)
+    if type(value) is not int:
+        raise Refused(failure(ReasonCode.INTERNAL_ERROR, f"a {op!r} step without an integer {key!r}"))
+    return value
 
 
 def steady(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):

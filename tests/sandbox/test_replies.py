@@ -39,7 +39,8 @@ FORGED = {
     "load": {"load_s": 0.1, "weights": "by_name", "attributes": 0},
     "run": {"second_run_fingerprints": [], "checksums": []},
     "fetch": {},
-    "time": {"span_ms": [1e-6, 1e-6], "event_ms": [1e-6, 1e-6], "clock": "forged"},
+    "time": {"step": "closed", "index": 0},
+    "end": {"span_ms": [1e-6, 1e-6], "event_ms": [1e-6, 1e-6], "clock": "forged"},
     "steady": {"per_call_ms": 1e-6, "last_seed": 1, "fingerprints": []},
     "profile": {"kernels": [["my_kernel", 7, 1.0]], "launches": [["extension:forged", True]]},
 }
@@ -77,7 +78,7 @@ def test_rejects_a_reply_with_the_nonce_but_of_another_kind(tmp_path):
     forged = lambda req: frame({**reply_to(req), "op": "profile", **FORGED["profile"]})  # noqa: E731
     with scripted(tmp_path, forged) as w:
         with pytest.raises(WorkerDied) as died:
-            w.request({"op": "time", "seeds": [1, 2]}, None, 10)
+            w.request({"op": "end", "calls": 2}, None, 10)
     assert "answers a 'profile' request" in _violation(died)
 
 
@@ -88,11 +89,28 @@ def _ctx():
 
 
 def _malformed_time(req):
-    """A time reply whose span is a list, with the nonce (a forger can read it): what crashed the
-    parent (internal_error, exit 3)."""
-    n = len(req.get("seeds", []))
+    """A timed batch played step by step, whose closing reply carries a span that is a list, with
+    the nonce (a forger can read it): what crashed the parent (internal_error, exit 3)."""
+    op = req.get("op")
+    if op == "time":
+        _malformed_time.index = 0
+        return frame({"op": op, "nonce": req.get("nonce"), "step": "closed", "index": 0})
+    if op == "project":
+        return frame(
+            {
+                "op": op,
+                "nonce": req.get("nonce"),
+                "step": "fingerprint",
+                "index": _malformed_time.index,
+                "fingerprints": [[1.0, 1.0]],
+            }
+        )
+    if op == "next":
+        _malformed_time.index += 1
+        return frame({"op": op, "nonce": req.get("nonce"), "step": "closed", "index": _malformed_time.index})
+    n = int(req.get("calls", 0))
     fields = {**TIME, "span_ms": [[0.1]] * n, "event_ms": [0.1] * n, "host_ms": [0.1] * n}
-    return frame(reply_to(req, **fields, activities=[-1] * n, fingerprints=[[[1.0, 1.0]]] * n))
+    return frame(reply_to(req, **fields, activities=[-1] * n))
 
 
 def test_a_malformed_time_reply_ends_the_worker_and_never_raises_in_the_parent(tmp_path, monkeypatch):
@@ -114,14 +132,13 @@ WHOLE_TIME = {
     "event_ms": [0.1, 0.1],
     "host_ms": [0.1, 0.1],
     "activities": [-1, -1],
-    "fingerprints": [[[1.0, 1.0]]] * 2,
 }
 
 
 @pytest.mark.parametrize(
     ("fields", "words"),
     [
-        ({"span_ms": None}, "time reply has no 'span_ms'"),
+        ({"span_ms": None}, "end reply has no 'span_ms'"),
         ({"span_ms": ["fast", 0.1]}, "span_ms[0] is a string, not a number"),
         ({"span_ms": [float("nan"), 0.1]}, "span_ms[0] is nan"),
         ({"span_ms": [0.1]}, "span_ms has 1 items, the request asked for 2"),
@@ -131,7 +148,7 @@ def test_rejects_a_time_reply_with_the_nonce_but_malformed(tmp_path, fields, wor
     body = {k: v for k, v in {**WHOLE_TIME, **fields}.items() if v is not None}
     with scripted(tmp_path, lambda req: frame(reply_to(req, **body))) as w:
         with pytest.raises(WorkerDied) as died:
-            w.request({"op": "time", "seeds": [1, 2]}, None, 10)
+            w.request({"op": "end", "calls": 2}, None, 10)
     assert words in _violation(died)
 
 

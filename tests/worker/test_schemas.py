@@ -36,13 +36,12 @@ GOOD = {
         {"second_run_fingerprints": [[0.5, 2.0]], "checksums": [3.0], "steps_s": {"inputs": 0.01}},
     ),
     "fetch": ({"op": "fetch", "index": 0}, {"delivered": [0]}),
-    "time": (
-        {"op": "time", "seeds": SEEDS, "projection_seeds": SEEDS},
+    "end": (
+        {"op": "end", "calls": 3},
         {
             "span_ms": [0.1, 0.2, 0.1],
             "event_ms": [0.1, 0.2, 0.1],
             "activities": [-1, -1, -1],
-            "fingerprints": [[[1.0, 2.0]], [[1.0, 2.0]], [[float("nan"), 2.0]]],
             "output_reused": 0,
             "lost": [],
             "wall_ms": 3.0,
@@ -84,7 +83,7 @@ def test_rejects_a_reply_of_each_kind_without_the_nonce_of_the_request_in_flight
 @pytest.mark.parametrize("kind", sorted(GOOD))
 def test_rejects_a_reply_of_another_kind(kind):
     request, _ = GOOD[kind]
-    other = "profile" if kind != "profile" else "time"
+    other = "profile" if kind != "profile" else "end"
     _, reply = _reply(other)
     found = schemas.reply_violation(request, NONCE, reply, 0)
     assert found and f"answers a '{other}' request" in found
@@ -96,7 +95,7 @@ def test_rejects_an_unknown_key_in_a_reply_of_each_kind(kind):
     assert "unknown key 'padding'" in schemas.reply_violation(request, NONCE, reply, 0)
 
 
-@pytest.mark.parametrize("kind", ["time", "steady", "profile", "load", "prebuilt"])
+@pytest.mark.parametrize("kind", ["end", "steady", "profile", "load", "prebuilt"])
 def test_rejects_tensors_on_a_kind_that_carries_none(kind):
     request, reply = _reply(kind)
     assert "carries none" in schemas.reply_violation(request, NONCE, reply, 1)
@@ -111,20 +110,59 @@ def test_rejects_tensors_on_a_kind_that_carries_none(kind):
         ("span_ms", [0.1, True, 0.1], "span_ms[1] is a bool, not a number"),
         ("span_ms", [0.1, 0.1], "span_ms has 2 items, the request asked for 3"),
         ("wall_ms", "3", "wall_ms is a string, not a number"),
-        ("fingerprints", [[[1.0]], [[1.0, 2.0]], [[1.0, 2.0]]], "fingerprints[0][0] has 1 items, not 2"),
         ("harness_ms", {"prepare": math.inf}, "harness_ms.prepare is inf, not a finite number"),
     ],
 )
-def test_rejects_a_malformed_time_reply_naming_the_first_violation(field, value, words):
-    request, reply = _reply("time", **{field: value})
+def test_rejects_a_malformed_batch_reply_naming_the_first_violation(field, value, words):
+    request, reply = _reply("end", **{field: value})
     found = schemas.reply_violation(request, NONCE, reply, 0)
     assert found and words in found, found
 
 
-def test_rejects_a_time_reply_without_its_spans():
-    request, reply = _reply("time")
+def test_rejects_a_batch_reply_without_its_spans():
+    request, reply = _reply("end")
     del reply["span_ms"]
-    assert schemas.reply_violation(request, NONCE, reply, 0) == "time reply has no 'span_ms'"
+    assert schemas.reply_violation(request, NONCE, reply, 0) == "end reply has no 'span_ms'"
+
+
+def _step(op: str, **body) -> tuple[dict, dict]:
+    return {"op": op}, {"op": op, "nonce": NONCE, **body}
+
+
+def test_the_steps_of_a_timed_batch_are_read_in_their_own_schemas():
+    """A batch is an exchange (kernelproof.measure.batch): time and next are answered by a closed
+    window, project by that call's fingerprints; each carries the nonce of the message it answers."""
+    for op in ("time", "next"):
+        request, step = _step(op, step="closed", index=4)
+        assert schemas.reply_violation(request, NONCE, step, 0) is None
+        assert "nonce" in schemas.reply_violation(request, NONCE + 1, step, 0)
+    request, step = _step("project", step="fingerprint", index=0, fingerprints=[[1.0, 2.0]])
+    assert schemas.reply_violation(request, NONCE, step, 0) is None
+
+
+@pytest.mark.parametrize(
+    ("op", "body", "words"),
+    [
+        ("time", {"step": "fingerprint", "index": 0}, "time step.step is 'fingerprint', not one of"),
+        ("next", {"step": "closed"}, "next step has no 'index'"),
+        ("next", {"step": "closed", "index": -1}, "next step.index is -1, outside"),
+        (
+            "project",
+            {"step": "fingerprint", "index": 0, "fingerprints": [[1.0]]},
+            "fingerprints[0] has 1 items",
+        ),
+        ("project", {"step": "fingerprint", "index": 0, "fingerprints": [], "span_ms": [0.0]}, "unknown key"),
+    ],
+)
+def test_rejects_a_malformed_step_naming_the_first_violation(op, body, words):
+    request, step = _step(op, **body)
+    found = schemas.reply_violation(request, NONCE, step, 0)
+    assert found and words in found, found
+
+
+def test_a_step_carries_no_tensors():
+    request, step = _step("next", step="closed", index=1)
+    assert "carries 1 tensors" in schemas.reply_violation(request, NONCE, step, 1)
 
 
 def test_rejects_kernel_rows_of_the_wrong_arity():

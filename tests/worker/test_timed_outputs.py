@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from kernelproof.inputs import fingerprint, timed_inputs
+from kernelproof.measure.batch import run_batch
 from kernelproof.verify.cases import run_model
 from kernelproof.worker.expected import Expected
 
@@ -26,11 +27,13 @@ PROJECTIONS = [7, 8, 9, 10]
 
 
 def _time(worker, ctx):
+    """A batch driven as the parent drives it, call by call, with the test's seeds in order."""
     spec, fixed = ctx.input_spec()
-    header = {"op": "time", **spec, "seeds": SEEDS, "projection_seeds": PROJECTIONS}
-    reply, _ = worker.request(header, fixed, 120)
-    assert reply.get("ok"), reply
-    return reply
+    order = iter([s for pair in zip(SEEDS, PROJECTIONS) for s in pair])
+    batch = run_batch(worker, {"op": "time", **spec}, fixed, len(SEEDS), lambda: next(order), 120)
+    assert batch.reply.get("ok"), batch.reply
+    assert batch.seeds == SEEDS and batch.projections == PROJECTIONS
+    return {**batch.reply, "fingerprints": batch.fingerprints}
 
 
 def _reference(ctx, seed: int) -> torch.Tensor:

@@ -1,0 +1,151 @@
+"""The parent's clock bounds what a worker reports (I10): two checks, each calibrated in the same run.
+
+1. **The gap.** For every timed call the parent measures a *cycle* on its own clock: from sending
+   the call's seed to receiving its fingerprint (kernelproof.measure.batch). What the worker's
+   window does not explain (cycle minus reported time) is harness work: fresh inputs, the checks,
+   the fingerprint, three messages. A baseline worker does the same harness work on the same
+   shapes in the same rounds, so its gap is the calibration. A candidate whose gap is well beyond
+   the baselines' (``GAP_RATIO`` times their median plus ``GAP_SPREADS`` times their spread, plus
+   its own reported mean) did work the window does not show. The ratio is wide because the
+   candidate's worker does harness work a baseline's does not (its audit hook sees every event,
+   the checks after each call look for replaced code and hooks): on the CPU machine a plain-torch
+   candidate's gap was 4.4 ms against eager's 1.7 ms, an interpreted Triton kernel's 7.8 ms
+   against 1.0 ms. So the gap is coarse; forged windows on short kernels are the differential's. No fixed allowance: a fixed 10 ms hid any forged window on a
+   kernel shorter than that, and flagged honest code on a busy CPU where the baseline's own gap
+   was 58 ms. On a GPU the worker holds the stream while it queues a call (a spin of
+   ``SPIN_MARGIN`` times its host time), so that much of the candidate's reported host time is
+   allowed on top; on the CPU the host time is the window.
+2. **The differential.** For kernels shorter than the harness's per-call work, the gap cannot see
+   a forged window. So the parent times two back-to-back batches of ``n`` and ``2n`` calls on its
+   own clock (the worker's ``steady`` request; the last output's fingerprint is checked) and takes
+   ``(wall(2n) - wall(n)) / n``: every fixed cost cancels and what is left is one call's cost. Each
+   size is timed twice and the smaller wall kept (a neighbour only ever adds time). A reported mean
+   below that figure, by more than the baselines' own ratio of the two figures allows (at least
+   ``DIFF_MIN_FACTOR``), is ``timing_tamper``, with both figures. On a GPU a back-to-back call
+   costs the larger of its host time and its device time, so the candidate's reported host time
+   per call is taken off the parent's figure first.
+
+Both checks are skipped when the machine was too busy to time (kernelproof.measure.busy decides
+that first): an honest solution on a busy machine gets ``machine_busy`` or a pass, never
+``timing_tamper``; timed anyway (``--time-when-busy``), only the gap applies. Their resolution on an H200 (a 5 us and a 5 ms kernel) is measured by
+benchmarks/timing_bounds.py; docs/timing.md gives the figures.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kernelproof.verdict import Reason, ReasonCode
+
+GAP_RATIO = 5.0  # the candidate's harness time per call may be this many times the baselines'
+GAP_SPREADS = 4.0  # ... plus this many times the spread (IQR) of the baselines' per-call gaps
+SPIN_MARGIN = 1.5  # kernelproof.worker.clock: the stream is held this many times the host time
+DIFF_TARGET_MS = 40.0  # the smaller back-to-back batch lasts about this long
+DIFF_MIN_CALLS = 8
+DIFF_MAX_CALLS = 20_000
+DIFF_BUDGET_MS = 2_000.0  # the smaller batch at the parent's per-call cycle lasts at most this long
+DIFF_REPEATS = 2  # each batch size timed this often; the smallest wall is kept
+DIFF_MIN_FACTOR = 2.0  # a reported mean may fall this far below the parent's figure, at least
+DIFF_SLACK = 1.5  # ... or this many times the baselines' own ratio of the two figures
+
+
+@dataclass(frozen=True)
+class Differential:
+    calls: int  # n: the smaller batch
+    per_call_ms: float  # (wall(2n) - wall(n)) / n on the parent's clock
+    walls_ms: tuple[float, float]  # the smallest wall of each batch size
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "per_call_ms": round(self.per_call_ms, 6),
+            "walls_ms": list(self.walls_ms),
+        }
+
+
+def calls_for(reported_ms: float, cycle_ms: float) -> int:
+    """Back-to-back calls for the smaller batch: about ``DIFF_TARGET_MS`` at the reported speed,
+    and no more than ``DIFF_BUDGET_MS`` at the parent's own per-call cycle (which bounds a call
+    from above): a forged figure cannot make the batch run for minutes."""
+    per = max(reported_ms, 1e-4) if math.isfinite(reported_ms) else 1.0
+    most = DIFF_BUDGET_MS / cycle_ms if math.isfinite(cycle_ms) and cycle_ms > 0 else DIFF_MAX_CALLS
+    return int(max(DIFF_MIN_CALLS, min(DIFF_MAX_CALLS, DIFF_TARGET_MS / per, most)))
+
+
+def differential(timed: Callable[[int], float | None], n: int) -> Differential | None:
+    """``timed(k)`` runs ``k`` back-to-back calls and returns the parent's wall in ms (None: the
+    batch failed)."""
+    walls = []
+    for k in (n, 2 * n):
+        got = [timed(k) for _ in range(DIFF_REPEATS)]
+        if any(g is None for g in got):
+            return None
+        walls.append(min(float(g) for g in got if g is not None))
+    return Differential(n, max(0.0, (walls[1] - walls[0]) / n), (round(walls[0], 4), round(walls[1], 4)))
+
+
+def gap_reason(
+    cand_gap_ms: list[float],
+    base_gaps_ms: list[list[float]],
+    cand_host_ms: list[float],
+    cand_mean_ms: float,
+    cuda: bool,
+) -> Reason | None:
+    """timing_tamper when the candidate's per-call gap is beyond what the baselines' calibrates,
+    plus the candidate's own reported time a call (work it claims is in its windows)."""
+    bases = [np.asarray(g) for g in base_gaps_ms if g]
+    if not cand_gap_ms or not bases:
+        return None
+    cand = float(np.median(cand_gap_ms))
+    base = float(np.median([np.median(b) for b in bases]))
+    spread = float(np.median([np.subtract(*np.percentile(b, [75, 25])) for b in bases]))
+    host = SPIN_MARGIN * float(np.median(cand_host_ms)) if cuda and cand_host_ms else 0.0
+    own = cand_mean_ms if math.isfinite(cand_mean_ms) else 0.0
+    allowed = GAP_RATIO * base + GAP_SPREADS * spread + host + own
+    if cand <= allowed:
+        return None
+    return Reason(
+        ReasonCode.TIMING_TAMPER,
+        f"each timed call took {cand:.3f} ms of the parent's wall time beyond its reported window, where the "
+        f"baselines' harness work took {base:.3f} ms (allowed {allowed:.3f} ms): work is happening outside "
+        "the timed window (host-side compute, deferred work, or altered timers)",
+        f"per call, medians: candidate gap {cand:.4f} ms; baselines' gap {base:.4f} ms, spread (IQR) "
+        f"{spread:.4f} ms; allowance {GAP_RATIO:g} x gap + {GAP_SPREADS:g} x spread + the candidate's "
+        f"reported mean {own:.4f} ms"
+        + (f" + {SPIN_MARGIN:g} x the candidate's host time ({host:.4f} ms)" if host else ""),
+    )
+
+
+def differential_reason(
+    cand_mean_ms: float,
+    cand_diff: Differential | None,
+    base: list[tuple[float, Differential]],
+    cand_host_ms: list[float],
+    cuda: bool,
+) -> Reason | None:
+    """timing_tamper when the candidate's reported mean is below the parent's own per-call figure."""
+    if cand_diff is None or not math.isfinite(cand_mean_ms):
+        return None
+    host = float(np.median(cand_host_ms)) if cuda and cand_host_ms else 0.0
+    bound = cand_diff.per_call_ms - host
+    ratios = [d.per_call_ms / m for m, d in base if m > 0 and math.isfinite(m)]
+    factor = max(DIFF_MIN_FACTOR, DIFF_SLACK * max(ratios, default=0.0))
+    if bound <= 0 or cand_mean_ms * factor >= bound:
+        return None
+    return Reason(
+        ReasonCode.TIMING_TAMPER,
+        f"the worker reported {cand_mean_ms:.4g} ms a call, but back to back a call took {cand_diff.per_call_ms:.4g} ms "
+        f"on the parent's clock ((wall(2n) - wall(n)) / n, n = {cand_diff.calls}): the reported window is "
+        "not the call's time",
+        f"reported mean {cand_mean_ms:.6g} ms; parent's per-call figure {cand_diff.per_call_ms:.6g} ms"
+        + (f" less {host:.4g} ms of reported host time" if host else "")
+        + f"; walls {cand_diff.walls_ms[0]:.4g} ms (n) and {cand_diff.walls_ms[1]:.4g} ms (2n); allowed factor "
+        f"{factor:.3g} (baselines' ratio of the two figures: "
+        + (", ".join(f"{r:.3g}" for r in ratios) or "none")
+        + ")",
+    )

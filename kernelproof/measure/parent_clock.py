@@ -1,0 +1,227 @@
+"""After a shape's rounds: what the parent decides from its own facts before any figure is reported.
+
+In order: was the machine quiet enough to time (kernelproof.measure.busy, read while the
+candidate stands still), were candidate and baselines on separate cores or the candidate stopped
+while baselines ran (kernelproof.sandbox.cpus), and do the worker's reported times agree with the
+parent's own clock (kernelproof.measure.bounds: the calibrated gap and the differential batch)?
+A busy machine is ``machine_busy`` (an error, never stored) and the clock checks are not applied
+to it: an honest solution on a busy machine gets ``machine_busy`` or a pass, never
+``timing_tamper``. With ``--time-when-busy`` the timing goes on, flagged, and only the gap check
+applies (it is calibrated on the baselines in the same conditions); the differential is left out,
+since on the loaded development machine an honest call's two walls differed by twice the call.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, Protocol
+
+import numpy as np
+
+from kernelproof.measure import bounds, busy
+from kernelproof.options import EvalOptions
+from kernelproof.sandbox import cpus
+from kernelproof.sandbox.process import WorkerDied, WorkerProcess
+from kernelproof.verdict import Reason, ReasonCode
+from kernelproof.verify.cases import VariantContext
+from kernelproof.worker.protocol import ProtocolError
+from kernelproof.worker.replies import reason_of
+
+# Tests only: skip the clock checks, to show what a forged report gets past without them.
+CHECKS_OFF = False
+# Tests only (tests/conftest.py): False times a busy machine as --time-when-busy does, so that a
+# test's verdict does not depend on its neighbours' load; never reachable from the CLI.
+BUSY_IS_ERROR = True
+
+
+class Timed(Protocol):  # what session.Program offers here
+    name: str
+    worker: WorkerProcess
+    round_ms: list[float]
+    samples_ms: list[float]
+    gap_ms: list[float]
+    cycle_ms: list[float]
+    host_ms: list[float]
+
+
+FingerprintCheck = Callable[[int, int, list[list[float]]], Reason | None]  # (seed, projection, fps)
+
+
+def judge(
+    ctx: VariantContext,
+    programs: list[Any],
+    options: EvalOptions,
+    rng: random.Random,
+    timeout_s: float,
+    stopped_how: set[str],
+    check_fp: FingerprintCheck,
+    notes: list[str],
+) -> list[Reason]:
+    """The reasons the parent's own facts give about one shape's timing (empty: the figures stand)."""
+    cand, baselines = programs[0], programs[1:]
+    cuda = ctx.device.type == "cuda"
+    plan = cpus.plan(options.cpu_threads)
+    how = _stopped(stopped_how)
+    with cand.worker.frozen():
+        others = busy.others_runnable()
+    quiet = busy.judge(others, plan.threads, [p.round_ms for p in baselines], cuda)
+    notes.append(
+        f"cpu: {plan.describe()}; {_held(cand.worker)}; the candidate's worker "
+        + (
+            f"stood still while baselines were timed ({how})"
+            if how
+            else "was not stopped while baselines ran"
+        )
+        + f"; {others:.1f} other tasks runnable while it stood still"
+        + (f", baselines' A/A scatter x{quiet.aa_factor:.3f}" if quiet.aa_factor is not None else "")
+    )
+    why = quiet.why
+    if not (plan.separated and cand.worker.pinned) and baselines and not how:
+        why = "; ".join(
+            w
+            for w in (
+                why,
+                f"candidate and baselines share cores ({plan.describe()}) and the candidate's worker could not be "
+                "stopped while the baselines were timed",
+            )
+            if w
+        )
+    if why:
+        detail = json.dumps({**quiet.to_json(), "why": why})
+        reason = Reason(
+            ReasonCode.MACHINE_BUSY,
+            busy.Quiet(True, others, quiet.cores, quiet.aa_factor, why).message(),
+            detail,
+        )
+        if BUSY_IS_ERROR and not options.time_when_busy:
+            return [reason]
+        notes.append(f"machine_busy: timed anyway (--time-when-busy): {why}")
+    if CHECKS_OFF:
+        return []
+    cand_mean = float(np.mean(cand.samples_ms)) if cand.samples_ms else float("nan")
+    found = bounds.gap_reason(cand.gap_ms, [p.gap_ms for p in baselines], cand.host_ms, cand_mean, cuda)
+    if found is not None:
+        return [found]
+    if why:  # timed anyway: two walls of a busy machine differ by its neighbours, not by one call
+        notes.append(
+            "the parent's back-to-back bound was not applied: the machine was too busy for its two walls "
+            "to measure one call (the calibrated gap was)"
+        )
+        return []
+    return _differential_reasons(ctx, cand, baselines, rng, timeout_s, check_fp, notes, cuda)
+
+
+def _differential_reasons(
+    ctx: VariantContext,
+    cand: Any,
+    baselines: list[Any],
+    rng: random.Random,
+    timeout_s: float,
+    check_fp: FingerprintCheck,
+    notes: list[str],
+    cuda: bool,
+) -> list[Reason]:
+    cand_mean = float(np.mean(cand.samples_ms)) if cand.samples_ms else float("nan")
+    n = bounds.calls_for(cand_mean, _median(cand.cycle_ms))
+    failed: list[Reason] = []
+
+    def timed_by(prog: Any, hold: Callable[[], AbstractContextManager[Any]]) -> Callable[[int], float | None]:
+        def timed(k: int) -> float | None:
+            with hold():
+                wall, bad = _back_to_back(ctx, prog, rng, k, timeout_s, check_fp if prog is cand else None)
+            if bad is not None:
+                failed.append(bad)
+            return wall
+
+        return timed
+
+    try:
+        mine = bounds.differential(timed_by(cand, nullcontext), n)
+        if failed:
+            return failed[:1]
+        theirs = []
+        for b in baselines:
+            d = bounds.differential(
+                timed_by(b, cand.worker.frozen),
+                bounds.calls_for(float(np.mean(b.samples_ms)), _median(b.cycle_ms)),
+            )
+            if d is not None and b.samples_ms:
+                theirs.append((float(np.mean(b.samples_ms)), d))
+    except WorkerDied as died:
+        return [Reason(ReasonCode(died.code), died.message, died.detail)]
+    if mine is not None:
+        notes.append(
+            f"parent's back-to-back figure for {ctx.variant!r}: candidate {mine.per_call_ms:.4g} ms a call "
+            f"(n = {mine.calls}), reported mean {cand_mean:.4g} ms"
+            + "".join(f"; a baseline {d.per_call_ms:.4g} ms against {m:.4g} ms" for m, d in theirs)
+        )
+    found = bounds.differential_reason(cand_mean, mine, theirs, cand.host_ms, cuda)
+    return [found] if found else []
+
+
+def _back_to_back(
+    ctx: VariantContext,
+    prog: Any,
+    rng: random.Random,
+    calls: int,
+    timeout_s: float,
+    check_fp: FingerprintCheck | None,
+) -> tuple[float | None, Reason | None]:
+    """(the parent's wall for ``calls`` back-to-back calls in ms, a reason when the last output is wrong)."""
+    spec, fixed = ctx.input_spec()
+    seeds = [rng.getrandbits(62) for _ in range(4)]
+    projection = rng.getrandbits(62)
+    header = {"op": "steady", **spec, "seeds": seeds, "calls": calls, "projection_seed": projection}
+    t0 = time.perf_counter()
+    reply, _ = prog.worker.request(header, fixed, timeout_s)
+    wall = (time.perf_counter() - t0) * 1e3
+    if not reply.get("ok"):
+        if check_fp is None:
+            return None, None  # a baseline that cannot: no calibration from it
+        try:  # the candidate's: a batch it cannot run back to back is a failure, never a skipped check
+            return None, reason_of(reply, "a back-to-back batch")
+        except ProtocolError as exc:
+            return None, Reason(ReasonCode.PROTOCOL_VIOLATION, f"the candidate's back-to-back batch: {exc}")
+    if check_fp is not None:
+        last = seeds[(calls - 1) % len(seeds)]
+        bad = check_fp(last, projection, reply.get("fingerprints"))
+        if bad is not None:
+            return None, bad
+    return wall, None
+
+
+def _median(x: list[float]) -> float:
+    return float(np.median(x)) if x else float("nan")
+
+
+def _held(worker: WorkerProcess) -> str:
+    """How the candidate's cores hold: pinned how, and whether it can widen them itself."""
+    if not worker.pinned:
+        return "the candidate's worker is not pinned (no affinity on this platform)"
+    seccomp = any(x.name == "seccomp" and x.active for x in worker.layers)
+    widen = "sched_setaffinity denied to it by seccomp" if seccomp else "it could widen them (no seccomp)"
+    return f"held by {worker.pinned}, {widen}"
+
+
+def _stopped(hows: set[str]) -> str:
+    """How the candidate stood still in every baseline batch: the weakest way seen ("" if once not)."""
+    if not hows or "" in hows:
+        return ""
+    return "process group" if "process group" in hows else "cgroup"
+
+
+def freeze_recorder(worker: WorkerProcess, seen: set[str]) -> Callable[[], AbstractContextManager[Any]]:
+    """``worker.frozen`` that also records how each stop held."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def hold() -> Iterator[None]:
+        with worker.frozen() as how:
+            seen.add(how)
+            yield
+
+    return hold

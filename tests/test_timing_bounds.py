@@ -1,0 +1,100 @@
+"""The parent's bounds on reported times, the round statistic, the quiet check and the core plan,
+as functions of their figures (no worker, no clock)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from kernelproof.measure import bounds, busy, stats
+from kernelproof.measure.bounds import Differential
+from kernelproof.sandbox import cpus
+
+
+def test_a_round_with_one_long_call_and_free_others_costs_what_its_calls_cost():
+    calls = [50.0, 0.01, 0.01, 0.01, 0.01]  # the whole round computed in its first call
+    assert stats.round_figure(calls) == pytest.approx(sum(calls) / 5)
+    assert stats.round_figure(calls) > 100 * float(sorted(calls)[2])  # its median would hide it
+
+
+def test_rejects_a_gap_far_beyond_the_baselines_harness_work():
+    found = bounds.gap_reason([9.0] * 10, [[0.4, 0.5, 0.45, 0.5]], [], 0.01, cuda=False)
+    assert found is not None and found.code.value == "timing_tamper"
+    assert "9.000" in found.message and "0.475" in found.message  # both figures
+
+
+def test_accepts_a_busy_machine_where_the_baselines_gap_is_as_large():
+    # The false timing_tamper of a fixed allowance: 28 ms unexplained, where eager showed 58 ms.
+    assert bounds.gap_reason([28.0, 30.0, 25.0], [[58.0, 40.0, 61.0]], [], 0.1, cuda=False) is None
+
+
+def test_accepts_the_candidates_own_harness_work_beside_the_baselines():
+    # measured on the CPU machine: an interpreted Triton kernel at 5.6 ms a call, eager's gap 1.0 ms
+    assert bounds.gap_reason([7.8] * 5, [[1.04] * 5], [], 5.6, cuda=False) is None
+    # the same kernel claiming a thousandth of its time: its real time shows in the gap
+    assert bounds.gap_reason([7.8 + 5.6] * 5, [[1.04] * 5], [], 0.0056, cuda=False) is not None
+
+
+def test_a_gpu_candidate_may_hold_the_stream_for_its_host_time():
+    assert bounds.gap_reason([5.0] * 5, [[0.5] * 5], [1.8] * 5, 0.01, cuda=True) is None
+    assert bounds.gap_reason([5.0] * 5, [[0.5] * 5], [1.8] * 5, 0.01, cuda=False) is not None
+
+
+def test_rejects_a_reported_time_below_the_parents_back_to_back_figure():
+    cand = Differential(8, 5.0, (45.0, 85.0))
+    base = [(0.1, Differential(400, 0.09, (40.0, 76.0)))]
+    found = bounds.differential_reason(0.005, cand, base, [], cuda=False)
+    assert found is not None and found.code.value == "timing_tamper"
+    assert "0.005" in found.detail and "5" in found.detail  # reported and measured
+
+
+def test_accepts_an_honest_report_and_a_launch_bound_gpu_call():
+    cand = Differential(8, 5.0, (45.0, 85.0))
+    assert bounds.differential_reason(4.0, cand, [], [], cuda=False) is None
+    # On a GPU a back-to-back call costs its host time when that is the larger: 20 us of launches
+    # around a 2 us kernel is no evidence against a 2 us span.
+    launch_bound = Differential(2000, 0.020, (40.0, 80.0))
+    assert bounds.differential_reason(0.002, launch_bound, [], [0.019], cuda=True) is None
+
+
+def test_the_allowed_factor_follows_the_baselines_own_ratio():
+    cand = Differential(8, 5.0, (45.0, 85.0))
+    noisy_base = [(0.1, Differential(400, 0.4, (40.0, 200.0)))]  # the baseline's own figure: 4x its report
+    assert bounds.differential_reason(1.0, cand, noisy_base, [], cuda=False) is None
+    assert bounds.differential_reason(1.0, cand, [], [], cuda=False) is not None
+
+
+def test_differential_cancels_fixed_costs_and_keeps_the_smaller_wall():
+    walls = iter([30.0, 20.0, 40.0, 35.0])  # n twice, then 2n twice: a neighbour added 10 ms once
+    d = bounds.differential(lambda k: next(walls), 10)
+    assert d is not None and d.walls_ms == (20.0, 35.0) and d.per_call_ms == pytest.approx(1.5)
+    assert bounds.differential(lambda k: None, 10) is None
+
+
+def test_busy_when_others_want_the_timing_core_or_the_baselines_scatter(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    quiet = busy.judge(0.5, 1, [[1.0, 1.02, 0.99, 1.01]], cuda=False)
+    assert not quiet.busy and quiet.why == ""
+    loaded = busy.judge(3.0, 1, [[1.0, 1.02, 0.99, 1.01]], cuda=False)
+    assert loaded.busy and "3.0 other tasks" in loaded.why
+    scattered = busy.judge(0.0, 1, [[1.0, 2.0, 0.5, 1.6, 0.7]], cuda=False)
+    assert scattered.busy and "scattered" in scattered.why
+    assert "--correctness-only" in scattered.message()
+    assert not busy.judge(3.0, 1, [[1.0, 1.0, 1.0]], cuda=True).busy  # a GPU's host load is not its time
+
+
+def test_cores_are_disjoint_where_there_are_enough(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    two = cpus.plan(2)
+    assert two.separated and two.baseline == (0, 1) and two.candidate == (2, 3)
+    assert two.env("candidate")["OMP_NUM_THREADS"] == "2"
+    three = cpus.plan(3)
+    assert not three.separated and three.candidate == three.baseline
+    assert "too few cores" in three.describe()
+
+
+def test_a_forged_fast_figure_cannot_make_the_back_to_back_batch_endless():
+    assert bounds.calls_for(0.00001, 20.0) == int(bounds.DIFF_BUDGET_MS / 20.0)  # the parent's cycle caps it
+    assert bounds.calls_for(5.0, 6.0) == bounds.DIFF_MIN_CALLS
+    assert bounds.calls_for(0.001, float("nan")) == bounds.DIFF_MAX_CALLS

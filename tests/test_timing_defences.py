@@ -1,0 +1,183 @@
+"""Timing the candidate cannot shape, and honest CPU timing: each defence shown against its attack.
+
+Where a defence has a test-only switch, the attack's effect is shown with it off first (seeds sent
+with the batch and a median of calls, as kernelproof once did; the parent's clock checks skipped),
+then failing or not inflating with it on. No timing thresholds are asserted beyond the attack's
+own orders of magnitude.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernelproof.api import evaluate
+from kernelproof.measure import batch, busy, parent_clock, stats
+from kernelproof.options import EvalOptions
+from kernelproof.sandbox import cpus
+from kernelproof.sandbox.process import SpawnSpec, WorkerProcess
+
+DATA = Path(__file__).parent / "data"
+TASK = str(DATA / "tasks" / "scale_relu.py")
+TIMED = EvalOptions(
+    device="cpu", db="", seed=11, seeds_per_case=1, timeout_s=120, time_budget_s=2, min_rounds=3, max_rounds=4
+)
+
+
+def sol(name: str) -> str:
+    return str(DATA / "solutions" / f"{name}.py")
+
+
+def measured_ratio(v, baseline: str = "eager") -> float:
+    """The paired ratio of the timed shape, as measured: kept under ``timing`` also where the
+    headline speedup is withheld (an interpreted Triton kernel's speed is no claim on the CPU, but
+    these attacks shape what the harness measures, and the measurement is what they are judged on)."""
+    (speedup,) = [s for s in v.timing.shapes[0].speedups if s.baseline == baseline]
+    return speedup.median
+
+
+def test_seeds_read_ahead_inflate_a_round_only_with_the_defence_off(monkeypatch):
+    """The solution reads the batch's seeds from the harness's locals (a torch helper walks the
+    frames), computes the whole round in its first call and returns at once from the others."""
+    with monkeypatch.context() as off:
+        off.setattr(batch, "SEEDS_AHEAD", True)  # every seed in the batch's first request
+        off.setattr(stats, "round_figure", lambda calls: float(np.median(calls)))  # a median of calls
+        shaped = evaluate(TASK, sol("seeds_read_ahead"), TIMED)
+    honest = evaluate(TASK, sol("seeds_read_ahead"), TIMED)
+    assert shaped.passed and honest.passed, (shaped.reasons, honest.reasons)
+    off_speedup, on_speedup = measured_ratio(shaped), measured_ratio(honest)
+    assert off_speedup > 5 * on_speedup, (off_speedup, on_speedup)  # inflated by the attack
+    # With the defence on the round's calls are each the kernel's: no call is free.
+    calls = honest.timing.shapes[0].candidate
+    assert calls.min_ms > calls.median_ms / 20, calls
+
+
+def _forging(monkeypatch, divide_by: float) -> None:
+    """The candidate's batch replies claim 1/divide_by of each measured window (a forged reply, as a
+    solution that writes its own frame to the socket or rebinds the harness's clock would send)."""
+    real = WorkerProcess.request
+
+    def forged(self, header, tensors=None, timeout_s=600.0, expect=None):
+        reply, out = real(self, header, tensors, timeout_s, expect)
+        if self.spec.role == "candidate" and header.get("op") == "end" and reply.get("ok"):
+            for key in ("span_ms", "event_ms", "host_ms"):
+                reply[key] = [float(x) / divide_by for x in reply[key]]
+        return reply, out
+
+    monkeypatch.setattr(WorkerProcess, "request", forged)
+
+
+def test_a_forged_tiny_span_on_a_slow_kernel_is_timing_tamper(monkeypatch):
+    """The interpreted Triton kernel takes milliseconds a call on the CPU; its worker claims a
+    thousandth of that. Without the parent's clock checks the claim passes, far faster than eager.
+    The machine is taken as quiet (the checks' precondition; a busy one is machine_busy, or timed
+    anyway with the gap check alone)."""
+    _forging(monkeypatch, 1000.0)
+    monkeypatch.setattr(
+        busy, "judge", lambda others, cores, rounds, cuda: busy.Quiet(False, others, 2, None, "")
+    )
+    with monkeypatch.context() as off:
+        off.setattr(parent_clock, "CHECKS_OFF", True)
+        believed = evaluate(TASK, sol("scale_relu_triton"), TIMED)
+    assert believed.passed, believed.reasons
+    assert measured_ratio(believed) > 1.0  # a fast kernel, on the worker's word
+
+    checked = evaluate(TASK, sol("scale_relu_triton"), TIMED)
+    assert checked.verdict.value == "fail"
+    (tamper,) = [r for r in checked.reasons if r.code.value == "timing_tamper"]
+    assert "ms" in tamper.message and tamper.detail  # both figures: what was reported, what the parent saw
+
+
+def _affinities(pid: int) -> set[tuple[int, ...]]:
+    """The cores each thread of `pid` may run on."""
+    out = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            out.add(tuple(sorted(os.sched_getaffinity(int(tid)))))
+        except OSError:
+            pass
+    return out
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to separate")
+def test_a_candidate_cannot_widen_its_cores_nor_reach_the_baselines(monkeypatch):
+    """It asks for every core and raises its thread count; its threads stay on its own core, apart
+    from the baseline's, while the baselines are timed."""
+    seen: dict[str, set[tuple[int, ...]]] = {}
+    real = parent_clock.judge
+
+    def spy(ctx, programs, *args, **kwargs):
+        for p in programs:
+            seen[p.name] = _affinities(p.worker.proc.pid)
+        return real(ctx, programs, *args, **kwargs)
+
+    monkeypatch.setattr(parent_clock, "judge", spy)
+    v = evaluate(TASK, sol("widens_its_cores"), TIMED)
+    plan = cpus.plan(1)
+    assert plan.separated
+    assert seen["candidate"] == {plan.candidate}, seen  # every thread, the OpenMP ones included
+    assert seen["eager"] == {plan.baseline}, seen
+    assert not set(plan.candidate) & set(plan.baseline)
+    assert any("cpu: 1 core(s) each" in f for f in v.flags), v.flags
+
+
+def test_a_worker_stands_still_while_frozen():
+    w = WorkerProcess(SpawnSpec("candidate", "cpu"))
+    try:
+        w.wait_ready()
+        with w.frozen() as how:
+            assert how in ("cgroup", "process group")
+            assert _state(w.proc.pid) == "T"
+        assert _state(w.proc.pid) != "T"
+    finally:
+        w.close()
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_plain_torch_against_eager_with_two_spinners_alongside_is_near_one_or_busy(monkeypatch):
+    """A/A: the same computation on both sides, two CPU-bound processes alongside. The answer is a
+    speedup near 1 or the error machine_busy; never a large factor either way, never tamper."""
+    monkeypatch.setattr(parent_clock, "BUSY_IS_ERROR", True)
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        v = evaluate(TASK, sol("plain_torch"), TIMED.replace(max_rounds=6))
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
+    codes = set(v.codes)
+    assert "timing_tamper" not in codes, v.reasons
+    if "machine_busy" in codes:
+        assert v.verdict.value == "error" and v.codes == ["machine_busy"]
+        assert "--correctness-only" in v.reasons[0].message and "runnable" in v.reasons[0].detail
+        return
+    eager = v.speedup["eager"].median
+    assert 0.5 <= eager <= 2.0, eager
+    assert 0.8 <= eager <= 1.25, eager
+
+
+def test_candidate_and_baselines_are_timed_with_the_same_allocator():
+    """The perturbed heap (which poisons the candidate's fresh blocks for correctness) is the
+    baselines' heap too: a comparison of two programs, not of two allocators."""
+    from kernelproof.sandbox import process
+    from kernelproof.sandbox.private import PrivateDir
+
+    dirs = PrivateDir.create("alloc-")
+    try:
+        env = {r: process._worker_env(SpawnSpec(r, "cpu"), dirs) for r in ("candidate", "baseline")}
+    finally:
+        dirs.remove()
+    assert (
+        env["candidate"]["GLIBC_TUNABLES"] == env["baseline"]["GLIBC_TUNABLES"] == process.CPU_MALLOC_TUNABLES
+    )
+    assert (
+        "OMP_NUM_THREADS" not in env["candidate"]
+    )  # the parent's count, sent with each load, not the user's
