@@ -532,7 +532,7 @@ def results(
     path = db_path(db)
     if path is None:
         raise UsageError("--db '' names no store: there is nothing to list")
-    store = Store(path)
+    store = Store(path, readonly=True)  # listing writes nothing: a read-only store is listed too
     docs = store.query(task=task, solution=solution, outcome=outcome, code=code, limit=limit)
     note = store.listing_note(len(docs), task=task, solution=solution, outcome=outcome, code=code)
     return StoredVerdicts(tuple(docs), store.count(), store.path, note)

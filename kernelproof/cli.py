@@ -26,7 +26,7 @@ from typing import Annotated
 import typer
 
 from kernelproof import exits
-from kernelproof.console import make_console, print_error, say
+from kernelproof.console import WHOLE_LINE_CHARS, make_console, print_error, say
 from kernelproof.errors import KernelproofError
 from kernelproof.options import EvalOptions
 
@@ -429,8 +429,9 @@ def results_command(
     out = _out(json_path)
     if json_path is None:
         out.print(results_table([from_json(d) for d in found.documents], width=out.width))
-    # how many shown of how many stored, and the rows that do not verify
-    say(out, found.note.replace(found.path, display_path(found.path)))
+    # how many shown of how many stored, then one line per row that does not verify
+    for text in found.note.replace(found.path, display_path(found.path)).splitlines():
+        say(out, text, limit=WHOLE_LINE_CHARS)
 
 
 @app.command("compare", epilog=EXIT_HELP)

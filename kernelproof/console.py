@@ -22,13 +22,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from kernelproof.text import terminal
+from kernelproof.text import LINE_CHARS, terminal
 from kernelproof.verdict import ShapeTiming, Speedup, Verdict
 
 STYLE = {"pass": "bold green", "fail": "bold red", "error": "bold yellow"}
 DETAIL_LINES = 12  # lines of a reason's detail shown; the JSON verdict has all of them
 ROUNDS_LISTED = 8  # per-round ratios printed one by one up to this many rounds; a summary beyond
 
+WHOLE_LINE_CHARS = 8000  # an error or a stored row's problem, shown whole; only a flood is capped
 Part = str | tuple[str, str]  # text, or (text, Rich style); the text is always made inert
 
 
@@ -37,25 +38,29 @@ def make_console(*, stderr: bool = False) -> Console:
     return Console(stderr=stderr, emoji=False)
 
 
-def line(*parts: Part) -> Text:
-    """One line of our words and candidate text: every part made inert, styles applied as given."""
+def line(*parts: Part, limit: int = LINE_CHARS) -> Text:
+    """One line of our words and candidate text: every part made inert (and capped at ``limit``
+    characters), styles applied as given."""
     out = Text()
     for part in parts:
         text, style = (part, "") if isinstance(part, str) else part
-        out.append(terminal(text), style=style)
+        out.append(terminal(text, limit=limit), style=style)
     return out
 
 
-def say(console: Console, *parts: Part, style: str = "") -> None:
+def say(console: Console, *parts: Part, style: str = "", limit: int = LINE_CHARS) -> None:
     """Print :func:`line` ``(*parts)`` with no markup, highlighting or emoji read into it, unfolded
     (a long path is never cut into pieces a grep cannot find)."""
-    console.print(line(*parts), style=style, highlight=False, soft_wrap=True)
+    console.print(line(*parts, limit=limit), style=style, highlight=False, soft_wrap=True)
 
 
 def print_error(console: Console, message: str, *, label: str = "error") -> None:
     """The one wording of an error, for every verb: ``error: <message>`` (on ``console``: stderr),
-    on one line however narrow the terminal, so that a script's grep finds it whole."""
-    console.print(line((f"{label}:", "red"), f" {message}"), highlight=False, soft_wrap=True)
+    on one line however narrow the terminal, whole (up to WHOLE_LINE_CHARS), so that a script's
+    grep finds it and a person reads all of it."""
+    console.print(
+        line((f"{label}:", "red"), f" {message}", limit=WHOLE_LINE_CHARS), highlight=False, soft_wrap=True
+    )
 
 
 def display_path(path: str, root: str | os.PathLike | None = None) -> str:
