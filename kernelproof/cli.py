@@ -17,6 +17,7 @@ among them. Errors go to stderr, as ``error: <message>``; results go to stdout, 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -25,7 +26,9 @@ from typing import Annotated
 
 import typer
 
-from kernelproof import exits
+from kernelproof import exits, progress
+from kernelproof.commands.help import summarise
+from kernelproof.commands.streams import ClosedPipeSafe
 from kernelproof.console import WHOLE_LINE_CHARS, make_console, print_error, say
 from kernelproof.errors import KernelproofError
 from kernelproof.options import EvalOptions
@@ -39,6 +42,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # click's own help: it wraps at the terminal's width (80 in a pipe) without cutting a default
+    # or a word with "...", and shows a bool flag as a bare flag; Rich's panels did neither.
+    rich_markup_mode=None,
 )
 # Made again by each run(): a console takes its width (COLUMNS) and whether it is a terminal when it
 # is made, and a run in a process that ran others (a notebook, a test) must see its own.
@@ -225,29 +231,19 @@ def eval_command(
     busy = sys.stdout.isatty() and json_path != "-"
     # On a terminal a spinner; piped, a line per phase on stderr (stdout keeps the verdict alone).
     with (
-        console.status("evaluating (building, checking cases, timing)...", spinner="dots")
-        if busy
-        else reporting(_progress_line)
+        (
+            console.status("evaluating (building, checking cases, timing)...", spinner="dots")
+            if busy
+            else reporting(progress.phase_line)
+        ),
+        progress.keeping(
+            lambda: "nothing was kept (the evaluation in flight was stopped; no verdict stored)"
+        ),
     ):
         verdict = evaluate(task, solution, options)
     _write_json(json_path, verdict.to_json())
     print_verdict(verdict, out)
     raise typer.Exit(exits.of_verdict(verdict))
-
-
-PHASE_WORDS = {
-    "setup": "task set up (references, float64 oracle, audit, cases)",
-    "build_done": "solution built",
-    "worker_ready": "worker ready",
-    "correctness_done": "correctness checked",
-    "settled": "device settled for timing",
-    "timing_done": "timed",
-    "shapes_done": "probed shapes run",
-}
-
-
-def _progress_line(phase: str, seconds: float) -> None:
-    print(f"kernelproof: {PHASE_WORDS.get(phase, phase)} ({seconds:.1f} s)", file=sys.stderr, flush=True)
 
 
 @app.command("bench", epilog=EXIT_HELP)
@@ -307,8 +303,10 @@ def bench_command(
 ) -> None:
     """Evaluate every task of SUITE with its solution (KernelBench run layout); print a table and fast_p."""
     from kernelproof.api import bench, suite_pairs
-    from kernelproof.console import bench_table, display_path
+    from kernelproof.console import AskedPaths, bench_table, display_path
+    from kernelproof.progress import Progress
     from kernelproof.report.metrics import fast_p, results_from
+    from kernelproof.store import db_path
 
     found = suite_pairs(suite, solutions, only or ())
     options = EvalOptions(
@@ -336,16 +334,27 @@ def bench_command(
         require_sandbox=require_sandbox,
     )
     out = _out(json_path)
-    verdicts = []
+    verdicts, seen = [], []
     total = len(found.pairs)
-    for v in bench(found.pairs, options, executor=executor, address=address):
-        verdicts.append(v)
-        say(
-            out,
-            f"[{len(verdicts)}/{total}] {v.verdict.value:5s} {display_path(v.task.path, suite)}"
-            f" {','.join(v.codes)}",
-        )
-    out.print(bench_table(verdicts, suite=suite, width=out.width))
+    asked = AskedPaths(
+        found.pairs
+    )  # each verdict shown under the paths given here (a stored one's are older)
+    store = db_path(db)
+    where = f"in the store {display_path(store)}" if store else "(none stored: --db '')"
+
+    def kept() -> str:
+        return f"{len(verdicts)} of {total} verdicts kept {where}; {total - len(verdicts)} not finished"
+
+    with Progress("bench", total, console=out) as shown, progress.keeping(kept):
+        for v in bench(found.pairs, options, executor=executor, address=address):
+            verdicts.append(v)  # as evaluated or served: the JSON's
+            seen.append(asked.shown(v))  # under the paths given here: the text's
+            served = f" (stored verdict from {v.stored.at[:16]})" if v.stored is not None else ""
+            path = display_path(seen[-1].task.path, suite)
+            shown.finished(
+                f"{v.verdict.value:5s} {path}{served}" + (f" {','.join(v.codes)}" if v.codes else "")
+            )
+    out.print(bench_table(seen, suite=suite, width=out.width))
     passed = sum(v.passed for v in verdicts)
     errored = sum(v.verdict.value == "error" for v in verdicts)
     say(out, f"correct: {passed}/{len(verdicts)} ({errored} errors)")
@@ -372,21 +381,28 @@ def audit_command(
     seed: Seed = None,
 ) -> None:
     """Run the negative controls on each task and shape: a task they pass cannot be scored (exit 1)."""
-    from kernelproof.api import audit
+    from kernelproof.api import audit, audit_targets
     from kernelproof.console import display_path
+    from kernelproof.progress import Progress
 
     out = _out(json_path)
     audits = []
-    for a in audit(target, EvalOptions(device=device, seed=seed, db="")):
-        audits.append(a)
-        name = display_path(a.task)
-        if a.error:
-            say(out, ("ERROR", "yellow"), f" {name}: {a.error}")
-            continue
-        say(out, ("DEGENERATE", "red") if a.degenerate else ("ok", "green"), f" {name}")
-        for r in a.shapes:
-            if r.degenerate:
-                say(out, f"    {r.variant}: {r.summary()}")
+    targets = audit_targets(target)
+
+    def kept() -> str:
+        return f"{len(audits)} of {len(targets)} tasks audited (listed above; an audit stores nothing)"
+
+    with Progress("audit", len(targets), console=out) as shown, progress.keeping(kept):
+        for a in audit(target, EvalOptions(device=device, seed=seed, db="")):
+            audits.append(a)
+            name = display_path(a.task)
+            if a.error:
+                shown.finished(("ERROR", "yellow"), f" {name}: {a.error}")
+                continue
+            shown.finished(("DEGENERATE", "red") if a.degenerate else ("ok", "green"), f" {name}")
+            for r in a.shapes:
+                if r.degenerate:
+                    shown.note(f"    {r.variant}: {r.summary()}")
     docs = [a.to_json() for a in audits]
     _write_json(json_path, docs if target.is_dir() else docs[0])
     degenerate = sum(a.degenerate for a in audits)
@@ -444,9 +460,14 @@ def compare_command(
     time_budget: Annotated[float, typer.Option("--time-budget", help="Seconds of timing (cap).")] = 20.0,
 ) -> None:
     """Paired speedup of B over A (both verified first), interleaved in one session."""
-    from kernelproof.api import compare
+    from kernelproof.api import compare, reporting
+    from kernelproof.progress import CompareSteps, Progress
 
-    result = compare(task, a, b, EvalOptions(device=device, seed=seed, time_budget_s=time_budget, db=""))
+    options = EvalOptions(device=device, seed=seed, time_budget_s=time_budget, db="")
+    with Progress("compare", console=stderr) as shown, progress.keeping(lambda: "nothing was kept"):
+        steps = CompareSteps(shown)
+        with reporting(steps.phase):
+            result = compare(task, a, b, options)
     say(console, result.summary())
     raise typer.Exit(exits.EXIT_PASS if result.ok else exits.EXIT_REJECTED)
 
@@ -459,7 +480,11 @@ def ceilings_command(
     """Measure (once per device model) copy bandwidth and matmul peaks; show them beside the datasheet."""
     from kernelproof.api import ceilings
 
-    with console.status("measuring the device's ceilings...") if sys.stdout.isatty() else _null():
+    with (
+        console.status("measuring the device's ceilings...")
+        if sys.stdout.isatty()
+        else contextlib.nullcontext()
+    ):
         found = ceilings(device, refresh=refresh)
     sheet = f" (datasheet {found.datasheet_tbps} TB/s)" if found.datasheet_tbps is not None else ""
     say(console, f"{found.name}: copy {found.copy_tbps:.2f} TB/s{sheet}")
@@ -511,20 +536,16 @@ def _write_json(path: str | None, doc: object) -> None:
         Path(path).write_text(text + "\n")
 
 
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
 def main() -> None:
     if os.geteuid() != 0:  # workers share our uid: close our /proc entries to them (never done by api)
         from kernelproof.sandbox.identity import make_parent_nondumpable
 
         make_parent_nondumpable()
-    sys.exit(run())
+    sys.stdout = ClosedPipeSafe(sys.stdout)  # type: ignore[assignment]
+    with progress.interruptible():  # Ctrl-C: one line of what was kept, exit 130 within 5 s
+        code = run()
+    sys.stdout.flush()
+    sys.exit(code)
 
 
 def run(args: list[str] | None = None) -> int:
@@ -533,6 +554,7 @@ def run(args: list[str] | None = None) -> int:
     global console, stderr
     console, stderr = make_console(), make_console(stderr=True)
     _register_optional()
+    summarise(app)
     try:
         rv = app(args=args, standalone_mode=False)
         return rv if isinstance(rv, int) else exits.EXIT_PASS

@@ -272,8 +272,9 @@ class Store:
             if make_folder and not readonly:
                 folder.mkdir(parents=True, exist_ok=True)
             elif not folder.is_dir():
+                missing = "is not a folder" if folder.exists() else "does not exist"
                 raise StoreError(
-                    f"the folder {folder} of the results database {self.path} does not exist "
+                    f"the folder {folder} of the results database {self.path} {missing} "
                     "(create it, or give another --db)"
                 )
             if readonly and not Path(self.path).is_file():

@@ -92,7 +92,8 @@ def test_a_store_that_cannot_be_opened_exits_2(capsys, tmp_path):
     blocker.write_text("")
     ran = run_here(capsys, "eval", TASK, GOOD, "--device", "cpu", "--db", str(blocker / "results.sqlite"))
     assert ran.code == 2 and ran.out == ""
-    assert ran.err.startswith("error: cannot open the results database") and ran.err.count("\n") == 1
+    assert ran.err.startswith("error: the folder ") and ran.err.count("\n") == 1
+    assert f"{blocker} of the results database" in ran.err and "is not a folder" in ran.err
 
 
 def test_usage_errors_go_to_stderr_in_one_wording_whatever_the_verb(capsys, tmp_path):
@@ -200,7 +201,7 @@ def test_the_exit_codes_of_the_many_item_verbs_are_their_worst():
 
 
 def test_every_verb_is_in_the_list_this_test_checks(capsys):
-    listed = set(re.findall(r"^│ (\w+) ", run_here(capsys, "--help").out, re.M))
+    listed = set(re.findall(r"^  (\w+)  ", run_here(capsys, "--help").out, re.M))
     assert listed - {"cache"} == set(VERBS), listed
 
 

@@ -11,7 +11,9 @@ import typer
 from kernelproof.build import cache_clear, cache_info, default_cache_root
 
 cache_app = typer.Typer(
-    help="The build cache: compiled solutions and precompiled torch headers.", no_args_is_help=True
+    help="The build cache: compiled solutions and precompiled torch headers.",
+    no_args_is_help=True,
+    rich_markup_mode=None,  # click's help, as every verb's (kernelproof/cli.py says why)
 )
 
 _Root = Annotated[
