@@ -32,7 +32,7 @@ from kernelproof.evaluate.requests import device_name
 from kernelproof.executors.local import LocalPool, default_pool, resolve_devices, run_many
 from kernelproof.options import TIME_LIMITS, EvalOptions, normalize_baselines
 from kernelproof.source import this_source
-from kernelproof.store import open_store, served
+from kernelproof.store import db_path, open_store, served
 from kernelproof.task import POLICIES
 from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode, Verdict
 
@@ -520,7 +520,7 @@ def results(
 ) -> StoredVerdicts:
     """Stored verdicts, newest first: paths containing ``task`` / ``solution``, with ``outcome``
     (pass | fail | error) and the reason ``code``; a filter that can match nothing is a UsageError."""
-    from kernelproof.store import Store, db_path
+    from kernelproof.store import Store
 
     outcomes = tuple(o.value for o in Outcome)
     if outcome is not None and outcome not in outcomes:

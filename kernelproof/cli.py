@@ -27,6 +27,7 @@ from typing import Annotated
 import typer
 
 from kernelproof import exits, progress
+from kernelproof.commands.failures import parser_error, unexpected
 from kernelproof.commands.help import summarise
 from kernelproof.commands.streams import ClosedPipeSafe
 from kernelproof.console import WHOLE_LINE_CHARS, make_console, print_error, say
@@ -302,11 +303,10 @@ def bench_command(
     ] = False,
 ) -> None:
     """Evaluate every task of SUITE with its solution (KernelBench run layout); print a table and fast_p."""
-    from kernelproof.api import bench, suite_pairs
+    from kernelproof.api import bench, db_path, suite_pairs
     from kernelproof.console import AskedPaths, bench_table, display_path
     from kernelproof.progress import Progress
     from kernelproof.report.metrics import fast_p, results_from
-    from kernelproof.store import db_path
 
     found = suite_pairs(suite, solutions, only or ())
     options = EvalOptions(
@@ -564,40 +564,8 @@ def run(args: list[str] | None = None) -> int:
         print_error(stderr, str(exc))
         return exits.of_error(exc)
     except Exception as exc:
-        code = _parser_error(exc)
-        return _unexpected(exc) if code is None else code
-
-
-def _unexpected(exc: Exception) -> int:
-    """Anything else that reached the top is kernelproof's own failure: its traceback, then the error."""
-    import traceback
-
-    from kernelproof.text import terminal
-
-    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    sys.stderr.write(terminal(trace, multiline=True) + "\n")
-    print_error(stderr, "kernelproof failed (internal error): please report it with the traceback above")
-    return exits.EXIT_INTERNAL
-
-
-def _parser_error(exc: Exception) -> int | None:
-    """The exit code of an error of the command-line parser (printed here), or None for any other.
-
-    Typer raises click's exceptions (its own copy of them in recent versions), recognised by shape.
-    """
-    name = type(exc).__name__
-    if name == "Abort":  # Ctrl-C while a prompt or the parser was waiting
-        print_error(stderr, "interrupted")
-        return exits.EXIT_INTERRUPTED
-    if name == "NoArgsIsHelpError":  # a verb given no arguments: its help, as usage
-        exc.show()  # type: ignore[attr-defined]
-        return exits.EXIT_USAGE
-    if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):  # an unknown option, a bad value
-        ctx = getattr(exc, "ctx", None)
-        verb = ctx.command_path if ctx is not None else "kernelproof"
-        print_error(stderr, f"{exc.format_message()} (see {verb} --help)")
-        return exits.EXIT_USAGE
-    return None
+        code = parser_error(exc)
+        return unexpected(exc) if code is None else code
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ from rich.console import Console
 from kernelproof.text import terminal
 
 REDRAW_S = 1.0  # the live line's clock moves once a second: often enough to see it move
-STOP_GRACE_S = 4.0  # the exit handlers' time after a Ctrl-C (ending workers): the run ends within 5 s
+STOP_GRACE_S = 3.0  # the exit handlers' time after a Ctrl-C (ending workers): the run ends within 5 s
 EXIT_INTERRUPTED = 130  # kernelproof/exits.py's (not imported: this module sits below the verbs)
 
 Part = str | tuple[str, str]  # text, or (text, Rich style): kernelproof/console.py's, made inert there
@@ -108,9 +108,11 @@ class Progress:
     def line(self) -> str:
         """The live line's text: the verb, items done, seconds so far, what is under way."""
         elapsed = time.monotonic() - self._started
-        done = f"{self.done}/{self.total} done" if self.total else f"{self.done} done"
+        done = (
+            f"{self.done}/{self.total} done, " if self.total else f"{self.done} done, " if self.done else ""
+        )
         what = f"; running {self._what}" if self._what else ""
-        return terminal(f"{self.verb}: {done}, {elapsed:.0f} s{what}")
+        return terminal(f"{self.verb}: {done}{elapsed:.0f} s{what}")
 
     def _print(self, parts: tuple[Part, ...], style: str) -> None:
         from kernelproof.console import line
@@ -242,6 +244,31 @@ def _last_words(text: str) -> None:
         pass
 
 
+def _end_children() -> None:
+    """SIGKILL this process's own workers and builders (each with its process group: a worker
+    leads its own session), the zygotes aside: :func:`kernelproof.sandbox.zygote.shutdown` ends
+    those, with the workers they forked. An evaluation in flight is thrown away, not finished."""
+    me = os.getpid()
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            if ppid != me:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if b"kernelproof.worker.zygote" in f.read():
+                    continue
+            pid = int(entry)
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+        except (OSError, ValueError, IndexError):  # gone meanwhile, or not ours to read
+            continue
+
+
 def _wind_down() -> None:
     """End the workers in flight and run the exit handlers, for STOP_GRACE_S at most.
 
@@ -253,6 +280,7 @@ def _wind_down() -> None:
     def run() -> None:
         zygotes = sys.modules.get("kernelproof.sandbox.zygote")
         try:
+            _end_children()
             if zygotes is not None:
                 zygotes.shutdown()
         finally:
