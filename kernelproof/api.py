@@ -532,6 +532,8 @@ def results(
     path = db_path(db)
     if path is None:
         raise UsageError("--db '' names no store: there is nothing to list")
+    if db is None and not Path(path).exists():  # the default store, before anything was stored
+        return StoredVerdicts((), 0, path, f"0 shown: nothing stored yet in {path}")
     store = Store(path, readonly=True)  # listing writes nothing: a read-only store is listed too
     docs = store.query(task=task, solution=solution, outcome=outcome, code=code, limit=limit)
     note = store.listing_note(len(docs), task=task, solution=solution, outcome=outcome, code=code)

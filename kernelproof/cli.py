@@ -230,13 +230,12 @@ def eval_command(
     )
     out = _out(json_path)
     busy = sys.stdout.isatty() and json_path != "-"
-    # On a terminal a spinner; piped, a line per phase on stderr (stdout keeps the verdict alone).
+    # On a terminal a live line with the phase reached; piped, a line per phase on stderr (stdout
+    # keeps the verdict alone).
+    shown = progress.Progress("eval", console=console if busy else stderr)
     with (
-        (
-            console.status("evaluating (building, checking cases, timing)...", spinner="dots")
-            if busy
-            else reporting(progress.phase_line)
-        ),
+        shown,
+        reporting(progress.PhaseLine(shown) if busy else progress.phase_line),
         progress.keeping(
             lambda: "nothing was kept (the evaluation in flight was stopped; no verdict stored)"
         ),

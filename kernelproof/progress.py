@@ -12,7 +12,8 @@ The interface (command-line code only; library code never prints, nor touches si
 
     with progress.Progress("bench", total=len(pairs), console=out) as p:
         with progress.keeping(lambda: f"{p.done} of {p.total} verdicts kept in the store"):
-            p.running("level1/a.py")           # what is under way: the live line's tail
+            p.running("level1/a.py")           # what is under way: "; running level1/a.py" at the
+            p.state("worker ready at 5 s")      # live line's end, or any words (nothing in a pipe)
             ...
             p.finished("pass  level1/a.py")    # one item done: "[3/10] pass  level1/a.py"
             p.note("no solution for b.py")     # any other line, in both modes
@@ -89,8 +90,12 @@ class Progress:
                 _active.remove(self)
 
     def running(self, what: str) -> None:
-        """Say what is under way now (shown at the end of the live line; nothing in a pipe)."""
-        self._what = what
+        """Say what is under way now (``running WHAT`` at the end of the live line; nothing in a pipe)."""
+        self.state(f"running {what}")
+
+    def state(self, text: str) -> None:
+        """Say where the verb stands, in words of its own (the end of the live line; nothing in a pipe)."""
+        self._what = text
         self._draw()
 
     def finished(self, *parts: Part, style: str = "") -> None:
@@ -111,7 +116,7 @@ class Progress:
         done = (
             f"{self.done}/{self.total} done, " if self.total else f"{self.done} done, " if self.done else ""
         )
-        what = f"; running {self._what}" if self._what else ""
+        what = f"; {self._what}" if self._what else ""
         return terminal(f"{self.verb}: {done}{elapsed:.0f} s{what}")
 
     def _print(self, parts: tuple[Part, ...], style: str) -> None:
@@ -165,6 +170,17 @@ def phase_line(phase: str, seconds: float) -> None:
     print(f"kernelproof: {PHASE_WORDS.get(phase, phase)} ({seconds:.1f} s)", file=sys.stderr, flush=True)
 
 
+class PhaseLine:
+    """``eval`` on a terminal: the phase reached, at the end of the live line."""
+
+    def __init__(self, shown: Progress) -> None:
+        self.shown = shown
+        shown.state("setting the task up")
+
+    def __call__(self, phase: str, seconds: float) -> None:
+        self.shown.state(f"{PHASE_WORDS.get(phase, phase)} at {seconds:.0f} s")
+
+
 class CompareSteps:
     """``compare``'s phases (A verified, then B, then both timed) as a :class:`Progress` shows
     them: the live line's tail on a terminal, a line each in a pipe."""
@@ -172,7 +188,7 @@ class CompareSteps:
     def __init__(self, shown: Progress) -> None:
         self.shown = shown
         self.which = ""
-        shown.running("verifying A")
+        shown.state("verifying A")
 
     def phase(self, phase: str, seconds: float) -> None:
         """The sink of :func:`kernelproof.evaluate.progress.reporting`: A's phases, then B's."""
@@ -180,11 +196,11 @@ class CompareSteps:
             self.which = "B" if self.which == "A" else "A"
         words = f"{self.which}: {PHASE_WORDS.get(phase, phase)}"
         if self.shown.live:
-            self.shown.running(words)
+            self.shown.state(words)
         else:
             self.shown.note(f"compare: {words} ({seconds:.1f} s)")
         if phase in ("shapes_done", "correctness_done") and self.which == "B":
-            self.shown.running("timing A and B, interleaved")
+            self.shown.state("timing A and B, interleaved")
 
 
 @contextmanager
@@ -222,6 +238,8 @@ def _on_interrupt(signum: int, frame: object) -> None:
             p._stop.set()
             p._erase()
         kept = _kept[-1] if _kept else None
+    if sys.stderr.isatty():
+        _last_words_raw("\x1b[?25h")  # the cursor back, should a Rich display have hidden it
     try:
         said = kept() if kept is not None else "nothing was kept"
     except Exception:  # noqa: BLE001 - the last words must come whatever happened
@@ -267,6 +285,14 @@ def _end_children() -> None:
                 os.kill(pid, signal.SIGKILL)
         except (OSError, ValueError, IndexError):  # gone meanwhile, or not ours to read
             continue
+
+
+def _last_words_raw(raw: str) -> None:
+    try:
+        sys.stderr.write(raw)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _wind_down() -> None:

@@ -172,3 +172,41 @@ def test_bench_prints_a_line_per_finished_item_when_piped(capsys, monkeypatch, t
     ran = run_here(capsys, "bench", tmp_path / "suite", "--solutions", tmp_path / "sols", "--db", "")
     assert ran.out.splitlines()[:2] == ["[1/2] pass  a.py", "[2/2] pass  b.py"]
     assert "\x1b" not in ran.out and "\r" not in ran.out  # no live line in a pipe
+
+
+def _on_terminal(*args: str, cwd, columns: int = 80) -> tuple[int, str]:
+    """``kernelproof ARGS`` in ``cwd`` with a pseudo-terminal ``columns`` wide as stdout and stderr."""
+    import pty
+
+    from cli_support import REPO
+
+    env = dict(os.environ, TERM="dumb", COLUMNS=str(columns))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    pid, fd = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.chdir(cwd)
+        os.execvpe(sys.executable, [sys.executable, "-m", "kernelproof.cli", *args], env)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), b"".join(chunks).decode(errors="replace")
+
+
+def test_eval_on_an_80_column_terminal_wraps_its_lines_at_words(tmp_path):
+    task = tmp_path / "a_task_whose_file_name_is_long_enough_to_need_a_second_line.py"
+    solution = tmp_path / "its_solution_with_a_name_as_long_as_the_task_or_longer_still.py"
+    shutil.copy(TASK, task)
+    shutil.copy(DATA / "solutions" / "no_modelnew.py", solution)
+    status, text = _on_terminal("eval", str(task), str(solution), "--device", "cpu", "--db", "", cwd=tmp_path)
+    assert status == 1, text
+    lines = [re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", ln).split("\r")[-1] for ln in text.splitlines()]
+    assert max(len(ln) for ln in lines) <= 80, text
+    assert "(torch backend, cpu)" in " ".join(text.split()) and solution.name in text  # shown here, whole

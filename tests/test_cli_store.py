@@ -164,3 +164,10 @@ def test_a_read_only_store_is_still_listed_and_reported(tmp_path):
         and db in evaluated.stderr
         and "worker" not in evaluated.stderr
     )
+
+
+def test_results_before_anything_was_stored_in_the_default_store_says_so(tmp_path):
+    db = tmp_path / "never" / "results.sqlite"
+    ran = run_piped("results", env={"KERNELPROOF_DB": str(db)})
+    assert ran.code == 0, ran
+    assert "0 shown: nothing stored yet in" in ran.out and not db.parent.exists()
