@@ -335,11 +335,9 @@ def bench_command(
     out = _out(json_path)
     verdicts, seen = [], []
     total = len(found.pairs)
-    asked = AskedPaths(
-        found.pairs
-    )  # each verdict shown under the paths given here (a stored one's are older)
+    asked = AskedPaths(found.pairs)  # each verdict shown under the paths given here
     store = db_path(db)
-    where = f"in the store {display_path(store)}" if store else "(none stored: --db '')"
+    where = f"in the store {display_path(store)}" if store else "(printed above; --db '' stores none)"
 
     def kept() -> str:
         return f"{len(verdicts)} of {total} verdicts kept {where}; {total - len(verdicts)} not finished"

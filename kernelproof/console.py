@@ -30,6 +30,7 @@ from kernelproof.verdict import ShapeTiming, Speedup, Verdict
 
 STYLE = {"pass": "bold green", "fail": "bold red", "error": "bold yellow"}
 DETAIL_LINES = 12  # lines of a reason's detail shown; the JSON verdict has all of them
+WORD_CHARS = 20  # a table cell's room for its longest word: the longest reason code (output_aliases_input)
 ROUNDS_LISTED = 8  # per-round ratios printed one by one up to this many rounds; a summary beyond
 
 WHOLE_LINE_CHARS = 8000  # an error or a stored row's problem, shown whole; only a flood is capped
@@ -329,8 +330,8 @@ def _disagreement(v: Verdict, s: Speedup) -> list[str]:
 def _table(title: str, columns: list[tuple[str, str]], rows: list[list[Any]], width: int) -> Table:
     """A table no wider than ``width``. Columns are (header, kind): "right" or "" are as wide as
     their widest cell; "fold" columns share what is left. Each "fold" column first gets room for
-    its longest word (up to 14: most reason codes are not broken), then the first of them gets what it
-    needs before the next: its text (a path) folds onto more lines when it must, nothing is cut."""
+    its longest word (up to WORD_CHARS: no reason code is broken), then the first of them gets what
+    it needs before the next: its text (a path) folds onto more lines when it must, nothing is cut."""
     flexible = [i for i, (_, kind) in enumerate(columns) if kind == "fold"]
     cells = [[_plain(r[i]).split("\n") for r in rows] for i in range(len(columns))]
     natural = [
@@ -341,7 +342,7 @@ def _table(title: str, columns: list[tuple[str, str]], rows: list[list[Any]], wi
     ]
     overhead = 2 * (len(columns) - 1)  # one space of padding and one of rule between columns
     room = width - overhead - sum(natural[i] for i in range(len(columns)) if i not in flexible)
-    widths = {i: min(natural[i], words[i], 14) for i in flexible}
+    widths = {i: min(natural[i], words[i], WORD_CHARS) for i in flexible}
     room -= sum(widths.values())
     for i in flexible:
         extra = max(0, min(room, natural[i] - widths[i]))
