@@ -235,7 +235,7 @@ def eval_command(
     shown = progress.Progress("eval", console=console if busy else stderr)
     with (
         shown,
-        reporting(progress.PhaseLine(shown) if busy else progress.phase_line),
+        reporting(progress.PhaseLine(shown) if shown.live else progress.phase_line),
         progress.keeping(
             lambda: "nothing was kept (the evaluation in flight was stopped; no verdict stored)"
         ),

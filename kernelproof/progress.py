@@ -19,7 +19,7 @@ The interface (command-line code only; library code never prints, nor touches si
             p.note("no solution for b.py")     # any other line, in both modes
         # parts as console.say takes them: p.finished(("DEGENERATE", "red"), " level1/b.py")
 
-- On a terminal (``console.is_terminal``) one live line at the bottom, redrawn every second:
+- On a terminal (not a dumb one) one live line at the bottom, redrawn every second:
   ``bench: 3/10 done, 42 s; running level1/a.py``. Lines printed through the object go above
   it; the line is erased when the block ends.
 - In a pipe nothing is redrawn: each ``finished`` line is printed as it comes, with its count
@@ -65,7 +65,7 @@ class Progress:
         self.total = total  # items expected, when known
         self.done = 0  # items finished so far
         self.console = console or Console(stderr=True, emoji=False)
-        self.live = self.console.is_terminal
+        self.live = self.console.is_terminal and not self.console.is_dumb_terminal  # redrawn in place
         self._what = ""  # what is under way
         self._started = time.monotonic()
         self._stop = threading.Event()
