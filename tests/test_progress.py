@@ -147,3 +147,15 @@ def test_ctrl_c_twice_in_eval_prints_one_line_and_no_traceback(tmp_path):
     assert "Traceback" not in text and "KeyboardInterrupt" not in text
     said = [ln for ln in text.replace("\r", "\n").splitlines() if "interrupted:" in ln]
     assert len(said) == 1 and "nothing was kept" in said[0], text
+
+
+def test_compare_and_audit_say_how_far_they_got_when_piped():
+    from cli_support import run_piped
+
+    good = str(DATA / "solutions" / "scale_relu_triton.py")
+    ran = run_piped("compare", TASK, good, good, "--device", "cpu", "--time-budget", "0.5")
+    assert ran.code in (0, 1), ran
+    steps = [ln for ln in ran.err.splitlines() if ln.startswith("compare: ")]
+    assert steps[0].startswith("compare: A: task set up") and any(s.startswith("compare: B: ") for s in steps)
+    audited = run_piped("audit", TASK, "--device", "cpu")
+    assert audited.out.splitlines()[0] == "[1/1] ok " + os.path.relpath(TASK), audited
