@@ -12,7 +12,9 @@ with a code from the one table (kernelproof/exits.py; ``--help`` prints it):
 
 A verb over many items (``bench``, ``certify``, ``audit`` of a folder) exits with the worst code
 among them. Errors go to stderr, as ``error: <message>``; results go to stdout, or to stderr when
-``--json -`` gives stdout to the JSON.
+``--json -`` gives stdout to the JSON. A reader that closes the pipe early (``| head``) changes no
+exit code. The long verbs show their progress, and Ctrl-C ends any verb within 5 s with one line
+of what was kept (kernelproof/progress.py).
 """
 
 from __future__ import annotations
