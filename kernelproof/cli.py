@@ -32,7 +32,7 @@ from kernelproof import exits, progress
 from kernelproof.commands.failures import parser_error, unexpected
 from kernelproof.commands.help import summarise
 from kernelproof.commands.streams import ClosedPipeSafe
-from kernelproof.console import WHOLE_LINE_CHARS, make_console, print_error, say
+from kernelproof.console import WHOLE_LINE_CHARS, make_console, print_error, say, say_wrapped
 from kernelproof.errors import KernelproofError
 from kernelproof.options import EvalOptions
 
@@ -467,7 +467,7 @@ def compare_command(
         steps = CompareSteps(shown)
         with reporting(steps.phase):
             result = compare(task, a, b, options)
-    say(console, result.summary())
+    say_wrapped(console, result.summary())
     raise typer.Exit(exits.EXIT_PASS if result.ok else exits.EXIT_REJECTED)
 
 
