@@ -41,7 +41,7 @@ from kernelproof.executors.local import LocalPool, default_pool, resolve_devices
 from kernelproof.options import TIME_LIMITS, EvalOptions, normalize_baselines
 from kernelproof.report.kernelbench import KernelBenchRun, Sample, find_run  # noqa: F401  (kernelbench's)
 from kernelproof.source import this_source
-from kernelproof.store import as_requested, open_store, served
+from kernelproof.store import as_requested, db_path, open_store, served
 from kernelproof.task import POLICIES
 from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode, Verdict
 
@@ -574,7 +574,7 @@ def results(
 ) -> StoredVerdicts:
     """Stored verdicts, newest first: paths containing ``task`` / ``solution``, with ``outcome``
     (pass | fail | error) and the reason ``code``; a filter that can match nothing is a UsageError."""
-    from kernelproof.store import Store, db_path
+    from kernelproof.store import Store
 
     outcomes = tuple(o.value for o in Outcome)
     if outcome is not None and outcome not in outcomes:
@@ -586,7 +586,9 @@ def results(
     path = db_path(db)
     if path is None:
         raise UsageError("--db '' names no store: there is nothing to list")
-    store = Store(path)
+    if db is None and not Path(path).exists():  # the default store, before anything was stored
+        return StoredVerdicts((), 0, path, f"0 shown: nothing stored yet in {path}")
+    store = Store(path, readonly=True)  # listing writes nothing: a read-only store is listed too
     docs = store.query(task=task, solution=solution, outcome=outcome, code=code, limit=limit)
     note = store.listing_note(len(docs), task=task, solution=solution, outcome=outcome, code=code)
     return StoredVerdicts(tuple(docs), store.count(), store.path, note)

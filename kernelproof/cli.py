@@ -12,11 +12,14 @@ with a code from the one table (kernelproof/exits.py; ``--help`` prints it):
 
 A verb over many items (``bench``, ``certify``, ``audit`` of a folder) exits with the worst code
 among them. Errors go to stderr, as ``error: <message>``; results go to stdout, or to stderr when
-``--json -`` gives stdout to the JSON.
+``--json -`` gives stdout to the JSON. A reader that closes the pipe early (``| head``) changes no
+exit code. The long verbs show their progress, and Ctrl-C ends any verb within 5 s with one line
+of what was kept (kernelproof/progress.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -25,8 +28,11 @@ from typing import Annotated
 
 import typer
 
-from kernelproof import exits
-from kernelproof.console import make_console, print_error, say
+from kernelproof import exits, progress
+from kernelproof.commands.failures import parser_error, unexpected
+from kernelproof.commands.help import summarise
+from kernelproof.commands.streams import ClosedPipeSafe
+from kernelproof.console import WHOLE_LINE_CHARS, make_console, print_error, say, say_wrapped
 from kernelproof.errors import KernelproofError
 from kernelproof.options import EvalOptions
 
@@ -39,6 +45,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # click's own help: it wraps at the terminal's width (80 in a pipe) without cutting a default
+    # or a word with "...", and shows a bool flag as a bare flag; Rich's panels did neither.
+    rich_markup_mode=None,
 )
 # Made again by each run(): a console takes its width (COLUMNS) and whether it is a terminal when it
 # is made, and a run in a process that ran others (a notebook, a test) must see its own.
@@ -242,31 +251,20 @@ def eval_command(
     )
     out = _out(json_path)
     busy = sys.stdout.isatty() and json_path != "-"
-    # On a terminal a spinner; piped, a line per phase on stderr (stdout keeps the verdict alone).
+    # On a terminal a live line with the phase reached; piped, a line per phase on stderr (stdout
+    # keeps the verdict alone).
+    shown = progress.Progress("eval", console=console if busy else stderr)
     with (
-        console.status("evaluating (building, checking cases, timing)...", spinner="dots")
-        if busy
-        else reporting(_progress_line)
+        shown,
+        reporting(progress.PhaseLine(shown) if shown.live else progress.phase_line),
+        progress.keeping(
+            lambda: "nothing was kept (the evaluation in flight was stopped; no verdict stored)"
+        ),
     ):
         verdict = evaluate(task, solution, options)
     _write_json(json_path, verdict.to_json())
     print_verdict(verdict, out)
     raise typer.Exit(exits.of_verdict(verdict))
-
-
-PHASE_WORDS = {
-    "setup": "task set up (references, float64 oracle, audit, cases)",
-    "build_done": "solution built",
-    "worker_ready": "worker ready",
-    "correctness_done": "correctness checked",
-    "settled": "device settled for timing",
-    "timing_done": "timed",
-    "shapes_done": "probed shapes run",
-}
-
-
-def _progress_line(phase: str, seconds: float) -> None:
-    print(f"kernelproof: {PHASE_WORDS.get(phase, phase)} ({seconds:.1f} s)", file=sys.stderr, flush=True)
 
 
 @app.command("bench", epilog=EXIT_HELP)
@@ -328,8 +326,9 @@ def bench_command(
 ) -> None:
     """Evaluate every task of SUITE with the solution at the same relative path under --solutions;
     print a table and fast_p. For a KernelBench run folder: kernelproof kernelbench."""
-    from kernelproof.api import bench, suite_pairs
-    from kernelproof.console import bench_table, display_path
+    from kernelproof.api import bench, db_path, suite_pairs
+    from kernelproof.console import AskedPaths, bench_table, display_path
+    from kernelproof.progress import Progress
     from kernelproof.report.metrics import fast_p, fast_p_note, results_from
 
     found = suite_pairs(suite, solutions, only or ())
@@ -360,16 +359,25 @@ def bench_command(
         require_sandbox=require_sandbox,
     )
     out = _out(json_path)
-    verdicts = []
+    verdicts, seen = [], []
     total = len(found.pairs)
-    for v in bench(found.pairs, options, executor=executor, address=address):
-        verdicts.append(v)
-        say(
-            out,
-            f"[{len(verdicts)}/{total}] {v.verdict.value:5s} {display_path(v.task.path, suite)}"
-            f" {','.join(v.codes)}",
-        )
-    out.print(bench_table(verdicts, suite=suite, width=out.width))
+    asked = AskedPaths(found.pairs)  # each verdict shown under the paths given here
+    store = db_path(db)
+    where = f"in the store {display_path(store)}" if store else "(printed above; --db '' stores none)"
+
+    def kept() -> str:
+        return f"{len(verdicts)} of {total} verdicts kept {where}; {total - len(verdicts)} not finished"
+
+    with Progress("bench", total, console=out) as shown, progress.keeping(kept):
+        for v in bench(found.pairs, options, executor=executor, address=address):
+            verdicts.append(v)  # as evaluated or served: the JSON's
+            seen.append(asked.shown(v))  # under the paths given here: the text's
+            served = f" (stored verdict from {v.stored.at[:16]})" if v.stored is not None else ""
+            path = display_path(seen[-1].task.path, suite)
+            shown.finished(
+                f"{v.verdict.value:5s} {path}{served}" + (f" {','.join(v.codes)}" if v.codes else "")
+            )
+    out.print(bench_table(seen, suite=suite, width=out.width))
     passed = sum(v.passed for v in verdicts)
     errored = sum(v.verdict.value == "error" for v in verdicts)
     say(out, f"correct: {passed}/{len(verdicts)} ({errored} errors)")
@@ -408,21 +416,28 @@ def audit_command(
     seed: Seed = None,
 ) -> None:
     """Run the negative controls on each task and shape: a task they pass cannot be scored (exit 1)."""
-    from kernelproof.api import audit
+    from kernelproof.api import audit, audit_targets
     from kernelproof.console import display_path
+    from kernelproof.progress import Progress
 
     out = _out(json_path)
     audits = []
-    for a in audit(target, EvalOptions(device=device, seed=seed, db="")):
-        audits.append(a)
-        name = display_path(a.task)
-        if a.error:
-            say(out, ("ERROR", "yellow"), f" {name}: {a.error}")
-            continue
-        say(out, ("DEGENERATE", "red") if a.degenerate else ("ok", "green"), f" {name}")
-        for r in a.shapes:
-            if r.degenerate:
-                say(out, f"    {r.variant}: {r.summary()}")
+    targets = audit_targets(target)
+
+    def kept() -> str:
+        return f"{len(audits)} of {len(targets)} tasks audited (listed above; an audit stores nothing)"
+
+    with Progress("audit", len(targets), console=out) as shown, progress.keeping(kept):
+        for a in audit(target, EvalOptions(device=device, seed=seed, db="")):
+            audits.append(a)
+            name = display_path(a.task)
+            if a.error:
+                shown.finished(("ERROR", "yellow"), f" {name}: {a.error}")
+                continue
+            shown.finished(("DEGENERATE", "red") if a.degenerate else ("ok", "green"), f" {name}")
+            for r in a.shapes:
+                if r.degenerate:
+                    shown.note(f"    {r.variant}: {r.summary()}")
     docs = [a.to_json() for a in audits]
     _write_json(json_path, docs if target.is_dir() else docs[0])
     degenerate = sum(a.degenerate for a in audits)
@@ -465,8 +480,9 @@ def results_command(
     out = _out(json_path)
     if json_path is None:
         out.print(results_table([from_json(d) for d in found.documents], width=out.width))
-    # how many shown of how many stored, and the rows that do not verify
-    say(out, found.note.replace(found.path, display_path(found.path)))
+    # how many shown of how many stored, then one line per row that does not verify
+    for text in found.note.replace(found.path, display_path(found.path)).splitlines():
+        say(out, text, limit=WHOLE_LINE_CHARS)
 
 
 @app.command("compare", epilog=EXIT_HELP)
@@ -479,10 +495,15 @@ def compare_command(
     time_budget: Annotated[float, typer.Option("--time-budget", help="Seconds of timing (cap).")] = 20.0,
 ) -> None:
     """Paired speedup of B over A (both verified first), interleaved in one session."""
-    from kernelproof.api import compare
+    from kernelproof.api import compare, reporting
+    from kernelproof.progress import CompareSteps, Progress
 
-    result = compare(task, a, b, EvalOptions(device=device, seed=seed, time_budget_s=time_budget, db=""))
-    say(console, result.summary())
+    options = EvalOptions(device=device, seed=seed, time_budget_s=time_budget, db="")
+    with Progress("compare", console=stderr) as shown, progress.keeping(lambda: "nothing was kept"):
+        steps = CompareSteps(shown)
+        with reporting(steps.phase):
+            result = compare(task, a, b, options)
+    say_wrapped(console, result.summary())
     raise typer.Exit(exits.EXIT_PASS if result.ok else exits.EXIT_REJECTED)
 
 
@@ -494,7 +515,11 @@ def ceilings_command(
     """Measure (once per device model) copy bandwidth and matmul peaks; show them beside the datasheet."""
     from kernelproof.api import ceilings
 
-    with console.status("measuring the device's ceilings...") if sys.stdout.isatty() else _null():
+    with (
+        console.status("measuring the device's ceilings...")
+        if sys.stdout.isatty()
+        else contextlib.nullcontext()
+    ):
         found = ceilings(device, refresh=refresh)
     sheet = f" (datasheet {found.datasheet_tbps} TB/s)" if found.datasheet_tbps is not None else ""
     say(console, f"{found.name}: copy {found.copy_tbps:.2f} TB/s{sheet}")
@@ -552,20 +577,16 @@ def _write_json(path: str | None, doc: object) -> None:
         Path(path).write_text(text + "\n")
 
 
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
 def main() -> None:
     if os.geteuid() != 0:  # workers share our uid: close our /proc entries to them (never done by api)
         from kernelproof.sandbox.identity import make_parent_nondumpable
 
         make_parent_nondumpable()
-    sys.exit(run())
+    sys.stdout = ClosedPipeSafe(sys.stdout)  # type: ignore[assignment]
+    with progress.interruptible():  # Ctrl-C: one line of what was kept, exit 130 within 5 s
+        code = run()
+    sys.stdout.flush()
+    sys.exit(code)
 
 
 def run(args: list[str] | None = None) -> int:
@@ -574,6 +595,7 @@ def run(args: list[str] | None = None) -> int:
     global console, stderr
     console, stderr = make_console(), make_console(stderr=True)
     _register_optional()
+    summarise(app)
     try:
         rv = app(args=args, standalone_mode=False)
         return rv if isinstance(rv, int) else exits.EXIT_PASS
@@ -583,40 +605,8 @@ def run(args: list[str] | None = None) -> int:
         print_error(stderr, str(exc))
         return exits.of_error(exc)
     except Exception as exc:
-        code = _parser_error(exc)
-        return _unexpected(exc) if code is None else code
-
-
-def _unexpected(exc: Exception) -> int:
-    """Anything else that reached the top is kernelproof's own failure: its traceback, then the error."""
-    import traceback
-
-    from kernelproof.text import terminal
-
-    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    sys.stderr.write(terminal(trace, multiline=True) + "\n")
-    print_error(stderr, "kernelproof failed (internal error): please report it with the traceback above")
-    return exits.EXIT_INTERNAL
-
-
-def _parser_error(exc: Exception) -> int | None:
-    """The exit code of an error of the command-line parser (printed here), or None for any other.
-
-    Typer raises click's exceptions (its own copy of them in recent versions), recognised by shape.
-    """
-    name = type(exc).__name__
-    if name == "Abort":  # Ctrl-C while a prompt or the parser was waiting
-        print_error(stderr, "interrupted")
-        return exits.EXIT_INTERRUPTED
-    if name == "NoArgsIsHelpError":  # a verb given no arguments: its help, as usage
-        exc.show()  # type: ignore[attr-defined]
-        return exits.EXIT_USAGE
-    if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):  # an unknown option, a bad value
-        ctx = getattr(exc, "ctx", None)
-        verb = ctx.command_path if ctx is not None else "kernelproof"
-        print_error(stderr, f"{exc.format_message()} (see {verb} --help)")
-        return exits.EXIT_USAGE
-    return None
+        code = parser_error(exc)
+        return unexpected(exc) if code is None else code
 
 
 if __name__ == "__main__":

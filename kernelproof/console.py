@@ -12,7 +12,10 @@ directory, and a path too long for its column is folded onto the next line, neve
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,13 +25,15 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from kernelproof.text import terminal
+from kernelproof.text import LINE_CHARS, terminal
 from kernelproof.verdict import ShapeTiming, Speedup, Verdict
 
 STYLE = {"pass": "bold green", "fail": "bold red", "error": "bold yellow"}
 DETAIL_LINES = 12  # lines of a reason's detail shown; the JSON verdict has all of them
+WORD_CHARS = 20  # a table cell's room for its longest word: the longest reason code (output_aliases_input)
 ROUNDS_LISTED = 8  # per-round ratios printed one by one up to this many rounds; a summary beyond
 
+WHOLE_LINE_CHARS = 8000  # an error or a stored row's problem, shown whole; only a flood is capped
 Part = str | tuple[str, str]  # text, or (text, Rich style); the text is always made inert
 
 
@@ -37,25 +42,58 @@ def make_console(*, stderr: bool = False) -> Console:
     return Console(stderr=stderr, emoji=False)
 
 
-def line(*parts: Part) -> Text:
-    """One line of our words and candidate text: every part made inert, styles applied as given."""
+def line(*parts: Part, limit: int = LINE_CHARS) -> Text:
+    """One line of our words and candidate text: every part made inert (and capped at ``limit``
+    characters), styles applied as given."""
     out = Text()
     for part in parts:
         text, style = (part, "") if isinstance(part, str) else part
-        out.append(terminal(text), style=style)
+        out.append(terminal(text, limit=limit), style=style)
     return out
 
 
-def say(console: Console, *parts: Part, style: str = "") -> None:
+def say(console: Console, *parts: Part, style: str = "", limit: int = LINE_CHARS) -> None:
     """Print :func:`line` ``(*parts)`` with no markup, highlighting or emoji read into it, unfolded
     (a long path is never cut into pieces a grep cannot find)."""
-    console.print(line(*parts), style=style, highlight=False, soft_wrap=True)
+    console.print(line(*parts, limit=limit), style=style, highlight=False, soft_wrap=True)
 
 
 def print_error(console: Console, message: str, *, label: str = "error") -> None:
     """The one wording of an error, for every verb: ``error: <message>`` (on ``console``: stderr),
-    on one line however narrow the terminal, so that a script's grep finds it whole."""
-    console.print(line((f"{label}:", "red"), f" {message}"), highlight=False, soft_wrap=True)
+    on one line however narrow the terminal, whole (up to WHOLE_LINE_CHARS), so that a script's
+    grep finds it and a person reads all of it."""
+    console.print(
+        line((f"{label}:", "red"), f" {message}", limit=WHOLE_LINE_CHARS), highlight=False, soft_wrap=True
+    )
+
+
+def say_wrapped(console: Console, *parts: Part, style: str = "", hang: int = 4) -> None:
+    """Print :func:`line` ``(*parts)`` wrapped at words to the console's width (80 in a pipe unless
+    ``COLUMNS`` says otherwise), each further line indented ``hang`` more than the first. A word
+    longer than the width (a path) is never broken: it goes whole on a line of its own."""
+    for piece in wrap_words(line(*parts), console.width, hang):
+        console.print(piece, style=style, highlight=False, soft_wrap=True)
+
+
+def wrap_words(text: Text, width: int, hang: int = 4) -> list[Text]:
+    """``text`` cut into lines no wider than ``width`` at spaces (styles kept), the lines after the
+    first indented by the first's indent plus ``hang``; words are never broken."""
+    plain = text.plain
+    if len(plain) <= width or "\n" in plain:
+        return [text]
+    indent = len(plain) - len(plain.lstrip(" ")) + hang
+    breaks: list[int] = []
+    start, room = 0, width
+    for word in re.finditer(r"\S+", plain):
+        if word.end() - start > room and word.start() > start and plain[start : word.start()].strip():
+            breaks.append(word.start())
+            start, room = word.start(), max(1, width - indent)
+    pieces = text.divide(breaks)
+    out = [pieces[0]]
+    for piece in pieces[1:]:
+        out[-1].rstrip()
+        out.append(Text(" " * indent) + piece)
+    return out
 
 
 def display_path(path: str, root: str | os.PathLike | None = None) -> str:
@@ -100,7 +138,7 @@ def fmt_ms(ms: float | None) -> str:
 def print_verdict(v: Verdict, console: Console | None = None) -> None:
     c = console or make_console()
     device = v.environment.get("device_name", v.environment.get("device"))
-    say(
+    say_wrapped(
         c,
         (v.verdict.value.upper(), STYLE.get(v.verdict.value, "")),
         f"  {display_path(v.solution.path)}  vs  {display_path(v.task.path)}"
@@ -109,14 +147,14 @@ def print_verdict(v: Verdict, console: Console | None = None) -> None:
     if v.stored is not None:
         c.print(f"  stored verdict from {v.stored.at} (--fresh re-runs)", highlight=False, markup=False)
     for r in v.reasons:
-        say(c, f"  {r.code.value}: {r.message}", style="red")
+        say_wrapped(c, f"  {r.code.value}: {r.message}", style="red")
         if r.detail:
             detail = terminal(r.detail, multiline=True, max_lines=DETAIL_LINES)
             for text in detail.splitlines():
                 c.print(Text(f"      {text}"), highlight=False)
     missing = [n for n, x in (v.environment.get("sandbox") or {}).items() if not x.get("active")]
     if missing:
-        say(
+        say_wrapped(
             c,
             f"  sandbox: {', '.join(missing)} not active (python -m kernelproof.sandbox says why)",
             style="yellow",
@@ -126,7 +164,7 @@ def print_verdict(v: Verdict, console: Console | None = None) -> None:
         how = "cache hit" if b.cached else f"built in {b.build_s:.1f} s"
         extra = f", {b.strategy}" if b.strategy else ""
         extra += ", rebuilt after a refused cache entry" if b.rebuilt else ""
-        say(c, f"  build: {how}{extra} (waited {b.wait_s:.1f} s)")
+        say_wrapped(c, f"  build: {how}{extra} (waited {b.wait_s:.1f} s)")
     if v.correctness is not None and v.correctness.cases_run:  # nothing ran: no case line to show
         k = v.correctness
         kb = (
@@ -134,7 +172,7 @@ def print_verdict(v: Verdict, console: Console | None = None) -> None:
             if k.kernelbench_compatible is None
             else f"; KernelBench's rule: {'accept' if k.kernelbench_compatible else 'reject'}"
         )
-        say(
+        say_wrapped(
             c,
             f"  cases: {k.cases_passed}/{k.cases_run} passed; worst rel. error {k.worst_rel_norm_err:.2e} "
             f"(contract {k.precision}){kb}",
@@ -142,28 +180,64 @@ def print_verdict(v: Verdict, console: Console | None = None) -> None:
     if v.timing is not None:
         for sh in v.timing.shapes:
             for text in shape_lines(sh):
-                say(c, text)
+                say_wrapped(c, text)
     for text in speedup_lines(v):
-        say(c, text)
+        say_wrapped(c, text)
     if v.roofline is not None and v.roofline.sol_fraction is not None:
         r = v.roofline
-        say(
+        say_wrapped(
             c,
             f"  roofline: {r.achieved_tflops or 0:.2f} TFLOP/s, {r.achieved_tbps or 0:.3f} TB/s, "
             f"{r.sol_fraction:.1%} of speed of light (floor {fmt_ms(r.floor_ms)})",
         )
     if v.coverage is not None and v.coverage.custom_fraction is not None:
-        say(c, f"  kernel coverage: {v.coverage.custom_fraction:.0%} of GPU time in the solution's kernels")
+        say_wrapped(
+            c, f"  kernel coverage: {v.coverage.custom_fraction:.0%} of GPU time in the solution's kernels"
+        )
     elif v.coverage is not None and v.coverage.custom_launches is not None:  # the CPU: launches counted
         cov = v.coverage
         outside = ", ".join(cov.aten_outside) or "none"
         count = f"{cov.custom_launches} of the solution's per forward"
-        say(c, f"  kernel launches: {count}; ATen ops outside them: {outside}")
+        say_wrapped(c, f"  kernel launches: {count}; ATen ops outside them: {outside}")
     if v.claims is not None and v.claims.note:  # what the verdict does not claim (measure/claims.py)
-        say(c, f"  claims: {v.claims.note}")
+        say_wrapped(c, f"  claims: {v.claims.note}")
+    if _task_did_not_load(v):  # nothing of the solution ran: its flags and a seed would mislead
+        say_wrapped(c, f"  the solution was not run: the task must load first; {v.elapsed_s:.1f} s")
+        return
     for f in v.flags:
-        say(c, f"  flag: {f}", style="dim")
-    say(c, f"  reward {v.reward:.3f}; {v.elapsed_s:.1f} s; seed {v.settings.get('seed')}")
+        say_wrapped(c, f"  flag: {f}", style="dim")
+    why = reward_why(v)
+    say_wrapped(
+        c,
+        f"  reward {v.reward:.3f}{f' ({why})' if why else ''}; {v.elapsed_s:.1f} s; seed {v.settings.get('seed')}",
+    )
+
+
+def _task_did_not_load(v: Verdict) -> bool:
+    """A task_error before any case ran: the task is at fault, and nothing was run with a seed."""
+    ran = v.correctness is not None and v.correctness.cases_run > 0
+    return v.verdict.value == "error" and "task_error" in v.codes and not ran and v.timing is None
+
+
+def reward_why(v: Verdict) -> str:
+    """Why a verdict's reward is 0, in words ("" when it is not 0, or not a pass: no reward is
+    expected there). Mirrors :func:`kernelproof.verdict.compute_reward`: a pass earns only the
+    speedup it shows with 95% confidence, so "PASS ... reward 0.000" is never left unexplained."""
+    if v.verdict.value != "pass" or v.reward > 0:
+        return ""
+    if v.claims is not None and not v.claims.speed:
+        return f"speed is not a claim here ({v.claims.speed_withheld}): the reward has no speed term"
+    best = v.speedup.get("best") or v.speedup.get("eager")
+    if best is None or best.median is None:
+        if v.settings.get("correctness_only"):
+            return "not timed: --correctness-only"
+        return "no speedup was measured"
+    if best.ci95 is None:
+        return "the speedup has no 95% interval (too few rounds), and the reward counts only what one shows"
+    low = best.ci95[0]
+    return (
+        f"the speedup's 95% lower bound, {fmt_ratio(low)}, is not above 1x: no speedup shown with confidence"
+    )
 
 
 # --- the speedup story ------------------------------------------------------------------------------
@@ -260,8 +334,8 @@ def _disagreement(v: Verdict, s: Speedup) -> list[str]:
 def _table(title: str, columns: list[tuple[str, str]], rows: list[list[Any]], width: int) -> Table:
     """A table no wider than ``width``. Columns are (header, kind): "right" or "" are as wide as
     their widest cell; "fold" columns share what is left. Each "fold" column first gets room for
-    its longest word (up to 14: most reason codes are not broken), then the first of them gets what it
-    needs before the next: its text (a path) folds onto more lines when it must, nothing is cut."""
+    its longest word (up to WORD_CHARS: no reason code is broken), then the first of them gets what
+    it needs before the next: its text (a path) folds onto more lines when it must, nothing is cut."""
     flexible = [i for i, (_, kind) in enumerate(columns) if kind == "fold"]
     cells = [[_plain(r[i]).split("\n") for r in rows] for i in range(len(columns))]
     natural = [
@@ -272,7 +346,7 @@ def _table(title: str, columns: list[tuple[str, str]], rows: list[list[Any]], wi
     ]
     overhead = 2 * (len(columns) - 1)  # one space of padding and one of rule between columns
     room = width - overhead - sum(natural[i] for i in range(len(columns)) if i not in flexible)
-    widths = {i: min(natural[i], words[i], 14) for i in flexible}
+    widths = {i: min(natural[i], words[i], WORD_CHARS) for i in flexible}
     room -= sum(widths.values())
     for i in flexible:
         extra = max(0, min(room, natural[i] - widths[i]))
@@ -343,11 +417,52 @@ def _figures(verdicts: Sequence[Verdict]) -> tuple[list[tuple[str, str]], Any]:
 
 
 def _verdict_cell(v: Verdict) -> Text:
-    """The outcome, styled, and under it the reason codes (inert: a store may hold anything)."""
+    """The outcome, styled, and under it the reason codes (inert: a store may hold anything), and
+    "stored" for a verdict served from the store rather than evaluated now."""
     out = line((v.verdict.value, STYLE.get(v.verdict.value, "")))
     if v.codes:
         out.append("\n" + terminal(", ".join(v.codes)))
+    if v.stored is not None:
+        out.append("\nstored", style="dim")
     return out
+
+
+class AskedPaths:
+    """Each verdict of a bench under the task and solution paths given for it.
+
+    Why: a verdict served from the store carries the paths of the evaluation that made it
+    (``suite/level1/10_silu.py``), and the same files benched from ``tasks/a.py`` must be shown
+    as ``tasks/a.py``. A verdict is matched to the pair whose files have its two sha256 (each pair
+    once); a verdict matching none (a file changed meanwhile) is shown as it is.
+    """
+
+    def __init__(self, pairs: Sequence[tuple[str | os.PathLike, str | os.PathLike]]) -> None:
+        self._left: list[tuple[str, str, str, str]] = []  # task sha, solution sha, task, solution
+        for task, solution in pairs:
+            try:
+                digests = (_sha256(task), _sha256(solution))
+            except OSError:
+                continue
+            self._left.append((*digests, str(task), str(solution)))
+
+    def shown(self, v: Verdict) -> Verdict:
+        """``v`` with the paths asked for, for display (its JSON document keeps its own)."""
+        for i, (task_sha, solution_sha, task, solution) in enumerate(self._left):
+            if (task_sha, solution_sha) == (v.task.sha256, v.solution.sha256):
+                del self._left[i]
+                if (task, solution) == (v.task.path, v.solution.path):
+                    return v
+                return dataclasses.replace(
+                    v,
+                    task=dataclasses.replace(v.task, path=task),
+                    solution=dataclasses.replace(v.solution, path=solution),
+                )
+        return v
+
+
+def _sha256(path: str | os.PathLike) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def bench_table(verdicts: list[Verdict], *, suite: str | os.PathLike | None = None, width: int = 80) -> Table:

@@ -33,7 +33,8 @@ reaches it (kernelproof/exits.py has the whole table):
     │                           reason code it becomes in the verdict
     ├── ProtocolError           a peer sent something that is not a well-formed message
     │   └── PeerClosed          the connection ended (the peer's process is gone or closed it)
-    └── StoreError              the results database cannot be opened or written
+    └── StoreError              the results database cannot be opened, read or written (exit 2:
+                                a bad store is bad input, whatever is wrong with it)
 
 Not in the tree, on purpose: exceptions private to one module that never leave it (the agent's
 ``MalformedReply``, which becomes a retryable ``BackendError``; the builder's ``_NoFast`` and
@@ -192,4 +193,8 @@ class PeerClosed(ProtocolError):
 
 
 class StoreError(KernelproofError):
-    """The SQLite store could not be opened or written."""
+    """The SQLite store could not be opened, read or written: a missing folder, a read-only or
+    corrupt file, one with triggers planted in it. Exit 2 for every one of them (a bad store is
+    bad input, like a bad task), so a script tells them from kernelproof's own failures."""
+
+    exit_code: ClassVar[int] = EXIT_USAGE

@@ -30,9 +30,24 @@ TABLE = (
 TASK_CODES = frozenset({"task_error", "degenerate_task", "too_large", "environment", "machine_busy"})
 
 
+HELP_WIDTH = 78  # of the table in --help: 80 columns less the two click indents the epilog by
+
+
 def help_text() -> str:
-    """The table as the epilog of --help (Typer keeps the line breaks of a block set off by \\b)."""
-    rows = "\n".join(f"  {code:>3}  {meaning}" for code, meaning in TABLE)
+    """The table as the epilog of --help (click keeps the line breaks of a block set off by \\b),
+    each meaning wrapped under itself so that the table fits 80 columns."""
+    import textwrap
+
+    rows = "\n".join(
+        textwrap.fill(
+            meaning,
+            HELP_WIDTH,
+            initial_indent=f"  {code:>3}  ",
+            subsequent_indent=" " * 7,
+            break_on_hyphens=False,
+        )
+        for code, meaning in TABLE
+    )
     return f"\b\nExit codes (every verb; a verb over many items exits with the worst):\n{rows}"
 
 

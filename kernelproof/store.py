@@ -27,6 +27,7 @@ import re
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -93,6 +94,8 @@ MIGRATIONS = (
 )
 BUSY_TIMEOUT_MS = 60_000  # concurrent writers wait up to a minute rather than fail
 NOTE_ROWS = 20  # unverified rows named one by one under the `results` listing
+PROBLEM_CHARS = 4000  # of why a row does not verify: our own words, never cut in practice
+CLAIM_CHARS = 300  # of a tampered row's claimed path or time shown (a path is rarely longer)
 
 
 @dataclass(frozen=True)
@@ -190,13 +193,21 @@ def default_db_path() -> str:
     return os.path.join(base, "kernelproof", "results.sqlite")
 
 
-def open_connection(path: str, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
+def open_connection(
+    path: str, busy_timeout_ms: int = BUSY_TIMEOUT_MS, *, readonly: bool = False
+) -> sqlite3.Connection:
     """A connection to a store file that may have been tampered with: schema distrusted, checked.
 
     Autocommit mode (``isolation_level=None``): callers write inside ``BEGIN IMMEDIATE``, and call
     :func:`refuse_foreign_objects` again once the write lock is held, so nothing is planted between
     the check and the write. Shared by the agent's tables (agent/memory.py).
+
+    ``readonly``: opened for reading only (``results``, ``report``), so a store on a read-only
+    mount or in a folder this user cannot write is still read. A WAL store whose ``-shm`` file
+    cannot be made there is read as immutable (nothing can write it either).
     """
+    if readonly:
+        return _open_readonly(path, busy_timeout_ms)
     con = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None)
     try:
         con.execute("PRAGMA trusted_schema=OFF")  # no SQL functions with side effects from the schema
@@ -207,6 +218,25 @@ def open_connection(path: str, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite
         con.close()
         raise
     return con
+
+
+def _open_readonly(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path))
+    for mode in ("?mode=ro", "?mode=ro&immutable=1"):
+        con = sqlite3.connect(uri + mode, uri=True, timeout=busy_timeout_ms / 1000, isolation_level=None)
+        try:
+            con.execute("PRAGMA trusted_schema=OFF")
+            con.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+            refuse_foreign_objects(con, path)
+            return con
+        except sqlite3.OperationalError:
+            con.close()
+            if mode.endswith("immutable=1"):
+                raise
+        except BaseException:
+            con.close()
+            raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def refuse_foreign_objects(con: sqlite3.Connection, path: str) -> None:
@@ -242,20 +272,51 @@ def db_path(db: str | os.PathLike | None) -> str | None:
 class Store:
     _init_lock = threading.Lock()
 
-    def __init__(self, path: str | os.PathLike, *, key: bytes | None = None):
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        key: bytes | None = None,
+        readonly: bool = False,
+        make_folder: bool = True,
+    ):
+        """Open (or create) the store at ``path``; StoreError, in one line, if it cannot be used.
+
+        ``readonly``: read it only (it must exist); nothing is created or migrated. ``make_folder``:
+        create the folder it lies in when missing; :func:`open_store` (every verb) does so for the
+        default store alone: a folder named in ``--db`` that does not exist is a typing error to
+        report, not to paper over.
+        """
         self.path = str(path)
+        self.readonly = readonly
+        folder = Path(self.path).parent
         try:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            self._key = key or store_key.load_key(store_dir=Path(self.path).resolve().parent)
+            if make_folder and not readonly:
+                folder.mkdir(parents=True, exist_ok=True)
+            elif not folder.is_dir():
+                missing = "is not a folder" if folder.exists() else "does not exist"
+                raise StoreError(
+                    f"the folder {folder} of the results database {self.path} {missing} "
+                    "(create it, or give another --db)"
+                )
+            if readonly and not Path(self.path).is_file():
+                raise StoreError(f"no results database at {self.path} (nothing has been stored there)")
+            self._key = key or store_key.load_key(store_file=self.path)
             with self._init_lock, self.connect() as con:  # connect() refuses triggers and views
-                con.executescript(SCHEMA_SQL)
-                _migrate(con)
+                if readonly:
+                    con.execute("SELECT id, hmac FROM verdicts LIMIT 1").fetchall()  # a store of verdicts?
+                else:
+                    con.executescript(SCHEMA_SQL)
+                    _migrate(con)
         except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot open the results database {self.path}: {exc}") from None
+            why = _one_line(str(exc))
+            if "readonly" in why.replace("-", "").replace(" ", ""):
+                why += " (results and report can still read it; give --db another file, or --db '' for none)"
+            raise StoreError(f"cannot open the results database {self.path}: {why}") from None
 
     @contextmanager
     def connect(self) -> Iterator[sqlite3.Connection]:
-        con = open_connection(self.path)
+        con = open_connection(self.path, readonly=self.readonly)
         try:
             yield con
         finally:
@@ -306,7 +367,9 @@ class Store:
                     raise
                 return int(cur.lastrowid or 0)
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot write to {self.path}: {exc}") from None
+            raise StoreError(
+                f"cannot write to the results database {self.path}: {_one_line(str(exc))}"
+            ) from None
 
     def get(self, key: str) -> Verdict | None:
         """The newest verified verdict stored under ``key``, marked ``stored``; None if there is none.
@@ -364,10 +427,11 @@ class Store:
             with self.connect() as con:
                 return int(con.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0])
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot read {self.path}: {exc}") from None
+            raise StoreError(f"cannot read the results database {self.path}: {_one_line(str(exc))}") from None
 
     def listing_note(self, shown: int, **filters: Any) -> str:
-        """The lines under the ``results`` table: how many rows, and those matching that do not verify."""
+        """The lines under the ``results`` table: how many rows, then one line per matching row that
+        does not verify (:func:`unverified_line`)."""
         bad = [r for r in self.rows(**filters) if not r.verified]
         text = f"{shown} shown of {self.count()} stored in {self.path}"
         if not bad:
@@ -377,14 +441,14 @@ class Store:
             f"{len(bad)} stored {'row does' if len(bad) == 1 else 'rows do'} not verify and "
             f"{'is' if len(bad) == 1 else 'are'} never served (evaluations are run again):",
         ]
-        for r in bad[:NOTE_ROWS]:
-            lines.append(
-                f"  unverified row {r.id}: {_inert(r.task_path)} / {_inert(r.solution_path)}, claims "
-                f"{_inert(r.outcome)!r} at {_inert(r.created_at)}: {_inert(r.problem)}"
-            )
+        lines += [f"  {unverified_line(r)}" for r in bad[:NOTE_ROWS]]
         if len(bad) > NOTE_ROWS:
             lines.append(f"  ... and {len(bad) - NOTE_ROWS} more")
         return "\n".join(lines)
+
+    def unverified(self) -> list[Row]:
+        """Every stored row that does not verify, newest first (a report names each one)."""
+        return [r for r in self.rows() if not r.verified]
 
     def _rows(self, where: str, params: list[Any], limit: int | None = None) -> Iterator[Row]:
         sql = f"SELECT id, {', '.join(COLUMNS)}, hmac FROM verdicts {where} ORDER BY id DESC"
@@ -395,7 +459,7 @@ class Store:
                 for raw in con.execute(sql, params):
                     yield self._read(raw)
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot read {self.path}: {exc}") from None
+            raise StoreError(f"cannot read the results database {self.path}: {_one_line(str(exc))}") from None
 
     def _read(self, raw: tuple[Any, ...]) -> Row:
         """One row, checked: signature first, then its document and limits (never raises)."""
@@ -422,10 +486,28 @@ class Store:
         return Row(row_id, **claims, verified=True, doc=doc, verdict=verdict, limits=limits)
 
 
-def _inert(text: str, limit: int = 200) -> str:
-    """An unverified row's claim, safe to print: control characters escaped, length capped."""
-    out = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
-    return out if len(out) <= limit else out[:limit] + "..."
+def unverified_line(row: Row) -> str:
+    """One line for a row that does not verify: its id, its claims (inert) and why, whole.
+
+    Why one line: a tampered row's text is whatever was written into it (newlines, escapes); the
+    listing must show one row per line, with our own words uncut, so that nothing is hidden."""
+    claims = f"{_inert(row.task_path)} / {_inert(row.solution_path)}"
+    return (
+        f"unverified row {row.id}: {claims}, claims {_inert(row.outcome)!r} at {_inert(row.created_at)}: "
+        f"{_inert(row.problem, limit=PROBLEM_CHARS)}"
+    )
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line: every run of whitespace (newlines included) one space."""
+    return " ".join(text.split())
+
+
+def _inert(text: str, limit: int = CLAIM_CHARS) -> str:
+    """An unverified row's claim, safe to print on one line: whitespace runs made one space, other
+    control characters escaped, a claim longer than ``limit`` shortened with the count left out."""
+    out = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in _one_line(text))
+    return out if len(out) <= limit else f"{out[:limit]}... ({len(out) - limit} more characters)"
 
 
 def _real(x: float | None) -> float | str | None:
@@ -451,13 +533,18 @@ def _filters(task: str | None, solution: str | None, outcome: str | None, code: 
 
 
 def _migrate(con: sqlite3.Connection) -> None:
-    """Add the columns an older store lacks (inside the caller's write lock; idempotent)."""
+    """Add the columns an older store lacks (inside the caller's write lock; idempotent), and make
+    sure the file can be written."""
     con.execute("BEGIN IMMEDIATE")
     try:
         have = {r[1] for r in con.execute("PRAGMA table_info(verdicts)")}
         for name, decl in MIGRATIONS:
             if name not in have:
                 con.execute(f"ALTER TABLE verdicts ADD COLUMN {name} {decl}")
+        # A write that changes nothing: SQLite opens a file it cannot write read-only without a
+        # word, and the first verdict would be lost after its evaluation ran; found here instead.
+        version = int(con.execute("PRAGMA user_version").fetchone()[0])
+        con.execute(f"PRAGMA user_version={version}")
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
@@ -465,6 +552,9 @@ def _migrate(con: sqlite3.Connection) -> None:
 
 
 def open_store(db: str | os.PathLike | None) -> Store | None:
-    """The results store :func:`db_path` names, opened; ``None`` for ``db=""`` (no store)."""
+    """The results store :func:`db_path` names, opened; ``None`` for ``db=""`` (no store). Only the
+    default store's folder is created when missing."""
     path = db_path(db)
-    return None if path is None else Store(path)
+    if path is None:
+        return None
+    return Store(path, make_folder=db is None and not os.environ.get("KERNELPROOF_DB"))

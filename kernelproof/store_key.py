@@ -8,9 +8,11 @@ carries an HMAC-SHA256 over its key and its whole content, under a secret only t
 - The key is 32 random bytes in a file created on first use with mode 0600, owned by the
   parent's uid, at :func:`key_path` (``$KERNELPROOF_STORE_KEY``, else
   ``$XDG_CONFIG_HOME/kernelproof/store.key``, else ``~/.config/kernelproof/store.key``).
-- It is kept outside the store's own folder: a worker that could somehow reach the store must
-  still not reach the key. The OS sandbox calls :func:`key_path` to keep the file outside every
-  rule it grants a worker.
+- It is never the store file itself nor one of SQLite's sidecar files beside it (``-wal``,
+  ``-journal``, ``-shm``): SQLite would overwrite it, or the key would travel with the store.
+  The store may live anywhere its user can write, a home folder included (``--db ~/kp.sqlite``),
+  with the key in ``~/.config`` under the same folder tree. The OS sandbox never grants a worker
+  a rule over either (sandbox/plan.py).
 - A row whose HMAC does not verify is never served (store.py, agent/memory.py).
 
 The signed message is the table's name and the row's values in a fixed column order, encoded as
@@ -45,18 +47,21 @@ def key_path() -> Path:
     return Path(base) / "kernelproof" / "store.key"
 
 
-def load_key(path: Path | None = None, *, store_dir: str | os.PathLike | None = None) -> bytes:
+SIDECARS = ("", "-wal", "-journal", "-shm")  # the store file and what SQLite writes beside it
+
+
+def load_key(path: Path | None = None, *, store_file: str | os.PathLike | None = None) -> bytes:
     """The signing key, created (0600, this uid) on first use.
 
-    Refused with a StoreError that says how to fix it: a key inside ``store_dir`` (the store's
-    folder), a key file that others may read or write, one owned by another uid, or one of the
-    wrong size.
+    Refused with a StoreError that says how to fix it: a key that is ``store_file`` or one of its
+    sidecar files, a key file that others may read or write, one owned by another uid, or one of
+    the wrong size.
     """
     path = path or key_path()
-    if store_dir is not None and _inside(path, Path(store_dir)):
+    if store_file is not None and _is_store_file(path, Path(store_file)):
         raise StoreError(
-            f"the store's signing key {path} lies in the store's own folder {store_dir}; "
-            f"point {KEY_ENV} (or XDG_CONFIG_HOME) to a file outside it"
+            f"the store's signing key {path} is the results store {store_file} or one of its "
+            f"sidecar files; point {KEY_ENV} (or XDG_CONFIG_HOME) to another file"
         )
     if not path.exists():
         _create(path)
@@ -130,9 +135,8 @@ def _check(path: Path, info: os.stat_result) -> None:
         )
 
 
-def _inside(path: Path, folder: Path) -> bool:
-    try:
-        path.resolve().relative_to(folder.resolve())
-        return True
-    except ValueError:
-        return False
+def _is_store_file(path: Path, store_file: Path) -> bool:
+    """Whether ``path`` names the store file or a sidecar of it (links and ``..`` resolved)."""
+    key = os.path.realpath(path)
+    store = os.path.realpath(store_file)
+    return any(key == store + suffix for suffix in SIDECARS)

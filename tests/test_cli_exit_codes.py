@@ -3,7 +3,7 @@
 0 and 1 and 2 for a missing file, a bad option or a broken task are run end to end in
 tests/test_cli.py; 4 (a provider that keeps failing) in tests/agent/test_cli.py. Here: the table
 itself, 3 from an internal_error verdict, an unexpected exception and a store that cannot be
-opened, the worst code of a verb over many items, and errors on stderr in one wording.
+opened (2, like any bad input), the worst code of a verb over many items, and errors on stderr in one wording.
 """
 
 from __future__ import annotations
@@ -88,12 +88,13 @@ def test_an_unexpected_exception_exits_3_with_its_traceback_on_stderr(capsys, mo
     assert "error: kernelproof failed (internal error)" in ran.err
 
 
-def test_a_store_that_cannot_be_opened_exits_3(capsys, tmp_path):
+def test_a_store_that_cannot_be_opened_exits_2(capsys, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    ran = run_here(capsys, "results", "--db", str(blocker / "results.sqlite"))
-    assert ran.code == 3 and ran.out == ""
-    assert ran.err.startswith("error: cannot open the results database")
+    ran = run_here(capsys, "eval", TASK, GOOD, "--device", "cpu", "--db", str(blocker / "results.sqlite"))
+    assert ran.code == 2 and ran.out == ""
+    assert ran.err.startswith("error: the folder ") and ran.err.count("\n") == 1
+    assert f"{blocker} of the results database" in ran.err and "is not a folder" in ran.err
 
 
 def test_usage_errors_go_to_stderr_in_one_wording_whatever_the_verb(capsys, tmp_path):
@@ -201,7 +202,7 @@ def test_the_exit_codes_of_the_many_item_verbs_are_their_worst():
 
 
 def test_every_verb_is_in_the_list_this_test_checks(capsys):
-    listed = set(re.findall(r"^│ (\w+) ", run_here(capsys, "--help").out, re.M))
+    listed = set(re.findall(r"^  (\w+)  ", run_here(capsys, "--help").out, re.M))
     assert listed - {"cache"} == set(VERBS), listed
 
 

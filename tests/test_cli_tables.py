@@ -126,3 +126,25 @@ def test_paths_are_shown_relative_to_the_suite_however_it_was_given(tmp_path, mo
     assert display_path(str(tmp_path / "suite" / "a.py")) == "suite/a.py"  # no suite: the current directory
     assert display_path("/elsewhere/a.py") == "/elsewhere/a.py"  # outside both: as given
     assert display_path("stored/relative.py") == "stored/relative.py"  # relative to where it ran: as given
+
+
+def test_tables_wrap_within_their_cells_at_80_columns_and_never_break_a_reason_code():
+    import io
+
+    from rich.console import Console
+
+    from kernelproof.console import bench_table, results_table
+
+    long_task = "suite/level3/" + "a_task_with_a_very_long_name_" * 3 + ".py"
+    verdicts = [
+        make_verdict("fail", ("output_aliases_input", "shape_specialized", "mismatch"), task=long_task),
+        make_verdict("pass", task="suite/level1/b.py", baselines_ms={"eager": 4.0, "compile:default": 3.0}),
+    ]
+    for table in (bench_table(verdicts, width=80), results_table(verdicts, width=80)):
+        out = io.StringIO()
+        Console(file=out, width=80, color_system=None).print(table)
+        lines = out.getvalue().splitlines()
+        assert max(len(ln) for ln in lines) <= 80, out.getvalue()
+        for code in ("output_aliases_input", "shape_specialized", "mismatch"):
+            assert any(code in ln for ln in lines), (code, out.getvalue())  # whole, on one line
+        assert "…" not in out.getvalue()

@@ -16,7 +16,7 @@ def verbs_in_help(capsys) -> set[str]:
     ran = run_here(capsys, "--help")
     assert ran.code == 0
     commands = ran.out[ran.out.index("Commands") :]
-    return set(re.findall(r"^│ (\w+) ", commands, re.M))
+    return set(re.findall(r"^  (\w+)  ", commands, re.M))
 
 
 def test_every_verb_of_the_help_is_in_the_readme_table(capsys):

@@ -124,7 +124,7 @@ def test_worker_died_and_protocol_error_keep_their_fields_and_every_catch_by_typ
         (errors.ReplayError("x"), 2),
         (errors.BackendError("refused", retryable=False, status=401), 2),
         (errors.BackendError("down", retryable=True, status=503), 4),
-        (errors.StoreError("x"), 3),
+        (errors.StoreError("x"), 2),
         (errors.WorkerError("x"), 3),
         (errors.WorkerDied("crash", "x"), 3),
         (errors.ProtocolError("x"), 3),

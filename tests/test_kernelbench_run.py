@@ -95,7 +95,8 @@ def judged(tmp_path_factory):
         '{"1": [{"sample_id": 0, "compiled": true}]}\n'
     )  # KernelBench's own
     args = ["kernelbench", run, "--level", "1", "--kernelbench", checkout, "--device", "cpu"]
-    args += ["--db", root / "kb.sqlite", "--seeds-per-case", "1", "--time-budget", "0.3"]
+    # module-scoped, so the suite's function-scoped switch for a loaded machine does not reach it
+    args += ["--db", root / "kb.sqlite", "--seeds-per-case", "1", "--time-budget", "0.3", "--time-when-busy"]
     first = run_piped(*args, "--json", root / "first.json", columns=120)
     again = run_piped(*args, "--json", root / "again.json", columns=120)
     return root, run, first, again

@@ -1,4 +1,4 @@
-"""The store's signing key: made once, private to its user, kept outside the store's folder."""
+"""The store's signing key: made once, private to its user, never the store file or a sidecar of it."""
 
 from __future__ import annotations
 
@@ -35,10 +35,19 @@ def test_a_store_opened_without_a_key_makes_one_at_key_path(monkeypatch, tmp_pat
     assert (tmp_path / "keys" / "store.key").is_file()
 
 
-def test_a_key_inside_the_stores_folder_is_refused(monkeypatch, tmp_path):
-    monkeypatch.setenv(store_key.KEY_ENV, str(tmp_path / "store.key"))
-    with pytest.raises(StoreError, match="lies in the store's own folder"):
+@pytest.mark.parametrize("suffix", ["", "-wal", "-journal", "-shm"])
+def test_a_key_that_is_the_store_file_or_a_sidecar_of_it_is_refused(monkeypatch, tmp_path, suffix):
+    monkeypatch.setenv(store_key.KEY_ENV, str(tmp_path / f"r.sqlite{suffix}"))
+    with pytest.raises(StoreError, match="is the results store .* or one of its sidecar files"):
         Store(tmp_path / "r.sqlite")
+
+
+def test_a_store_in_the_folder_tree_above_the_key_is_accepted(monkeypatch, tmp_path):
+    """``--db ~/kp.sqlite`` with the key in ~/.config/kernelproof: the same tree, another file."""
+    monkeypatch.setenv(store_key.KEY_ENV, str(tmp_path / ".config" / "kernelproof" / "store.key"))
+    Store(tmp_path / "kp.sqlite")
+    monkeypatch.setenv(store_key.KEY_ENV, str(tmp_path / "store.key"))  # beside it, in the same folder
+    assert Store(tmp_path / "kp.sqlite").count() == 0
 
 
 def test_a_key_others_can_read_is_refused_with_the_fix(tmp_path):

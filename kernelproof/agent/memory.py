@@ -138,7 +138,7 @@ class Memory:
     def __init__(self, path: str | Path, *, key: bytes | None = None):
         self.path = str(Path(path).resolve())  # recorded in run.json: must hold from any directory
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._key = key or store_key.load_key(store_dir=Path(self.path).parent)
+        self._key = key or store_key.load_key(store_file=self.path)
         self._local = threading.local()
         self.unverified: list[str] = []  # rows left unused because they do not verify, described
         self.conn.executescript(SCHEMA)

@@ -8,10 +8,13 @@ from typing import Annotated
 
 import typer
 
+from kernelproof import exits
 from kernelproof.build import cache_clear, cache_info, default_cache_root
 
 cache_app = typer.Typer(
-    help="The build cache: compiled solutions and precompiled torch headers.", no_args_is_help=True
+    help="The build cache: compiled solutions and precompiled torch headers.",
+    no_args_is_help=True,
+    rich_markup_mode=None,  # click's help, as every verb's (kernelproof/cli.py says why)
 )
 
 _Root = Annotated[
@@ -22,7 +25,7 @@ _Root = Annotated[
 ]
 
 
-@cache_app.command("info")
+@cache_app.command("info", short_help="Entries, sizes and precompiled headers.", epilog=exits.help_text())
 def info_command(
     root: _Root = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
@@ -42,7 +45,7 @@ def info_command(
         typer.echo(f"newest       {_when(doc['newest'])}")
 
 
-@cache_app.command("clear")
+@cache_app.command("clear", short_help="Remove every entry and header.", epilog=exits.help_text())
 def clear_command(root: _Root = None) -> None:
     """Remove every entry and precompiled header (the next builds start cold)."""
     where = root or default_cache_root()

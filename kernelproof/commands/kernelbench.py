@@ -137,10 +137,29 @@ def kernelbench_command(
     exit_zero: Annotated[
         bool, typer.Option("--exit-zero", help="Exit 0 whatever the verdicts; misuse still exits 2.")
     ] = False,
+    cpu_threads: Annotated[
+        int,
+        typer.Option(
+            "--cpu-threads",
+            min=1,
+            help="Cores (and threads) for the candidate's worker and, apart from them, for each baseline's.",
+        ),
+    ] = 1,
+    time_when_busy: Annotated[
+        bool,
+        typer.Option(
+            "--time-when-busy",
+            help="Time even when the machine is too busy to (flagged), instead of the error machine_busy.",
+        ),
+    ] = False,
 ) -> None:
-    """Judge every sample of a KernelBench run folder against its problem; write eval_results.json."""
-    from kernelproof.api import find_run
+    """Judge a KernelBench run folder; write its eval_results.json.
+
+    Every level_<L>_problem_<P>_sample_<S>_kernel.py in RUN_DIR is judged against problem P of the
+    level in the checkout; fast_p and pass@k count every problem, as KernelBench does."""
+    from kernelproof.api import db_path, find_run
     from kernelproof.api import kernelbench as judge
+    from kernelproof.progress import Progress, keeping
 
     run = find_run(run_dir, level, kernelbench, num_samples)
     ks = _ks(pass_at_k, run.num_samples)
@@ -155,6 +174,8 @@ def kernelbench_command(
         shape_variants=shape_variants,
         policy=policy,
         seeds_per_case=seeds_per_case,
+        cpu_threads=cpu_threads,
+        time_when_busy=time_when_busy,
         time_budget_s=time_budget,
         fresh=fresh,
         db=db,
@@ -171,9 +192,23 @@ def kernelbench_command(
     out = make_console(stderr=json_path == "-")
     judged: dict[tuple[int, int], object] = {}
     total = len(run.pairs())
-    for sample, v in judge(run, options, executor=executor, address=address):
-        judged[(sample.problem, sample.sample)] = v
-        say(out, f"[{len(judged)}/{total}] {v.verdict.value:5s} {sample.path.name} {','.join(v.codes)}")
+    store = db_path(db)
+    where = f"in the store {display_path(store)}" if store else "nowhere (--db '' stores none)"
+
+    def kept() -> str:
+        return (
+            f"{len(judged)} of {total} samples judged, kept {where}; {total - len(judged)} not finished, "
+            "and eval_results.json not written (a rerun is served what was kept)"
+        )
+
+    with Progress("kernelbench", total, console=out) as shown, keeping(kept):
+        for sample, v in judge(run, options, executor=executor, address=address):
+            judged[(sample.problem, sample.sample)] = v
+            served = f" (stored verdict from {v.stored.at[:16]})" if v.stored is not None else ""
+            shown.finished(
+                f"{v.verdict.value:5s} {sample.path.name}{served}"
+                + (f" {','.join(v.codes)}" if v.codes else "")
+            )
     _report(out, run, judged, ks, correctness_only, write)
     if json_path:
         text = json.dumps([v.to_json() for v in judged.values()], indent=2, allow_nan=False) + "\n"

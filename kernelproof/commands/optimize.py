@@ -144,6 +144,7 @@ def optimize_command(
     from kernelproof.agent.run import recorded_options
     from kernelproof.api import SHAPE_VARIANTS, optimize
     from kernelproof.options import normalize_baselines
+    from kernelproof.progress import Progress, keeping
 
     try:
         limits = Limits(max_candidates, max_tokens, max_dollars, max_gpu_seconds, max_calls)
@@ -201,7 +202,9 @@ def optimize_command(
             if model and not replay
             else (model or "")
         )
-        result = optimize(task, spec, opts, resume=resume, replay=replay, progress=_say)
+        kept = "the run's folder keeps every candidate evaluated so far (continue with --resume RUN)"
+        with Progress("optimize", console=console) as shown, keeping(lambda: kept):  # a live clock; Ctrl-C
+            result = optimize(task, spec, opts, resume=resume, replay=replay, progress=shown.note)
     except (AgentError, ValueError) as exc:
         print_error(console, str(exc))
         raise typer.Exit(exits.of_error(exc) if isinstance(exc, AgentError) else EXIT_USAGE) from None

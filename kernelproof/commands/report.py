@@ -42,7 +42,14 @@ def report_command(
     inputs: Annotated[
         list[Path] | None, typer.Argument(help="Verdict JSON files or folders of them.")
     ] = None,
-    db: Annotated[Path | None, typer.Option("--db", help="Read every verdict in this SQLite store.")] = None,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            help="Read every verdict in this results store (default without INPUTS: the store every "
+            "verb uses, $KERNELPROOF_DB or ~/.local/share/kernelproof/results.sqlite).",
+        ),
+    ] = None,
     html: Annotated[
         Path | None, typer.Option("--html", help="Write the self-contained HTML report here.")
     ] = None,
@@ -56,16 +63,20 @@ def report_command(
     from kernelproof.data import load_ceilings
     from kernelproof.report import ReportInputError, build_report, load_documents
     from kernelproof.report.metrics import plural
+    from kernelproof.store import db_path
 
     if html is None and md is None:
         raise _fail("give --html PATH and/or --md PATH")
-    if not inputs and db is None:
-        raise _fail("give verdict JSON files or --db PATH")
+    store = db_path(db) if db is not None or not inputs else None  # the default store without inputs
+    if not inputs and store is None:
+        raise _fail("--db '' names no store: give verdict JSON files")
     try:
-        docs = load_documents(inputs or [], db=db)
+        docs = load_documents(inputs or [], db=store)
         chosen = load_ceilings(ceilings) if ceilings else None
     except (ReportInputError, KeyError) as err:
         raise _fail(str(err)) from err
+    if store is not None:
+        _name_unverified(store)
     if not docs:
         raise _fail("no verdict documents found in the inputs")
     summary = build_report(docs, html=html, md=md, title=title, ceilings=chosen)
@@ -75,6 +86,19 @@ def report_command(
             f"{plural(len(summary.results), 'verdict')} on {plural(len(summary.tasks), 'task')} -> {written}"
         )
     )
+
+
+def _name_unverified(path: str) -> None:
+    """One line on stderr per stored row the report leaves out because it does not verify (a row
+    changed outside kernelproof is never reported as a result, nor dropped without a word)."""
+    from kernelproof.store import NOTE_ROWS, Store, unverified_line
+
+    bad = Store(path, readonly=True).unverified()
+    err = make_console(stderr=True)
+    for row in bad[:NOTE_ROWS]:
+        print_error(err, f"{unverified_line(row)}; left out of the report", label="warning")
+    if len(bad) > NOTE_ROWS:
+        print_error(err, f"... and {len(bad) - NOTE_ROWS} more unverified rows left out", label="warning")
 
 
 KeyPath = Annotated[

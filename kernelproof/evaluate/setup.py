@@ -51,6 +51,12 @@ def read(solution_path: str) -> Solution:
     return Solution(sol, FileRef(str(solution_path), sol.sha256, sol.triage.backend), tuple(flags))
 
 
+ENTRY_POINT = "ModelNew"
+# The worker's own words for it (worker/program.py), said here before any worker starts: a file
+# that never names the class cannot define it, and seconds of worker setup would tell nothing more.
+NO_ENTRY_POINT = "the solution defines no class `ModelNew` (KernelBench's required entry point)"
+
+
 def prepare(
     task_path: str,
     solution: Solution,
@@ -69,6 +75,9 @@ def prepare(
     syntax_error = solution.file.triage.syntax_error
     if syntax_error:
         reason = Reason(ReasonCode.COMPILE_ERROR, f"the solution does not parse: {syntax_error}")
+        return Stopped(Outcome.FAIL, reason, tuple(flags), task.sha256)
+    if ENTRY_POINT not in solution.file.source:  # the name nowhere: no worker can find the class
+        reason = Reason(ReasonCode.COMPILE_ERROR, NO_ENTRY_POINT)
         return Stopped(Outcome.FAIL, reason, tuple(flags), task.sha256)
     missing = machine.missing_toolkit(solution.file)
     if missing is not None:  # before any build: nothing is built, nothing is blamed on the solution

@@ -38,9 +38,9 @@ def read_store(db: str | Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise ReportInputError(f"{path}: no such store")
     try:
-        docs = Store(path).query()
+        docs = Store(path, readonly=True).query()  # read only: a store on a read-only mount is read too
     except StoreError as err:
-        raise ReportInputError(f"{path}: not a verdict store ({err})") from err
+        raise ReportInputError(f"not a verdict store: {err}") from err
     return [_checked(doc, str(path)) for doc in docs]
 
 

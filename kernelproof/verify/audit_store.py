@@ -97,5 +97,5 @@ class AuditStore:
 
     def _signing_key(self) -> bytes:
         if self._key is None:
-            self._key = store_key.load_key(store_dir=Path(self.path).resolve().parent)
+            self._key = store_key.load_key(store_file=self.path)
         return self._key

@@ -38,7 +38,9 @@ def test_report_writes_html_and_markdown_from_json_files(tmp_path, suite_docs):
     )
 
 
-def test_report_needs_an_output_and_an_input(tmp_path):
+def test_report_needs_an_output_and_an_input(tmp_path, monkeypatch):
+    # without inputs it reads the default store, as every verb does: here one that does not exist
+    monkeypatch.setenv("KERNELPROOF_DB", str(tmp_path / "never-written.sqlite"))
     assert runner.invoke(app, ["report", "--html", str(tmp_path / "x.html")]).exit_code == 2
     result = runner.invoke(app, ["report", str(tmp_path)])
     assert result.exit_code == 2 and "--html" in result.output

@@ -1,0 +1,161 @@
+"""Progress for the long verbs (kernelproof/progress.py): a live line on a terminal, a line per
+finished item in a pipe, and Ctrl-C that ends a run at once with one line of what was kept.
+
+The module's own behaviour is checked on consoles written to memory; the verbs through a
+pseudo-terminal, where Ctrl-C is a real SIGINT from the terminal, as a person sends it."""
+
+from __future__ import annotations
+
+import io
+import os
+import select
+import shutil
+import sys
+import time
+
+import pytest
+from cli_support import DATA, REPO
+from rich.console import Console
+
+from kernelproof import progress
+
+TASK = str(DATA / "tasks" / "scale_relu.py")
+HANGS = str(DATA / "solutions" / "forward_sleeps_forever.py")
+
+
+def _console(terminal: bool) -> tuple[Console, io.StringIO]:
+    out = io.StringIO()
+    return Console(file=out, force_terminal=terminal, width=80, color_system=None, emoji=False), out
+
+
+def test_in_a_pipe_each_finished_item_is_a_line_with_its_count_and_nothing_is_redrawn():
+    console, out = _console(terminal=False)
+    with progress.Progress("bench", 2, console=console) as shown:
+        shown.running("a.py")
+        shown.finished("pass  a.py")
+        shown.note("no solution for c.py")
+        shown.finished(("fail", "red"), "  b.py")
+    assert out.getvalue().splitlines() == ["[1/2] pass  a.py", "no solution for c.py", "[2/2] fail  b.py"]
+
+
+def test_on_a_terminal_a_live_line_says_how_far_and_what_runs_then_is_erased():
+    console, out = _console(terminal=True)
+    with progress.Progress("bench", 2, console=console) as shown:
+        shown.running("level1/a.py")
+        assert shown.line().startswith("bench: 0/2 done, ") and shown.line().endswith("running level1/a.py")
+        shown.finished("pass  a.py")
+    text = out.getvalue()
+    assert "\r\x1b[2Kbench: 0/2 done, 0 s; running level1/a.py" in text
+    assert "[1/2] pass  a.py" in text and "bench: 1/2 done" in text
+    assert text.endswith("\r\x1b[2K")  # the live line gone when the block ends
+
+
+def test_a_live_line_of_untrusted_text_is_inert_and_never_wider_than_the_terminal():
+    console, out = _console(terminal=True)
+    with progress.Progress("bench", console=console) as shown:
+        shown.running("evil\x1b]0;title\x07" + "x" * 200)
+    drawn = [part for part in out.getvalue().split("\r\x1b[2K") if part]
+    assert drawn and all(len(d) < 80 for d in drawn)
+    assert "\x07" not in out.getvalue() and "\\x1b]0;title\\x07" in out.getvalue()
+
+
+def test_compare_steps_name_which_solution_each_phase_belongs_to_in_a_pipe():
+    console, out = _console(terminal=False)
+    with progress.Progress("compare", console=console) as shown:
+        steps = progress.CompareSteps(shown)
+        for phase, s in (
+            ("setup", 0.5),
+            ("correctness_done", 2.0),
+            ("setup", 2.5),
+            ("correctness_done", 4.0),
+        ):
+            steps.phase(phase, s)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "compare: A: task set up (references, float64 oracle, audit, cases) (0.5 s)"
+    assert lines[3] == "compare: B: correctness checked (4.0 s)"
+
+
+def test_what_a_ctrl_c_keeps_is_said_by_the_innermost_block():
+    with progress.keeping(lambda: "outer"):
+        with progress.keeping(lambda: "inner"):
+            assert progress._kept[-1]() == "inner"
+        assert progress._kept[-1]() == "outer"
+    assert not progress._kept
+
+
+# --- through a terminal ---------------------------------------------------------------------------
+
+
+def _interrupted(args: list[str], ready: bytes, cwd) -> tuple[int, str]:
+    """Run ``kernelproof ARGS`` on a pseudo-terminal, press Ctrl-C once ``ready`` is on screen and
+    again half a second later; return its exit status and everything it wrote."""
+    import pty
+
+    env = dict(os.environ, TERM="xterm", COLUMNS="80")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)  # this tree
+    pid, fd = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.chdir(cwd)
+        os.execvpe(sys.executable, [sys.executable, "-m", "kernelproof.cli", *args], env)
+    out, pressed, started = b"", 0, time.monotonic()
+    last = started  # when Ctrl-C was last pressed
+    while True:
+        if time.monotonic() - started > 280:  # the test's own guard, not a claim about speed
+            os.kill(pid, 9)
+            break
+        if (pressed == 0 and ready in out) or (pressed == 1 and time.monotonic() - last > 0.5):
+            os.write(fd, b"\x03")
+            pressed, last = pressed + 1, time.monotonic()
+        r, _, _ = select.select([fd], [], [], 0.1)
+        if r:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+    os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    assert pressed >= 1, out.decode(errors="replace")
+    return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
+
+
+@pytest.mark.timeout(300)
+def test_ctrl_c_ends_a_bench_whose_evaluation_never_ends_with_what_was_kept(tmp_path):
+    for folder, source in (("suite", TASK), ("sols", HANGS)):
+        (tmp_path / folder).mkdir()
+        shutil.copy(source, tmp_path / folder / "a.py")
+    db = str(tmp_path / "r.sqlite")
+    suite, sols = str(tmp_path / "suite"), str(tmp_path / "sols")
+    args = ["bench", suite, "--solutions", sols, "--device", "cpu", "--db", db, "--correctness-only"]
+    status, text = _interrupted(args, b"bench: 0/1 done", tmp_path)  # the live line, before any verdict
+    assert status == 130, text
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text
+    said = [ln for ln in text.replace("\r", "\n").splitlines() if "interrupted:" in ln]
+    # the store's path as the verbs show paths: relative to where it runs (tmp_path)
+    assert len(said) == 1 and said[0].endswith(
+        "interrupted: 0 of 1 verdicts kept in the store r.sqlite; 1 not finished"
+    )
+
+
+@pytest.mark.timeout(300)
+def test_ctrl_c_twice_in_eval_prints_one_line_and_no_traceback(tmp_path):
+    args = ["eval", TASK, HANGS, "--device", "cpu", "--db", "", "--correctness-only"]
+    status, text = _interrupted(args, b"eval: ", tmp_path)  # the live line
+    assert status == 130, text
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text
+    said = [ln for ln in text.replace("\r", "\n").splitlines() if "interrupted:" in ln]
+    assert len(said) == 1 and "nothing was kept" in said[0], text
+
+
+def test_compare_and_audit_say_how_far_they_got_when_piped():
+    from cli_support import run_piped
+
+    good = str(DATA / "solutions" / "scale_relu_triton.py")
+    ran = run_piped("compare", TASK, good, good, "--device", "cpu", "--time-budget", "0.5")
+    assert ran.code in (0, 1), ran
+    steps = [ln for ln in ran.err.splitlines() if ln.startswith("compare: ")]
+    assert steps[0].startswith("compare: A: task set up") and any(s.startswith("compare: B: ") for s in steps)
+    audited = run_piped("audit", TASK, "--device", "cpu")
+    assert audited.out.splitlines()[0] == "[1/1] ok " + os.path.relpath(TASK), audited
