@@ -26,8 +26,8 @@ from kernelproof.store import db_path
 from kernelproof.task import Task, auto_variant_base, load_task, variants_for, with_auto_variants
 from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode
 from kernelproof.verify import audit as task_audit
+from kernelproof.verify import fastpath, steps
 from kernelproof.verify import footprint as case_memory
-from kernelproof.verify import steps
 from kernelproof.verify.audit_store import AuditStore
 from kernelproof.verify.cases import (
     VariantContext,
@@ -137,8 +137,11 @@ def prepare(
                 ctx.noise = randomness.noise  # rounding between runs: part of the reference's own error
                 ctx.batch_separable = separable
             for v in variants:
+                # the probe's inputs (drawn from the secret seed, held here anyway) are the
+                # audit's first on its variant: one get_inputs() call fewer (fastpath.py)
+                shared = probe if fastpath.ENABLED and contexts[v] is first else None
                 with steps.step("audit"):
-                    report = task_audit.audit_variant(task, contexts[v], rng.getrandbits(62), audits)
+                    report = task_audit.audit_variant(task, contexts[v], rng.getrandbits(62), audits, shared)
                 if report.degenerate and v in shapes_probed and options.shape_variants == "probe":
                     flags.append(
                         f"auto shape variant {v!r} not probed: it fails its audit ({report.summary()})"

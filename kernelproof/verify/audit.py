@@ -94,10 +94,19 @@ class AuditReport:
 
 
 def audit_variant(
-    task: Task, ctx: VariantContext, seed: int, persist: AuditStore | None = None
+    task: Task,
+    ctx: VariantContext,
+    seed: int,
+    persist: AuditStore | None = None,
+    task_inputs: list[Any] | None = None,
 ) -> AuditReport:
     """The audit of one variant: served from this process's memory, else from `persist` (an
-    earlier run's, same task content, variant, mode, device type and kernelproof), else run."""
+    earlier run's, same task content, variant, mode, device type and kernelproof), else run.
+
+    `task_inputs`: inputs of this variant already drawn by ``get_inputs()`` from a secret seed
+    (setup's probe), used as the "task" distribution's first inputs instead of a new call: at
+    KernelBench's level-1 sizes one call draws GBs in the CPU's generator. Its other-seed control
+    still draws its own."""
     key = (task.sha256, ctx.variant, ctx.mode, ctx.device.type, ctx.precision)
     if key in _CACHE:
         return _CACHE[key]
@@ -110,7 +119,8 @@ def audit_variant(
     with steps.step("other_weights"):
         other_weights = _other_weights_model(task, ctx, seed)
     for i, dist in enumerate(AUDIT_DISTRIBUTIONS):
-        _audit_distribution(ctx, dist, seed + i, other_weights, results)
+        given = task_inputs if dist == "task" else None
+        _audit_distribution(ctx, dist, seed + i, other_weights, results, given)
     del other_weights
     controls = tuple(
         Control(
@@ -131,11 +141,12 @@ def _audit_distribution(
     seed: int,
     other_weights: torch.nn.Module | None,
     results: dict[str, list[tuple[bool, float, str]]],
+    given: list[Any] | None = None,
 ) -> None:
     """Every control on one distribution, each compared and freed before the next is made: at the
     published sizes of KernelBench's level 1 (6.4 GB a tensor) the audit holds the case's inputs,
     reference and oracle, plus one control at a time. Nothing for an output that is not a float."""
-    args = make_inputs(ctx, dist, seed)
+    args = list(given) if given is not None else make_inputs(ctx, dist, seed)
     ref, orc = reference_and_oracle(ctx, args)
     r, o = ref[0], orc[0]
     del ref, orc  # other outputs (and arguments updated in place) are not audited
