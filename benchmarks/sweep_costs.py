@@ -6,11 +6,13 @@ the identity solution, and evaluates them as the sweep does (correctness only, o
 case, fresh store) under each setting of the comparisons' fast-path switch: ``before`` (every
 slice through the NaN/Inf masks) and ``after`` (kernelproof/verify/fastpath.py). Both runs
 are in this one process, so their ratio is measured on the same machine under the same load.
-It writes the cost table of each run (benchmarks/_costs.py) and a before/after summary.
+It writes the cost table of each run (benchmarks/_costs.py, rewritten after each verdict) and a
+before/after summary. Each run starts with a fresh store and an empty audit cache; ``before`` runs
+first, so the file cache is warmer for ``after`` (small next to the evaluations' own work).
 
     python benchmarks/sweep_costs.py --kernelbench .kernelbench --levels 1 --shrink 16 --limit 20
-    # on the H200, at the published sizes:
-    python benchmarks/sweep_costs.py --kernelbench .kernelbench --levels 1 --shrink 1 --device cuda --per-device 4
+    # on the H200, at the published sizes (scripts/gpu-check sweep-costs):
+    python benchmarks/sweep_costs.py --levels 1 --shrink 1 --device cuda --per-device 4 --only level1/3_
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ def scratch_pairs(kb: Path, levels: list[str], factor: int, limit: int, only: li
 def run(pairs, root: Path, ns, label: str, shared: bool) -> dict:
     from kernelproof.api import evaluate_many
     from kernelproof.options import EvalOptions
-    from kernelproof.verify import fastpath
+    from kernelproof.verify import audit, fastpath
 
     db = Path(tempfile.mkdtemp(prefix=f"sweep-costs-{label}-")) / "store.sqlite"  # a fresh store
     options = EvalOptions(
@@ -86,6 +88,7 @@ def run(pairs, root: Path, ns, label: str, shared: bool) -> dict:
     )
     rows, arrivals = [], {}
     fastpath.ENABLED = shared
+    audit._CACHE.clear()  # each run audits afresh, as a fresh process would
     started = time.monotonic()
     try:
         for v in evaluate_many(pairs, options):
@@ -101,6 +104,10 @@ def run(pairs, root: Path, ns, label: str, shared: bool) -> dict:
                 }
             )
             arrivals[name] = round(time.monotonic() - started, 2)
+            partial = cost_table(rows, time.monotonic() - started, arrivals)  # a run cut short keeps it
+            (out_dir() / f"sweep-costs-{label}.md").write_text(
+                markdown(partial, f"Sweep cost table: {label}")
+            )
             print(
                 f"{label:6s} {name:60s} {v.verdict.value:5s} {','.join(v.codes):18s} {v.elapsed_s:6.2f}s",
                 flush=True,
