@@ -56,8 +56,10 @@ def eps(dtype: torch.dtype) -> float:
 CHUNK_ELEMENTS = 1 << 24  # elements per slice: 128 MiB per float64 temporary, a handful alive at once
 
 
-def _slices(*tensors: torch.Tensor):
-    """Aligned float64 slices of flat views of `tensors`, with the offset of each.
+def _slices(*tensors: torch.Tensor, widen: bool = True):
+    """Aligned float64 slices of flat views of `tensors`, with the offset of each (as they are,
+    not widened, when not `widen`: the fast paths let arithmetic with the float64 oracle widen them
+    element by element, the same values without a float64 copy of each).
 
     The comparisons run over slices so that a 6.4 GB output (KernelBench's 4096 x 393216 fp32
     inputs) needs a few 128 MiB float64 temporaries, not six full-size copies: on an H200 those
@@ -66,7 +68,8 @@ def _slices(*tensors: torch.Tensor):
     flat = [t.detach().reshape(-1) for t in tensors]
     n = flat[0].numel()
     for start in range(0, max(n, 1), CHUNK_ELEMENTS):
-        yield start, [f[start : start + CHUNK_ELEMENTS].to(torch.float64) for f in flat]
+        part = [f[start : start + CHUNK_ELEMENTS] for f in flat]
+        yield start, [p.to(torch.float64) for p in part] if widen else part
 
 
 def tolerance_for(
@@ -78,10 +81,12 @@ def tolerance_for(
     kernels): part of its own error, normwise and, scaled to this case's output, elementwise."""
     o_sq = d_sq = 0.0
     max_ref_abs = 0.0
-    for _, (r, o) in _slices(reference, oracle):
+    for _, (r, o) in _slices(reference, oracle, widen=not fastpath.ENABLED):
+        o = o.to(torch.float64)
         if fastpath.ENABLED and bool(torch.isfinite(o).all()):  # the masks below would change nothing
-            o0, d = o, r - o
+            o0, d = o, r - o  # computed in float64: the oracle widens r
         else:
+            r = r.to(torch.float64)
             finite = torch.isfinite(o)
             o0 = torch.where(finite, o, torch.zeros_like(o))
             d = torch.where(finite, r, torch.zeros_like(r)) - o0
@@ -106,10 +111,12 @@ def tolerance_for(
 def rel_norm_error(candidate: torch.Tensor, oracle: torch.Tensor) -> float:
     """||candidate - oracle|| / ||oracle|| over the elements where the oracle is finite."""
     o_sq = d_sq = 0.0
-    for _, (c, o) in _slices(candidate, oracle):
+    for _, (c, o) in _slices(candidate, oracle, widen=not fastpath.ENABLED):
+        o = o.to(torch.float64)
         if fastpath.ENABLED and bool(torch.isfinite(o).all()):  # the masks below would change nothing
-            o0, d = o, c - o
+            o0, d = o, c - o  # computed in float64: the oracle widens c
         else:
+            c = c.to(torch.float64)
             finite = torch.isfinite(o)
             o0 = torch.where(finite, o, torch.zeros_like(o))
             d = torch.where(finite, c, torch.zeros_like(c)) - o0
@@ -149,8 +156,9 @@ def compare(
     o_sq = d_sq = 0.0
     max_abs = 0.0
     all_finite = True
-    for start, (c, o, r) in _slices(candidate, oracle, reference):
+    for start, (c, o, r) in _slices(candidate, oracle, reference, widen=not fastpath.ENABLED):
         if fastpath.ENABLED:
+            o = o.to(torch.float64)
             fast = _finite_slice(c, o, r, tol)
             if fast is not None:  # every element finite: the same numbers as the full path below
                 s_o, s_d, s_max, k = fast
@@ -160,6 +168,7 @@ def compare(
                     elem_bad = ~((c - o).abs() <= tol.atol + tol.rtol * o.abs())
                     first_bad += _first_flat(elem_bad, start, 3 - len(first_bad))
                 continue
+            c, r = c.to(torch.float64), r.to(torch.float64)
         # Non-finite values pass only where the reference has the same value at the same index.
         c_nan, r_nan = torch.isnan(c), torch.isnan(r)
         c_inf, r_inf = torch.isinf(c), torch.isinf(r)
@@ -219,7 +228,7 @@ def _finite_slice(
     """(sum o^2, sum (c-o)^2, max |c-o|, elements outside the bound) of a slice where c, o and r
     are all finite, computed as the full path computes them there (its masks select every
     element, so `cf` is `c` and `of` is `o`); None when any element is not finite."""
-    d = c - o
+    d = c - o  # in float64 (o is): c widened element by element, as the full path widens it
     if not (bool(torch.isfinite(d).all()) and bool(torch.isfinite(r).all())):  # d finite: c and o are
         return None
     abs_err = d.abs()
