@@ -397,7 +397,7 @@ def reference_randomness(ctx: VariantContext, args: list[Any]) -> Randomness:
     Weighed against the correctness tolerance of this case (verify/oracle.py's rule)."""
 
     def run(seed: int) -> list[torch.Tensor]:
-        with seeded(seed):
+        with seeded(seed), steps.step("reference"):
             return run_model(ctx.reference, to_device(args, ctx.device), ctx.precision, ctx.inplace)
 
     # The yardstick is the tolerance of a deterministic twin: the reference and the oracle under
@@ -406,10 +406,10 @@ def reference_randomness(ctx: VariantContext, args: list[Any]) -> Randomness:
     # generation depends on the dtype), and a random reference's error against an oracle with other
     # masks is as large as the randomness it is weighed against: eval() turns dropout off.
     with _eval_mode(ctx.reference, ctx.oracle):
-        with seeded(1):
+        with seeded(1), steps.step("reference"):
             ref = run_model(ctx.reference, to_device(args, ctx.device), ctx.precision, ctx.inplace)
         try:
-            with seeded(1):
+            with seeded(1), steps.step("oracle"):
                 orc = run_model(
                     ctx.oracle,
                     to_device(args, ctx.device, torch.float64),
