@@ -19,10 +19,9 @@ DEPTH = 3  # the Markdown's step columns go this many names deep (the JSON holds
 
 def row_steps(environment) -> dict[str, dict[str, float]]:
     """A verdict's steps as {name: {"s": seconds, "n": count}} (empty for an older verdict)."""
-    doc = environment.get("steps") if hasattr(environment, "get") else None
-    if not isinstance(doc, dict):
-        return {}
-    return {k: {"s": float(v.get("s", 0.0)), "n": int(v.get("n", 0))} for k, v in doc.items()}
+    from kernelproof.verify.steps import costs_of
+
+    return {c.name: {"s": c.seconds, "n": c.count} for c in costs_of(environment)}
 
 
 def cost_table(rows: list[dict[str, Any]], wall_s: float, arrivals: dict[str, float]) -> dict[str, Any]:
