@@ -5,7 +5,11 @@ KernelBench's upstream level1-3 folders (250 tasks) run unchanged, each with the
 solution is right by construction, so every verdict other than ``pass`` is either a property of
 the task (``degenerate_task``: its outputs barely depend on its inputs; ``task_error``: its
 reference raises on its own inputs) or kernelproof's own failure. The run prints one line per
-task and a summary by reason code, and writes the table as Markdown and JSON.
+task and a summary by reason code, and writes the table as Markdown and JSON, with its cost
+table beside it (``kernelbench-sweep-costs-<levels>.md``/``.json``, benchmarks/_costs.py): the
+slowest dozen tasks and the median one with seconds per step (setup's reference runs, float64
+oracle, audit controls, shape probes; the worker's start, the handoff, each correctness case and
+its comparison), the steps that cost most overall, and the wall time per level and in total.
 
 It is resumable: verdicts go to a store (``--db``), so a rerun serves what is done and evaluates
 the rest (an ``internal_error`` is evaluated again; ``too_large`` is never stored), and
@@ -33,6 +37,7 @@ import time
 from pathlib import Path
 
 from _common import ROOT
+from _costs import cost_table, markdown, row_steps
 
 PINNED_COMMIT = "423217d9fda91e0c2d67e4a43bf62f96f6d104f1"  # KernelBench main, 2026-03-05 (#143)
 LEVELS = ("level1", "level2", "level3")
@@ -146,6 +151,7 @@ def sweep(pairs: list[tuple[Path, Path]], root: Path, ns) -> int:
     )
     started = time.monotonic()
     rows: list[dict] = []
+    arrivals: dict[str, float] = {}  # seconds since the start at which each task's verdict came
     out = ns.out or Path(os.environ.get("OUT") or "/tmp/kernelproof-bench")
     out.mkdir(parents=True, exist_ok=True)
     # named after the levels asked for, not those reached: a resumed run rewrites the same files
@@ -164,18 +170,20 @@ def sweep(pairs: list[tuple[Path, Path]], root: Path, ns) -> int:
                 "stored": stored,
                 "message": first[:300],
                 "flags": [f.split(":", 1)[0] for f in v.flags if not f.startswith("triage ")],
+                "steps": row_steps(v.environment),
             }
         )
+        arrivals[name] = round(time.monotonic() - started, 2)
         codes = ",".join(v.codes) or "-"
         print(f"{name:58s} {v.verdict.value:5s} {codes:22s} {v.elapsed_s:6.1f}s {first[:90]}", flush=True)
         # after every verdict: a run cut short by its caller's timeout still leaves its table
-        _write(out, tag, rows, len(pairs), time.monotonic() - started)
+        _write(out, tag, rows, len(pairs), time.monotonic() - started, arrivals)
         if ns.time_limit and time.monotonic() - started > ns.time_limit:
             print(f"time limit {ns.time_limit:.0f} s reached: the rest waits for the next run", flush=True)
             results.close()  # evaluations in flight finish and are stored; nothing new starts
             break
     wall = time.monotonic() - started
-    _write(out, tag, rows, len(pairs), wall)
+    _write(out, tag, rows, len(pairs), wall, arrivals)
     summary = collections.Counter(r["codes"][0] if r["codes"] else r["outcome"] for r in rows)
     print(f"\n{len(rows)} of {len(pairs)} tasks reached a verdict in {wall:.0f} s:")
     for code, n in summary.most_common():
@@ -183,11 +191,19 @@ def sweep(pairs: list[tuple[Path, Path]], root: Path, ns) -> int:
     return 0
 
 
-def _write(out: Path, tag: str, rows: list[dict], tasks: int, wall: float) -> None:
-    """The table so far, as JSON and Markdown (rewritten whole: each write is a complete table)."""
+def _write(
+    out: Path, tag: str, rows: list[dict], tasks: int, wall: float, arrivals: dict[str, float]
+) -> None:
+    """The table so far, as JSON and Markdown, and its cost table (benchmarks/_costs.py) beside it
+    (rewritten whole: each write is a complete table)."""
     doc = {"kernelbench": PINNED_COMMIT, "wall_s": round(wall, 1), "tasks": tasks, "rows": rows}
     (out / f"kernelbench-sweep-{tag}.json").write_text(json.dumps(doc, indent=1) + "\n")
     (out / f"kernelbench-sweep-{tag}.md").write_text(_markdown(rows))
+    costs = cost_table(rows, wall, arrivals)
+    costs["kernelbench"] = PINNED_COMMIT
+    (out / f"kernelbench-sweep-costs-{tag}.json").write_text(json.dumps(costs, indent=1) + "\n")
+    title = f"KernelBench sweep cost table ({tag}, {tasks} tasks)"
+    (out / f"kernelbench-sweep-costs-{tag}.md").write_text(markdown(costs, title))
 
 
 def _markdown(rows: list[dict]) -> str:

@@ -7,7 +7,9 @@ import math
 import pytest
 import torch
 
-from kernelproof.verify.compare import compare, kernelbench_accepts, tolerance_for
+from kernelproof.verify import compare as compare_module
+from kernelproof.verify import fastpath
+from kernelproof.verify.compare import compare, kernelbench_accepts, rel_norm_error, tolerance_for
 
 
 def _case(n=4096, seed=0):
@@ -143,3 +145,37 @@ def test_a_large_output_is_compared_within_a_small_memory_cap():
 
     assert run(1 << 18) == "ok"
     assert run(1 << 30) == "out of memory"  # the same comparison in one pass: the cap holds
+
+
+def _both_paths(monkeypatch, fn):
+    """`fn()` with the comparisons' fast paths on and off (kernelproof/verify/fastpath.py)."""
+    monkeypatch.setattr(fastpath, "ENABLED", False)
+    full = fn()
+    monkeypatch.setattr(fastpath, "ENABLED", True)
+    return full, fn()
+
+
+@pytest.mark.parametrize("case", ["close", "off_by_a_few", "wrong", "nan_in_one_slice", "inf_in_reference"])
+def test_the_fast_path_gives_the_same_comparison_as_the_full_one(monkeypatch, case):
+    monkeypatch.setattr(compare_module, "CHUNK_ELEMENTS", 1000)  # several slices, fast and full mixed
+    g = torch.Generator().manual_seed(7)
+    ref = torch.randn(4096, generator=g)
+    orc = ref.double() + 1e-9 * torch.randn(4096, generator=g, dtype=torch.float64)
+    cand = ref + 1e-7 * torch.randn(4096, generator=g)
+    if case == "off_by_a_few":
+        cand[[5, 2500, 4000]] += 1.0
+    elif case == "wrong":
+        cand = torch.randn(4096, generator=g)
+    elif case == "nan_in_one_slice":
+        cand[1500] = float("nan")
+    elif case == "inf_in_reference":
+        ref[3000] = float("inf")
+        orc[3000] = float("inf")
+        cand[3000] = float("inf")
+    full_tol, fast_tol = _both_paths(monkeypatch, lambda: tolerance_for(ref, orc, torch.float32))
+    assert full_tol == fast_tol
+    full, fast = _both_paths(monkeypatch, lambda: compare(cand, orc, ref, full_tol))
+    assert full == fast  # the same numbers, message and first bad indices
+    assert full.passed == (case in ("close", "inf_in_reference"))
+    full_err, fast_err = _both_paths(monkeypatch, lambda: rel_norm_error(cand, orc))
+    assert full_err == fast_err or (math.isnan(full_err) and math.isnan(fast_err))

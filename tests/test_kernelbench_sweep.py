@@ -57,8 +57,8 @@ def test_a_sweep_writes_its_table_as_it_goes_and_a_rerun_is_served(tmp_path, mon
     written: list[int] = []
     real_write = sweep_module._write
 
-    def spy(out_, tag, rows, tasks, wall):
-        real_write(out_, tag, rows, tasks, wall)
+    def spy(out_, tag, rows, tasks, wall, arrivals):
+        real_write(out_, tag, rows, tasks, wall, arrivals)
         written.append(len(json.loads((out_ / f"kernelbench-sweep-{tag}.json").read_text())["rows"]))
 
     monkeypatch.setattr(sweep_module, "_write", spy)
@@ -72,7 +72,52 @@ def test_a_sweep_writes_its_table_as_it_goes_and_a_rerun_is_served(tmp_path, mon
     assert [r["outcome"] for r in doc["rows"]] == ["pass", "pass"] and doc["tasks"] == 2
     assert not any(r["stored"] for r in doc["rows"])
     assert "level1/2_Relu_Scale_Wide.py | pass" in (out / "kernelbench-sweep-level1.md").read_text()
+    costs = json.loads((out / "kernelbench-sweep-costs-level1.json").read_text())
+    assert costs["levels"]["level1"]["tasks"] == 2 and costs["evaluated"] == 2
+    assert {r["task"] for r in costs["slowest"]} == {"level1/1_Relu_Scale.py", "level1/2_Relu_Scale_Wide.py"}
+    for shown in costs["slowest"]:  # setup's sub-steps and the worker side, each a step of the verdict
+        for step in ("setup/audit/reference", "setup/audit/oracle", "setup/footprint", "worker_start"):
+            assert shown["steps"][step]["s"] >= 0 and shown["steps"][step]["n"] >= 1, step
+        cases = shown["steps"]["correctness/case_worker"]["n"]
+        assert cases >= 1 and shown["steps"]["correctness/case_compare"]["n"] == cases
+    assert costs["median"]["task"] in {r["task"] for r in costs["slowest"]}
+    md = (out / "kernelbench-sweep-costs-level1.md").read_text()
+    assert "| level1 | 2 | 0 |" in md and "(median)" in md and "setup/audit" in md
 
     assert sweep_module.main() == 0  # resumed: every verdict served from the store
     doc = json.loads((out / "kernelbench-sweep-level1.json").read_text())
     assert [r["stored"] for r in doc["rows"]] == [True, True]
+    costs = json.loads((out / "kernelbench-sweep-costs-level1.json").read_text())
+    assert costs["evaluated"] == 0 and costs["levels"]["level1"]["served"] == 2  # not ranked as costs
+
+
+def _row(task: str, seconds: float, stored: bool = False, **steps: float) -> dict:
+    return {
+        "task": task,
+        "seconds": seconds,
+        "stored": stored,
+        "steps": {k: {"s": v, "n": 1} for k, v in steps.items()},
+    }
+
+
+def test_the_cost_table_ranks_evaluated_tasks_and_times_each_level(monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    costs = importlib.import_module("_costs")
+    rows = [_row(f"level1/{i}_T.py", float(i), setup=i * 0.75, correctness=i * 0.25) for i in range(1, 16)]
+    rows += [_row("level2/1_Served.py", 99.0, stored=True), _row("level2/2_X.py", 3.0, setup=1.0)]
+    arrivals = {r["task"]: 1.0 + k for k, r in enumerate(rows)}
+    doc = costs.cost_table(rows, 20.0, arrivals)
+    assert [r["task"] for r in doc["slowest"]][:2] == ["level1/15_T.py", "level1/14_T.py"]
+    assert len(doc["slowest"]) == costs.SLOWEST and doc["evaluated"] == 16  # the served one is not ranked
+    assert doc["median"]["task"] == "level1/7_T.py"  # the lower median of 1..15 s and 3 s
+    assert doc["levels"]["level1"] == {
+        "tasks": 15,
+        "served": 0,
+        "wall_s": 15.0,
+        "evaluation_s": 120.0,
+        "median_s": 8.0,
+    }
+    assert doc["levels"]["level2"]["wall_s"] == 2.0 and doc["levels"]["level2"]["served"] == 1
+    assert list(doc["steps_total_s"]) == ["setup", "correctness"] and doc["steps_total_s"]["setup"] == 91.0
+    md = costs.markdown(doc)
+    assert "| level1/7_T.py (median) | 7.0 | 5.25 | 1.75 |" in md

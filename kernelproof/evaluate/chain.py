@@ -32,6 +32,7 @@ from kernelproof.evaluate.timing import time_candidate
 from kernelproof.options import EvalOptions
 from kernelproof.sandbox.process import WorkerDied, WorkerProcess
 from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode, Verdict
+from kernelproof.verify import steps
 from kernelproof.worker.protocol import ProtocolError
 
 
@@ -65,12 +66,26 @@ def evaluate_pair(
     task_path: str, solution_path: str, options: EvalOptions, device: str, workers: WorkerSource
 ) -> Verdict:
     """The verdict of one solution on one task, on one device, with workers from `workers`."""
+    with steps.recording() as clock:
+        return _evaluate(task_path, solution_path, options, device, workers, clock)
+
+
+def _evaluate(
+    task_path: str,
+    solution_path: str,
+    options: EvalOptions,
+    device: str,
+    workers: WorkerSource,
+    clock: steps.StepClock,
+) -> Verdict:
     phases = _Phases()
     seed = options.seed if options.seed is not None else secrets.randbits(62)
     solution = read(solution_path)
     env = environment(device)
+    env["steps"] = clock.totals  # filled in place as each step ends (kernelproof/verify/steps.py)
     envelope = Envelope(env, settings_of(options, seed, device), phases.started, options.kernelbench_compat)
-    setup = prepare(task_path, solution, options, seed, device, workers)
+    with steps.step("setup"):
+        setup = prepare(task_path, solution, options, seed, device, workers)
     if isinstance(setup, Stopped):
         return stopped_verdict(setup, FileRef(str(task_path), setup.task_sha256), solution.ref, envelope)
     policy = options.policy or setup.task.meta.policy  # the kernel policy that applies (--policy overrides)
@@ -78,7 +93,8 @@ def evaluate_pair(
     phases.mark("setup_s")
     env["phases"] = phases.marks
     env["per_device"] = options.per_device  # evaluations in flight on this device (timing alone)
-    built = wait_for_build(setup)
+    with steps.step("build_wait"):
+        built = wait_for_build(setup)
     if setup.pending_build is not None:
         phases.mark("build_done_s")
     if built.failure is not None:
@@ -135,28 +151,34 @@ def _run_candidate(
     watchdog: _Watchdog | None = None
     try:
         with gate.shared():  # waiting here (a timing inside) counts towards "worker"
-            worker = workers.candidate(device, timed=not options.correctness_only)
-            watchdog = _Watchdog(worker, options.evaluation_timeout_s - (time.monotonic() - phases.started))
-            gate.lendable(worker)  # a reply long awaited (a hang) does not hold up another's timing
-            hello, limits = worker.wait_ready(), worker.limits_applied
+            with steps.step("worker_start"):
+                worker = workers.candidate(device, timed=not options.correctness_only)
+                watchdog = _Watchdog(
+                    worker, options.evaluation_timeout_s - (time.monotonic() - phases.started)
+                )
+                gate.lendable(worker)  # a reply long awaited (a hang) does not hold up another's timing
+                hello, limits = worker.wait_ready(), worker.limits_applied
             sandbox = worker.sandbox_record()  # which containment layers held (kernelproof/sandbox)
             if options.require_sandbox:
                 worker.require_layers()
             phases.mark("worker_ready_s")
-            built = install_build(setup, built, worker, options.timeout_s)
-            staged = worker.stage_solution(setup.solution.ref.path)
+            with steps.step("handoff"):
+                built = install_build(setup, built, worker, options.timeout_s)
+                staged = worker.stage_solution(setup.solution.ref.path)
             if built.failure is not None:
                 checked = Checked((), (built.failure,), (), {}, True)
             else:
-                checked = check_correctness(setup, worker, staged, options)
+                with steps.step("correctness"):
+                    checked = check_correctness(setup, worker, staged, options)
             phases.mark("correctness_done_s")
             if options.sanitize and not checked.reasons and setup.device.type == "cuda":
                 prepare_worker = None
                 if setup.pending_build is not None and built.result is not None:
                     prepare_worker = preparer(setup.pending_build, built.result, options.timeout_s)
-                checked = sanitize_first_case(
-                    setup, checked, options, device, setup.solution.ref.path, prepare_worker
-                )
+                with steps.step("sanitizer"):
+                    checked = sanitize_first_case(
+                        setup, checked, options, device, setup.solution.ref.path, prepare_worker
+                    )
         if not checked.reasons and not options.correctness_only:
             # The GPU to this evaluation alone: other evaluations' stretches end first, and no
             # worker of ours is still starting (waiting for either counts towards "settle").
@@ -164,12 +186,13 @@ def _run_candidate(
                 workers.settle(device)
                 phases.mark("settled_s")
                 try:
-                    timed = time_candidate(setup, checked, worker, staged, options, device, workers)
+                    with steps.step("timing"):
+                        timed = time_candidate(setup, checked, worker, staged, options, device, workers)
                 finally:
                     workers.resume(device)
             phases.mark("timing_done_s")
         if not checked.reasons and not (timed and timed.reasons):
-            with gate.shared():
+            with gate.shared(), steps.step("probe_cases"):
                 probed = probe_shapes(setup, worker, staged, options)
             phases.mark("shapes_done_s")
     except WorkerDied as died:
@@ -191,6 +214,6 @@ def _run_candidate(
         if watchdog is not None:
             watchdog.cancel()
         if worker is not None:
-            with gate.shared():  # a worker's exit touches the GPU too
+            with gate.shared(), steps.step("worker_close"):  # a worker's exit touches the GPU too
                 worker.close()
     return _Ran(built, checked, timed, probed, None, hello, limits, sandbox)

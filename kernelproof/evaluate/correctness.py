@@ -21,6 +21,7 @@ from kernelproof.inputs import FINGERPRINT_SIGMAS, checksum, fingerprint
 from kernelproof.options import EvalOptions
 from kernelproof.sandbox.process import WorkerProcess
 from kernelproof.verdict import CaseResult, Reason, ReasonCode
+from kernelproof.verify import steps
 from kernelproof.verify.cases import (
     Case,
     VariantContext,
@@ -96,7 +97,8 @@ def run_cases(setup: Setup, cases, worker: WorkerProcess, staged: str, options: 
     for case in cases:
         ctx = setup.contexts[case.variant]
         if loaded != case.variant:
-            reply = load_candidate(worker, ctx, staged, setup.task.path, options)
+            with steps.step("load"):
+                reply = load_candidate(worker, ctx, staged, setup.task.path, options)
             if isinstance(reply.get("build"), dict):
                 worker_build = reply["build"]
             if not reply.get("ok"):
@@ -106,7 +108,8 @@ def run_cases(setup: Setup, cases, worker: WorkerProcess, staged: str, options: 
                     "weights_not_copied: ModelNew's parameters match the reference's by neither name nor order"
                 )
             loaded = case.variant
-        drawn = _finite_case(ctx, case)
+        with steps.step("case_draw"):  # inputs, reference and oracle in the parent
+            drawn = _finite_case(ctx, case)
         if drawn is None:
             flags.append(
                 f"case {case.case_id} skipped: the reference output is not finite on this distribution"
@@ -174,14 +177,15 @@ def _run_case(ctx, case: Case, seed: int, args, ref, orc, worker, options, wides
         projection = case.seed ^ 0x9E3779B97F4A7C15
         header["second_run_projection"] = projection
     limit = options.step_limit("case")
-    with named_timeout(f"case {case.case_id}", limit, "--case-timeout"):
+    with named_timeout(f"case {case.case_id}", limit, "--case-timeout"), steps.step("case_worker"):
         if projection is None:  # both runs' outputs come back, checked against ref's before any is read
             reply, outs = worker.request(header, tensors, limit, Expected.like(ref, runs=2))
         else:  # large outputs: run 1's come back on the device where the worker can hand them over
             reply, outs = worker.request_outputs(header, tensors, ref, limit, lend=bool(tensors))
     if not reply.get("ok"):
         return reason_of(reply, f"case {case.case_id}")
-    judged = _judge_reply(ctx, case, args, ref, orc, reply, outs, header, projection, options, widest)
+    with steps.step("case_compare"):
+        judged = _judge_reply(ctx, case, args, ref, orc, reply, outs, header, projection, options, widest)
     if isinstance(judged, Judged) and reply.get("output_reused"):
         note = f"{OUTPUT_REUSED}: the two runs of a case {REUSED_NOTE}"
         judged = replace(judged, notes=judged.notes + (note,))
@@ -284,7 +288,7 @@ def judge_case(
             spread = spread / FINGERPRINT_SIGMAS if spread == spread else float("inf")
         if c2 is None or c1.dtype.is_floating_point:
             if c2 is not None:
-                spread = rel_norm_error(c1.to(torch.float64), c2.to(torch.float64))
+                spread = rel_norm_error(c1, c2)  # widened to float64 slice by slice, not whole
             if not spread <= tol.rel_norm:
                 msg = (
                     f"case {case.case_id}: two runs on the same inputs differ by {spread:.3g} (tolerance "

@@ -26,6 +26,7 @@ from kernelproof.store import db_path
 from kernelproof.task import Task, auto_variant_base, load_task, variants_for, with_auto_variants
 from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode
 from kernelproof.verify import audit as task_audit
+from kernelproof.verify import fastpath, steps
 from kernelproof.verify import footprint as case_memory
 from kernelproof.verify.audit_store import AuditStore
 from kernelproof.verify.cases import (
@@ -84,7 +85,8 @@ def prepare(
         return Stopped(Outcome.ERROR, Reason(ReasonCode.ENVIRONMENT, missing), tuple(flags), task.sha256)
     dev = torch.device(device)
     variants = variants_for(task, dev.type)
-    need = case_memory.case_need(task, variants, device)
+    with steps.step("footprint"):
+        need = case_memory.case_need(task, variants, device)
     if need.too_large:  # decided on the meta device, before any full-size tensor exists
         reason = Reason(ReasonCode.TOO_LARGE, case_memory.refusal_message(need, device))
         return Stopped(Outcome.ERROR, reason, tuple(flags), task.sha256)
@@ -103,7 +105,8 @@ def prepare(
         shapes_probed: tuple[str, ...] = ()
         if options.shape_variants in ("auto", "probe"):
             base = auto_variant_base(task, variants)  # the smallest shapes
-            task, shapes_probed = _auto_variants(task, base, dev, mode, init_seed, flags)
+            with steps.step("shapes"):
+                task, shapes_probed = _auto_variants(task, base, dev, mode, init_seed, flags)
             variants = tuple(variants) + shapes_probed
         timed = tuple(
             v
@@ -111,11 +114,15 @@ def prepare(
             if v in task.meta.variants
         )
         try:
-            contexts = {v: build_variant(task, v, dev, mode, init_seed) for v in variants}
+            with steps.step("build_models"):
+                contexts = {v: build_variant(task, v, dev, mode, init_seed) for v in variants}
             first = contexts[probe_variant(task, variants)]
-            probe = make_inputs(first, "task", rng.getrandbits(62))
-            flags += inplace_findings(first, probe)
-            randomness = reference_randomness(first, probe)
+            with steps.step("probe"):
+                probe = make_inputs(first, "task", rng.getrandbits(62))
+            with steps.step("inplace"):
+                flags += inplace_findings(first, probe)
+            with steps.step("randomness"):
+                randomness = reference_randomness(first, probe)
             random_reference = randomness.random
             if random_reference:
                 stop = _random_reference(randomness, mode, options, flags, task.sha256)
@@ -133,12 +140,17 @@ def prepare(
                         f"the tolerance is {randomness.tolerance_rel_norm:.3g}): outputs cannot be compared",
                     )
                     return Stopped(Outcome.ERROR, reason, tuple(flags), task.sha256)
-            separable = check_batch_separable(first, probe)  # at a small shape, never assumed
+            with steps.step("chunk_check"):
+                separable = check_batch_separable(first, probe)  # at a small shape, never assumed
             for ctx in contexts.values():
                 ctx.noise = randomness.noise  # rounding between runs: part of the reference's own error
                 ctx.batch_separable = separable
             for v in variants:
-                report = task_audit.audit_variant(task, contexts[v], rng.getrandbits(62), audits)
+                # the probe's inputs (drawn from the secret seed, held here anyway) are the
+                # audit's first on its variant: one get_inputs() call fewer (fastpath.py)
+                shared = probe if fastpath.ENABLED and contexts[v] is first else None
+                with steps.step("audit"):
+                    report = task_audit.audit_variant(task, contexts[v], rng.getrandbits(62), audits, shared)
                 if report.degenerate and v in shapes_probed and options.shape_variants == "probe":
                     flags.append(
                         f"auto shape variant {v!r} not probed: it fails its audit ({report.summary()})"

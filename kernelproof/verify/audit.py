@@ -8,7 +8,8 @@ Each must be rejected on at least one audit distribution; a variant where one is
 degenerate and is not scored. Results are cached per (task hash, variant, device type), since
 degeneracy depends on size, in this process and, in the results store, across runs
 (kernelproof/verify/audit_store.py). Each control is compared and freed before the next is made:
-at KernelBench's published sizes one output is 6.4 GB.
+at KernelBench's published sizes one output is 6.4 GB. Each control's cost (its run and its
+comparison) is a step of the verdict's ``environment["steps"]`` (kernelproof/verify/steps.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch
 
 from kernelproof import jsonsafe
 from kernelproof.task import Task
+from kernelproof.verify import steps
 from kernelproof.verify.audit_store import AuditStore
 from kernelproof.verify.cases import (
     VariantContext,
@@ -92,21 +94,33 @@ class AuditReport:
 
 
 def audit_variant(
-    task: Task, ctx: VariantContext, seed: int, persist: AuditStore | None = None
+    task: Task,
+    ctx: VariantContext,
+    seed: int,
+    persist: AuditStore | None = None,
+    task_inputs: list[Any] | None = None,
 ) -> AuditReport:
     """The audit of one variant: served from this process's memory, else from `persist` (an
-    earlier run's, same task content, variant, mode, device type and kernelproof), else run."""
+    earlier run's, same task content, variant, mode, device type and kernelproof), else run.
+
+    `task_inputs`: inputs of this variant already drawn by ``get_inputs()`` from a secret seed
+    (setup's probe), used as the "task" distribution's first inputs instead of a new call: at
+    KernelBench's level-1 sizes one call draws GBs in the CPU's generator. Its other-seed control
+    still draws its own."""
     key = (task.sha256, ctx.variant, ctx.mode, ctx.device.type, ctx.precision)
     if key in _CACHE:
         return _CACHE[key]
-    stored = persist.get(task, ctx) if persist is not None else None
+    with steps.step("stored"):
+        stored = persist.get(task, ctx) if persist is not None else None
     if stored is not None:
         _CACHE[key] = stored
         return stored
     results: dict[str, list[tuple[bool, float, str]]] = {}
-    other_weights = _other_weights_model(task, ctx, seed)
+    with steps.step("other_weights"):
+        other_weights = _other_weights_model(task, ctx, seed)
     for i, dist in enumerate(AUDIT_DISTRIBUTIONS):
-        _audit_distribution(ctx, dist, seed + i, other_weights, results)
+        given = task_inputs if dist == "task" else None
+        _audit_distribution(ctx, dist, seed + i, other_weights, results, given)
     del other_weights
     controls = tuple(
         Control(
@@ -127,11 +141,12 @@ def _audit_distribution(
     seed: int,
     other_weights: torch.nn.Module | None,
     results: dict[str, list[tuple[bool, float, str]]],
+    given: list[Any] | None = None,
 ) -> None:
     """Every control on one distribution, each compared and freed before the next is made: at the
     published sizes of KernelBench's level 1 (6.4 GB a tensor) the audit holds the case's inputs,
     reference and oracle, plus one control at a time. Nothing for an output that is not a float."""
-    args = make_inputs(ctx, dist, seed)
+    args = list(given) if given is not None else make_inputs(ctx, dist, seed)
     ref, orc = reference_and_oracle(ctx, args)
     r, o = ref[0], orc[0]
     del ref, orc  # other outputs (and arguments updated in place) are not audited
@@ -143,7 +158,8 @@ def _audit_distribution(
         if candidate is None:
             results.setdefault(name, []).append((True, 0.0, note or "not applicable"))
             return
-        cmp = compare(candidate.to(r.device).to(r.dtype), o, r, tol)
+        with steps.step(name):
+            cmp = compare(candidate.to(r.device).to(r.dtype), o, r, tol)
         results.setdefault(name, []).append((not cmp.passed, cmp.rel_norm_err, note))
 
     record("zeros", torch.zeros_like(r))  # a temporary: freed when record returns
@@ -158,18 +174,21 @@ def _audit_distribution(
     record("passthrough", same[0].reshape(r.shape) if same else None, note)
     del same
     if other_weights is not None:
-        out = run_model(other_weights, to_device(args, ctx.device), ctx.precision, ctx.inplace)[0]
+        with steps.step("other_weights"):
+            out = run_model(other_weights, to_device(args, ctx.device), ctx.precision, ctx.inplace)[0]
         record("other_weights", out)
         del out
     else:
         record("other_weights", None, "the model has no floating parameters")
     if ctx.precision == "fp32":
-        low, note = _bf16_reference(ctx, args)
+        with steps.step("bf16_reference"):
+            low, note = _bf16_reference(ctx, args)
         record("bf16_reference", low, note)
         del low
     del args  # the other seed's inputs take their place
-    other_args = make_inputs(ctx, dist, seed + 7919)
-    other = run_model(ctx.reference, to_device(other_args, ctx.device), ctx.precision, ctx.inplace)[0]
+    with steps.step("other_seed"):
+        other_args = make_inputs(ctx, dist, seed + 7919)
+        other = run_model(ctx.reference, to_device(other_args, ctx.device), ctx.precision, ctx.inplace)[0]
     del other_args
     record("other_seed", other)
 

@@ -21,6 +21,7 @@ from kernelproof.errors import TaskError
 from kernelproof.inputs import DOMAIN_DISTRIBUTIONS, InputSlot, case_inputs, draw, dtype_name, same_bits
 from kernelproof.task import Task, TaskModule, eval_expr, instantiate
 from kernelproof.torch_globals import seeded
+from kernelproof.verify import steps
 from kernelproof.verify.chunks import batch_of, batch_separable, chunks_for, oracle_in_chunks
 from kernelproof.verify.compare import tolerance_for
 from kernelproof.verify.oracle import (
@@ -214,6 +215,12 @@ def drawable(ctx: VariantContext, distribution: str) -> bool:
 
 
 def make_inputs(ctx: VariantContext, distribution: str, seed: int) -> list[Any]:
+    """The inputs of one case (timed as the step "inputs"): see :func:`_make_inputs`."""
+    with steps.step("inputs"):
+        return _make_inputs(ctx, distribution, seed)
+
+
+def _make_inputs(ctx: VariantContext, distribution: str, seed: int) -> list[Any]:
     """The inputs of one case: floats in the contract dtype, integers untouched.
 
     ``get_inputs()`` (the task's own code, on the CPU, as KernelBench runs it) is called for the
@@ -319,17 +326,19 @@ def reference_and_oracle(
     is then the contract's floor, not a multiple of a measured error.
     """
     try:
-        ref = run_model(ctx.reference, to_device(args, ctx.device), ctx.precision, ctx.inplace)
+        with steps.step("reference"):
+            ref = run_model(ctx.reference, to_device(args, ctx.device), ctx.precision, ctx.inplace)
     except (TaskError, torch.OutOfMemoryError):
         raise
     except Exception as exc:
         raise TaskError(f"the reference raised {type(exc).__name__}: {exc}", path=ctx.task.path) from None
     try:
         chunks = chunks_for(args) if ctx.batch_separable else 1
-        if chunks > 1:
-            orc = oracle_in_chunks(lambda a: oracle_outputs(ctx, a), args, chunks)
-        else:
-            orc = oracle_outputs(ctx, args)
+        with steps.step("oracle"):
+            if chunks > 1:
+                orc = oracle_in_chunks(lambda a: oracle_outputs(ctx, a), args, chunks)
+            else:
+                orc = oracle_outputs(ctx, args)
     except torch.OutOfMemoryError:
         raise  # never a weaker oracle for want of memory
     except Exception as exc:  # noqa: BLE001 - the task runs; only its float64 twin does not
@@ -371,7 +380,7 @@ def reference_randomness(ctx: VariantContext, args: list[Any]) -> Randomness:
     Weighed against the correctness tolerance of this case (verify/oracle.py's rule)."""
 
     def run(seed: int) -> list[torch.Tensor]:
-        with seeded(seed):
+        with seeded(seed), steps.step("reference"):
             return run_model(ctx.reference, to_device(args, ctx.device), ctx.precision, ctx.inplace)
 
     # The yardstick is the tolerance of a deterministic twin: the reference and the oracle under
@@ -380,10 +389,10 @@ def reference_randomness(ctx: VariantContext, args: list[Any]) -> Randomness:
     # generation depends on the dtype), and a random reference's error against an oracle with other
     # masks is as large as the randomness it is weighed against: eval() turns dropout off.
     with _eval_mode(ctx.reference, ctx.oracle):
-        with seeded(1):
+        with seeded(1), steps.step("reference"):
             ref = run_model(ctx.reference, to_device(args, ctx.device), ctx.precision, ctx.inplace)
         try:
-            with seeded(1):
+            with seeded(1), steps.step("oracle"):
                 orc = run_model(
                     ctx.oracle,
                     to_device(args, ctx.device, torch.float64),

@@ -1,0 +1,86 @@
+"""Where an evaluation's time goes, step by step: the verdict's ``environment["steps"]``.
+
+The phase marks (``environment["phases"]``) say when setup, the worker, correctness and timing
+ended; a sweep that takes too long needs the steps inside them too: the reference runs, the
+float64 oracle, each audit control, the shape probes, the footprint estimate, the chunk check,
+the worker's start and the handoff, each correctness case and its comparison. Steps nest: a step
+opened inside another is named after it (``setup/audit/oracle``), and each name keeps its total
+seconds and how many times it ran, so a nested step's seconds are part of its parent's.
+
+The evaluation opens a clock for its own context (a context variable: other evaluations in other
+threads keep theirs); with no clock open, a step costs one lookup and records nothing.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """One step's total over an evaluation."""
+
+    name: str  # slash-separated path, outermost first: "setup/audit/reference"
+    seconds: float  # total wall time, nested steps included
+    count: int  # how many times it ran
+
+    @classmethod
+    def from_json(cls, name: str, doc: dict) -> StepCost:
+        return cls(name, float(doc.get("s", 0.0)), int(doc.get("n", 0)))
+
+
+class StepClock:
+    """The totals of one evaluation's steps. ``totals`` is JSON-ready and updated in place, so the
+    verdict's environment can hold it from the start and a verdict stopped early still has it."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, dict[str, float | int]] = {}
+        self._stack: list[str] = []
+
+    def add(self, name: str, seconds: float) -> None:
+        entry = self.totals.setdefault(name, {"s": 0.0, "n": 0})
+        entry["s"] = round(float(entry["s"]) + seconds, 4)
+        entry["n"] = int(entry["n"]) + 1
+
+
+_clock: contextvars.ContextVar[StepClock | None] = contextvars.ContextVar("kernelproof_steps", default=None)
+
+
+@contextmanager
+def recording() -> Iterator[StepClock]:
+    """Within the block, steps are recorded into the clock it yields."""
+    clock = StepClock()
+    token = _clock.set(clock)
+    try:
+        yield clock
+    finally:
+        _clock.reset(token)
+
+
+@contextmanager
+def step(name: str) -> Iterator[None]:
+    """Time the block as `name`, nested under the steps open around it."""
+    clock = _clock.get()
+    if clock is None:
+        yield
+        return
+    clock._stack.append(name)
+    full = "/".join(clock._stack)
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        clock._stack.pop()
+        clock.add(full, time.perf_counter() - started)
+
+
+def costs_of(environment) -> list[StepCost]:
+    """The steps a verdict's environment recorded (none for a verdict from before steps existed)."""
+    doc = environment.get("steps") if hasattr(environment, "get") else None
+    if not isinstance(doc, dict):
+        return []
+    return [StepCost.from_json(k, v) for k, v in doc.items() if isinstance(v, dict)]
