@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from kernelproof import flags as numeric_flags
 from kernelproof.errors import WorkerError
 from kernelproof.evaluate.records import Checked, Setup
 from kernelproof.evaluate.requests import encode_args, load_candidate, named_timeout
@@ -112,6 +113,11 @@ def run_cases(setup: Setup, cases, worker: WorkerProcess, staged: str, options: 
                 worker_build = reply["build"]
             if not reply.get("ok"):
                 return checked(reason_of(reply), at=case)
+            neutral = numeric_flags.neutral_flag(
+                numeric_flags.neutral_settings(ctx.precision, dict(reply.get("flags") or {}))
+            )
+            if neutral and neutral not in flags:
+                flags.append(neutral)
             if reply.get("weights") == "not_copied":
                 flags.append(
                     "weights_not_copied: ModelNew's parameters match the reference's by neither name nor order"

@@ -14,6 +14,7 @@ import random
 
 import torch
 
+from kernelproof import flags as numeric_flags
 from kernelproof.evaluate.records import Checked, Setup, Timed
 from kernelproof.evaluate.requests import device_name, load_candidate, load_program
 from kernelproof.evaluate.source import WorkerSource
@@ -61,7 +62,16 @@ def time_candidate(
         reply = load_candidate(worker, ctx, staged, setup.task.path, options)
         if not reply.get("ok"):
             return Timed(None, reasons=(reason_of(reply),), flags=tuple(flags))
-        programs = [Program("candidate", worker)] + _baselines(setup, ctx, v, options, device, workers, flags)
+        follow = numeric_flags.baseline_setting(
+            numeric_flags.neutral_settings(ctx.precision, dict(reply.get("flags") or {}))
+        )
+        if follow and not any(f.startswith("numeric_neutral_setting: the baselines") for f in flags):
+            flags.append(
+                "numeric_neutral_setting: the baselines ran with torch.backends.cudnn.benchmark="
+                f"{follow['cudnn.benchmark']}, as the solution set it"
+            )
+        baselines = _baselines(setup, ctx, v, options, device, workers, flags, follow)
+        programs = [Program("candidate", worker)] + baselines
         limit = options.step_limit("timing")
         timing, found = time_variant(ctx, programs, options, rng, tol, limit, flags, telemetry)
         reasons += [_named(r, limit) for r in found]
@@ -121,8 +131,10 @@ def _baselines(
     device: str,
     workers: WorkerSource,
     flags: list[str],
+    neutral: dict[str, bool],
 ) -> list[Program]:
-    """The cold regime's baselines, loaded in their persistent workers; one that fails is dropped with a flag."""
+    """The cold regime's baselines, loaded in their persistent workers; one that fails is dropped with a flag.
+    `neutral`: the candidate's cuDNN benchmark mode, which the baselines run with too."""
     programs = []
     for name in options.baselines:
         if name in STEADY_ONLY:
@@ -133,6 +145,7 @@ def _baselines(
         extra = {
             "source": variant_source(setup.task, variant),
             "compile_mode": name.split(":", 1)[1] if ":" in name else None,
+            "neutral_flags": neutral,
         }
         try:
             r = load_program(bw, ctx, setup.task.path, "baseline", options, extra)

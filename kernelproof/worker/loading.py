@@ -88,7 +88,11 @@ def _configure(state: WorkerState, h: dict[str, Any]) -> None:
     state.precision = h["precision"]
     state.inplace = tuple(int(i) for i in h.get("inplace", ()))
     state.solution_path = h.get("path", "")
-    numeric_flags.apply(state.precision)
+    # The cuDNN modes a solution chose (kernelproof.flags.NEUTRAL) stay its own across loads once its
+    # code ran here; a baseline worker is given the candidate's benchmark mode by the parent.
+    now = numeric_flags.read()
+    kept = numeric_flags.neutral_settings(state.precision, now) if state.armed else {}
+    numeric_flags.apply(state.precision, {**kept, **dict(h.get("neutral_flags") or {})})
     if state.device.type == "cuda":
         torch.cuda.set_device(state.device)
         torch.empty(1, device=state.device)  # create the context before the candidate runs
