@@ -100,6 +100,7 @@ def run_cases(setup: Setup, cases, worker: WorkerProcess, staged: str, options: 
     kb_ok = True
     worker_build = None
     loaded = None
+    unmatched: list[str] = []  # the candidate's own floating-point state the reference gives no value for
 
     def checked(*reasons: Reason, at: Case | None = None) -> Checked:
         failed = at.case_id if at is not None else ""
@@ -118,6 +119,7 @@ def run_cases(setup: Setup, cases, worker: WorkerProcess, staged: str, options: 
             )
             if neutral and neutral not in flags:
                 flags.append(neutral)
+            unmatched = _names(reply.get("unmatched_state"))
             if reply.get("weights") == "not_copied":
                 flags.append(
                     "weights_not_copied: ModelNew's parameters match the reference's by neither name nor order"
@@ -138,10 +140,30 @@ def run_cases(setup: Setup, cases, worker: WorkerProcess, staged: str, options: 
         results.append(judged.result)
         flags += [n for n in judged.notes if n not in flags]
         if judged.reason is not None:
-            return checked(
-                _with_dropout_hint(judged.reason) if setup.random_reference else judged.reason, at=case
-            )
+            reason = _with_weights_hint(judged.reason, unmatched)
+            return checked(_with_dropout_hint(reason) if setup.random_reference else reason, at=case)
     return checked()
+
+
+def _names(value: object) -> list[str]:
+    """A list of short names from a reply (the worker's word: only a message depends on it)."""
+    if not isinstance(value, list):
+        return []
+    return [v[:200] for v in value[:16] if isinstance(v, str)]
+
+
+def _with_weights_hint(reason: Reason, unmatched: list[str]) -> Reason:
+    """A mismatch from a ModelNew that holds state the reference lacks: name the harness's weights."""
+    if reason.code is not ReasonCode.MISMATCH or not unmatched:
+        return reason
+    hint = (
+        ". Note: the harness gives ModelNew the reference's weights after construction (parameters "
+        "initialised to a constant are perturbed), through load_state_dict(strict=False); ModelNew "
+        f"holds state the reference has no value for ({', '.join(unmatched)}): if it is derived from "
+        "the parameters in __init__ (a folded BatchNorm), it is stale. Recompute it in a "
+        "load_state_dict post-hook (docs/tasks.md, weights derived from parameters)"
+    )
+    return Reason(reason.code, reason.message + hint, reason.detail)
 
 
 def _with_dropout_hint(reason: Reason) -> Reason:

@@ -66,13 +66,19 @@ def load(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
             return refused, []
     else:
         model = program.load_reference(state.solution_path, init_args, h.get("source"))
+    # The candidate's load hooks and module methods run here: as solution code (its guards' label).
+    state.switch(state.candidate)
     try:
         program.prepare(model, state.device, state.dtype, h["mode"])
         how = program.copy_weights(model, h["weight_names"], weights)
         attributes_copied = program.copy_attributes(model, h.get("attribute_names", []), attributes)
     except Exception as exc:  # noqa: BLE001
+        state.switch(False)
         msg, detail = program.describe_exception(exc, state.solution_path)
         return failure(ReasonCode.RUNTIME_ERROR, f"preparing ModelNew failed: {msg}", detail), []
+    state.switch(False)
+    if state.candidate and how == "by_name":
+        report["unmatched_state"] = program.unmatched_state(model, h["weight_names"])
     state.model = state.fn = model
     if h.get("compile_mode"):
         state.fn = torch.compile(model, mode=h["compile_mode"])
