@@ -186,8 +186,10 @@ def _evaluate_on(task: str, solution: str, options: EvalOptions, device: str, po
         with pool.device_alone(device, options.per_device):
             verdict = _judged(task, solution, options, device, pool)
     verdict = _beyond_the_device(verdict, task, solution, device, pool)
-    if verdict.codes and verdict.codes[0] == ReasonCode.TOO_LARGE.value:
-        return verdict  # a property of this device and its neighbours at the time: never stored
+    if verdict.codes and (
+        verdict.codes[0] == ReasonCode.TOO_LARGE.value or ReasonCode.ENVIRONMENT.value in verdict.codes
+    ):
+        return verdict  # a property of this device (and its neighbours at the time): never stored
     if store is not None:
         store.put(key, verdict, options_sha256=options_digest(options), limits=options.serving_conditions())
     return verdict

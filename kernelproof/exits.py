@@ -26,8 +26,8 @@ TABLE = (
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
 )
 
-# Error verdicts whose cause is the task (or the task on this device), not kernelproof.
-TASK_CODES = frozenset({"task_error", "degenerate_task", "too_large"})
+# Error verdicts whose cause is the task (or the task on this device, or this machine), not kernelproof.
+TASK_CODES = frozenset({"task_error", "degenerate_task", "too_large", "environment"})
 
 
 def help_text() -> str:

@@ -66,6 +66,7 @@ class ReasonCode(str, enum.Enum):
         "shape_specialized"  # passes the task's shapes, fails perturbed ones (--shape-variants auto)
     )
     HARNESS_HOOKED = "harness_hooked"  # a mode, aten override or hook left in the harness's torch calls
+    ENVIRONMENT = "environment"  # this machine lacks a GPU driver or device, a CUDA toolchain: never stored
 
 
 class Outcome(str, enum.Enum):

@@ -59,6 +59,7 @@ RULES: dict[ReasonCode, str | None] = {
     "uninitialised accesses, no missing barriers.",
     ReasonCode.INTERNAL_ERROR: None,  # kernelproof's own failure: nothing for the model to fix
     ReasonCode.TOO_LARGE: None,  # the task does not fit the device: nothing for the model to fix
+    ReasonCode.ENVIRONMENT: None,  # this machine lacks a GPU driver or toolchain: nothing for the model to fix
     ReasonCode.SHAPE_SPECIALIZED: "The kernel must hold for other sizes than the published ones: the probed "
     "shapes (the size constants made odd and about half) are checked too. Mask loads and stores at every "
     "edge and derive sizes from the tensors, never from constants.",

@@ -92,6 +92,8 @@ def verdict_of(
     found = checked.reasons + (timed.reasons if timed else ())
     too_large = died is not None and died.code is ReasonCode.TOO_LARGE  # the device's memory, first
     reasons = (died,) + found if too_large else found + ((died,) if died else ())
+    # What this machine lacks (a GPU driver) is an error of the evaluation, not the candidate's.
+    lacking = any(r.code is ReasonCode.ENVIRONMENT for r in reasons)
     flags = setup.flags + built.flags + checked.flags + (timed.flags if timed else ()) + probed.flags
     if not checked.cases and not reasons:
         reasons += (Reason(ReasonCode.MISSING_RESULT, "no case was run"),)
@@ -110,7 +112,7 @@ def verdict_of(
     )
     settings = {**envelope.settings, "cases": [c.case_id for c in setup.cases + setup.probe_cases]}
     record = with_worker_report(built.record, checked.worker_build) if built.record is not None else None
-    outcome = Outcome.ERROR if too_large else Outcome.PASS if passed else Outcome.FAIL
+    outcome = Outcome.ERROR if too_large or lacking else Outcome.PASS if passed else Outcome.FAIL
     return _verdict(
         outcome,
         reasons,

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from kernelproof.verdict import ReasonCode
+from kernelproof.worker.interpreter import environment_cause
 
 MAX_DETAIL_CHARS = 4000  # compiler output kept in a verdict: the head of the errors, not a wall
 
@@ -90,6 +91,10 @@ def load_candidate(path: str, init_args: list[Any]) -> tuple[torch.nn.Module | N
         )
     except BaseException as exc:  # noqa: BLE001 - every failure of untrusted code becomes a verdict
         msg, detail = describe_exception(exc, path)
+        if environment_cause(exc):
+            return None, LoadFailure(
+                ReasonCode.ENVIRONMENT, f"loading the solution: {environment_cause(exc)}"
+            )
         return None, LoadFailure(ReasonCode.COMPILE_ERROR, f"the solution failed to load: {msg}", detail)
     cls = getattr(module, "ModelNew", None)
     if cls is None or not isinstance(cls, type):
@@ -107,6 +112,10 @@ def load_candidate(path: str, init_args: list[Any]) -> tuple[torch.nn.Module | N
         )
     except BaseException as exc:  # noqa: BLE001
         msg, detail = describe_exception(exc, path)
+        if environment_cause(exc):
+            return None, LoadFailure(
+                ReasonCode.ENVIRONMENT, f"constructing ModelNew: {environment_cause(exc)}"
+            )
         return None, LoadFailure(ReasonCode.RUNTIME_ERROR, f"constructing ModelNew raised {msg}", detail)
 
 

@@ -57,6 +57,8 @@ CASES = (
     L("scale_shift_inplace", TASKS / "scale_shift_inplace.py", device="cuda", timing=True),
     L("cudnn_benchmark_affine", EXPLOIT_TASKS / "scale_shift.py", timing=True),
     L("folded_batchnorm", TASKS / "batchnorm_eval.py"),
+    L("autotuned_gelu", TASKS / "gelu_tanh.py", timing=True),
+    L("autotuned_gelu", TASKS / "gelu_tanh.py", device="cuda", timing=True),
     L("cudnn_benchmark_affine", EXPLOIT_TASKS / "scale_shift.py", device="cuda", timing=True),
 )
 
