@@ -11,6 +11,7 @@ GPU time under the task's kernel policy.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import torch
 
@@ -20,7 +21,7 @@ from kernelproof.evaluate.requests import device_name, load_candidate, load_prog
 from kernelproof.evaluate.source import WorkerSource
 from kernelproof.measure import roofline as physics
 from kernelproof.measure import stats
-from kernelproof.measure.accounting import account, account_cpu
+from kernelproof.measure.accounting import account, account_cpu, gpu_ms
 from kernelproof.measure.coverage import COVERAGE_MIN
 from kernelproof.measure.floor import for_device as launch_floor
 from kernelproof.measure.session import Program, time_steady, time_variant
@@ -49,6 +50,7 @@ def time_candidate(
     reasons: list[Reason] = []
     flags: list[str] = []
     roof = coverage = None
+    per_shape: list[tuple[str, Coverage]] = []  # (variant, coverage) of each timed shape on a GPU
     telemetry = None
     if device.startswith("cuda"):
         from kernelproof.measure.telemetry import Telemetry
@@ -91,18 +93,20 @@ def time_candidate(
         if roof is None:
             roof, floor_reason = _place(setup, ctx, timing, device)
             reasons += [floor_reason] if floor_reason else []
-        if coverage is None:
-            own = setup.solution.file.triage.kernel_names
-            policy = options.policy or setup.task.meta.policy
-            if device.startswith("cuda"):
-                floor = launch_floor(device)
-                coverage = account(worker, ctx, rng.getrandbits(62), own, policy, limit, floor.us)
-                if floor.us is None:
-                    flags.append(f"coverage_floor: {floor.how}; kernels counted whole")
-                reason = coverage_reason(coverage) if coverage.custom_fraction is not None else None
-            else:  # launches counted, not timed: measure/accounting.py says why
-                coverage, reason = account_cpu(worker, ctx, rng.getrandbits(62), own, policy, limit)
+        own = setup.solution.file.triage.kernel_names
+        policy = options.policy or setup.task.meta.policy
+        if device.startswith("cuda"):  # every timed shape profiled; the largest decides (below)
+            floor = launch_floor(device)
+            cov = account(worker, ctx, rng.getrandbits(62), own, policy, limit, floor.us)
+            if floor.us is None and not any(f.startswith("coverage_floor") for f in flags):
+                flags.append(f"coverage_floor: {floor.how}; kernels counted whole")
+            per_shape.append((v, cov))
+        elif coverage is None:  # launches counted, not timed: measure/accounting.py says why
+            coverage, reason = account_cpu(worker, ctx, rng.getrandbits(62), own, policy, limit)
             reasons += [reason] if reason else []
+    if per_shape:
+        coverage, reason = _deciding_coverage(per_shape)
+        reasons += [reason] if reason else []
     return Timed(
         Timing("cold", device, tuple(shapes)),
         _headline_speedups(shapes, options),
@@ -204,6 +208,21 @@ def _headline_speedups(shapes: list[ShapeTiming], options: EvalOptions) -> dict[
         if name not in speedup and name not in STEADY_ONLY:
             speedup[name] = Speedup(name, None, None, None, "baseline not measured (see flags)")
     return speedup
+
+
+def _deciding_coverage(per_shape: list[tuple[str, Coverage]]) -> tuple[Coverage, Reason | None]:
+    """The coverage of the largest timed shape (the most GPU time: the furthest from the launch
+    floor, where a small epilogue weighs least and a decoy's ATen work most), and its reason.
+    The note lists every shape's raw and deciding fractions."""
+    variant, cov = max(per_shape, key=lambda p: gpu_ms(p[1]))
+    if len(per_shape) > 1:
+        each = "; ".join(
+            f"{v}: {c.custom_fraction_raw or 0.0:.0%} raw, {c.custom_fraction or 0.0:.0%} deciding"
+            for v, c in per_shape
+            if c.custom_fraction is not None
+        )
+        cov = replace(cov, note=f"{cov.note}; decided at shape {variant!r}, the largest timed ({each})")
+    return cov, coverage_reason(cov) if cov.custom_fraction is not None else None
 
 
 def coverage_reason(cov: Coverage) -> Reason | None:
