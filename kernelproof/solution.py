@@ -105,6 +105,9 @@ def triage(source: str) -> Triage:
                     root == "kernelproof" and "native" in [a.name for a in node.names]
                 ):
                     uses_native = True
+                if isinstance(node, ast.ImportFrom) and node.module == "torch.utils.cpp_extension":
+                    if any(a.name in ("load", "load_inline") for a in node.names):
+                        uses_load_inline = True  # a build called anywhere, under any local name
                 if isinstance(node, ast.ImportFrom) and node.module and "torch.library" in node.module:
                     findings.append(
                         Finding(node.lineno, "torch_library", "imports torch.library (operator overrides)")

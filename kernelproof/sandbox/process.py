@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -149,6 +150,8 @@ class WorkerProcess:
         self.hello: dict[str, Any] | None = None
         self._inbox: handoff.Inbox | None = None  # device buffers the worker copies large outputs into
         self.handoff_failed = False  # reading them failed once: outputs take the wire from then on
+        # Answers a build message the worker sends mid-request (kernelproof.build.requests); None: refused.
+        self.build_handler: Callable[[dict[str, Any]], dict[str, Any]] | None = None
         self.paused = False  # stopped by pause() until resume()
         self._stopped_s = 0.0  # seconds spent stopped, over the worker's life
         self._paused_at = 0.0
@@ -326,6 +329,11 @@ class WorkerProcess:
         self.sock.settimeout(timeout_s)
         try:
             incoming = protocol.recv_header(self.sock)
+            while incoming.header.get("op") == "build":  # the solution asked for a build: not the reply
+                incoming.discard()
+                protocol.send(self.sock, self._built(incoming.header))
+                self._await_reply(timeout_s)  # the build's time is --build-timeout's, not the request's
+                incoming = protocol.recv_header(self.sock)
             refused = refuse_reply(incoming.header, incoming.specs(), expect)
             if refused is not None:
                 incoming.discard()
@@ -336,6 +344,12 @@ class WorkerProcess:
             raise self._timed_out(timeout_s) from None
         except (OSError, protocol.ProtocolError):
             raise self._death() from None
+
+    def _built(self, header: dict[str, Any]) -> dict[str, Any]:
+        """The answer to a build message: the handler's, or a refusal where none is set."""
+        if self.build_handler is None:
+            return {"op": "built", "ok": False, "message": "this worker's builds are not served"}
+        return self.build_handler(header)
 
     def _await_reply(self, timeout_s: float) -> None:
         """Wait until the reply starts (or the socket closes), counting only the time the worker

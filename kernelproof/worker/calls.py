@@ -46,6 +46,8 @@ def call_failure(exc: BaseException, what: str, path: str) -> dict[str, Any]:
     if isinstance(exc, SystemExit):
         return failure(ReasonCode.FORBIDDEN_CONSTRUCT, "the solution called sys.exit")
     msg, detail = program.describe_exception(exc, path)
+    if program.is_build_failure(exc):
+        return failure(ReasonCode.COMPILE_ERROR, f"{what}: {exc}", detail)
     lacking = interpreter.environment_cause(exc)
     if lacking:
         return failure(ReasonCode.ENVIRONMENT, f"{what}: {lacking}", detail)

@@ -44,9 +44,26 @@ def prebuilt(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor])
     arch = str(h.get("arch") or "")
     if arch:
         os.environ["TORCH_CUDA_ARCH_LIST"] = arch  # native cubins are found by a hash that includes it
+    from kernelproof.build import inline
+
     install_load_inline()
+    if state.channel is not None:
+        inline.set_requester(_requester(state.channel))
     state.prebuilt = True
     return {"ok": True}, []
+
+
+def _requester(sock: Any):
+    """Send one build request to the parent and wait for its answer (kernelproof.build.requests)."""
+    from kernelproof.build import requests
+    from kernelproof.worker import protocol
+
+    def request(args: dict[str, Any]) -> dict[str, Any]:
+        protocol.send(sock, requests.message(args))
+        header, _ = protocol.recv(sock)
+        return header
+
+    return request
 
 
 def load(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):

@@ -28,6 +28,19 @@ class LoadFailure:
     detail: str = ""  # evidence: line, compiler lines
 
 
+def is_build_failure(exc: BaseException) -> bool:
+    """A build the worker asked the parent for failed or was refused (kernelproof.build.inline), the
+    exception itself or the one it was raised from (a solution re-raising it in its own words)."""
+    from kernelproof.build.inline import BuildRequestError
+
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, BuildRequestError):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
 def import_file(path: str, module_name: str) -> Any:
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
@@ -91,6 +104,8 @@ def load_candidate(path: str, init_args: list[Any]) -> tuple[torch.nn.Module | N
         )
     except BaseException as exc:  # noqa: BLE001 - every failure of untrusted code becomes a verdict
         msg, detail = describe_exception(exc, path)
+        if is_build_failure(exc):
+            return None, LoadFailure(ReasonCode.COMPILE_ERROR, f"the solution failed to load: {exc}", detail)
         if environment_cause(exc):
             return None, LoadFailure(
                 ReasonCode.ENVIRONMENT, f"loading the solution: {environment_cause(exc)}"
@@ -112,6 +127,8 @@ def load_candidate(path: str, init_args: list[Any]) -> tuple[torch.nn.Module | N
         )
     except BaseException as exc:  # noqa: BLE001
         msg, detail = describe_exception(exc, path)
+        if is_build_failure(exc):
+            return None, LoadFailure(ReasonCode.COMPILE_ERROR, f"constructing ModelNew: {exc}", detail)
         if environment_cause(exc):
             return None, LoadFailure(
                 ReasonCode.ENVIRONMENT, f"constructing ModelNew: {environment_cause(exc)}"
