@@ -143,10 +143,13 @@ def _refuse_unless_allowed(a: dict[str, Any], paths: dict[str, Any] | None = Non
 
 
 def load(*args: Any, **kwargs: Any) -> Any:
-    """torch.utils.cpp_extension.load with its flags checked and its environment pinned.
+    """torch.utils.cpp_extension.load with its flags checked, built as load_inline of its files.
 
-    Its build goes where torch puts it by default, under TORCH_EXTENSIONS_DIR (the staging
-    directory): a requested ``build_directory`` elsewhere would have the compilers write there.
+    The files' text goes into one load_inline call (C++ files into its C++ sources, CUDA files
+    into its CUDA sources, in their order, no implicit headers, no generated bindings): built
+    under TORCH_EXTENSIONS_DIR (the staging directory) whatever ``build_directory`` was asked for,
+    published like any load_inline build, and in a worker asked of the parent. Files that include
+    each other by relative path, or define the same static name twice, do not build this way.
     """
     from torch.utils import cpp_extension as ce
 
@@ -155,11 +158,9 @@ def load(*args: Any, **kwargs: Any) -> Any:
     bound.apply_defaults()
     a = dict(bound.arguments)
     _refuse_unless_allowed(a, {"sources": a.get("sources")})
-    a["build_directory"] = None
-    if _state["requester"] is not None:  # a worker: the same build as load_inline of the files' text
-        return load_inline(**_inline_arguments(a))
-    with toolenv.pinned():
-        return original(**a)
+    # The same build as load_inline of the files' text, in the builder (published like any
+    # load_inline build) and in a worker (a build request, or the build the parent provided).
+    return load_inline(**_inline_arguments(a))
 
 
 def _inline_arguments(a: dict[str, Any]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ REPO = HERE.parents[1]
 TASKS = HERE / "tasks"
 SOLUTIONS = HERE / "solutions"
 EXPLOIT_TASKS = REPO / "tests" / "exploits" / "tasks"
+DATA_TASKS = REPO / "tests" / "data" / "tasks"
 SEED = 20260514  # fixed: every case plan and input reproduces
 
 
@@ -57,6 +58,8 @@ CASES = (
     L("scale_shift_inplace", TASKS / "scale_shift_inplace.py", device="cuda", timing=True),
     L("cudnn_benchmark_affine", EXPLOIT_TASKS / "scale_shift.py", timing=True),
     L("folded_batchnorm", TASKS / "batchnorm_eval.py"),
+    L("lazy_cpp_extension", DATA_TASKS / "scale_relu.py"),  # a build requested from __init__, in a try
+    L("torch_library_op_from_tmp", DATA_TASKS / "scale_relu.py"),  # load of /tmp files, torch.ops
     L("cuda_graph_affine", EXPLOIT_TASKS / "scale_shift.py"),
     L("cuda_graph_affine", EXPLOIT_TASKS / "scale_shift.py", device="cuda", timing=True),
     L("partial_sums_row_mean", EXPLOIT_TASKS / "row_mean.py", device="cuda", timing=True),
