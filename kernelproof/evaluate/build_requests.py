@@ -33,6 +33,9 @@ class BuildService:
         self.source_bytes = 0
         self.closed = ""  # why later requests are refused ("" while they are served)
         self.notes: list[str] = []  # one line per build served or refused: the verdict's flags
+        # The first request that failed or was refused: the solution's compile_error even if it caught
+        # the error (a fallback to PyTorch behind a failed build is not a pass).
+        self.failed = ""
 
     def close(self, why: str) -> None:
         """Refuse every later request, saying `why` (timing has started)."""
@@ -48,7 +51,9 @@ class BuildService:
         refused = self._refusal(request, key)
         if refused:
             self.notes.append(f"build_request {name}: refused: {refused}")
-            return build_requests.reply(False, f"the build of {name!r} was refused: {refused} ({DOCS})")
+            text = f"the build of {name!r} was refused: {refused} ({DOCS})"
+            self.failed = self.failed or text
+            return build_requests.reply(False, text)
         started = time.monotonic()
         work = Path(tempfile.mkdtemp(prefix="kp-build-request-"))
         try:
@@ -65,6 +70,7 @@ class BuildService:
         if not result.ok:
             self.notes.append(f"build_request {name}: failed")
             log = result.log.replace(str(work), "")
+            self.failed = self.failed or f"the solution failed to build {name!r} (asked for at run time): {log}"
             return build_requests.reply(False, f"the solution failed to build {name!r}: {log}")
         if key not in self.built:
             self.source_bytes += request.source_bytes

@@ -195,6 +195,8 @@ def _run_candidate(
         if worker is not None:
             with gate.shared():  # a worker's exit touches the GPU too
                 worker.close()
+    if service is not None and service.failed and not checked.reasons:
+        checked = replace(checked, reasons=(Reason(ReasonCode.COMPILE_ERROR, service.failed[:4000]),))
     return _Ran(_noted(built, service), checked, timed, probed, None, hello, limits, sandbox)
 
 

@@ -46,3 +46,10 @@ def test_coverage_decoys_fail_under_strict_on_the_gpu(decoy, task):
     codes = {r.code for r in v.reasons}
     assert codes & {ReasonCode.LOW_KERNEL_COVERAGE, ReasonCode.NO_CUSTOM_KERNEL}, describe(v)
     assert v.coverage is not None and v.coverage.custom_fraction_raw is not None
+
+
+def test_a_requested_build_that_fails_is_a_compile_error_even_when_caught():
+    task = Path(__file__).resolve().parents[1] / "data" / "tasks" / "scale_relu.py"
+    v = evaluate(_relative(task), _relative(DECOYS / "lazy_cpp_broken.py"), _options("cpu", False))
+    assert not v.passed and v.reasons[0].code is ReasonCode.COMPILE_ERROR, describe(v)
+    assert "kp_lazy_broken" in v.reasons[0].message, describe(v)
