@@ -43,6 +43,7 @@ from kernelproof import compiler_flags
 from kernelproof.build import pch as _pch
 from kernelproof.build import toolenv
 from kernelproof.build.split import split_cuda_source
+from kernelproof.errors import BuildRequestError  # defined in the one tree, raised here
 
 STAMP = "kp_inline.json"  # written beside <name>.so after a successful build
 _ARG_KEYS = (
@@ -74,10 +75,6 @@ _state: dict[str, Any] = {
 _CPP_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".c")
 _CUDA_SUFFIXES = (".cu", ".cuh")
 MAX_SOURCE_FILE_BYTES = 4 * 2**20  # one source file cpp_extension.load names, read in a worker
-
-
-class BuildRequestError(RuntimeError):
-    """A build the worker asked the parent for was refused or failed: the solution's compile_error."""
 
 
 def set_requester(requester: Any) -> None:

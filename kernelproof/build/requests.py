@@ -23,6 +23,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from kernelproof.errors import ProtocolError
+
 OP = "build"
 REPLY_OP = "built"
 CALLS = ("load_inline",)
@@ -40,8 +42,8 @@ _BOOLS = ("with_cuda", "is_python_module", "with_pytorch_error_handling", "no_im
 ARGS = ("name", *_LISTS, "functions", *_BOOLS)
 
 
-class RequestError(ValueError):
-    """A build message that breaks the schema (the worker's bytes, not a build failure)."""
+# A build message that breaks the schema: the worker's bytes, not a build failure.
+RequestError = ProtocolError
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ class LoadFailure:
 def is_build_failure(exc: BaseException) -> bool:
     """A build the worker asked the parent for failed or was refused (kernelproof.build.inline), the
     exception itself or the one it was raised from (a solution re-raising it in its own words)."""
-    from kernelproof.build.inline import BuildRequestError
+    from kernelproof.errors import BuildRequestError
 
     seen = 0
     while exc is not None and seen < 8:
