@@ -70,7 +70,9 @@ class BuildService:
         if not result.ok:
             self.notes.append(f"build_request {name}: failed")
             log = result.log.replace(str(work), "")
-            self.failed = self.failed or f"the solution failed to build {name!r} (asked for at run time): {log}"
+            self.failed = (
+                self.failed or f"the solution failed to build {name!r} (asked for at run time): {log}"
+            )
             return build_requests.reply(False, f"the solution failed to build {name!r}: {log}")
         if key not in self.built:
             self.source_bytes += request.source_bytes
