@@ -197,7 +197,7 @@ def _evaluate_on(task: str, solution: str, options: EvalOptions, device: str, po
             verdict = _judged(task, solution, options, device, pool)
     verdict = _beyond_the_device(verdict, task, options, device, pool)
     never_stored = (ReasonCode.TOO_LARGE.value, ReasonCode.ENVIRONMENT.value, ReasonCode.MACHINE_BUSY.value)
-    if verdict.codes and verdict.codes[0] in never_stored:
+    if verdict.codes and (verdict.codes[0] in never_stored or ReasonCode.ENVIRONMENT.value in verdict.codes):
         return verdict  # a property of this machine (and its neighbours) at the time: never stored
     if store is not None:
         store.put(key, verdict, options_sha256=options_digest(options), limits=options.serving_conditions())

@@ -94,6 +94,12 @@ _NAMED_REFUSALS = (
 )
 _HOPPER_VIRTUAL = "compute_90a?"  # Hopper: sm_90 / sm_90a and their virtual compute_90 / compute_90a
 _HOPPER = f"(sm_90a?|{_HOPPER_VIRTUAL})"
+# Any GPU generation: published code often targets sm_80 or older and runs on Hopper through its PTX.
+# Allowed, and noted (:func:`literal_notes`): such code does not use the device's own instructions.
+_ANY_VIRTUAL = "compute_[1-9][0-9]{1,2}[af]?"
+_ANY_ARCH = f"(sm_[1-9][0-9]{{1,2}}[af]?|{_ANY_VIRTUAL})"
+_ARCH_FLAG = re.compile(r"^(-arch|--gpu-architecture|-code|--gpu-code|-gencode|--generate-code)=(.*)$")
+DOCS = "docs/builds.md#what-a-solution-may-pass-to-the-compilers"  # the section every refusal names
 _DEFINE = rf"-D{_IDENT}(=[A-Za-z0-9_.+-]*)?|-U{_IDENT}"
 _OPT = r"-O[0-3]"
 _STD = r"--?std=(c|gnu)\+\+(11|14|17|20|23|1z|2a|2b)"
@@ -104,11 +110,20 @@ _CXX = re.compile(
     rf"^({_OPT}|-Os|-Ofast|{_DEFINE}|{_STD}|-g|-g0|{_WARN}"
     # host code generation that cannot reach outside the build (-fPIC: torch passes it too)
     r"|-fPIC|-fpic|-ffast-math|-funroll-loops|-fno-strict-aliasing|-fno-math-errno"
-    r"|-fvisibility=hidden|-fvisibility-inlines-hidden)$"
+    r"|-fvisibility=hidden|-fvisibility-inlines-hidden"
+    # OpenMP: the host code's own threads, in the builder's and the worker's process limits
+    r"|-fopenmp|-fopenmp-simd"
+    # CPU instruction sets: the machine's CPU model is in the build key (kernelproof.build.env)
+    r"|-m(arch|tune|cpu)=[a-z0-9_.+-]+|-mprefer-vector-width=(128|256|512)"
+    r"|-m(no-)?(sse[0-9.]*|ssse3|avx[0-9a-z]*|fma4?|f16c|bmi2?|popcnt|lzcnt|movbe|aes|pclmul|sha"
+    r"|vpclmulqdq|gfni|vaes|adx|rdrnd|rdseed|amx-[a-z0-9]+|neon|sve2?))$"
 )
 _PTXAS_OPTION = re.compile(
     r"^(-v|--verbose|-O[0-3]|-warn-spills|--warn-on-spills|-warn-lmem-usage|--warn-on-local-memory-usage"
-    r"|-dlcm=c[agv]|-dscm=(cg|cs|wt)|--allow-expensive-optimizations=(true|false))$"
+    r"|-dlcm=c[agv]|-dscm=(cg|cs|wt)|--allow-expensive-optimizations=(true|false)"
+    r"|--?maxrregcount=[0-9]{1,3}|--?def-load-cache=c[agv]|--?def-store-cache=(cg|cs|wt|wb)"
+    r"|--?fmad=(true|false)|-lineinfo|--generate-line-info|--?opt-level=[0-3]|--?register-usage-level=[0-9]{1,2}"
+    r"|-warn-double-usage|--warn-on-double-precision-use|--disable-optimizer-constants|--?sp-bound-check)$"
 )
 _NVCC = re.compile(
     rf"^({_OPT}|{_DEFINE}|{_STD}|-g|{_WARN}|--disable-warnings"
@@ -120,10 +135,10 @@ _NVCC = re.compile(
     r"|-res-usage|--resource-usage|--?diag[-_]suppress=[A-Za-z0-9_,]+|-Xcudafe=--diag_suppress=[A-Za-z0-9_,]+"
     # register budget per thread: a tuning knob of the kernel's own code generation
     r"|--?maxrregcount=[0-9]{1,3}"
-    rf"|(-arch|--gpu-architecture)={_HOPPER}|(-code|--gpu-code)={_HOPPER}(,{_HOPPER})*"
-    rf"|(-gencode|--generate-code)=arch={_HOPPER_VIRTUAL},code={_HOPPER})$"
+    rf"|(-arch|--gpu-architecture)={_ANY_ARCH}|(-code|--gpu-code)={_ANY_ARCH}(,{_ANY_ARCH})*"
+    rf"|(-gencode|--generate-code)=arch={_ANY_VIRTUAL},code={_ANY_ARCH})$"
 )
-_LD = re.compile(r"^(-l[A-Za-z0-9_.+-]+|-Wl,--(no-)?as-needed)$")
+_LD = re.compile(r"^(-l[A-Za-z0-9_.+-]+|-Wl,--(no-)?as-needed|-fopenmp)$")
 
 
 @dataclass(frozen=True)
@@ -138,7 +153,7 @@ class Refusal:
     def message(self) -> str:
         where = f"line {self.line}: " if self.line else ""
         what = "name" if self.argument == "name" else f"{self.argument} entry"
-        return f"{where}{what} {self.flag!r} refused: {self.reason} (allowed flags: docs/builds.md)"
+        return f"{where}{what} {self.flag!r} refused: {self.reason} (allowed flags: {DOCS})"
 
 
 def check(argument: str, flags: object, staging: str | Path | None = None) -> tuple[str, ...]:
@@ -242,7 +257,7 @@ def _token_reason(kind: str, word: str, roots: dict[str, tuple[str, ...]]) -> st
             opts = ptxas.group(2).split(",")
             return "" if all(_PTXAS_OPTION.match(o) for o in opts) else "not an allowed ptxas option"
         if re.match(r"^(-arch|--gpu-architecture|-code|--gpu-code|-gencode|--generate-code)\b", word):
-            return "" if _NVCC.match(word) else "targets something other than Hopper (sm_90, sm_90a)"
+            return "" if _NVCC.match(word) else "not a GPU target nvcc takes here (sm_NN, compute_NN)"
         return "" if _NVCC.match(word) else "not on the allowlist of nvcc flags"
     return "" if _CXX.match(word) else "not on the allowlist of C++ compiler flags"
 
@@ -315,13 +330,79 @@ def literal_refusals(source: str) -> list[Refusal]:
     A call's argument counts when it is a literal, or a name bound once at module level to a
     literal; anything computed is left to the builder's own check.
     """
+    found: list[Refusal] = []
+    for line, param, value in _literal_arguments(source):
+        if param == "name":
+            if not (isinstance(value, str) and _NAME.fullmatch(value)):
+                found.append(Refusal("name", str(value), "an extension's name must be a C identifier", line))
+            continue
+        refusal = first_refusal(param, value, None)
+        if refusal is not None:
+            found.append(Refusal(refusal.argument, refusal.flag, refusal.reason, line))
+    return found
+
+
+@dataclass(frozen=True)
+class Note:
+    """An allowed flag a person reading the verdict should know about (a flag, never a failure)."""
+
+    line: int  # 1-based line of the build call
+    flag: str
+    what: str
+
+    def message(self) -> str:
+        return f"{self.flag!r}: {self.what} ({DOCS})"
+
+
+FOREIGN_TARGET = (
+    "targets another GPU generation than Hopper (sm_90, sm_90a): on this device the code runs "
+    "through its PTX or older instructions, not the device's own"
+)
+
+
+def foreign_targets(argument: str, flags: object) -> tuple[str, ...]:
+    """The GPU-target flags of one allowed nvcc argument that name something other than Hopper."""
+    if KINDS.get(argument) != "nvcc":
+        return ()
+    tokens, refusal = _check(argument, flags, None)
+    if refusal is not None:
+        return ()
+    joined: list[str] = []
+    i = 0
+    while i < len(tokens):
+        word = tokens[i]
+        if word in _TAKES_VALUE and i + 1 < len(tokens):
+            word, i = word + _TAKES_VALUE[word] + tokens[i + 1], i + 1
+        joined.append(word)
+        i += 1
+    out = []
+    for word in joined:
+        m = _ARCH_FLAG.match(word)
+        targets = re.findall(r"(?:sm|compute)_[0-9]+[af]?", m.group(2)) if m else []
+        if targets and not all(re.fullmatch(_HOPPER, t) for t in targets):
+            out.append(word)
+    return tuple(out)
+
+
+def literal_notes(source: str) -> list[Note]:
+    """Allowed literal flags worth a verdict flag: GPU targets other than Hopper."""
+    return [
+        Note(line, flag, FOREIGN_TARGET)
+        for line, param, value in _literal_arguments(source)
+        if param != "name"
+        for flag in foreign_targets(param, value)
+    ]
+
+
+def _literal_arguments(source: str) -> list[tuple[int, str, object]]:
+    """(line, parameter, literal value) of every checked argument of the solution's build calls."""
     try:
         tree = pyast.parse(source)
     except SyntaxError:
         return []
     aliases = _aliases(tree)
     constants = _module_literals(tree)
-    found: list[Refusal] = []
+    found: list[tuple[int, str, object]] = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
@@ -335,16 +416,8 @@ def literal_refusals(source: str) -> list[Refusal]:
             if param not in KINDS and param != "name":
                 continue
             value = _literal(value_node, constants)
-            if value is _UNKNOWN:
-                continue
-            if param == "name":
-                if not (isinstance(value, str) and _NAME.fullmatch(value)):
-                    reason = "an extension's name must be a C identifier"
-                    found.append(Refusal("name", str(value), reason, node.lineno))
-                continue
-            refusal = first_refusal(param, value, None)
-            if refusal is not None:
-                found.append(Refusal(refusal.argument, refusal.flag, refusal.reason, node.lineno))
+            if value is not _UNKNOWN:
+                found.append((node.lineno, param, value))
     return found
 
 

@@ -26,6 +26,7 @@ reaches it (kernelproof/exits.py has the whole table):
     │                           2 when the provider refused the request as written
     ├── NativeCompileError      nvcc rejected a native source (in the candidate's build: compile_error)
     ├── RefusedFlagError        a compiler flag a solution passed is not allowed (kernelproof/compiler_flags.py)
+    ├── BuildRequestError       a build the worker asked the parent for failed or was refused (compile_error)
     ├── CacheTamperError        a build cache entry changed after it was published
     ├── PublishError            a build's staging directory cannot be published
     ├── WorkerError             the trusted side of the worker protocol failed (not the candidate)
@@ -146,6 +147,12 @@ class RefusedFlagError(KernelproofError):
     def __init__(self, refusal):  # a kernelproof.compiler_flags.Refusal
         super().__init__(refusal.message())
         self.refusal = refusal
+
+
+class BuildRequestError(KernelproofError, RuntimeError):
+    """Raised in the worker to the solution's load_inline / load call: the build it asked the parent for
+    (kernelproof/build/requests.py) failed or was refused. A RuntimeError too, as torch's own build
+    failure is, so a solution's ``except RuntimeError`` sees it the same."""
 
 
 class CacheTamperError(KernelproofError):

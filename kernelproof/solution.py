@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelproof import pyast
-from kernelproof.compiler_flags import literal_refusals
+from kernelproof.compiler_flags import literal_notes, literal_refusals
 from kernelproof.errors import UsageError
 
 # Modules whose import by a solution is flagged (the audit hook forbids their use at run time).
@@ -105,6 +105,9 @@ def triage(source: str) -> Triage:
                     root == "kernelproof" and "native" in [a.name for a in node.names]
                 ):
                     uses_native = True
+                if isinstance(node, ast.ImportFrom) and node.module == "torch.utils.cpp_extension":
+                    if any(a.name in ("load", "load_inline") for a in node.names):
+                        uses_load_inline = True  # a build called anywhere, under any local name
                 if isinstance(node, ast.ImportFrom) and node.module and "torch.library" in node.module:
                     findings.append(
                         Finding(node.lineno, "torch_library", "imports torch.library (operator overrides)")
@@ -156,6 +159,7 @@ def triage(source: str) -> Triage:
         Finding(r.line, "refused_flag", r.message().removeprefix(f"line {r.line}: "))
         for r in literal_refusals(source)
     ]
+    findings += [Finding(n.line, "foreign_gpu_target", n.message()) for n in literal_notes(source)]
     cuda_kernels = re.findall(
         r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?\w[\w:<>\s\*]*?\s+(\w+)\s*\(", source
     )

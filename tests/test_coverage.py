@@ -62,3 +62,147 @@ def test_a_strict_failure_that_library_ok_accepts_says_so():
     reason = coverage_reason(_coverage(gemm_epilogue, "strict"))
     assert reason.code.value == "low_kernel_coverage" and "--policy library-ok" in reason.message
     assert coverage_reason(_coverage(gemm_epilogue, "library-ok")) is None
+
+
+# -- data movement and a small epilogue set aside (classify), every decoy still caught -------------
+from kernelproof.measure.coverage import classify  # noqa: E402
+
+OUT_BYTES = 4 * 2**20  # the outputs' size: 4 MiB
+FLOOR = 2.0  # us
+
+
+def _decide(rows, output_bytes=OUT_BYTES, policy="strict", floor_us=FLOOR):
+    return _coverage(classify(rows, output_bytes, floor_us), policy, floor_us)
+
+
+def _fails(cov) -> bool:
+    return coverage_reason(cov) is not None
+
+
+def test_a_cuda_graph_replay_returning_a_clone_passes():
+    rows = [
+        ("_fused_graph_kernel", "solution", 0.012, -1),
+        ("Memcpy DtoD (Device -> Device)", "aten", 0.010, OUT_BYTES),
+    ]
+    cov = _decide(rows)
+    assert not _fails(cov) and cov.custom_fraction == 1.0
+    assert cov.custom_fraction_raw < COVERAGE_MIN["strict"]  # the raw figure counts the copy as ATen
+
+
+def test_a_memset_before_an_atomic_reduction_is_movement():
+    rows = [("Memset (Device)", "aten", 0.004, 4096), ("_atomic_sum_kernel", "solution", 0.006, -1)]
+    assert not _fails(_decide(rows))
+
+
+def test_copies_beyond_the_outputs_size_or_of_unknown_size_are_counted():
+    big = [("_k", "solution", 0.010, -1), ("Memcpy DtoD (Device -> Device)", "aten", 0.030, 3 * OUT_BYTES)]
+    assert _fails(_decide(big))
+    unknown = [("_k", "solution", 0.010, -1), ("Memcpy DtoD (Device -> Device)", "aten", 0.030, -1)]
+    assert _fails(_decide(unknown))
+
+
+def test_decoy_host_computation_copied_up_fails():
+    rows = [
+        ("Memcpy HtoD (Pageable -> Device)", "aten", 0.050, OUT_BYTES),
+        ("_touch_kernel", "solution", 0.002, -1),
+    ]
+    assert _fails(_decide(rows))
+
+
+def test_partial_sums_with_an_aten_reduction_pass_at_the_largest_shape():
+    rows = [
+        ("_partial_sums_kernel", "solution", 0.030, -1),
+        ("reduce_kernel", "aten", 0.0023, -1),  # the reduction of a few hundred partial sums
+        ("mul_scalar_kernel", "aten", 0.0021, -1),
+    ]
+    cov = _decide(rows)
+    assert not _fails(cov) and cov.custom_fraction == 1.0
+    assert [o for _, o, _ in classify(rows, OUT_BYTES, FLOOR)] == ["solution", "epilogue", "epilogue"]
+
+
+def test_decoy_one_element_kernel_then_softmax_fails_at_any_size():
+    large = [("_one_element_kernel", "solution", 0.0021, -1), ("softmax_warp_forward", "aten", 0.050, -1)]
+    tiny = [("_one_element_kernel", "solution", 0.0021, -1), ("softmax_warp_forward", "aten", 0.0030, -1)]
+    assert _fails(_decide(large)) and _fails(_decide(tiny))
+
+
+def test_decoy_one_element_kernel_launched_many_times_gets_no_epilogue():
+    rows = [("_one_element_kernel", "solution", 0.0021, -1)] * 20 + [
+        ("softmax_warp_forward", "aten", 0.0035, -1)
+    ]
+    assert "epilogue" not in [o for _, o, _ in classify(rows, OUT_BYTES, FLOOR)]
+    assert _fails(_decide(rows))
+
+
+def test_decoy_copy_kernel_then_the_real_op_in_aten_fails():
+    rows = [("_copy_kernel", "solution", 0.020, -1), ("softmax_warp_forward", "aten", 0.020, -1)]
+    assert _fails(_decide(rows))
+
+
+def test_decoys_with_no_kernel_of_their_own_fail():
+    fallback = [("softmax_warp_forward", "aten", 0.020, -1)]  # try/except fallback, plain PyTorch
+    assert coverage_reason(_decide(fallback)).code.value == "no_custom_kernel"
+
+
+def test_many_near_floor_aten_kernels_are_not_an_epilogue():
+    rows = [("_k", "solution", 0.040, -1)] + [(f"add_{i}", "aten", 0.0025, -1) for i in range(5)]
+    assert "epilogue" not in [o for _, o, _ in classify(rows, OUT_BYTES, FLOOR)]
+
+
+def test_without_a_floor_no_epilogue_is_set_aside():
+    rows = [("_k", "solution", 0.030, -1), ("reduce_kernel", "aten", 0.0023, -1)]
+    assert [o for _, o, _ in classify(rows, OUT_BYTES, None)] == ["solution", "aten"]
+
+
+def test_the_largest_timed_shape_decides_and_every_shape_is_reported():
+    from kernelproof.evaluate.timing import _deciding_coverage
+
+    small = Coverage(0.4, (), "strict", "2 device activities, 0.005 ms GPU time", 0.3, FLOOR, 0.4)
+    large = Coverage(0.95, (), "strict", "2 device activities, 0.300 ms GPU time", 0.9, FLOOR, 0.95)
+    cov, reason = _deciding_coverage([("small", small), ("default", large)])
+    assert reason is None and cov.custom_fraction == 0.95
+    assert "decided at shape 'default'" in cov.note and "small: 30% raw, 40% deciding" in cov.note
+
+
+INPUT_ELEMS = 16 * 8192  # row_mean's default shape
+SMALL = INPUT_ELEMS // 16
+
+
+def test_partial_sums_at_a_launch_bound_shape_pass_by_the_epilogues_input_size():
+    """The H200 measurement: the ATen reduce of the partial sums took longer than the solution's kernel."""
+    rows = [
+        ("_partial_sums_kernel", "solution", 0.0030, -1, -1),
+        ("reduce_kernel", "aten", 0.0023, -1, 16 * 32),  # aten::sum over the (16, 32) partial sums
+        ("div_kernel", "aten", 0.0021, -1, 16),  # a scalar division of the 16 sums
+    ]
+    cov = _coverage(classify(rows, OUT_BYTES, FLOOR, SMALL), "strict", FLOOR)
+    assert not _fails(cov) and cov.custom_fraction == 1.0
+    assert cov.custom_fraction_raw < 0.5  # the raw figure, reported beside it, is what failed before
+
+
+def test_decoy_one_element_kernel_then_an_op_over_the_inputs_fails_whatever_its_time():
+    rows = [
+        ("_one_element_kernel", "solution", 0.0021, -1, -1),
+        ("softmax_warp_forward", "aten", 0.0030, -1, INPUT_ELEMS),
+    ]
+    assert _fails(_coverage(classify(rows, OUT_BYTES, FLOOR, SMALL), "strict", FLOOR))
+
+
+def test_decoy_host_computation_with_a_small_copy_up_fails():
+    rows = [
+        ("Memcpy DtoH (Device -> Pageable)", "aten", 0.040, INPUT_ELEMS * 4, INPUT_ELEMS),
+        ("_one_element_kernel", "solution", 0.0021, -1, -1),
+        ("Memcpy HtoD (Pageable -> Device)", "aten", 0.0025, 64, 16),
+    ]
+    origins = [o for _, o, _ in classify(rows, OUT_BYTES, FLOOR, SMALL)]
+    assert origins == ["aten", "solution", "aten"]
+    assert _fails(_coverage(classify(rows, OUT_BYTES, FLOOR, SMALL), "strict", FLOOR))
+
+
+def test_an_op_over_a_list_of_tensors_or_without_a_known_size_is_not_small():
+    rows = [
+        ("_k", "solution", 0.0030, -1, -1),
+        ("cat_kernel", "aten", 0.0030, -1, 1 << 62),
+        ("x", "aten", 0.003, -1, -1),
+    ]
+    assert "epilogue" not in [o for _, o, _ in classify(rows, OUT_BYTES, FLOOR, SMALL)]

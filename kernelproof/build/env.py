@@ -35,6 +35,9 @@ class BuildEnv:
     python_abi: str  # e.g. "cpython-311"; extensions are tied to it
     cxx_path: str = ""  # the C++ compiler torch runs ($CXX or c++), resolved to a file
     nvcc_path: str = ""  # the nvcc torch and kernelproof.native run, resolved to a file
+    # The host CPU's model and instruction-set flags: -march=native, -mavx2 and OpenMP's code paths
+    # produce host code for this CPU, which another machine sharing the cache may not run.
+    cpu_model: str = ""
 
     def to_json(self) -> dict[str, str]:
         return asdict(self)
@@ -111,6 +114,27 @@ def cuda_home() -> str | None:
     return home if os.path.isdir(os.path.join(home, "include")) else None
 
 
+@functools.cache
+def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """The first CPU's model name and a hash of its feature flags ("" where the file is absent)."""
+    import platform
+
+    try:
+        text = open(cpuinfo, encoding="utf-8", errors="replace").read()
+    except OSError:
+        return platform.processor() or platform.machine()
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the first processor's block
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    model = fields.get("model name") or fields.get("CPU part") or platform.machine()
+    features = fields.get("flags") or fields.get("Features") or ""
+    digest = hashlib.sha256(" ".join(sorted(features.split())).encode()).hexdigest()[:16]
+    return f"{model} [{digest}]"
+
+
 def current_env(arch: str) -> BuildEnv:
     """Read this machine's build environment (subprocess calls are cached for the process)."""
     import sysconfig
@@ -129,6 +153,7 @@ def current_env(arch: str) -> BuildEnv:
         python_abi=sysconfig.get_config_var("SOABI") or "",
         cxx_path=os.path.realpath(cxx_file) if cxx_file else "",
         nvcc_path=os.path.realpath(nvcc) if nvcc else "",
+        cpu_model=cpu_model(),
     )
 
 

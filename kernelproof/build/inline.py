@@ -43,6 +43,7 @@ from kernelproof import compiler_flags
 from kernelproof.build import pch as _pch
 from kernelproof.build import toolenv
 from kernelproof.build.split import split_cuda_source
+from kernelproof.errors import BuildRequestError  # defined in the one tree, raised here
 
 STAMP = "kp_inline.json"  # written beside <name>.so after a successful build
 _ARG_KEYS = (
@@ -69,7 +70,16 @@ _state: dict[str, Any] = {
     "pch_dir": None,
     "fast": True,
     "records": [],
+    "requester": None,  # in a worker: sends a build request to the parent (kernelproof.build.requests)
 }
+_CPP_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".c")
+_CUDA_SUFFIXES = (".cu", ".cuh")
+MAX_SOURCE_FILE_BYTES = 4 * 2**20  # one source file cpp_extension.load names, read in a worker
+
+
+def set_requester(requester: Any) -> None:
+    """In a worker: builds the solution asks for become requests to the parent (never built here)."""
+    _state["requester"] = requester
 
 
 class _NoFast(Exception):
@@ -130,10 +140,13 @@ def _refuse_unless_allowed(a: dict[str, Any], paths: dict[str, Any] | None = Non
 
 
 def load(*args: Any, **kwargs: Any) -> Any:
-    """torch.utils.cpp_extension.load with its flags checked and its environment pinned.
+    """torch.utils.cpp_extension.load with its flags checked, built as load_inline of its files.
 
-    Its build goes where torch puts it by default, under TORCH_EXTENSIONS_DIR (the staging
-    directory): a requested ``build_directory`` elsewhere would have the compilers write there.
+    The files' text goes into one load_inline call (C++ files into its C++ sources, CUDA files
+    into its CUDA sources, in their order, no implicit headers, no generated bindings): built
+    under TORCH_EXTENSIONS_DIR (the staging directory) whatever ``build_directory`` was asked for,
+    published like any load_inline build, and in a worker asked of the parent. Files that include
+    each other by relative path, or define the same static name twice, do not build this way.
     """
     from torch.utils import cpp_extension as ce
 
@@ -142,9 +155,47 @@ def load(*args: Any, **kwargs: Any) -> Any:
     bound.apply_defaults()
     a = dict(bound.arguments)
     _refuse_unless_allowed(a, {"sources": a.get("sources")})
-    a["build_directory"] = None
-    with toolenv.pinned():
-        return original(**a)
+    # The same build as load_inline of the files' text, in the builder (published like any
+    # load_inline build) and in a worker (a build request, or the build the parent provided).
+    return load_inline(**_inline_arguments(a))
+
+
+def _inline_arguments(a: dict[str, Any]) -> dict[str, Any]:
+    """cpp_extension.load's arguments as load_inline's: the source files read (regular files, no
+    links followed, at most MAX_SOURCE_FILE_BYTES each), C++ and CUDA apart, in their order."""
+    sources = (
+        [a["sources"]] if isinstance(a.get("sources"), (str, os.PathLike)) else list(a.get("sources") or [])
+    )
+    cpp: list[str] = []
+    cuda: list[str] = []
+    for path in sources:
+        path = os.fspath(path)
+        if not path.endswith(_CPP_SUFFIXES + _CUDA_SUFFIXES):
+            raise BuildRequestError(f"cpp_extension.load: {path!r} is not a C++ or CUDA source file")
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError as exc:
+            raise BuildRequestError(f"cpp_extension.load: cannot read {path!r}: {exc.strerror}") from None
+        with os.fdopen(fd, "rb") as f:
+            text = f.read(MAX_SOURCE_FILE_BYTES + 1)
+        if len(text) > MAX_SOURCE_FILE_BYTES:
+            raise BuildRequestError(
+                f"cpp_extension.load: {path!r} is larger than {MAX_SOURCE_FILE_BYTES} bytes"
+            )
+        (cuda if path.endswith(_CUDA_SUFFIXES) else cpp).append(text.decode("utf-8", errors="replace"))
+    return {
+        "name": a["name"],
+        "cpp_sources": cpp,
+        "cuda_sources": cuda,
+        "functions": None,  # the sources bind their own functions (PYBIND11_MODULE or TORCH_LIBRARY)
+        "extra_cflags": a.get("extra_cflags"),
+        "extra_cuda_cflags": a.get("extra_cuda_cflags"),
+        "extra_ldflags": a.get("extra_ldflags"),
+        "extra_include_paths": a.get("extra_include_paths"),
+        "with_cuda": a.get("with_cuda"),
+        "is_python_module": a.get("is_python_module", True),
+        "no_implicit_headers": True,  # the files include what they need, as load compiles them
+    }
 
 
 def load_inline(*args: Any, **kwargs: Any) -> Any:
@@ -169,22 +220,31 @@ def _load_checked(a: dict[str, Any], original: Any) -> Any:
 
     digest = _digest(a)
     dirname = f"kp-{a['name']}-{digest[:16]}"
-    build_dir = ce._get_build_directory(dirname, False)
+    requester = _state["requester"]
+    if requester is not None and os.environ.get("TORCH_EXTENSIONS_DIR"):
+        build_dir = os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], dirname)  # read-only here: no mkdir
+    else:
+        build_dir = ce._get_build_directory(dirname, False)
     started = time.perf_counter()
     record: dict[str, Any] = {"name": a["name"], "digest": digest, "build_dir": build_dir}
     stamp = Path(build_dir) / STAMP
     so = Path(build_dir) / f"{a['name']}.so"
-    if so.is_file() and _stamp_digest(stamp) == digest and a["is_python_module"]:
-        record.update(strategy="prebuilt", seconds=time.perf_counter() - started)
+    if not (so.is_file() and _stamp_digest(stamp) == digest) and requester is not None:
+        _request_build(requester, a, record)  # the parent builds it into this worker's read-only folder
+    if so.is_file() and _stamp_digest(stamp) == digest:
+        record.update(strategy=record.get("strategy") or "prebuilt", seconds=time.perf_counter() - started)
         _state["records"].append(record)
-        return ce._import_module_from_library(a["name"], build_dir, True)
+        # a library of custom operators (TORCH_LIBRARY, is_python_module=False) through torch.ops.load_library
+        return ce._import_module_from_library(a["name"], build_dir, bool(a["is_python_module"]))
+    if requester is not None:
+        raise BuildRequestError(f"the build of {a['name']!r} the parent provided is not where it belongs")
 
     try:
         with open(Path(build_dir) / "kp.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # two processes sharing a build directory build once
             if so.is_file() and _stamp_digest(stamp) == digest:
                 record["strategy"] = "prebuilt"
-                return ce._import_module_from_library(a["name"], build_dir, True)
+                return ce._import_module_from_library(a["name"], build_dir, bool(a["is_python_module"]))
             module = _build_and_import(a, build_dir, original, record)
     finally:
         record["seconds"] = time.perf_counter() - started
@@ -210,6 +270,24 @@ def _build_and_import(a: dict[str, Any], build_dir: str, original: Any, record: 
     a["use_pch"] = False  # torch's own header cache lives in torch's install, shared by every build
     record["strategy"] = "torch"
     return original(**{k: v for k, v in a.items() if k in inspect.signature(original).parameters})
+
+
+def request_arguments(a: dict[str, Any]) -> dict[str, Any]:
+    """The arguments a build request carries: every one that decides the build (its digest's)."""
+    return {k: a.get(k) for k in _ARG_KEYS}
+
+
+def _request_build(requester: Any, a: dict[str, Any], record: dict[str, Any]) -> None:
+    """Ask the parent to build this call; BuildRequestError with its message when it will not."""
+    try:
+        reply = requester(request_arguments(a))
+    except Exception as exc:  # noqa: BLE001 - the wire broke: the request failed
+        raise BuildRequestError(f"the build request for {a['name']!r} got no answer: {exc}") from None
+    if not isinstance(reply, dict) or reply.get("op") != "built":
+        raise BuildRequestError("the parent answered a build request with something else")
+    if not reply.get("ok"):
+        raise BuildRequestError(str(reply.get("message") or "the build was refused")[:4000])
+    record["strategy"] = "requested"
 
 
 def _write_stamp(build_dir: str, record: dict[str, Any]) -> None:

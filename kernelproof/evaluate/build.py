@@ -161,7 +161,7 @@ def with_worker_report(record: BuildRecord, report: dict | None) -> BuildRecord:
         return record
     inline = [str(s) for s in report.get("inline", [])]
     native = int(report.get("native_compiled", 0) or 0)
-    compiled = any(s != "prebuilt" for s in inline) or native > 0
+    compiled = any(s not in ("prebuilt", "requested") for s in inline) or native > 0
     return replace(record, worker_compiled=compiled)
 
 

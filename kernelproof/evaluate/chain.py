@@ -14,13 +14,14 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
 from kernelproof.evaluate import machine, progress
 from kernelproof.evaluate.build import install_build, preparer, wait_for_build
+from kernelproof.evaluate.build_requests import BuildService
 from kernelproof.evaluate.correctness import check_correctness
 from kernelproof.evaluate.finish import Envelope, environment, settings_of, stopped_verdict, verdict_of
 from kernelproof.evaluate.records import Built, Checked, Probed, Setup, Stopped, Timed
@@ -149,6 +150,7 @@ def _run_candidate(
     timed = None
     probed = Probed(0)
     watchdog: _Watchdog | None = None
+    service: BuildService | None = None
     try:
         with gate.shared():  # waiting here (a timing inside) counts towards "worker"
             with steps.step("worker_start"):
@@ -164,6 +166,8 @@ def _run_candidate(
             phases.mark("worker_ready_s")
             with steps.step("handoff"):
                 built = install_build(setup, built, worker, options.timeout_s)
+                if setup.pending_build is not None:  # builds the solution asks for while it runs
+                    worker.build_handler = service = BuildService(setup.pending_build.pool, worker.private)
                 staged = worker.stage_solution(setup.solution.ref.path)
             if built.failure is not None:
                 checked = Checked((), (built.failure,), (), {}, True)
@@ -182,6 +186,8 @@ def _run_candidate(
         if not checked.reasons and not options.correctness_only:
             # The GPU to this evaluation alone: other evaluations' stretches end first, and no
             # worker of ours is still starting (waiting for either counts towards "settle").
+            if service is not None:  # every timed shape ran in correctness: nothing is built from here on
+                service.close("timing has started (a build is asked for before the first timed call)")
             with gate.exclusive():
                 workers.settle(device)
                 phases.mark("settled_s")
@@ -204,16 +210,25 @@ def _run_candidate(
                 "(--evaluation-timeout); the worker was killed",
                 died.message,
             )
-        return _Ran(built, checked, timed, probed, reason, hello, limits, sandbox)
+        return _Ran(_noted(built, service), checked, timed, probed, reason, hello, limits, sandbox)
     except ProtocolError as exc:
         if worker is not None:
             worker.kill()
         reason = Reason(ReasonCode.CRASH, f"the worker broke the protocol: {exc}")
-        return _Ran(built, checked, timed, probed, reason, hello, limits, sandbox)
+        return _Ran(_noted(built, service), checked, timed, probed, reason, hello, limits, sandbox)
     finally:
         if watchdog is not None:
             watchdog.cancel()
         if worker is not None:
             with gate.shared(), steps.step("worker_close"):  # a worker's exit touches the GPU too
                 worker.close()
-    return _Ran(built, checked, timed, probed, None, hello, limits, sandbox)
+    if service is not None and service.failed and not checked.reasons:
+        checked = replace(checked, reasons=(Reason(ReasonCode.COMPILE_ERROR, service.failed[:4000]),))
+    return _Ran(_noted(built, service), checked, timed, probed, None, hello, limits, sandbox)
+
+
+def _noted(built: Built, service: BuildService | None) -> Built:
+    """The build record with the builds the solution asked for while it ran, as flags."""
+    if service is None or not service.notes:
+        return built
+    return replace(built, flags=built.flags + tuple(dict.fromkeys(service.notes)))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from kernelproof import flags as numeric_flags
 from kernelproof.evaluate.records import Checked, Setup
 from kernelproof.evaluate.requests import encode_args, load_candidate, named_timeout
 from kernelproof.inputs import FINGERPRINT_SIGMAS, checksum, fingerprint
@@ -89,6 +90,7 @@ def run_cases(setup: Setup, cases, worker: WorkerProcess, staged: str, options: 
     kb_ok = True
     worker_build = None
     loaded = None
+    unmatched: list[str] = []  # the candidate's own floating-point state the reference gives no value for
 
     def checked(*reasons: Reason, at: Case | None = None) -> Checked:
         failed = at.case_id if at is not None else ""
@@ -103,6 +105,12 @@ def run_cases(setup: Setup, cases, worker: WorkerProcess, staged: str, options: 
                 worker_build = reply["build"]
             if not reply.get("ok"):
                 return checked(reason_of(reply), at=case)
+            neutral = numeric_flags.neutral_flag(
+                numeric_flags.neutral_settings(ctx.precision, dict(reply.get("flags") or {}))
+            )
+            if neutral and neutral not in flags:
+                flags.append(neutral)
+            unmatched = _names(reply.get("unmatched_state"))
             if reply.get("weights") == "not_copied":
                 flags.append(
                     "weights_not_copied: ModelNew's parameters match the reference's by neither name nor order"
@@ -126,10 +134,30 @@ def run_cases(setup: Setup, cases, worker: WorkerProcess, staged: str, options: 
         results.append(judged.result)
         flags += [n for n in judged.notes if n not in flags]
         if judged.reason is not None:
-            return checked(
-                _with_dropout_hint(judged.reason) if setup.random_reference else judged.reason, at=case
-            )
+            reason = _with_weights_hint(judged.reason, unmatched)
+            return checked(_with_dropout_hint(reason) if setup.random_reference else reason, at=case)
     return checked()
+
+
+def _names(value: object) -> list[str]:
+    """A list of short names from a reply (the worker's word: only a message depends on it)."""
+    if not isinstance(value, list):
+        return []
+    return [v[:200] for v in value[:16] if isinstance(v, str)]
+
+
+def _with_weights_hint(reason: Reason, unmatched: list[str]) -> Reason:
+    """A mismatch from a ModelNew that holds state the reference lacks: name the harness's weights."""
+    if reason.code is not ReasonCode.MISMATCH or not unmatched:
+        return reason
+    hint = (
+        ". Note: the harness gives ModelNew the reference's weights after construction (parameters "
+        "initialised to a constant are perturbed), through load_state_dict(strict=False); ModelNew "
+        f"holds state the reference has no value for ({', '.join(unmatched)}): if it is derived from "
+        "the parameters in __init__ (a folded BatchNorm), it is stale. Recompute it in a "
+        "load_state_dict post-hook (docs/tasks.md, weights derived from parameters)"
+    )
+    return Reason(reason.code, reason.message + hint, reason.detail)
 
 
 def _with_dropout_hint(reason: Reason) -> Reason:

@@ -96,6 +96,8 @@ def verdict_of(
     busy = [r for r in reasons if r.code is ReasonCode.MACHINE_BUSY]  # timing found the machine too busy
     if busy and not too_large:
         reasons = tuple(busy)
+    # What this machine lacks (a GPU driver) is an error of the evaluation, not the candidate's.
+    lacking = any(r.code is ReasonCode.ENVIRONMENT for r in reasons)
     flags = setup.flags + built.flags + checked.flags + (timed.flags if timed else ()) + probed.flags
     if not checked.cases and not reasons:
         reasons += (Reason(ReasonCode.MISSING_RESULT, "no case was run"),)
@@ -114,7 +116,7 @@ def verdict_of(
     )
     settings = {**envelope.settings, "cases": [c.case_id for c in setup.cases + setup.probe_cases]}
     record = with_worker_report(built.record, checked.worker_build) if built.record is not None else None
-    outcome = Outcome.ERROR if too_large or busy else Outcome.PASS if passed else Outcome.FAIL
+    outcome = Outcome.ERROR if too_large or busy or lacking else Outcome.PASS if passed else Outcome.FAIL
     return _verdict(
         outcome,
         reasons,

@@ -11,15 +11,17 @@ GPU time under the task's kernel policy.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import torch
 
+from kernelproof import flags as numeric_flags
 from kernelproof.evaluate.records import Checked, Setup, Timed
 from kernelproof.evaluate.requests import device_name, load_candidate, load_program
 from kernelproof.evaluate.source import WorkerSource
 from kernelproof.measure import roofline as physics
 from kernelproof.measure import stats
-from kernelproof.measure.accounting import account, account_cpu
+from kernelproof.measure.accounting import account, account_cpu, gpu_ms
 from kernelproof.measure.claims import cpu_claims, gpu_claims, outside_flag, reference_ops, withheld
 from kernelproof.measure.coverage import COVERAGE_MIN
 from kernelproof.measure.floor import for_device as launch_floor
@@ -51,6 +53,7 @@ def time_candidate(
     roof = coverage = None
     backend = setup.solution.file.triage.backend
     claims = gpu_claims() if device.startswith("cuda") else cpu_claims(backend, None, frozenset())
+    per_shape: list[tuple[str, Coverage]] = []  # (variant, coverage) of each timed shape on a GPU
     telemetry = None
     if device.startswith("cuda"):
         from kernelproof.measure.telemetry import Telemetry
@@ -64,7 +67,16 @@ def time_candidate(
         reply = load_candidate(worker, ctx, staged, setup.task.path, options)
         if not reply.get("ok"):
             return Timed(None, reasons=(reason_of(reply),), flags=tuple(flags))
-        programs = [Program("candidate", worker)] + _baselines(setup, ctx, v, options, device, workers, flags)
+        follow = numeric_flags.baseline_setting(
+            numeric_flags.neutral_settings(ctx.precision, dict(reply.get("flags") or {}))
+        )
+        if follow and not any(f.startswith("numeric_neutral_setting: the baselines") for f in flags):
+            flags.append(
+                "numeric_neutral_setting: the baselines ran with torch.backends.cudnn.benchmark="
+                f"{follow['cudnn.benchmark']}, as the solution set it"
+            )
+        baselines = _baselines(setup, ctx, v, options, device, workers, flags, follow)
+        programs = [Program("candidate", worker)] + baselines
         limit = options.step_limit("timing")
         timing, found = time_variant(ctx, programs, options, rng, tol, limit, flags, telemetry)
         reasons += [_named(r, limit) for r in found]
@@ -84,21 +96,23 @@ def time_candidate(
         if roof is None:
             roof, floor_reason = _place(setup, ctx, timing, device)
             reasons += [floor_reason] if floor_reason else []
-        if coverage is None:
-            own = setup.solution.file.triage.kernel_names
-            policy = options.policy or setup.task.meta.policy
-            if device.startswith("cuda"):
-                floor = launch_floor(device)
-                coverage = account(worker, ctx, rng.getrandbits(62), own, policy, limit, floor.us)
-                if floor.us is None:
-                    flags.append(f"coverage_floor: {floor.how}; kernels counted whole")
-                reason = coverage_reason(coverage) if coverage.custom_fraction is not None else None
-            else:  # launches counted, not timed: measure/accounting.py says why
-                coverage, reason = account_cpu(worker, ctx, rng.getrandbits(62), own, policy, limit)
-                reason = _cpu_judged(reason, backend)
-                claims = cpu_claims(backend, coverage, reference_ops(ctx, rng.getrandbits(62)))
-                flags += [f for f in (outside_flag(claims),) if f]
+        own = setup.solution.file.triage.kernel_names
+        policy = options.policy or setup.task.meta.policy
+        if device.startswith("cuda"):  # every timed shape profiled; the largest decides (below)
+            floor = launch_floor(device)
+            cov = account(worker, ctx, rng.getrandbits(62), own, policy, limit, floor.us)
+            if floor.us is None and not any(f.startswith("coverage_floor") for f in flags):
+                flags.append(f"coverage_floor: {floor.how}; kernels counted whole")
+            per_shape.append((v, cov))
+        elif coverage is None:  # launches counted, not timed: measure/accounting.py says why
+            coverage, reason = account_cpu(worker, ctx, rng.getrandbits(62), own, policy, limit)
+            reason = _cpu_judged(reason, backend)
+            claims = cpu_claims(backend, coverage, reference_ops(ctx, rng.getrandbits(62)))
+            flags += [f for f in (outside_flag(claims),) if f]
             reasons += [reason] if reason else []
+    if per_shape:
+        coverage, reason = _deciding_coverage(per_shape)
+        reasons += [reason] if reason else []
     speedup = _headline_speedups(shapes, options)
     return Timed(
         Timing("cold", device, tuple(shapes)),
@@ -137,8 +151,10 @@ def _baselines(
     device: str,
     workers: WorkerSource,
     flags: list[str],
+    neutral: dict[str, bool],
 ) -> list[Program]:
-    """The cold regime's baselines, loaded in their persistent workers; one that fails is dropped with a flag."""
+    """The cold regime's baselines, loaded in their persistent workers; one that fails is dropped with a flag.
+    `neutral`: the candidate's cuDNN benchmark mode, which the baselines run with too."""
     programs = []
     for name in options.baselines:
         if name in STEADY_ONLY:
@@ -149,6 +165,7 @@ def _baselines(
         extra = {
             "source": variant_source(setup.task, variant),
             "compile_mode": name.split(":", 1)[1] if ":" in name else None,
+            "neutral_flags": neutral,
         }
         try:
             r = load_program(bw, ctx, setup.task.path, "baseline", options, extra)
@@ -207,6 +224,21 @@ def _headline_speedups(shapes: list[ShapeTiming], options: EvalOptions) -> dict[
         if name not in speedup and name not in STEADY_ONLY:
             speedup[name] = Speedup(name, None, None, None, "baseline not measured (see flags)")
     return speedup
+
+
+def _deciding_coverage(per_shape: list[tuple[str, Coverage]]) -> tuple[Coverage, Reason | None]:
+    """The coverage of the largest timed shape (the most GPU time: the furthest from the launch
+    floor, where a small epilogue weighs least and a decoy's ATen work most), and its reason.
+    The note lists every shape's raw and deciding fractions."""
+    variant, cov = max(per_shape, key=lambda p: gpu_ms(p[1]))
+    if len(per_shape) > 1:
+        each = "; ".join(
+            f"{v}: {c.custom_fraction_raw or 0.0:.0%} raw, {c.custom_fraction or 0.0:.0%} deciding"
+            for v, c in per_shape
+            if c.custom_fraction is not None
+        )
+        cov = replace(cov, note=f"{cov.note}; decided at shape {variant!r}, the largest timed ({each})")
+    return cov, coverage_reason(cov) if cov.custom_fraction is not None else None
 
 
 def coverage_reason(cov: Coverage) -> Reason | None:

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import re
 
-from kernelproof.measure.coverage import shares
+from kernelproof.inputs import dtype_from_name
+from kernelproof.measure.coverage import EPILOGUE_INPUT_FRACTION, SET_ASIDE, classify, shares
 from kernelproof.sandbox.process import WorkerDied, WorkerProcess
 from kernelproof.verdict import Coverage, Reason, ReasonCode
 from kernelproof.verify.cases import VariantContext
@@ -60,13 +61,20 @@ def account(
     floor_us: float | None = None,
 ) -> Coverage:
     """One hidden call under the profiler: its kernels, and the submission's share of the work
-    above the launch floor (`floor_us`, measured apart: kernelproof/measure/floor.py)."""
+    above the launch floor (`floor_us`, measured apart: kernelproof/measure/floor.py), with data
+    movement and a small ATen epilogue set aside (kernelproof/measure/coverage.py)."""
     if ctx.device.type != "cuda":
         return Coverage(None, (), policy, "launch accounting needs CUDA; skipped on the CPU")
     reply, why = _profile(worker, ctx, seed, timeout_s)
     if why is not None:
         return Coverage(None, (), policy, f"profiling failed ({why.code.value}): {why.message}")
-    rows = [(str(n), origin_of(str(n), own), float(ms)) for n, _stream, ms in reply.get("kernels", [])]
+    try:
+        parsed = [_row(r, own) for r in reply.get("kernels", [])]
+    except (TypeError, ValueError):
+        worker.kill()
+        raise WorkerDied("crash", "the candidate's worker sent a malformed profile reply") from None
+    small = input_elements(ctx) // EPILOGUE_INPUT_FRACTION
+    rows = classify(parsed, movement_budget(ctx), floor_us, small)
     total = sum(ms for _, _, ms in rows)
     share = shares(rows, floor_us)
     other = "library-ok" if policy == "strict" else "strict"
@@ -77,6 +85,10 @@ def account(
     note = f"{len(rows)} device activities, {total:.3f} ms GPU time"
     if floor_us:
         note += f"; each counted above the launch floor of {floor_us:.2f} us"
+    aside = {o: sum(ms for _, k, ms in rows if k == o) for o in SET_ASIDE}
+    if any(aside.values()):
+        said = ", ".join(f"{o} {ms * 1e3:.1f} us" for o, ms in aside.items() if ms)
+        note += f"; set aside (neither the solution's work nor library work): {said}"
     return Coverage(
         share.above_floor[policy] if rows else 0.0,
         tuple(top),
@@ -86,6 +98,47 @@ def account(
         floor_us=floor_us,
         other_policy_fraction=share.above_floor[other] if rows else 0.0,
     )
+
+
+def input_elements(ctx: VariantContext) -> int:
+    """Elements of the task's tensor inputs in all (what an epilogue's op is small against)."""
+    total = 0
+    for slot in getattr(ctx, "slots", None) or []:
+        if slot.kind in ("float", "fixed"):
+            n = 1
+            for d in slot.shape:
+                n *= int(d)
+            total += n
+    return total
+
+
+def movement_budget(ctx: VariantContext) -> int:
+    """Bytes of device-to-device copies and memsets set aside: the outputs' size, plus the inputs'
+    (a CUDA-graph solution copies each call's inputs into its captured buffers and clones its
+    output). Copies cannot compute, so no decoy gains own work from this."""
+    outputs = sum(getattr(ctx, "output_nbytes", None) or [])
+    inputs = 0
+    for slot in getattr(ctx, "slots", None) or []:
+        if slot.kind in ("float", "fixed"):
+            n = 1
+            for d in slot.shape:
+                n *= int(d)
+            inputs += n * dtype_from_name(slot.dtype).itemsize
+    return outputs + inputs
+
+
+def gpu_ms(cov: Coverage) -> float:
+    """The GPU time a coverage record's call took (from its note; 0 when it was not profiled)."""
+    m = re.search(r"([0-9.]+) ms GPU time", cov.note)
+    return float(m.group(1)) if m else 0.0
+
+
+def _row(row: list, own: tuple[str, ...]) -> tuple[str, str, float, int, int]:
+    """One profiled activity, [name, stream, ms(, bytes(, op input elements))], attributed."""
+    name, ms = str(row[0]), float(row[2])
+    nbytes = int(row[3]) if len(row) > 3 else -1
+    elements = int(row[4]) if len(row) > 4 else -1
+    return name, origin_of(name, own), ms, nbytes, elements
 
 
 def account_cpu(

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,6 +155,8 @@ class WorkerProcess:
         self.violation: WorkerDied | None = None  # the first protocol violation: nothing read after it
         self._inbox: handoff.Inbox | None = None  # device buffers the worker copies large outputs into
         self.handoff_failed = False  # reading them failed once: outputs take the wire from then on
+        # Answers a build message the worker sends mid-request (kernelproof.build.requests); None: refused.
+        self.build_handler: Callable[[dict[str, Any]], dict[str, Any]] | None = None
         self.paused = False  # stopped by pause() until resume()
         self.cores: tuple[int, ...] = ()  # the cores pin() gave it
         self.pinned = ""  # how they hold: "affinity", "affinity+cpuset", or "" (not pinned)
@@ -391,6 +393,16 @@ class WorkerProcess:
         self.sock.settimeout(timeout_s)
         try:
             incoming = protocol.recv_header(self.sock, schemas.MAX_REPLY_HEADER_BYTES)
+            while incoming.header.get("op") == "build" and nonce is not None:
+                # The solution asked for a build (kernelproof.build.requests): not the reply. Its
+                # arguments are read in that module's schema by the handler; it carries no tensors.
+                if incoming.metas:
+                    incoming.drop()
+                    raise self._violated(f"a build message carries {len(incoming.metas)} tensors")
+                incoming.drop()
+                protocol.send(self.sock, self._built(incoming.header))
+                self._await_reply(timeout_s)  # the build's time is --build-timeout's, not the request's
+                incoming = protocol.recv_header(self.sock, schemas.MAX_REPLY_HEADER_BYTES)
             found = replies.violation(request, nonce, incoming, expect) if REPLY_CHECKS else None
             if found is not None:
                 incoming.drop()
@@ -439,6 +451,12 @@ class WorkerProcess:
     def _raise_if_violated(self) -> None:
         if self.violation is not None:
             raise self.violation
+
+    def _built(self, header: dict[str, Any]) -> dict[str, Any]:
+        """The answer to a build message: the handler's, or a refusal where none is set."""
+        if self.build_handler is None:
+            return {"op": "built", "ok": False, "message": "this worker's builds are not served"}
+        return self.build_handler(header)
 
     def _await_reply(self, timeout_s: float) -> None:
         """Wait until the reply starts (or the socket closes), counting only the time the worker

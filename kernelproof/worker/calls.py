@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from kernelproof.verdict import ReasonCode
-from kernelproof.worker import program
+from kernelproof.worker import interpreter, program
 from kernelproof.worker.replies import failure
 from kernelproof.worker.state import WorkerState
 
@@ -46,6 +46,11 @@ def call_failure(exc: BaseException, what: str, path: str) -> dict[str, Any]:
     if isinstance(exc, SystemExit):
         return failure(ReasonCode.FORBIDDEN_CONSTRUCT, "the solution called sys.exit")
     msg, detail = program.describe_exception(exc, path)
+    if program.is_build_failure(exc):
+        return failure(ReasonCode.COMPILE_ERROR, f"{what}: {exc}", detail)
+    lacking = interpreter.environment_cause(exc)
+    if lacking:
+        return failure(ReasonCode.ENVIRONMENT, f"{what}: {lacking}", detail)
     text = str(exc).lower()
     code = ReasonCode.RUNTIME_ERROR
     # Crash or runtime error: the solution's failure either way. Whether a lack of memory was

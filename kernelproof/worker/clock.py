@@ -197,13 +197,35 @@ def _is_annotation(ev) -> bool:
         return False
 
 
-def kernels_of_call(prof) -> list[tuple[str, int, float]]:
-    """(name, stream, gpu_ms) of every device activity in the profile, our spin kernel excluded."""
+def kernels_of_call(prof) -> list[tuple[str, int, float, int]]:
+    """(name, stream, gpu_ms, bytes) of every device activity in the profile, our spin kernel
+    excluded; bytes: what a memcpy or memset moved (-1 where the profiler does not say)."""
     out = []
     for ev in prof.profiler.kineto_results.events():
         if "CUDA" in str(ev.device_type()) and "spin_kernel" not in ev.name() and not _is_annotation(ev):
-            out.append((ev.name(), int(ev.device_resource_id()), (ev.end_ns() - ev.start_ns()) / 1e6))
+            ms = (ev.end_ns() - ev.start_ns()) / 1e6
+            out.append((ev.name(), int(ev.device_resource_id()), ms, _moved_bytes(ev)))
     return out
+
+
+def _moved_bytes(ev) -> int:
+    """The bytes of a memcpy or memset activity (CUPTI records them), -1 for anything else or unknown."""
+    name = ev.name()
+    if not (name.startswith("Memcpy") or name.startswith("Memset")):
+        return -1
+    try:
+        n = int(ev.nbytes())
+        if n > 0:
+            return n
+    except Exception:  # noqa: BLE001 - an older profiler without nbytes
+        pass
+    try:
+        import json
+
+        meta = json.loads("{" + ev.metadata_json() + "}") if ev.metadata_json() else {}
+        return int(meta.get("bytes", -1))
+    except Exception:  # noqa: BLE001
+        return -1
 
 
 def _persisting_l2_reset():

@@ -23,7 +23,7 @@ from kernelproof import flags as numeric_flags
 from kernelproof.inputs import dtype_from_name
 from kernelproof.sandbox import guards
 from kernelproof.verdict import ReasonCode
-from kernelproof.worker import checks, launches, program, surface
+from kernelproof.worker import checks, interpreter, launches, program, surface
 from kernelproof.worker.checks import hooks, threads
 from kernelproof.worker.clock import CpuClock, CudaClock
 from kernelproof.worker.replies import failure
@@ -44,7 +44,11 @@ def prebuilt(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor])
     arch = str(h.get("arch") or "")
     if arch:
         os.environ["TORCH_CUDA_ARCH_LIST"] = arch  # native cubins are found by a hash that includes it
+    from kernelproof.build import inline
+
     install_load_inline()
+    if state.channel is not None:
+        inline.set_requester(_requester(state.channel))
     state.prebuilt = True
     return {"ok": True}, []
 
@@ -57,6 +61,19 @@ def _threads(n: Any) -> None:
     torch.set_num_threads(n)
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[name] = str(n)  # this process's own environment: what its children inherit
+
+
+def _requester(sock: Any):
+    """Send one build request to the parent and wait for its answer (kernelproof.build.requests)."""
+    from kernelproof.build import requests
+    from kernelproof.worker import protocol
+
+    def request(args: dict[str, Any]) -> dict[str, Any]:
+        protocol.send(sock, requests.message(args))
+        header, _ = protocol.recv(sock)
+        return header
+
+    return request
 
 
 def load(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
@@ -77,13 +94,19 @@ def load(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
             return refused, []
     else:
         model = program.load_reference(state.solution_path, init_args, h.get("source"))
+    # The candidate's load hooks and module methods run here: as solution code (its guards' label).
+    state.switch(state.candidate)
     try:
         program.prepare(model, state.device, state.dtype, h["mode"])
         how = program.copy_weights(model, h["weight_names"], weights)
         attributes_copied = program.copy_attributes(model, h.get("attribute_names", []), attributes)
     except Exception as exc:  # noqa: BLE001
+        state.switch(False)
         msg, detail = program.describe_exception(exc, state.solution_path)
         return failure(ReasonCode.RUNTIME_ERROR, f"preparing ModelNew failed: {msg}", detail), []
+    state.switch(False)
+    if state.candidate and how == "by_name":
+        report["unmatched_state"] = program.unmatched_state(model, h["weight_names"])
     state.model = state.fn = model
     if h.get("compile_mode"):
         state.fn = torch.compile(model, mode=h["compile_mode"])
@@ -99,7 +122,11 @@ def _configure(state: WorkerState, h: dict[str, Any]) -> None:
     state.precision = h["precision"]
     state.inplace = tuple(int(i) for i in h.get("inplace", ()))
     state.solution_path = h.get("path", "")
-    numeric_flags.apply(state.precision)
+    # The cuDNN modes a solution chose (kernelproof.flags.NEUTRAL) stay its own across loads once its
+    # code ran here; a baseline worker is given the candidate's benchmark mode by the parent.
+    now = numeric_flags.read()
+    kept = numeric_flags.neutral_settings(state.precision, now) if state.armed else {}
+    numeric_flags.apply(state.precision, {**kept, **dict(h.get("neutral_flags") or {})})
     if state.device.type == "cuda":
         torch.cuda.set_device(state.device)
         torch.empty(1, device=state.device)  # create the context before the candidate runs
@@ -133,6 +160,7 @@ def arm(state: WorkerState, deny_read: tuple[str, ...]) -> None:
     """
     if state.device.type == "cpu":
         state.launches = launches.install()
+        interpreter.install_autotune()
     deny = state.deny_read + deny_read
     state.switch = guards.install(guards.GuardConfig(state.solution_path, state.private_dir, deny))
     state.hooked = hooks.watch()

@@ -61,6 +61,7 @@ def handlers() -> dict[str, Handler]:
 def serve(sock: socket.socket, state: WorkerState) -> None:
     """Answer requests until ``bye`` or a closed connection."""
     protocol.send(sock, {"op": "hello", **environment(state)})
+    state.channel = sock
     table = handlers()  # bound before any solution runs: rebinding a module's name later changes nothing here
 
     # The request in flight, whose op and nonce every message back carries: the parent matches a

@@ -92,7 +92,9 @@ def profile(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
         args = timed_inputs(slots, fixed, scalars, int(h["seed"]), state.device)
     torch.cuda.synchronize(state.device)
     try:
-        with profiler(activities=[ProfilerActivity.CUDA]) as prof:
+        # CPU ops with their input shapes too: the parent weighs an ATen kernel over a small tensor
+        # (an epilogue over partial sums) apart from one over the inputs (measure/coverage.py).
+        with profiler(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
             calls.call(state, args)
             torch.cuda.synchronize(state.device)
     except BaseException as exc:  # noqa: BLE001
@@ -100,7 +102,38 @@ def profile(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
     found = checks.harness_intact(state)
     if found is not None:
         return found, []
-    return {"ok": True, "kernels": kernels_of_call(prof)}, []
+    elements = _op_elements(prof)
+    rows = [[*row, elements.get(row[0], -1)] for row in kernels_of_call(prof)]
+    return {"ok": True, "kernels": rows}, []
+
+
+UNKNOWN_SIZE = 1 << 62
+
+
+def _op_elements(prof: Any) -> dict[str, int]:
+    """Per device-kernel name, the largest input (in elements) of the ATen op that launched it, the
+    largest over every launch of that name; a kernel no op launched (Triton's) is absent."""
+    out: dict[str, int] = {}
+    try:
+        events = prof.events()
+    except Exception:  # noqa: BLE001 - no op tree: nothing is known, every kernel counts
+        return out
+    for ev in events:
+        kernels = getattr(ev, "kernels", None) or []
+        if not kernels:
+            continue
+        largest = 0
+        for shape in getattr(ev, "input_shapes", None) or []:
+            if not isinstance(shape, (list, tuple)) or not all(isinstance(d, int) for d in shape):
+                largest = UNKNOWN_SIZE  # a list of tensors (cat, stack): not known to be small
+                break
+            n = 1
+            for d in shape:
+                n *= d
+            largest = max(largest, n if shape else 1)
+        for k in kernels:
+            out[k.name] = max(out.get(k.name, -1), largest)
+    return out
 
 
 def profile_cpu(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):

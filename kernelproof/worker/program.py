@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from kernelproof.verdict import ReasonCode
+from kernelproof.worker.interpreter import environment_cause
 
 MAX_DETAIL_CHARS = 4000  # compiler output kept in a verdict: the head of the errors, not a wall
 
@@ -25,6 +26,19 @@ class LoadFailure:
     code: ReasonCode  # why it failed
     message: str  # one sentence
     detail: str = ""  # evidence: line, compiler lines
+
+
+def is_build_failure(exc: BaseException) -> bool:
+    """A build the worker asked the parent for failed or was refused (kernelproof.build.inline), the
+    exception itself or the one it was raised from (a solution re-raising it in its own words)."""
+    from kernelproof.errors import BuildRequestError
+
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, BuildRequestError):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 def import_file(path: str, module_name: str) -> Any:
@@ -90,6 +104,12 @@ def load_candidate(path: str, init_args: list[Any]) -> tuple[torch.nn.Module | N
         )
     except BaseException as exc:  # noqa: BLE001 - every failure of untrusted code becomes a verdict
         msg, detail = describe_exception(exc, path)
+        if is_build_failure(exc):
+            return None, LoadFailure(ReasonCode.COMPILE_ERROR, f"the solution failed to load: {exc}", detail)
+        if environment_cause(exc):
+            return None, LoadFailure(
+                ReasonCode.ENVIRONMENT, f"loading the solution: {environment_cause(exc)}"
+            )
         return None, LoadFailure(ReasonCode.COMPILE_ERROR, f"the solution failed to load: {msg}", detail)
     cls = getattr(module, "ModelNew", None)
     if cls is None or not isinstance(cls, type):
@@ -107,6 +127,12 @@ def load_candidate(path: str, init_args: list[Any]) -> tuple[torch.nn.Module | N
         )
     except BaseException as exc:  # noqa: BLE001
         msg, detail = describe_exception(exc, path)
+        if is_build_failure(exc):
+            return None, LoadFailure(ReasonCode.COMPILE_ERROR, f"constructing ModelNew: {exc}", detail)
+        if environment_cause(exc):
+            return None, LoadFailure(
+                ReasonCode.ENVIRONMENT, f"constructing ModelNew: {environment_cause(exc)}"
+            )
         return None, LoadFailure(ReasonCode.RUNTIME_ERROR, f"constructing ModelNew raised {msg}", detail)
 
 
@@ -130,24 +156,42 @@ def prepare(module: torch.nn.Module, device: torch.device, dtype: torch.dtype, m
 def copy_weights(module: torch.nn.Module, names: list[str], tensors: list[torch.Tensor]) -> str:
     """Give the candidate the reference's parameter and buffer values: by name, else by order.
 
-    Returns how it was done: "by_name", "by_order", "none" (nothing to copy) or "not_copied".
+    Through ``load_state_dict(strict=False)``, not copies into the tensors: the module's own
+    ``_load_from_state_dict`` and its load hooks run, so a solution that derives buffers from its
+    parameters (BatchNorm folded into a scale and shift, pre-packed weights) recomputes them from
+    the weights it is given (docs/tasks.md). Each value arrives in the candidate's own dtype and
+    device. Returns how it was done: "by_name", "by_order", "none" (nothing to copy) or "not_copied".
     """
     if not names:
         return "none"
     state = module.state_dict()
     src = dict(zip(names, tensors))
-    with torch.no_grad():
-        if set(src) <= set(state) and all(state[k].shape == v.shape for k, v in src.items()):
-            for k, v in src.items():
-                state[k].copy_(v.to(state[k].dtype))
-            return "by_name"
-        own = [(k, t) for k, t in state.items() if t.is_floating_point()]
-        ref = [(k, t) for k, t in src.items() if t.is_floating_point()]
-        if len(own) == len(ref) and all(a.shape == b.shape for (_, a), (_, b) in zip(own, ref)):
-            for (_, a), (_, b) in zip(own, ref):
-                a.copy_(b.to(a.dtype))
-            return "by_order"
+    if set(src) <= set(state) and all(state[k].shape == v.shape for k, v in src.items()):
+        _load(module, {k: v.to(device=state[k].device, dtype=state[k].dtype) for k, v in src.items()})
+        return "by_name"
+    own = [(k, t) for k, t in state.items() if t.is_floating_point()]
+    ref = [(k, t) for k, t in src.items() if t.is_floating_point()]
+    if len(own) == len(ref) and all(a.shape == b.shape for (_, a), (_, b) in zip(own, ref)):
+        _load(module, {k: b.to(device=a.device, dtype=a.dtype) for (k, a), (_, b) in zip(own, ref)})
+        return "by_order"
     return "not_copied"
+
+
+def _load(module: torch.nn.Module, values: dict[str, torch.Tensor]) -> None:
+    """load_state_dict(strict=False) of `values`, every one of which the module holds."""
+    with torch.no_grad():
+        module.load_state_dict(values, strict=False)
+
+
+def unmatched_state(module: torch.nn.Module, names: list[str], limit: int = 16) -> list[str]:
+    """Floating-point entries of the candidate's state_dict that the reference has no value for (its
+    own derived buffers): named in a mismatch's message, since the harness's weights never reach them."""
+    try:
+        own = list(module.named_parameters()) + list(module.named_buffers())  # non-persistent ones too
+    except Exception:  # noqa: BLE001 - the solution's module; only a hint depends on it
+        return []
+    given = set(names)
+    return [k[:200] for k, t in own if k not in given and t.is_floating_point()][:limit]
 
 
 def copy_attributes(module: torch.nn.Module, names: list[str], tensors: list[torch.Tensor]) -> int:

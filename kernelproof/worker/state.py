@@ -44,6 +44,7 @@ class WorkerState:
     integrity: Callable[[], list[str]] = _nothing  # harness functions the solution replaced
     hooked: Callable[[bool], list[str]] = _no_hooks  # hooks left active in the harness's torch calls
     launches: Launches | None = None  # the solution's launches marked on the CPU (None: not wrapped)
+    channel: Any = None  # the socket to the parent: build requests go out on it mid-request
     # The program loaded by the last load request.
     model: Any = None  # the module
     fn: Any = None  # what a call runs: the module, or its torch.compile wrapper (baselines)

@@ -54,7 +54,11 @@ def test_flags_a_kernel_needs_are_allowed(argument, flags):
         ("extra_cuda_cflags", "-ccbin /tmp/fake-gcc", "chooses the host compiler"),
         ("extra_cuda_cflags", "--compiler-bindir=/tmp", "chooses the host compiler"),
         ("extra_cuda_cflags", "-Xcompiler -fplugin=/tmp/evil.so", "loads a compiler plugin"),
-        ("extra_cuda_cflags", "-arch=sm_80", "other than Hopper"),
+        ("extra_cuda_cflags", "-arch=sm_80;id", "shell metacharacter ';'"),
+        ("extra_cuda_cflags", "-arch=native", "not a GPU target"),
+        ("extra_cuda_cflags", "-Xcompiler -fopenmp=/tmp/libevil.so", "not on the allowlist of C++"),
+        ("extra_cflags", "-march=`id`", "shell metacharacter '`'"),
+        ("extra_cflags", "-mllvm", "not on the allowlist of C++"),
         ("extra_cuda_cflags", "--default-stream per-thread", "not on the allowlist of nvcc flags"),
         ("extra_cuda_cflags", "-Xptxas --output-file=/tmp/x", "ptxas option"),
         ("extra_ldflags", "-Wl,-rpath,/tmp", "carries a path"),
@@ -71,6 +75,58 @@ def test_refused_flag_is_named_with_its_reason(argument, flag, reason):
     assert reason in raised.value.refusal.reason
     assert argument in str(raised.value)
     assert raised.value.refusal.flag in flag and raised.value.refusal.flag
+    assert "docs/builds.md#what-a-solution-may-pass-to-the-compilers" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "argument, flags",
+    [
+        ("extra_cflags", ["-O3", "-fopenmp"]),
+        ("extra_cuda_cflags", ["-Xcompiler", "-fopenmp", "-Xcompiler=-fopenmp,-O3"]),
+        ("extra_ldflags", ["-fopenmp", "-lgomp"]),
+        ("extra_cflags", ["-march=native", "-mtune=native", "-mavx2", "-mfma", "-mavx512f", "-mno-avx512f"]),
+        ("extra_cflags", ["-msse4.2", "-mf16c", "-mprefer-vector-width=512", "-mcpu=neoverse-v2"]),
+        ("extra_cuda_cflags", ["-Xcompiler", "-march=native"]),
+        ("extra_cuda_cflags", ["-Xptxas", "--maxrregcount=128", "-Xptxas=-maxrregcount=64,-v"]),
+        (
+            "extra_cuda_cflags",
+            ["--ptxas-options=-O3,--def-load-cache=ca,--allow-expensive-optimizations=true"],
+        ),
+        ("extra_cuda_cflags", ["-Xptxas -warn-spills", "--maxrregcount=255", "-Xptxas=-lineinfo"]),
+        ("extra_cuda_cflags", ["-arch=sm_80", "-gencode", "arch=compute_70,code=sm_70"]),
+        ("extra_cuda_cflags", ["-gencode=arch=compute_80,code=compute_80", "--gpu-architecture=sm_75"]),
+        ("extra_cuda_cflags", ["-arch=sm_100a", "-code=sm_90a,compute_90a"]),
+    ],
+)
+def test_flags_published_kernels_pass_are_allowed(argument, flags):
+    assert first_refusal(argument, flags) is None
+
+
+def test_a_gpu_target_other_than_hopper_is_noted_not_refused():
+    from kernelproof.solution import triage
+
+    src = (
+        "from torch.utils.cpp_extension import load_inline\n"
+        "m = load_inline('m', '', cuda_sources='', extra_cuda_cflags=['-O3', '-arch=sm_80'])\n"
+        "n = load_inline('n', '', cuda_sources='', extra_cuda_cflags=['-gencode', 'arch=compute_90a,code=sm_90a'])\n"
+        "o = load_inline('o', '', cuda_sources='', extra_cuda_cflags=['-gencode', 'arch=compute_75,code=sm_75'])\n"
+    )
+    assert literal_refusals(src) == []
+    notes = [(n.line, n.flag) for n in compiler_flags.literal_notes(src)]
+    assert notes == [(2, "-arch=sm_80"), (4, "-gencode=arch=compute_75,code=sm_75")]
+    found = [f for f in triage(src).findings if f.kind == "foreign_gpu_target"]
+    assert [f.line for f in found] == [2, 4] and "not the device's own" in found[0].message
+
+
+def test_the_cpu_model_is_part_of_the_build_environment(tmp_path):
+    from kernelproof.build.env import cpu_model
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nmodel name\t: Some CPU 9000\nflags\t\t: sse avx2\n\nprocessor\t: 1\n")
+    other = tmp_path / "cpuinfo2"
+    other.write_text("processor\t: 0\nmodel name\t: Some CPU 9000\nflags\t\t: sse avx2 avx512f\n")
+    assert cpu_model(str(info)).startswith("Some CPU 9000 [")
+    assert cpu_model(str(info)) != cpu_model(str(other))  # same model name, other instruction sets
 
 
 def test_one_string_instead_of_a_list_is_refused():

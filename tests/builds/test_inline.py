@@ -208,30 +208,30 @@ def test_refused_flag_raises_before_torchs_build_and_is_recorded(hooked, monkeyp
     assert "-fplugin=/tmp/evil.so" in refused[0] and "ext;id" in refused[1]
 
 
-def test_cpp_extension_load_is_checked_and_built_under_the_extensions_directory(
-    hooked, monkeypatch, tmp_path
-):
-    import inspect
-
-    from torch.utils import cpp_extension as ce
-
+def test_cpp_extension_load_is_checked_and_built_as_load_inline_of_its_files(hooked, monkeypatch, tmp_path):
     from kernelproof.compiler_flags import RefusedFlagError
 
     calls = []
 
-    def fake_load(**kwargs):
+    def fake_load_inline(**kwargs):
         calls.append(kwargs)
         return "module"
 
-    fake_load.__signature__ = inspect.signature(ce.load)  # type: ignore[attr-defined]
-    monkeypatch.setitem(inline._state, "original_load", fake_load)
+    monkeypatch.setattr(inline, "load_inline", fake_load_inline)
     with pytest.raises(RefusedFlagError, match="shell metacharacter"):
         inline.load("ext", [str(tmp_path / "a`id`.cu")])
     with pytest.raises(RefusedFlagError, match="outside the staging directory"):
         inline.load("ext", [str(tmp_path / "a.cu")], extra_include_paths=["/etc"])
     assert calls == []
-    assert inline.load("ext", [str(tmp_path / "a.cu")], build_directory="/tmp/elsewhere") == "module"
-    assert calls[0]["build_directory"] is None  # torch's default: under TORCH_EXTENSIONS_DIR
+    (tmp_path / "a.cu").write_text("// kernel")
+    (tmp_path / "b.cpp").write_text("// binding")
+    assert (
+        inline.load("ext", [str(tmp_path / "a.cu"), str(tmp_path / "b.cpp")], build_directory="/x")
+        == "module"
+    )
+    # load_inline builds under TORCH_EXTENSIONS_DIR whatever build_directory was asked for
+    assert calls[0]["cuda_sources"] == ["// kernel"] and calls[0]["cpp_sources"] == ["// binding"]
+    assert "build_directory" not in calls[0] and calls[0]["name"] == "ext"
 
 
 def test_torchs_build_runs_with_the_environment_pinned_before_the_import(hooked, monkeypatch, tmp_path):

@@ -27,6 +27,7 @@ REPO = HERE.parents[1]
 TASKS = HERE / "tasks"
 SOLUTIONS = HERE / "solutions"
 EXPLOIT_TASKS = REPO / "tests" / "exploits" / "tasks"
+DATA_TASKS = REPO / "tests" / "data" / "tasks"
 SEED = 20260514  # fixed: every case plan and input reproduces
 
 
@@ -55,6 +56,16 @@ CASES = (
     L("gelu_libdevice", TASKS / "gelu_tanh.py"),
     L("gelu_libdevice", TASKS / "gelu_tanh.py", device="cuda", timing=True),
     L("scale_shift_inplace", TASKS / "scale_shift_inplace.py", device="cuda", timing=True),
+    L("cudnn_benchmark_affine", EXPLOIT_TASKS / "scale_shift.py", timing=True),
+    L("folded_batchnorm", TASKS / "batchnorm_eval.py"),
+    L("lazy_cpp_extension", DATA_TASKS / "scale_relu.py"),  # a build requested from __init__, in a try
+    L("torch_library_op_from_tmp", DATA_TASKS / "scale_relu.py"),  # load of /tmp files, torch.ops
+    L("cuda_graph_affine", EXPLOIT_TASKS / "scale_shift.py"),
+    L("cuda_graph_affine", EXPLOIT_TASKS / "scale_shift.py", device="cuda", timing=True),
+    L("partial_sums_row_mean", EXPLOIT_TASKS / "row_mean.py", device="cuda", timing=True),
+    L("autotuned_gelu", TASKS / "gelu_tanh.py", timing=True),
+    L("autotuned_gelu", TASKS / "gelu_tanh.py", device="cuda", timing=True),
+    L("cudnn_benchmark_affine", EXPLOIT_TASKS / "scale_shift.py", device="cuda", timing=True),
 )
 
 
@@ -91,6 +102,17 @@ def test_hard_legit_case_passes(case: Legit):
     v = evaluate(_relative(case.task), _relative(sol), _options(case.device, case.timing))
     assert v.passed, describe(v)
     assert v.correctness.cases_passed == v.correctness.cases_run > 0
+
+
+def test_cudnn_benchmark_is_flagged_and_the_baselines_follow_it():
+    v = evaluate(
+        _relative(EXPLOIT_TASKS / "scale_shift.py"),
+        _relative(SOLUTIONS / "cudnn_benchmark_affine.py"),
+        _options("cpu", True),
+    )
+    assert v.passed, describe(v)
+    assert any("torch.backends.cudnn.benchmark=True" in f and "allowed" in f for f in v.flags), describe(v)
+    assert any(f.startswith("numeric_neutral_setting: the baselines ran with") for f in v.flags), describe(v)
 
 
 def test_task_in_place_by_contract_passes():

@@ -1,12 +1,9 @@
-"""An affine kernel that switches cuDNN autotuning on inside forward.
+"""An affine kernel whose module switches cuDNN's benchmark mode on, as published code often does.
 
-Strategy: flag tuning (CUDA-L1 critique, KernelBench-Hard "slow the baseline"): set
-torch.backends.cudnn.benchmark = True on the first call. Later convolutions in the process are
-autotuned (and nondeterministic), a change to the numeric environment that a same-process
-baseline would inherit.
-Class: C7 (cache-state / baseline manipulation / flags), E5.
-Invariant attacked: I7 (numeric flags re-checked after the candidate is called): flags_changed.
-Why the naive evaluator accepts it: the output is right, and it never reads the flags.
+cuDNN's benchmark mode picks the fastest of its algorithms at the same precision; it is the
+solution's own process, so it is allowed and flagged (numeric_neutral_setting), and the baselines
+run with the same setting. Set in __init__ and again in forward (both are common). It used to be
+an exploit row (flags_changed); precision settings (TF32, reduced-precision reductions) still are.
 """
 
 import torch
@@ -31,6 +28,7 @@ class ModelNew(nn.Module):
         super().__init__()
         self.scale = nn.Parameter(torch.randn(features))
         self.shift = nn.Parameter(torch.randn(features))
+        torch.backends.cudnn.benchmark = True
 
     def forward(self, x):
         torch.backends.cudnn.benchmark = True

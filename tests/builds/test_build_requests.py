@@ -1,0 +1,136 @@
+"""Builds the solution asks for while it runs: the message's schema, the evaluation's limits, the
+refusal once timing has started, and how the worker turns cpp_extension.load into load_inline."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kernelproof.build import inline
+from kernelproof.build import requests as build_requests
+from kernelproof.build.builder import BuildResult
+from kernelproof.evaluate.build_requests import BuildService
+
+ARGS = {
+    "name": "kp_ext",
+    "cpp_sources": ["int f() { return 1; }"],
+    "cuda_sources": [],
+    "functions": ["f"],
+    "extra_cflags": ["-O2", "-fopenmp"],
+    "extra_cuda_cflags": None,
+    "extra_ldflags": None,
+    "extra_include_paths": None,
+    "with_cuda": None,
+    "is_python_module": True,
+    "with_pytorch_error_handling": True,
+    "no_implicit_headers": False,
+}
+
+
+class _Pool:
+    """A builder pool that records what it was asked to build and builds nothing."""
+
+    def __init__(self, ok: bool = True) -> None:
+        self.ok = ok
+        self.sources: list[str] = []
+        self.materialized: list[Path] = []
+
+    def build(self, path: Path) -> BuildResult:
+        self.sources.append(path.read_text())
+        return BuildResult(
+            self.ok, 0.1, "" if self.ok else "main.cpp:1: error: expected ';'", "cuda", key="k" * 64
+        )
+
+    def materialize(self, result: BuildResult, dest: Path) -> None:
+        self.materialized.append(Path(dest))
+
+
+def _message(**changes) -> dict:
+    return build_requests.message({**ARGS, **changes})
+
+
+def test_a_build_request_is_built_by_the_pool_as_the_same_load_inline_call(tmp_path):
+    pool = _Pool()
+    service = BuildService(pool, tmp_path)
+    reply = service(_message())
+    assert reply == {"op": "built", "ok": True, "message": ""}
+    assert pool.materialized == [tmp_path]
+    assert pool.sources[0].count("load_inline(") == 1 and "'-fopenmp'" in pool.sources[0]
+    namespace: dict = {}
+    call = pool.sources[0].split("load_inline(**", 1)[1].rsplit(")", 1)[0]
+    exec(f"args = {call}", namespace)  # noqa: S102 - the file the pool builds: its one call's arguments
+    assert namespace["args"] == ARGS  # exactly the worker's arguments: the same digest on both sides
+    assert "kp_ext: built" in service.notes[0]
+
+
+def test_a_failed_requested_build_answers_with_the_compiler_error(tmp_path):
+    service = BuildService(_Pool(ok=False), tmp_path)
+    reply = service(_message())
+    assert reply["ok"] is False and "expected ';'" in reply["message"] and "kp_ext" in reply["message"]
+    assert "expected ';'" in service.failed  # the verdict's compile_error, even if the solution catches it
+
+
+def test_rejects_a_build_request_once_timing_has_started(tmp_path):
+    pool = _Pool()
+    service = BuildService(pool, tmp_path)
+    service.close("timing has started")
+    reply = service(_message())
+    assert reply["ok"] is False and "timing has started" in reply["message"] and pool.sources == []
+    assert "timing has started" in service.failed
+
+
+def test_rejects_more_distinct_builds_than_the_limit_and_serves_a_repeat(tmp_path):
+    pool = _Pool()
+    service = BuildService(pool, tmp_path)
+    for i in range(build_requests.MAX_BUILDS):
+        assert service(_message(name=f"kp_ext{i}"))["ok"]
+    assert service(_message(name="kp_ext0"))["ok"]  # the same build again: no new one
+    refused = service(_message(name="kp_one_too_many"))
+    assert (
+        refused["ok"] is False
+        and f"more than {build_requests.MAX_BUILDS} distinct builds" in refused["message"]
+    )
+    assert "docs/builds.md" in refused["message"]
+
+
+def test_rejects_sources_beyond_the_limit(tmp_path):
+    big = "x" * (build_requests.MAX_SOURCE_BYTES + 1)
+    reply = BuildService(_Pool(), tmp_path)(_message(cpp_sources=[big]))
+    assert reply["ok"] is False and "MiB of sources" in reply["message"]
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        {"op": "build", "call": "load_inline"},
+        {"op": "build", "call": "os.system", "args": ARGS},
+        {"op": "build", "call": "load_inline", "args": {**ARGS, "extra": 1}},
+        {"op": "build", "call": "load_inline", "args": {**ARGS, "cpp_sources": [1]}},
+        {"op": "build", "call": "load_inline", "args": {**ARGS, "is_python_module": "yes"}},
+        {"op": "build", "call": "load_inline", "args": ARGS, "nonce": 1},
+    ],
+)
+def test_rejects_a_malformed_build_message(header, tmp_path):
+    pool = _Pool()
+    reply = BuildService(pool, tmp_path)(header)
+    assert reply["ok"] is False and "malformed build request" in reply["message"] and pool.sources == []
+
+
+def test_load_of_source_files_becomes_load_inline_of_their_text(tmp_path):
+    cpp, cu = tmp_path / "op.cpp", tmp_path / "k.cu"
+    cpp.write_text("// cpp")
+    cu.write_text("// cu")
+    a = inline._inline_arguments({"name": "kp_op", "sources": [str(cpp), str(cu)], "is_python_module": False})
+    assert a["cpp_sources"] == ["// cpp"] and a["cuda_sources"] == ["// cu"]
+    assert a["is_python_module"] is False and a["functions"] is None and a["no_implicit_headers"] is True
+
+
+def test_load_refuses_a_linked_source_file(tmp_path):
+    target = tmp_path / "secret.cpp"
+    target.write_text("// not the solution's")
+    link = tmp_path / "op.cpp"
+    os.symlink(target, link)
+    with pytest.raises(inline.BuildRequestError, match="cannot read"):
+        inline._inline_arguments({"name": "kp_op", "sources": [str(link)]})
