@@ -47,8 +47,8 @@ def prebuilt(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor])
     from kernelproof.build import inline
 
     install_load_inline()
-    if state.channel is not None:
-        inline.set_requester(_requester(state.channel))
+    if state.ask is not None:
+        inline.set_requester(_requester(state.ask))
     state.prebuilt = True
     return {"ok": True}, []
 
@@ -63,15 +63,12 @@ def _threads(n: Any) -> None:
         os.environ[name] = str(n)  # this process's own environment: what its children inherit
 
 
-def _requester(sock: Any):
+def _requester(ask: Any):
     """Send one build request to the parent and wait for its answer (kernelproof.build.requests)."""
     from kernelproof.build import requests
-    from kernelproof.worker import protocol
 
     def request(args: dict[str, Any]) -> dict[str, Any]:
-        protocol.send(sock, requests.message(args))
-        header, _ = protocol.recv(sock)
-        return header
+        return ask(requests.message(args))
 
     return request
 

@@ -61,7 +61,6 @@ def handlers() -> dict[str, Handler]:
 def serve(sock: socket.socket, state: WorkerState) -> None:
     """Answer requests until ``bye`` or a closed connection."""
     protocol.send(sock, {"op": "hello", **environment(state)})
-    state.channel = sock
     table = handlers()  # bound before any solution runs: rebinding a module's name later changes nothing here
 
     # The request in flight, whose op and nonce every message back carries: the parent matches a
@@ -75,7 +74,15 @@ def serve(sock: socket.socket, state: WorkerState) -> None:
         in_flight.update(op=header.get("op"), nonce=header.get("nonce"))
         return header
 
+    def ask(message: dict[str, Any]) -> dict[str, Any]:
+        """A message the worker starts inside the request in flight (a build request): the parent
+        answers it and then still waits for that request's reply, so ``in_flight`` stays."""
+        protocol.send(sock, message)
+        header, _ = protocol.recv(sock)
+        return header
+
     state.channel = channel
+    state.ask = ask
     while True:
         try:
             header, tensors = protocol.recv(sock)

@@ -238,6 +238,7 @@ REPLIES: dict[str, Kind] = {
         {
             "flags": mapping(null_or(either(boolean, number(), text(200)))),
             "build": mapping(either(items(NAME, 4096), integer(0))),
+            "unmatched_state": items(NAME, 16),  # ModelNew's state the reference's weights do not name
         },
     ),
     "run": Kind(
@@ -269,8 +270,10 @@ REPLIES: dict[str, Kind] = {
     "steady": Kind({"per_call_ms": MS, "last_seed": SEED, "fingerprints": items(PAIR, 4096)}),
     "profile": Kind(
         # A device activity: its name (a templated C++ kernel's runs to kilobytes), the stream the
-        # profiler names (any id it gives), its duration (as the profiler's clock gives it).
-        {"kernels": items(row(text(1 << 16), integer(), SIGNED_MS))},
+        # profiler names (any id it gives), its duration (as the profiler's clock gives it), the
+        # bytes a copy or memset moved and the largest input of the ATen op that launched it, in
+        # elements (-1 for either where unknown: kernelproof.measure.coverage).
+        {"kernels": items(row(text(1 << 16), integer(), SIGNED_MS, integer(-1), integer(-1)))},
         {
             "launches": items(row(NAME, boolean)),
             "unwatched": items(row(NAME, boolean)),

@@ -44,7 +44,9 @@ class WorkerState:
     integrity: Callable[[], list[str]] = _nothing  # harness functions the solution replaced
     hooked: Callable[[bool], list[str]] = _no_hooks  # hooks left active in the harness's torch calls
     launches: Launches | None = None  # the solution's launches marked on the CPU (None: not wrapped)
-    channel: Any = None  # the socket to the parent: build requests go out on it mid-request
+    # Sends a message the worker starts itself mid-request (a build request) and returns the parent's
+    # answer, leaving the request in flight as it was; set by the loop.
+    ask: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     # The program loaded by the last load request.
     model: Any = None  # the module
     fn: Any = None  # what a call runs: the module, or its torch.compile wrapper (baselines)

@@ -56,9 +56,9 @@ def _violation(died: pytest.ExceptionInfo) -> str:
 
 
 def test_the_reply_to_the_request_in_flight_is_accepted_without_its_envelope(tmp_path):
-    with scripted(tmp_path, lambda req: frame(reply_to(req, kernels=[["k", 7, 0.5]]))) as w:
+    with scripted(tmp_path, lambda req: frame(reply_to(req, kernels=[["k", 7, 0.5, -1, -1]]))) as w:
         reply, tensors = w.request({"op": "profile", "seed": 3}, None, 10)
-    assert reply == {"ok": True, "kernels": [["k", 7, 0.5]]} and tensors == []
+    assert reply == {"ok": True, "kernels": [["k", 7, 0.5, -1, -1]]} and tensors == []
 
 
 @pytest.mark.parametrize("kind", sorted(FORGED))
@@ -156,7 +156,7 @@ def test_rejects_kernel_rows_of_the_wrong_arity_on_the_gpu_path(tmp_path):
     with scripted(tmp_path, lambda req: frame(reply_to(req, kernels=[["k", 0.5]]))) as w:
         with pytest.raises(WorkerDied) as died:
             w.request({"op": "profile", "seed": 1}, None, 10)
-    assert "kernels[0] has 2 items, not 3" in _violation(died)
+    assert "kernels[0] has 2 items, not 5" in _violation(died)
 
 
 def test_rejects_tensors_the_request_does_not_expect_before_reading_them(tmp_path):
@@ -250,7 +250,9 @@ def _huge(nbytes: int, checks: str, op: str = "fetch") -> dict:
 
 def test_a_reply_declaring_a_60_gib_inline_tensor_leaves_the_parent_small():
     off = _huge(512 * 2**20, "off")  # the defence off: 512 MiB declared, allocated before any byte came
-    assert off["grown_mib"] >= 400, off
+    # (how much of it becomes resident before the 3 s request limit depends on the machine's load;
+    # half of it is already four times the bound the checks keep below)
+    assert off["grown_mib"] >= 256, off
     on = _huge(60 * 2**30, "on")
     assert on["code"] == "protocol_violation" and on["grown_mib"] < 64, on
 

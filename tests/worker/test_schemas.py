@@ -56,7 +56,7 @@ GOOD = {
     ),
     "profile": (
         {"op": "profile", "seed": 1},
-        {"kernels": [["my_kernel", 7, 0.02]], "launches": [["triton:k", True]], "aten_outside": []},
+        {"kernels": [["my_kernel", 7, 0.02, -1, 4096]], "launches": [["triton:k", True]], "aten_outside": []},
     ),
 }
 
@@ -167,7 +167,7 @@ def test_a_step_carries_no_tensors():
 
 def test_rejects_kernel_rows_of_the_wrong_arity():
     request, reply = _reply("profile", kernels=[["k", 0.5]])
-    assert "kernels[0] has 2 items, not 3" in schemas.reply_violation(request, NONCE, reply, 0)
+    assert "kernels[0] has 2 items, not 5" in schemas.reply_violation(request, NONCE, reply, 0)
 
 
 def test_a_failed_reply_is_read_in_one_schema_and_carries_no_tensors():
