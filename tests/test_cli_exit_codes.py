@@ -107,7 +107,7 @@ def test_usage_errors_go_to_stderr_in_one_wording_whatever_the_verb(capsys, tmp_
         ("compare", TASK, GOOD, str(tmp_path / "none.py")),
         ("certify", TASK, str(tmp_path / "none.py")),
         ("verify", str(tmp_path / "none.json")),
-        ("report", "--md", str(tmp_path / "r.md")),
+        ("report", str(tmp_path / "absent.json"), "--md", str(tmp_path / "r.md")),
     ]
     for args in cases:
         ran = run_here(capsys, *args)

@@ -249,10 +249,11 @@ def _huge(nbytes: int, checks: str, op: str = "fetch") -> dict:
 
 
 def test_a_reply_declaring_a_60_gib_inline_tensor_leaves_the_parent_small():
-    off = _huge(512 * 2**20, "off")  # the defence off: 512 MiB declared, allocated before any byte came
-    # (how much of it becomes resident before the 3 s request limit depends on the machine's load;
-    # half of it is already four times the bound the checks keep below)
-    assert off["grown_mib"] >= 256, off
+    # The defence off: the 512 MiB declaration is accepted, its storage allocated and its bytes
+    # awaited until the request's limit ends it (how much of that storage becomes resident depends
+    # on the allocator and the machine's load, so residency is asserted only with the defence on).
+    off = _huge(512 * 2**20, "off")
+    assert off["code"] == "timeout", off
     on = _huge(60 * 2**30, "on")
     assert on["code"] == "protocol_violation" and on["grown_mib"] < 64, on
 
