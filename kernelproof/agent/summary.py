@@ -312,8 +312,13 @@ def rich_table(s: dict[str, Any]) -> Any:
     )
     table = Table(title=line(title))
     unit = _time_unit(s)
-    for col in ("turn", "kind", "calls", "tokens", "$", "cands", "verified", "rejected", unit, "best so far"):
-        table.add_column(col, justify="left" if col in ("kind", "best so far") else "right")
+    # A figure is never split over lines (an 80-column terminal once showed one over three): the
+    # numbers keep their width under short headers, and only the two text columns wrap, at words.
+    for col in ("turn", "kind", "calls", "tokens", "$", "cands", "ok", "rej", unit, "best so far"):
+        if col in ("kind", "best so far"):
+            table.add_column(col, justify="left", overflow="fold", ratio=1)
+        else:
+            table.add_column(col, justify="right", no_wrap=True)
     for t in s["turns"]:
         table.add_row(
             str(t["turn"]),

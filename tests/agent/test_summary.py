@@ -156,3 +156,17 @@ def test_the_winners_flags_are_named():
     winner = cand(0, "SPEED: 2\n# FLAG: plain_torch")
     md = render_markdown(summarize([winner], [call(0)]))
     assert "- best: t000s00, 2.00x [95% CI 1.94-2.06]; flags: plain_torch" in md
+
+
+def test_the_turn_table_keeps_each_figure_on_one_line_at_80_columns():
+    """At 80 columns a figure once spread over three lines; only the two text columns may wrap."""
+    s = summarize(CANDS, CALLS, device="NVIDIA H200 (cuda)", device_kind="cuda", model="openai:gpt-5")
+    console = Console(record=True, width=80, file=io.StringIO())
+    console.print(rich_table(s))
+    lines = console.export_text().splitlines()
+    assert max(len(ln) for ln in lines) <= 80
+    for t in s["turns"]:
+        figures = [str(t["calls"]), str(t["input_tokens"] + t["output_tokens"]), f"{t['dollars']:.4f}"]
+        row = next(ln for ln in lines if ln.startswith("│") and ln.split("│")[1].strip() == str(t["turn"]))
+        cells = [c.strip() for c in row.split("│")[1:-1]]
+        assert all(f in cells for f in figures), (figures, row)
