@@ -35,6 +35,7 @@ CLI_MAY_IMPORT = {
     "kernelproof.commands.kernelbench",
     "kernelproof.commands.failures",  # an exception that reached the top, printed and mapped
     "kernelproof.commands.help",  # the verbs' lines in --help
+    "kernelproof.commands.options",  # the options the evaluating verbs share
     "kernelproof.commands.streams",  # stdout when its reader goes away
     "kernelproof.progress",  # live lines, per-item lines and Ctrl-C
     "kernelproof.sandbox.identity",  # main() makes the parent process non-dumpable, never the api

@@ -19,6 +19,30 @@ from typing import Annotated
 import typer
 
 from kernelproof import exits
+from kernelproof.commands.options import (  # noqa: F401 - typer reads the signature's names here
+    Baselines,
+    BuildCacheOpt,
+    BuildWorkers,
+    CaseTimeout,
+    CorrectnessOnly,
+    CpuThreads,
+    Db,
+    Device,
+    EvalMode,
+    EvaluationTimeout,
+    Fresh,
+    ImportTimeout,
+    KernelbenchCompat,
+    Policy,
+    RefuseRandom,
+    RequireSandbox,
+    Seed,
+    SeedsPerCase,
+    ShapeVariants,
+    Timeout,
+    TimeWhenBusy,
+    TimingTimeout,
+)
 from kernelproof.console import display_path, kernelbench_table, make_console, say
 from kernelproof.options import EvalOptions
 
@@ -47,87 +71,39 @@ def kernelbench_command(
     pass_at_k: Annotated[
         str, typer.Option("--pass-at-k", help="Comma-separated k values for pass@k (default: 1 and N).")
     ] = "",
-    device: Annotated[str, typer.Option("--device", help="auto | cuda | cuda:N | cpu")] = "auto",
+    device: Device = "auto",
     json_path: Annotated[
         str | None, typer.Option("--json", help="Write every verdict here as a JSON list ('-' for stdout).")
     ] = None,
-    baselines: Annotated[
-        str,
-        typer.Option(
-            "--baselines",
-            help="Comma-separated: eager, compile (=compile:default), compile:max-autotune-no-cudagraphs. "
-            "Default: eager alone (KernelBench's baseline_time_torch).",
-        ),
-    ] = "eager",
-    seed: Annotated[
-        int | None, typer.Option("--seed", help="Reproduce a run (default: a secret seed).")
-    ] = None,
-    correctness_only: Annotated[
-        bool, typer.Option("--correctness-only", help="Check correctness; skip timing (no fast_p).")
-    ] = False,
-    kernelbench_compat: Annotated[
-        bool, typer.Option("--kernelbench-compat", help="Also report KernelBench's own acceptance rule.")
-    ] = False,
-    eval_mode: Annotated[
-        bool, typer.Option("--eval-mode", help="Run reference and candidate in eval() mode.")
-    ] = False,
+    baselines: Baselines = "eager",
+    seed: Seed = None,
+    correctness_only: CorrectnessOnly = False,
+    kernelbench_compat: KernelbenchCompat = False,
+    eval_mode: EvalMode = False,
     time_budget: Annotated[
         float, typer.Option("--time-budget", help="Seconds of timing per timed shape (cap).")
     ] = 10.0,
-    shape_variants: Annotated[
-        str, typer.Option("--shape-variants", help="probe | auto | task (see kernelproof eval --help).")
-    ] = "probe",
-    policy: Annotated[
-        str | None, typer.Option("--policy", help="Kernel policy: strict | library-ok (default: the task's).")
-    ] = None,
-    refuse_random_reference: Annotated[
-        bool, typer.Option("--refuse-random-reference", help="Refuse a task whose reference is random.")
-    ] = False,
-    fresh: Annotated[
-        bool, typer.Option("--fresh", help="Do not serve an identical earlier evaluation from the store.")
-    ] = False,
-    db: Annotated[
-        str | None,
-        typer.Option(
-            "--db", help="SQLite results store (default: $KERNELPROOF_DB, else the default; '' for none)."
-        ),
-    ] = None,
-    timeout: Annotated[
-        float, typer.Option("--timeout", help="Ceiling in seconds on any one worker step.")
-    ] = 600.0,
-    import_timeout: Annotated[
-        float,
-        typer.Option("--import-timeout", help="Seconds for importing the solution and building ModelNew."),
-    ] = 60.0,
-    case_timeout: Annotated[
-        float, typer.Option("--case-timeout", help="Seconds for one correctness case (both runs).")
-    ] = 300.0,
-    timing_timeout: Annotated[
-        float, typer.Option("--timing-timeout", help="Seconds for one timing request.")
-    ] = 600.0,
-    evaluation_timeout: Annotated[
-        float, typer.Option("--evaluation-timeout", help="Seconds for the whole evaluation, wall clock.")
-    ] = 3600.0,
-    seeds_per_case: Annotated[
-        int, typer.Option("--seeds-per-case", help="Hidden seeds per (shape, distribution).")
-    ] = 2,
+    shape_variants: ShapeVariants = "probe",
+    policy: Policy = None,
+    refuse_random_reference: RefuseRandom = False,
+    fresh: Fresh = False,
+    db: Db = None,
+    timeout: Timeout = 600.0,
+    import_timeout: ImportTimeout = 60.0,
+    case_timeout: CaseTimeout = 300.0,
+    timing_timeout: TimingTimeout = 600.0,
+    evaluation_timeout: EvaluationTimeout = 3600.0,
+    seeds_per_case: SeedsPerCase = 2,
     executor: Annotated[str, typer.Option("--executor", help="local (one worker per GPU) | ray")] = "local",
     address: Annotated[
         str | None, typer.Option("--address", help="Ray cluster address (with --executor ray).")
     ] = None,
-    build_cache: Annotated[
-        str | None, typer.Option("--build-cache", help="Build cache for CUDA and native solutions.")
-    ] = None,
-    build_workers: Annotated[
-        int, typer.Option("--build-workers", help="Builder processes (0: one per 4 cores).")
-    ] = 0,
+    build_cache: BuildCacheOpt = None,
+    build_workers: BuildWorkers = 0,
     per_device: Annotated[
         int, typer.Option("--per-device", help="Evaluations in flight per GPU (their timing never overlaps).")
     ] = 1,
-    require_sandbox: Annotated[
-        bool,
-        typer.Option("--require-sandbox", help="Refuse to evaluate unless every containment layer holds."),
-    ] = False,
+    require_sandbox: RequireSandbox = False,
     write: Annotated[
         bool,
         typer.Option(
@@ -137,21 +113,8 @@ def kernelbench_command(
     exit_zero: Annotated[
         bool, typer.Option("--exit-zero", help="Exit 0 whatever the verdicts; misuse still exits 2.")
     ] = False,
-    cpu_threads: Annotated[
-        int,
-        typer.Option(
-            "--cpu-threads",
-            min=1,
-            help="Cores (and threads) for the candidate's worker and, apart from them, for each baseline's.",
-        ),
-    ] = 1,
-    time_when_busy: Annotated[
-        bool,
-        typer.Option(
-            "--time-when-busy",
-            help="Time even when the machine is too busy to (flagged), instead of the error machine_busy.",
-        ),
-    ] = False,
+    cpu_threads: CpuThreads = 1,
+    time_when_busy: TimeWhenBusy = False,
 ) -> None:
     """Judge a KernelBench run folder; write its eval_results.json.
 
