@@ -72,6 +72,18 @@ def _slices(*tensors: torch.Tensor, widen: bool = True):
         yield start, [p.to(torch.float64) for p in part] if widen else part
 
 
+def _finite_part(x: torch.Tensor, o: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the oracle, x - the oracle) in float64 over the elements where the oracle is finite (zero
+    elsewhere). Where every element is finite the masks change nothing and are skipped (fastpath)."""
+    o = o.to(torch.float64)
+    if fastpath.ENABLED and bool(torch.isfinite(o).all()):
+        return o, x - o  # computed in float64: the oracle widens x
+    x = x.to(torch.float64)
+    finite = torch.isfinite(o)
+    o0 = torch.where(finite, o, torch.zeros_like(o))
+    return o0, torch.where(finite, x, torch.zeros_like(x)) - o0
+
+
 def tolerance_for(
     reference: torch.Tensor, oracle: torch.Tensor, dtype: torch.dtype, noise: Noise = NO_NOISE
 ) -> Tolerance:
@@ -82,14 +94,7 @@ def tolerance_for(
     o_sq = d_sq = 0.0
     max_ref_abs = 0.0
     for _, (r, o) in _slices(reference, oracle, widen=not fastpath.ENABLED):
-        o = o.to(torch.float64)
-        if fastpath.ENABLED and bool(torch.isfinite(o).all()):  # the masks below would change nothing
-            o0, d = o, r - o  # computed in float64: the oracle widens r
-        else:
-            r = r.to(torch.float64)
-            finite = torch.isfinite(o)
-            o0 = torch.where(finite, o, torch.zeros_like(o))
-            d = torch.where(finite, r, torch.zeros_like(r)) - o0
+        o0, d = _finite_part(r, o)
         o_sq += float((o0 * o0).sum())
         d_sq += float((d * d).sum())
         if d.numel():
@@ -112,14 +117,7 @@ def rel_norm_error(candidate: torch.Tensor, oracle: torch.Tensor) -> float:
     """||candidate - oracle|| / ||oracle|| over the elements where the oracle is finite."""
     o_sq = d_sq = 0.0
     for _, (c, o) in _slices(candidate, oracle, widen=not fastpath.ENABLED):
-        o = o.to(torch.float64)
-        if fastpath.ENABLED and bool(torch.isfinite(o).all()):  # the masks below would change nothing
-            o0, d = o, c - o  # computed in float64: the oracle widens c
-        else:
-            c = c.to(torch.float64)
-            finite = torch.isfinite(o)
-            o0 = torch.where(finite, o, torch.zeros_like(o))
-            d = torch.where(finite, c, torch.zeros_like(c)) - o0
+        o0, d = _finite_part(c, o)
         o_sq += float((o0 * o0).sum())
         d_sq += float((d * d).sum())
     if o_sq == 0:
