@@ -19,6 +19,7 @@ would say nothing.
 
 from __future__ import annotations
 
+import math
 import re
 
 from kernelproof.inputs import dtype_from_name
@@ -100,16 +101,15 @@ def account(
     )
 
 
+def _tensor_inputs(ctx: VariantContext) -> list[tuple[int, str]]:
+    """(elements, dtype name) of each tensor input of the task."""
+    slots = getattr(ctx, "slots", None) or []
+    return [(math.prod(int(d) for d in s.shape), s.dtype) for s in slots if s.kind in ("float", "fixed")]
+
+
 def input_elements(ctx: VariantContext) -> int:
     """Elements of the task's tensor inputs in all (what an epilogue's op is small against)."""
-    total = 0
-    for slot in getattr(ctx, "slots", None) or []:
-        if slot.kind in ("float", "fixed"):
-            n = 1
-            for d in slot.shape:
-                n *= int(d)
-            total += n
-    return total
+    return sum(n for n, _ in _tensor_inputs(ctx))
 
 
 def movement_budget(ctx: VariantContext) -> int:
@@ -117,14 +117,7 @@ def movement_budget(ctx: VariantContext) -> int:
     (a CUDA-graph solution copies each call's inputs into its captured buffers and clones its
     output). Copies cannot compute, so no decoy gains own work from this."""
     outputs = sum(getattr(ctx, "output_nbytes", None) or [])
-    inputs = 0
-    for slot in getattr(ctx, "slots", None) or []:
-        if slot.kind in ("float", "fixed"):
-            n = 1
-            for d in slot.shape:
-                n *= int(d)
-            inputs += n * dtype_from_name(slot.dtype).itemsize
-    return outputs + inputs
+    return outputs + sum(n * dtype_from_name(dt).itemsize for n, dt in _tensor_inputs(ctx))
 
 
 def gpu_ms(cov: Coverage) -> float:
