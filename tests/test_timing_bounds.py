@@ -72,6 +72,25 @@ def test_differential_cancels_fixed_costs_and_keeps_the_smaller_wall():
     assert bounds.differential(lambda k: None, 10) is None
 
 
+def test_a_neighbour_in_the_larger_batch_cannot_make_a_call_cost_more_than_the_smaller_batchs_share():
+    # measured in CI, an honest interpreted kernel reporting 2.045 ms: 19 calls in 53.73 ms, then
+    # 38 calls in 278.6 ms while the other test process ran; the raw difference said 11.8 ms a call
+    n = 19
+    walls = iter([53.73, 60.0, 278.6, 290.0])
+    d = bounds.differential(lambda k: next(walls), n)
+    assert d is not None and d.per_call_ms == pytest.approx(53.73 / n)
+    assert bounds.differential_reason(2.045, d, [], [], cuda=False) is None
+    # the cap never frees a forged window: its real cost is inside the smaller wall as well
+    forged = bounds.differential(lambda k: {n: 5.0 * n + 1.0, 2 * n: 10.0 * n + 1.0}[k], n)
+    assert forged is not None and bounds.differential_reason(0.005, forged, [], [], cuda=False) is not None
+
+
+def test_of_two_measurements_the_smaller_figure_decides():
+    low, high = Differential(8, 1.0, (9.0, 17.0)), Differential(8, 4.0, (9.0, 41.0))
+    assert bounds.smaller(high, low) is low and bounds.smaller(low, high) is low
+    assert bounds.smaller(None, high) is high and bounds.smaller(low, None) is low
+
+
 def test_busy_when_others_want_the_timing_core_or_the_baselines_scatter(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     quiet = busy.judge(0.5, 1, [[1.0, 1.02, 0.99, 1.01]], cuda=False)
@@ -98,3 +117,60 @@ def test_a_forged_fast_figure_cannot_make_the_back_to_back_batch_endless():
     assert bounds.calls_for(0.00001, 20.0) == int(bounds.DIFF_BUDGET_MS / 20.0)  # the parent's cycle caps it
     assert bounds.calls_for(5.0, 6.0) == bounds.DIFF_MIN_CALLS
     assert bounds.calls_for(0.001, float("nan")) == bounds.DIFF_MAX_CALLS
+
+
+class _Cand:
+    """What parent_clock reads of a timed candidate (no worker is asked: the walls are scripted)."""
+
+    def __init__(self, mean_ms: float):
+        self.samples_ms, self.cycle_ms, self.host_ms, self.worker = (
+            [mean_ms] * 4,
+            [mean_ms + 1.0] * 4,
+            [],
+            None,
+        )
+
+
+def _scripted_walls(monkeypatch, per_call_by_attempt: list[float]) -> list[int]:
+    """Each differential measurement of the candidate sees the next per-call cost (ms) in its walls;
+    returns the list of batch sizes asked for."""
+    from kernelproof.measure import parent_clock
+
+    asked: list[int] = []
+
+    def back_to_back(ctx, prog, rng, calls, timeout_s, check_fp):
+        attempt = len(asked) // (2 * bounds.DIFF_REPEATS)
+        asked.append(calls)
+        return 5.0 + calls * per_call_by_attempt[min(attempt, len(per_call_by_attempt) - 1)], None
+
+    monkeypatch.setattr(parent_clock, "_back_to_back", back_to_back)
+    return asked
+
+
+def _differential_verdict(reported_ms: float) -> tuple[list, list[str]]:
+    import random
+
+    from kernelproof.measure import parent_clock
+
+    class Ctx:
+        variant = "default"
+
+    notes: list[str] = []
+    found = parent_clock._differential_reasons(
+        Ctx(), _Cand(reported_ms), [], random.Random(0), 10.0, lambda *a: None, notes, False
+    )
+    return found, notes
+
+
+def test_a_burst_during_one_measurement_is_not_timing_tamper(monkeypatch):
+    asked = _scripted_walls(monkeypatch, [10.0, 2.0])  # a neighbour quintupled the first measurement
+    found, notes = _differential_verdict(2.0)
+    assert found == [] and len(asked) == 2 * (2 * bounds.DIFF_REPEATS)
+    assert any("smallest of 2 measurements" in n for n in notes), notes
+
+
+def test_a_forged_window_is_timing_tamper_in_every_measurement(monkeypatch):
+    asked = _scripted_walls(monkeypatch, [10.0])  # the call always costs 10 ms; the worker says 2
+    found, notes = _differential_verdict(2.0)
+    assert [r.code.value for r in found] == ["timing_tamper"]
+    assert len(asked) == bounds.DIFF_CONFIRMS * (2 * bounds.DIFF_REPEATS)

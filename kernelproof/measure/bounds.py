@@ -19,9 +19,14 @@
    a forged window. So the parent times two back-to-back batches of ``n`` and ``2n`` calls on its
    own clock (the worker's ``steady`` request; the last output's fingerprint is checked) and takes
    ``(wall(2n) - wall(n)) / n``: every fixed cost cancels and what is left is one call's cost. Each
-   size is timed twice and the smaller wall kept (a neighbour only ever adds time). A reported mean
-   below that figure, by more than the baselines' own ratio of the two figures allows (at least
-   ``DIFF_MIN_FACTOR``), is ``timing_tamper``, with both figures. On a GPU a back-to-back call
+   size is timed twice and the smaller wall kept (a neighbour only ever adds time). A call never
+   costs more than the smaller batch's wall per call (its fixed costs are not negative), so the
+   figure is capped there: a larger batch that took more than twice the smaller one was slowed by
+   a neighbour, and the cap loses nothing against a forged window, whose real cost is inside both
+   walls. A reported mean below that figure, by more than the baselines' own ratio of the two
+   figures allows (at least ``DIFF_MIN_FACTOR``), is ``timing_tamper``, with both figures, once
+   ``DIFF_CONFIRMS`` fresh measurements agree (the smallest figure decides): a neighbour's burst
+   comes and goes, a forged window is there every time. On a GPU a back-to-back call
    costs the larger of its host time and its device time, so the candidate's reported host time
    per call is taken off the parent's figure first.
 
@@ -52,6 +57,7 @@ DIFF_BUDGET_MS = 2_000.0  # the smaller batch at the parent's per-call cycle las
 DIFF_REPEATS = 2  # each batch size timed this often; the smallest wall is kept
 DIFF_MIN_FACTOR = 2.0  # a reported mean may fall this far below the parent's figure, at least
 DIFF_SLACK = 1.5  # ... or this many times the baselines' own ratio of the two figures
+DIFF_CONFIRMS = 3  # timing_tamper only when this many measurements of the candidate's figure agree
 
 
 @dataclass(frozen=True)
@@ -86,7 +92,15 @@ def differential(timed: Callable[[int], float | None], n: int) -> Differential |
         if any(g is None for g in got):
             return None
         walls.append(min(float(g) for g in got if g is not None))
-    return Differential(n, max(0.0, (walls[1] - walls[0]) / n), (round(walls[0], 4), round(walls[1], 4)))
+    per_call = min((walls[1] - walls[0]) / n, walls[0] / n)  # a call costs at most the smaller batch's share
+    return Differential(n, max(0.0, per_call), (round(walls[0], 4), round(walls[1], 4)))
+
+
+def smaller(a: Differential | None, b: Differential | None) -> Differential | None:
+    """Of two measurements of one program's figure, the smaller: noise only ever adds time."""
+    if a is None or b is None:
+        return a or b
+    return a if a.per_call_ms <= b.per_call_ms else b
 
 
 def gap_reason(

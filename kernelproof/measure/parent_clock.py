@@ -153,13 +153,25 @@ def _differential_reasons(
                 theirs.append((float(np.mean(b.samples_ms)), d))
     except WorkerDied as died:
         return [Reason(ReasonCode(died.code), died.message, died.detail)]
+    found = bounds.differential_reason(cand_mean, mine, theirs, cand.host_ms, cuda)
+    attempts = 1
+    try:  # a neighbour's burst comes and goes; a forged window is there every time
+        while found is not None and attempts < bounds.DIFF_CONFIRMS:
+            again = bounds.differential(timed_by(cand, nullcontext), n)
+            if failed:
+                return failed[:1]
+            attempts += 1
+            mine = bounds.smaller(mine, again)
+            found = bounds.differential_reason(cand_mean, mine, theirs, cand.host_ms, cuda)
+    except WorkerDied as died:
+        return [Reason(ReasonCode(died.code), died.message, died.detail)]
     if mine is not None:
         notes.append(
             f"parent's back-to-back figure for {ctx.variant!r}: candidate {mine.per_call_ms:.4g} ms a call "
-            f"(n = {mine.calls}), reported mean {cand_mean:.4g} ms"
+            f"(n = {mine.calls}, the smallest of {attempts} measurement{'s' if attempts > 1 else ''}), "
+            f"reported mean {cand_mean:.4g} ms"
             + "".join(f"; a baseline {d.per_call_ms:.4g} ms against {m:.4g} ms" for m, d in theirs)
         )
-    found = bounds.differential_reason(cand_mean, mine, theirs, cand.host_ms, cuda)
     return [found] if found else []
 
 
