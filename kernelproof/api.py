@@ -190,12 +190,18 @@ def _evaluate_on(task: str, solution: str, options: EvalOptions, device: str, po
         concurrent.futures.wait([pending.future])
     with pool.device_slots(device, options.per_device):
         verdict = _judged(task, solution, options, device, pool)
-    if options.per_device > 1 and _worth_running_alone(verdict):
+    again = options.per_device > 1 and _worth_running_alone(verdict)
+    if again or _near_the_edge_failure(verdict, device, pool):
         # Out of GPU memory while other evaluations held some, perhaps: this one again, alone on the
-        # device, where the parent's own facts decide (kernelproof/evaluate/memory_blame.py).
+        # device, where the parent's own facts decide (kernelproof/evaluate/memory_blame.py). The
+        # reference's re-run that may decide it is alone on the device too: beside other
+        # evaluations, its failure would be theirs, not the task's size.
         with pool.device_alone(device, options.per_device):
-            verdict = _judged(task, solution, options, device, pool)
-    verdict = _beyond_the_device(verdict, task, options, device, pool)
+            if again:
+                verdict = _judged(task, solution, options, device, pool)
+            verdict = _beyond_the_device(verdict, task, options, device, pool)
+    else:
+        verdict = _beyond_the_device(verdict, task, options, device, pool)
     never_stored = (ReasonCode.TOO_LARGE.value, ReasonCode.ENVIRONMENT.value, ReasonCode.MACHINE_BUSY.value)
     if verdict.codes and (verdict.codes[0] in never_stored or ReasonCode.ENVIRONMENT.value in verdict.codes):
         return verdict  # a property of this machine (and its neighbours) at the time: never stored
@@ -226,6 +232,20 @@ def _worth_running_alone(verdict: Verdict) -> bool:
     return bool(codes & {ReasonCode.TOO_LARGE, ReasonCode.CRASH, ReasonCode.INTERNAL_ERROR})
 
 
+def _memory_facts(verdict: Verdict, device: str, pool: LocalPool) -> MemoryFacts:
+    capacity = getattr(pool.memory(device), "capacity_bytes", None)
+    return MemoryFacts((verdict.environment.get("memory") or {}).get("footprint_bytes"), capacity)
+
+
+def _near_the_edge_failure(verdict: Verdict, device: str, pool: LocalPool) -> bool:
+    """A memory-shaped failure of an evaluation large enough for the reference's re-run alone."""
+    return (
+        bool(verdict.reasons)
+        and memory_shaped(verdict.reasons[0].code)
+        and near_the_edge(_memory_facts(verdict, device, pool))
+    )
+
+
 def _beyond_the_device(
     verdict: Verdict, task: str, options: EvalOptions, device: str, pool: LocalPool
 ) -> Verdict:
@@ -239,9 +259,8 @@ def _beyond_the_device(
     parent held 115 GiB and the worker's poison fill found no memory: the reference, run alone as
     the candidate in a fresh worker, fails the same way; that is the second fact.)
     """
-    capacity = getattr(pool.memory(device), "capacity_bytes", None)
-    footprint = (verdict.environment.get("memory") or {}).get("footprint_bytes")
-    facts = MemoryFacts(footprint, capacity)
+    facts = _memory_facts(verdict, device, pool)
+    capacity, footprint = facts.available_bytes, facts.footprint_bytes
     if not verdict.reasons or not memory_shaped(verdict.reasons[0].code):
         return verdict
     if not own_out_of_memory(facts) and near_the_edge(facts):

@@ -148,3 +148,29 @@ def test_a_worker_out_of_memory_on_the_gpu_is_too_large_only_by_the_parent_s_fac
         pool.close()
     assert v.codes == codes, v.reasons
     assert v.verdict.value == ("error" if codes == ["too_large"] else "fail")
+
+
+def test_the_reference_alone_runs_with_every_device_slot_held(monkeypatch):
+    """Its failure decides too_large: beside another evaluation's memory it would be theirs."""
+    from kernelproof.executors.local import LocalPool
+    from kernelproof.executors.memory import DeviceMemory
+
+    outcomes = [_verdict_of(ReasonCode.CRASH, 80 * GB), _verdict_of(None)]
+    free_slots = []
+    pool = LocalPool(prespawn=False)
+    options = EvalOptions(device="cpu", db="", per_device=3)
+
+    def fake(task, solution, options, device, workers):
+        free_slots.append(pool.device_slots(device, options.per_device)._value)
+        return outcomes.pop(0)
+
+    monkeypatch.setattr(api, "evaluate_pair", fake)
+    monkeypatch.setattr(
+        api, "_worth_running_alone", lambda verdict: False
+    )  # straight to the reference's re-run
+    monkeypatch.setattr(pool, "memory", lambda device: DeviceMemory(129 * GB))
+    try:
+        api.evaluate(SCALE_RELU, SCALE_RELU, options, pool=pool)
+    finally:
+        pool.close()
+    assert free_slots == [2, 0]  # the evaluation in one slot of three; the reference's re-run in all

@@ -89,6 +89,12 @@ def _evaluate(
         setup = prepare(task_path, solution, options, seed, device, workers)
     if isinstance(setup, Stopped):
         return stopped_verdict(setup, FileRef(str(task_path), setup.task_sha256), solution.ref, envelope)
+    if device.startswith("cuda"):
+        # Setup's temporaries (the audit's controls, the shape probes) stay reserved in the parent's
+        # caching allocator, where the candidate's worker, another process, cannot use them: a
+        # 4.3 GB-a-tensor task's setup peaked near 70 GB on an H200.
+        with workers.gate(device).shared():
+            torch.cuda.empty_cache()
     policy = options.policy or setup.task.meta.policy  # the kernel policy that applies (--policy overrides)
     env.update(precision=setup.task.meta.precision, policy=policy, mode=setup.mode)
     phases.mark("setup_s")
