@@ -140,3 +140,25 @@ def test_spread_of_outputs_that_disagree_on_where_they_are_finite_is_infinite():
     a = [torch.tensor([1.0, float("nan")])]
     b = [torch.tensor([1.0, 2.0])]
     assert math.isinf(spread(a, b).rel_norm)
+
+
+def test_spread_in_slices_says_what_one_pass_says(monkeypatch):
+    """Slices keep the run-to-run check's float64 temporaries small; the figures stay the same."""
+    from kernelproof.verify import oracle as oracle_module
+    from kernelproof.verify.oracle import spread
+
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(37, 53, generator=g)
+    y = x + 1e-6 * torch.randn(37, 53, generator=g)
+    x[3, 4] = y[3, 4] = float("inf")
+    x[30, 1] = y[30, 1] = float("nan")
+    whole = spread([x, x[:5]], [y, y[:5]])
+    monkeypatch.setattr(oracle_module, "SPREAD_CHUNK", 97)  # several slices, the masked ones among them
+    sliced = spread([x, x[:5]], [y, y[:5]])
+    assert sliced.rel_norm == pytest.approx(whole.rel_norm, rel=1e-12) and whole.rel_norm > 0
+    assert sliced.abs_over_rms == pytest.approx(whole.abs_over_rms, rel=1e-12)
+    finite = torch.isfinite(x)
+    x64, d64 = x[finite].double(), (x[finite].double() - y[finite].double())
+    assert whole.rel_norm == pytest.approx(float(d64.norm() / x64.norm()), rel=1e-9)  # the plain formula
+    y[36, 52] = float("inf")  # finite in one run only, in the last slice
+    assert math.isinf(spread([x], [y]).rel_norm)
