@@ -58,6 +58,128 @@ def test_an_evaluation_alone_is_admitted_whatever_its_footprint():
         assert waited < 1.0 and mem.reserved_bytes() == 10**12
 
 
+def _in_thread(fn) -> threading.Thread:
+    t = threading.Thread(target=fn, daemon=True)
+    t.start()
+    return t
+
+
+def test_a_reservation_grows_when_the_others_leave_room():
+    mem = DeviceMemory(capacity_bytes=100)
+    order: list[str] = []
+    first_in, second_in = threading.Event(), threading.Event()
+
+    def first():
+        with mem.hold(60):
+            first_in.set()
+            second_in.wait(5)
+            time.sleep(0.2)
+            order.append("first out")
+
+    def second():
+        first_in.wait(5)
+        with mem.hold(30) as held:
+            second_in.set()
+            held.grow(70)  # 60 + 70 > 100: waits for the first to leave
+            order.append("second grown")
+            assert mem.reserved_bytes() == 70 and held.waited_s > 0.1
+
+    threads = [_in_thread(first), _in_thread(second)]
+    for t in threads:
+        t.join(10)
+    assert order == ["first out", "second grown"] and mem.reserved_bytes() == 0
+
+
+def test_two_reservations_that_each_wait_to_grow_do_not_wait_forever():
+    """Each holds its setup's memory and waits for room the other holds: the older goes on."""
+    mem = DeviceMemory(capacity_bytes=100)
+    both_in = threading.Barrier(2)
+    grown: list[str] = []
+
+    def evaluation(name: str, first: int, then: int, hold_s: float) -> None:
+        with mem.hold(first) as held:
+            both_in.wait(5)
+            held.grow(then)
+            grown.append(name)
+            time.sleep(hold_s)
+
+    a = _in_thread(lambda: evaluation("a", 40, 90, 0.3))
+    time.sleep(0.05)  # a's ticket is the older
+    b = _in_thread(lambda: evaluation("b", 40, 90, 0.0))
+    a.join(10)
+    b.join(10)
+    assert not a.is_alive() and not b.is_alive(), "deadlocked"
+    assert grown == ["a", "b"]
+
+
+def test_a_new_arrival_waits_behind_a_reservation_waiting_to_grow():
+    mem = DeviceMemory(capacity_bytes=100)
+    order: list[str] = []
+    holder_in, grower_in = threading.Event(), threading.Event()
+
+    def holder():
+        with mem.hold(50):
+            holder_in.set()
+            grower_in.wait(5)
+            time.sleep(0.3)
+            order.append("holder out")
+
+    def grower():
+        holder_in.wait(5)
+        with mem.hold(10) as held:
+            grower_in.set()
+            held.grow(50)  # 50 + 50 <= 100: at once
+            order.append("grown")
+            held.grow(90)  # waits for the holder
+            order.append("grown again")
+            time.sleep(0.1)
+
+    def arrival():
+        grower_in.wait(5)
+        time.sleep(0.1)  # the grower is waiting by now
+        with mem.hold(20):
+            order.append("arrival in")
+
+    threads = [_in_thread(holder), _in_thread(grower), _in_thread(arrival)]
+    for t in threads:
+        t.join(10)
+    assert order == ["grown", "holder out", "grown again", "arrival in"], order
+
+
+def test_an_evaluation_holds_the_estimate_before_setup_and_its_footprint_before_the_worker(monkeypatch):
+    """The parent's setup allocates inside the evaluation's reservation, never beside it."""
+    from kernelproof.executors import memory as memory_module
+
+    grows: list[int] = []
+    real = memory_module.DeviceMemory._grow
+
+    def recorded(self, ticket, nbytes):
+        grows.append(nbytes)
+        return real(self, ticket, nbytes)
+
+    monkeypatch.setattr(memory_module.DeviceMemory, "_grow", recorded)
+    pool = LocalPool(prespawn=False)
+    monkeypatch.setattr(pool, "memory", lambda device: DeviceMemory(10**12))
+    try:
+        v = api.evaluate(
+            str(DATA / "tasks" / "scale_relu.py"),
+            str(DATA / "solutions" / "plain_torch.py"),
+            EvalOptions(device="cpu", db="", correctness_only=True, seeds_per_case=1),
+            pool=pool,
+        )
+    finally:
+        pool.close()
+    assert v.passed, v.reasons
+    from kernelproof.task import variants_for
+    from kernelproof.verify.footprint import case_need
+
+    task = load_task(DATA / "tasks" / "scale_relu.py")
+    estimate = case_need(task, variants_for(task, "cpu"), "cpu").case_bytes  # the meta device's, of one case
+    assert estimate and grows == [estimate, v.environment["memory"]["footprint_bytes"]]
+    assert grows[1] >= grows[0]  # what setup measured is at least the floor
+    assert {"setup/admission", "admission"} <= set(v.environment["steps"])
+
+
 def test_the_footprint_counts_inputs_weights_outputs_and_what_setup_measured():
     task = load_task(DATA / "tasks" / "scale_relu.py")
     ctx = build_variant(task, "default", torch.device("cpu"), "train", 3)

@@ -67,8 +67,11 @@ def evaluate_pair(
     task_path: str, solution_path: str, options: EvalOptions, device: str, workers: WorkerSource
 ) -> Verdict:
     """The verdict of one solution on one task, on one device, with workers from `workers`."""
-    with steps.recording() as clock:
-        return _evaluate(task_path, solution_path, options, device, workers, clock)
+    # One reservation of the device's memory for the whole evaluation, from before setup allocates
+    # (kernelproof/executors/memory.py): setup's reference, oracle and audit are the parent's
+    # largest allocations, and four of them at once took an H200 past its memory.
+    with steps.recording() as clock, workers.memory(device).hold(0) as held:
+        return _evaluate(task_path, solution_path, options, device, workers, clock, held)
 
 
 def _evaluate(
@@ -78,6 +81,7 @@ def _evaluate(
     device: str,
     workers: WorkerSource,
     clock: steps.StepClock,
+    held: Any,
 ) -> Verdict:
     phases = _Phases()
     seed = options.seed if options.seed is not None else secrets.randbits(62)
@@ -86,7 +90,7 @@ def _evaluate(
     env["steps"] = clock.totals  # filled in place as each step ends (kernelproof/verify/steps.py)
     envelope = Envelope(env, settings_of(options, seed, device), phases.started, options.kernelbench_compat)
     with steps.step("setup"):
-        setup = prepare(task_path, solution, options, seed, device, workers)
+        setup = prepare(task_path, solution, options, seed, device, workers, admit=held.grow)
     if isinstance(setup, Stopped):
         return stopped_verdict(setup, FileRef(str(task_path), setup.task_sha256), solution.ref, envelope)
     if device.startswith("cuda"):
@@ -111,9 +115,10 @@ def _evaluate(
     if missing is not None:  # built (its compile errors are its own), but there is nothing to run it on
         stop = Stopped(Outcome.ERROR, Reason(ReasonCode.ENVIRONMENT, missing), setup.flags)
         return stopped_verdict(stop, setup.task_ref, solution.ref, envelope, built)
-    with workers.memory(device).reserve(setup.footprint_bytes) as waited_s:
-        env["memory"] = {"footprint_bytes": setup.footprint_bytes, "admission_wait_s": round(waited_s, 3)}
-        ran = _run_candidate(setup, built, options, device, workers, phases)
+    with steps.step("admission"):
+        held.grow(setup.footprint_bytes)  # what setup measured of itself, and the worker's share
+    env["memory"] = {"footprint_bytes": setup.footprint_bytes, "admission_wait_s": round(held.waited_s, 3)}
+    ran = _run_candidate(setup, built, options, device, workers, phases)
     if ran.worker is not None:
         env["worker"] = ran.worker
         env["limits"] = ran.limits

@@ -11,6 +11,7 @@ this step runs.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import torch
 
@@ -65,9 +66,11 @@ def prepare(
     seed: int,
     device: str,
     workers: WorkerSource,
+    admit: Callable[[int], float] | None = None,
 ) -> Setup | Stopped:
     """The task ready and the cases planned from `seed`, or the early verdict (task_error,
-    compile_error, degenerate_task)."""
+    compile_error, degenerate_task). `admit(nbytes)` holds that much of the device's memory for
+    the evaluation before setup allocates any (the meta device's estimate of one case)."""
     try:
         task = load_task(task_path)
     except TaskError as exc:
@@ -94,6 +97,9 @@ def prepare(
     if needs_build(solution.file.triage.backend):
         # Submitted now (or already, by evaluate_many): it builds while the task is set up.
         pending = workers.build(solution.ref.path, solution.file.sha256, device, options)
+    if admit is not None:
+        with steps.step("admission"):
+            admit(need.case_bytes or 0)
     rng = random.Random(seed)
     init_seed = rng.getrandbits(31)
     mode = "eval" if options.eval_mode else task.meta.mode

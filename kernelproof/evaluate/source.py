@@ -19,10 +19,21 @@ if TYPE_CHECKING:
     from kernelproof.evaluate.build import PendingBuild
 
 
+class _NoHold:
+    waited_s = 0.0
+
+    def grow(self, nbytes: int) -> float:
+        return 0.0
+
+
 class _NoLimit:
     @contextmanager
     def reserve(self, nbytes: int) -> Iterator[float]:
         yield 0.0
+
+    @contextmanager
+    def hold(self, nbytes: int) -> Iterator[_NoHold]:
+        yield _NoHold()
 
 
 _NO_LIMIT = _NoLimit()
@@ -47,8 +58,9 @@ class WorkerSource:
         return DeviceGate()
 
     def memory(self, device: str):
-        """The device's memory admission: ``reserve(nbytes)`` is a context manager that waits until
-        the evaluations in flight leave room (kernelproof/executors/memory.py). None here: no limit."""
+        """The device's memory admission: ``hold(nbytes)`` is a context manager that waits until
+        the evaluations in flight leave room, and its reservation may grow (kernelproof/executors/memory.py).
+        None here: no limit."""
         return _NO_LIMIT
 
     def settle(self, device: str) -> None:

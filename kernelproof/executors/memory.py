@@ -3,10 +3,17 @@
 With two evaluations in flight per GPU (``per_device`` 2), two of KernelBench's elementwise tasks
 (6.4 GB inputs) took the H200 past its memory: each evaluation holds the reference's outputs, the
 float64 oracle's, the candidate's outputs coming back, and its worker holds its own copies. So an
-evaluation reserves its footprint (kernelproof/evaluate/setup.py estimates it from what its setup
-measured) before its candidate runs, and waits while the reservations of the others and its own
-would exceed the device's memory. An evaluation alone on a device is always admitted: what does
-not fit then is ``too_large``, decided by the evaluation, not here.
+evaluation holds a reservation from before its setup allocates anything to its end: first the
+meta device's estimate of one case (kernelproof/verify/footprint.py, known before any tensor
+exists), then, once setup has measured itself, its footprint (kernelproof/evaluate/setup.py). Each
+step waits while the reservations of the others and its own would exceed the device's memory. An
+evaluation alone on a device is always admitted: what does not fit then is ``too_large``, decided
+by the evaluation, not here.
+
+A reservation that grows keeps what it holds while it waits (its setup's tensors exist). Two
+evaluations that each wait to grow would wait for each other forever, so when every other holder
+is itself waiting to grow, the oldest grower goes ahead: the device may then be over-committed, and
+what fails for memory runs again alone (kernelproof/api.py). Growth is served before new arrivals.
 """
 
 from __future__ import annotations
@@ -18,12 +25,28 @@ from contextlib import contextmanager
 HEADROOM = 0.92  # of the device's total memory: CUDA contexts, the allocators' caches, fragmentation
 
 
+class Held:
+    """One evaluation's reservation: `grow` raises it to a larger figure, waiting for room."""
+
+    def __init__(self, memory: DeviceMemory | Unlimited, ticket: int, waited_s: float) -> None:
+        self._memory = memory
+        self._ticket = ticket
+        self.waited_s = waited_s  # the seconds waited so far, arrival and growth together
+
+    def grow(self, nbytes: int) -> float:
+        """Hold at least `nbytes` (never less than now); returns the seconds this waited."""
+        waited = self._memory._grow(self._ticket, nbytes)
+        self.waited_s += waited
+        return waited
+
+
 class DeviceMemory:
     """Reservations against one device's memory (bytes), granted in arrival order when they fit."""
 
     def __init__(self, capacity_bytes: int) -> None:
         self.capacity_bytes = capacity_bytes
         self._reserved: dict[int, int] = {}  # ticket -> bytes
+        self._growing: dict[int, int] = {}  # ticket -> the bytes it waits to hold
         self._cond = threading.Condition()
         self._next = 0
         self._queue: list[int] = []  # tickets waiting, in arrival order
@@ -31,6 +54,12 @@ class DeviceMemory:
     @contextmanager
     def reserve(self, nbytes: int) -> Iterator[float]:
         """Hold `nbytes` of the device for the block; yields the seconds waited to get them."""
+        with self.hold(nbytes) as held:
+            yield held.waited_s
+
+    @contextmanager
+    def hold(self, nbytes: int) -> Iterator[Held]:
+        """Hold `nbytes` of the device for the block, as a reservation that may grow."""
         import time
 
         t0 = time.monotonic()
@@ -44,14 +73,39 @@ class DeviceMemory:
             self._reserved[ticket] = nbytes
             self._cond.notify_all()
         try:
-            yield time.monotonic() - t0
+            yield Held(self, ticket, time.monotonic() - t0)
         finally:
             with self._cond:
                 del self._reserved[ticket]
+                self._growing.pop(ticket, None)
                 self._cond.notify_all()
 
+    def _grow(self, ticket: int, nbytes: int) -> float:
+        import time
+
+        t0 = time.monotonic()
+        with self._cond:
+            if nbytes <= self._reserved[ticket]:
+                return 0.0
+            self._growing[ticket] = nbytes
+            try:
+                while not self._may_grow(ticket, nbytes):
+                    self._cond.wait()
+                self._reserved[ticket] = nbytes
+            finally:
+                del self._growing[ticket]
+                self._cond.notify_all()
+        return time.monotonic() - t0
+
+    def _may_grow(self, ticket: int, nbytes: int) -> bool:
+        others = [t for t in self._reserved if t != ticket]
+        if sum(self._reserved[t] for t in others) + nbytes <= self.capacity_bytes:
+            return True
+        # every other holder waits to grow too: none of them releases first, the oldest goes on
+        return all(t in self._growing for t in others) and ticket == min(self._growing)
+
     def _fits(self, nbytes: int) -> bool:
-        held = sum(self._reserved.values())
+        held = sum(self._reserved.values()) + sum(n - self._reserved[t] for t, n in self._growing.items())
         return not self._reserved or held + nbytes <= self.capacity_bytes
 
     def reserved_bytes(self) -> int:
@@ -65,6 +119,13 @@ class Unlimited:
     @contextmanager
     def reserve(self, nbytes: int) -> Iterator[float]:
         yield 0.0
+
+    @contextmanager
+    def hold(self, nbytes: int) -> Iterator[Held]:
+        yield Held(self, 0, 0.0)
+
+    def _grow(self, ticket: int, nbytes: int) -> float:
+        return 0.0
 
 
 def for_device(device: str) -> DeviceMemory | Unlimited:
