@@ -1,0 +1,93 @@
+"""A candidate forks processes that leave its process group and spin while the baselines are timed
+(tests/data/solutions/forks_a_spinner.py): a stop of the worker reaches them too
+(kernelproof.sandbox.members), so they cannot slow the baselines.
+
+Candidate and baselines get every core here, the same ones (``cpu_threads`` = the usable cores):
+cores do not hold the two sides apart, and the stop while baselines run is the only defence. The
+attack's effect is shown with that defence off first: its children run while the worker is
+"stopped". No timing threshold is asserted beyond the honest solution's own interval.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+from kernelproof.api import evaluate
+from kernelproof.options import EvalOptions
+from kernelproof.sandbox import members, process
+from kernelproof.sandbox.process import WorkerProcess
+
+DATA = Path(__file__).parent / "data"
+TASK = str(DATA / "tasks" / "scale_relu.py")
+SHARED = EvalOptions(
+    device="cpu",
+    db="",
+    seed=11,
+    seeds_per_case=1,
+    timeout_s=120,
+    time_budget_s=2,
+    min_rounds=3,
+    max_rounds=4,
+    cpu_threads=len(os.sched_getaffinity(0)),  # every core on both sides: nothing separates them
+)
+SLACK = 1.5  # two evaluations of one computation on a shared machine differ by this much and more
+
+
+def sol(name: str) -> str:
+    return str(DATA / "solutions" / f"{name}.py")
+
+
+def _eager_ratio(v) -> tuple[float, tuple[float, float]]:
+    (s,) = [s for s in v.timing.shapes[0].speedups if s.baseline == "eager"]
+    return s.median, s.ci95
+
+
+def _watching(monkeypatch) -> list[dict[int, str]]:
+    """Each stop of the candidate's worker, as seen at its end: the state of every process it
+    started that left its process group (pid -> /proc state letter)."""
+    seen: list[dict[int, str]] = []
+    real = WorkerProcess.frozen
+
+    @contextmanager
+    def frozen(self):
+        with real(self) as how:
+            yield how
+            if self.spec.role == "candidate":
+                group = os.getpgid(self.proc.pid)
+                left = {p for p in members.descendants(self.proc.pid) if _pgid(p) not in (group, None)}
+                seen.append({p: members.state(p) for p in left})
+
+    monkeypatch.setattr(WorkerProcess, "frozen", frozen)
+    return seen
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def test_a_spinner_that_left_the_process_group_runs_while_only_the_group_is_stopped(monkeypatch):
+    monkeypatch.setattr(process, "STOP_MEMBERS", False)  # the process group alone, as once
+    seen = _watching(monkeypatch)
+    v = evaluate(TASK, sol("forks_a_spinner"), SHARED)
+    assert v.passed, v.reasons
+    assert seen and all(seen), seen  # the children are there, out of the group, at every stop
+    assert any(state in ("R", "S") for stop in seen for state in stop.values()), seen  # and not stopped
+    assert any(state == "R" for stop in seen for state in stop.values()), seen  # spinning
+
+
+def test_a_spinner_that_left_the_process_group_stands_still_with_the_worker(monkeypatch):
+    seen = _watching(monkeypatch)
+    attacked = evaluate(TASK, sol("forks_a_spinner"), SHARED)
+    assert attacked.passed, attacked.reasons
+    assert seen and all(seen), seen  # the attack ran: children out of the group at every stop
+    assert all(state in ("T", "t") for stop in seen for state in stop.values()), seen
+    honest = evaluate(TASK, sol("plain_torch"), SHARED)
+    assert honest.passed, honest.reasons
+    ratio, _ = _eager_ratio(attacked)
+    _, (_, high) = _eager_ratio(honest)
+    assert ratio <= high * SLACK, (ratio, high)  # the baseline was not slowed: no speed gained
