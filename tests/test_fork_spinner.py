@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kernelproof.api import evaluate
 from kernelproof.options import EvalOptions
-from kernelproof.sandbox import members, process
+from kernelproof.sandbox import limits, members, process
 from kernelproof.sandbox.process import WorkerProcess
 
 DATA = Path(__file__).parent / "data"
@@ -46,7 +46,8 @@ def _eager_ratio(v) -> tuple[float, tuple[float, float]]:
 
 def _watching(monkeypatch) -> list[dict[int, str]]:
     """Each stop of the candidate's worker, as seen at its end: the state of every process it
-    started that left its process group (pid -> /proc state letter)."""
+    started that left its process group (pid -> /proc state letter; "frozen" where its cgroup v2
+    was frozen, which holds a process without a state letter of its own)."""
     seen: list[dict[int, str]] = []
     real = WorkerProcess.frozen
 
@@ -57,7 +58,7 @@ def _watching(monkeypatch) -> list[dict[int, str]]:
             if self.spec.role == "candidate":
                 group = os.getpgid(self.proc.pid)
                 left = {p for p in members.descendants(self.proc.pid) if _pgid(p) not in (group, None)}
-                seen.append({p: members.state(p) for p in left})
+                seen.append({p: "frozen" if how == "cgroup" else members.state(p) for p in left})
 
     monkeypatch.setattr(WorkerProcess, "frozen", frozen)
     return seen
@@ -72,6 +73,7 @@ def _pgid(pid: int) -> int | None:
 
 def test_a_spinner_that_left_the_process_group_runs_while_only_the_group_is_stopped(monkeypatch):
     monkeypatch.setattr(process, "STOP_MEMBERS", False)  # the process group alone, as once
+    monkeypatch.setattr(limits.Cgroup, "freeze", lambda self, on: False)  # (no cgroup v2 freezer either)
     seen = _watching(monkeypatch)
     v = evaluate(TASK, sol("forks_a_spinner"), SHARED)
     assert v.passed, v.reasons
@@ -85,7 +87,7 @@ def test_a_spinner_that_left_the_process_group_stands_still_with_the_worker(monk
     attacked = evaluate(TASK, sol("forks_a_spinner"), SHARED)
     assert attacked.passed, attacked.reasons
     assert seen and all(seen), seen  # the attack ran: children out of the group at every stop
-    assert all(state in ("T", "t") for stop in seen for state in stop.values()), seen
+    assert all(state in ("T", "t", "frozen") for stop in seen for state in stop.values()), seen
     honest = evaluate(TASK, sol("plain_torch"), SHARED)
     assert honest.passed, honest.reasons
     ratio, _ = _eager_ratio(attacked)
