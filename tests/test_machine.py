@@ -122,7 +122,8 @@ def test_a_workers_environment_claim_stands_only_on_the_parents_facts(tmp_path):
     )
     assert machine.judged_lack(NO_DRIVER, triton, "cpu") == NO_DRIVER  # interpreted Triton without a driver
     assert machine.judged_lack(NO_DRIVER, hard_coded, "cpu") == NO_DRIVER  # it names a CUDA device
-    for sol, device in ((triton, "cuda:0"), (plain, "cpu"), (plain, "cuda:0")):
+    cpu_extension = read_solution(_write(tmp_path, "cpu_ext.py", CPU_EXTENSION))
+    for sol, device in ((triton, "cuda:0"), (plain, "cpu"), (plain, "cuda:0"), (cpu_extension, "cpu")):
         judged = machine.judged_lack(NO_DRIVER, sol, device)
         assert judged.code is ReasonCode.RUNTIME_ERROR, (sol.path, device)
         assert judged.message.startswith(NO_DRIVER.message) and judged.detail == NO_DRIVER.detail

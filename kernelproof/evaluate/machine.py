@@ -70,13 +70,13 @@ def missing_device(file: SolutionFile, device: str) -> str | None:
 # A CUDA device named in the source: `.cuda(`, `torch.cuda`, or a "cuda" device string given to
 # `device=`, `.to(` or `torch.device(` (what a plain-torch solution that needs a GPU writes).
 _CUDA_DEVICE = re.compile(r"""\.cuda\(|\btorch\.cuda\b|(?:device\s*=|\.to\(|torch\.device\()\s*["']cuda""")
-GPU_BACKENDS = ("triton", "cuda", "native")  # triage backends whose kernels need a GPU driver to run
 
 
 def needs_gpu_driver(file: SolutionFile) -> bool:
-    """Can the solution need a GPU driver at all, by its static triage: Triton, CUDA or native
-    kernels, or a CUDA device named in its source?"""
-    return file.triage.backend in GPU_BACKENDS or bool(_CUDA_DEVICE.search(file.source))
+    """Can the solution need a GPU driver at all, by its static triage: Triton kernels (their
+    autotuner asks for one), CUDA or native kernels (:func:`needs_cuda`; a C++ extension built for
+    the CPU needs none), or a CUDA device named in its source?"""
+    return file.triage.backend == "triton" or needs_cuda(file) or bool(_CUDA_DEVICE.search(file.source))
 
 
 def judged_lack(reason: Reason, file: SolutionFile, device: str) -> Reason:
@@ -95,7 +95,7 @@ def judged_lack(reason: Reason, file: SolutionFile, device: str) -> Reason:
         why = f"this evaluation runs on {device}, whose driver the parent uses"
     elif not needs_gpu_driver(file):
         why = (
-            f"the solution's triage (backend {file.triage.backend}) finds no Triton, CUDA or native kernels "
+            f"the solution's triage (backend {file.triage.backend}) finds no Triton kernel, no CUDA code "
             "and no CUDA device in its source"
         )
     else:
