@@ -11,6 +11,7 @@ attack's effect is shown with that defence off first: its children run while the
 from __future__ import annotations
 
 import os
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -71,6 +72,19 @@ def _pgid(pid: int) -> int | None:
         return None
 
 
+def _alive(pids: set[int], limit_s: float = 5.0) -> dict[int, str]:
+    """Those of `pids` still alive after up to `limit_s`, with their states (a kill is delivered
+    asynchronously; a zombie has ended)."""
+    deadline = time.monotonic() + limit_s
+    alive = {p: members.state(p) for p in pids}
+    while time.monotonic() < deadline:
+        alive = {p: s for p in pids if (s := members.state(p)) not in ("", "Z", "X")}
+        if not alive:
+            break
+        time.sleep(0.05)
+    return alive
+
+
 def test_a_spinner_that_left_the_process_group_runs_while_only_the_group_is_stopped(monkeypatch):
     monkeypatch.setattr(process, "STOP_MEMBERS", False)  # the process group alone, as once
     monkeypatch.setattr(limits.Cgroup, "freeze", lambda self, on: False)  # (no cgroup v2 freezer either)
@@ -88,6 +102,8 @@ def test_a_spinner_that_left_the_process_group_stands_still_with_the_worker(monk
     assert attacked.passed, attacked.reasons
     assert seen and all(seen), seen  # the attack ran: children out of the group at every stop
     assert all(state in ("T", "t", "frozen") for stop in seen for state in stop.values()), seen
+    still = _alive({pid for stop in seen for pid in stop})
+    assert not still, still  # they ended with the worker
     honest = evaluate(TASK, sol("plain_torch"), SHARED)
     assert honest.passed, honest.reasons
     ratio, _ = _eager_ratio(attacked)

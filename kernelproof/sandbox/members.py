@@ -62,12 +62,18 @@ def descendants(root: int) -> set[int]:
     return out
 
 
+def outside(root: int, cgroup: Cgroup | None) -> set[int]:
+    """The members of the worker ``root`` outside its process group (a signal to the group
+    reaches the others; a worker leads its own group)."""
+    return {p for p in members(root, cgroup) if _pgid(p) not in (root, None)}
+
+
 def stop(root: int, cgroup: Cgroup | None) -> set[int]:
-    """SIGSTOP every member of the worker ``root`` but ``root`` itself (its process group is the
+    """SIGSTOP every member of the worker ``root`` outside its process group (the group is the
     caller's); returns those signalled, to continue later with :func:`resume`."""
     stopped: set[int] = set()
     for _ in range(LIST_ROUNDS):
-        new = members(root, cgroup) - stopped - {root}
+        new = outside(root, cgroup) - stopped
         if not new:
             break
         for pid in new:
@@ -78,6 +84,16 @@ def stop(root: int, cgroup: Cgroup | None) -> set[int]:
                 pass  # ended meanwhile
     wait_stopped(stopped)
     return stopped
+
+
+def end(root: int, cgroup: Cgroup | None) -> None:
+    """SIGKILL every member of the worker ``root`` outside its process group: a child that left
+    the group outlives a kill of the group (until its cgroup is removed, where it has one)."""
+    for pid in outside(root, cgroup):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def resume(pids: set[int]) -> None:
@@ -110,4 +126,11 @@ def _ppid(pid: int) -> int | None:
     try:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
     except (OSError, IndexError, ValueError):
+        return None
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
         return None

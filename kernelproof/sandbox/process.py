@@ -560,6 +560,10 @@ class WorkerProcess:
             return None
 
     def kill(self) -> None:
+        """End the worker and everything it started: the processes that left its group first
+        (found while it lives, or through its cgroup), then its process group."""
+        if self.proc.poll() is None or self.cgroup is not None:  # a dead worker's pid may be reused
+            members.end(self.proc.pid, self.cgroup)
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except OSError:
@@ -571,6 +575,7 @@ class WorkerProcess:
 
     def close(self) -> None:
         if self.proc.poll() is None:
+            members.end(self.proc.pid, self.cgroup)  # found while it lives: its exit orphans them
             try:
                 self.sock.settimeout(2.0)
                 protocol.send(self.sock, {"op": "bye"})

@@ -28,7 +28,11 @@ time.sleep(60)
 def _leaver() -> tuple[subprocess.Popen, int]:
     parent = subprocess.Popen([sys.executable, "-c", LEAVER], stdout=subprocess.PIPE, start_new_session=True)
     assert parent.stdout is not None
-    return parent, int(parent.stdout.readline())
+    child = int(parent.stdout.readline())
+    deadline = time.monotonic() + 5
+    while os.getpgid(child) == parent.pid and time.monotonic() < deadline:  # until it has left
+        time.sleep(0.01)
+    return parent, child
 
 
 def test_a_child_that_left_the_group_is_stopped_and_continued_with_its_parent():
@@ -59,3 +63,16 @@ def test_a_process_that_started_nothing_has_no_members_to_stop():
     finally:
         lone.kill()
         lone.wait()
+
+
+def test_a_child_that_left_the_group_is_ended_with_its_parent():
+    parent, child = _leaver()
+    try:
+        members.end(parent.pid, None)
+        deadline = time.monotonic() + 5
+        while members.state(child) not in ("Z", "X", "") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert members.state(child) in ("Z", "X", "")  # killed (a zombie until its parent reaps it)
+    finally:
+        parent.kill()
+        parent.wait()

@@ -4,16 +4,19 @@ The computation is honest plain torch (the same as plain_torch.py). At construct
 spinners through a torch helper (``torch.multiprocessing.start_processes`` with the fork start
 method: the fork is made by torch's code, not the solution's, and starts no thread). Each child
 leaves the worker's process group and session (``os.setsid``), so a stop of the worker's process
-group does not reach it. Every call of the candidate writes a byte to each child's pipe; a child spins on the
-CPU whenever no byte has come for a while, which is when the worker stands still (the parent
-times the baselines and reads the machine's load then), and sleeps while the candidate runs: an
+group does not reach it. Every call of the candidate writes a byte to each child's pipe; a child
+spins on the CPU whenever no byte has come for a while, which is when the worker stands still (the
+parent times the baselines and reads the machine's load then), and sleeps while it runs: an
 honest kernel, measured against a slowed eager, looks faster than it is. (The worker's /proc
 entry is hidden from its children, so they cannot read its state directly.) The children inherit
-the worker's cores (they cannot widen them), and end when the worker does.
+the worker's cores (they cannot widen them). They ignore the signal torch asks the kernel to send
+them when the worker ends, and spin on for a while after it (bounded, so that a test that finds
+them alive leaves nothing running for long).
 """
 
 import os
 import select
+import signal
 import time
 
 import torch
@@ -22,17 +25,22 @@ import torch.nn as nn
 
 SPINNERS = 4  # more runnable processes than the baseline's cores, where they share them
 QUIET_S = 0.002  # no call for this long: the worker is standing still
+LINGER_S = 30.0  # how long a child outlives the worker unless it is ended (bounded: tests only)
 
 
 def _spin(_index, worker, beats):
     os.setsid()  # out of the worker's process group: a stop of that group leaves it running
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # what torch asked to be sent when the worker ends
     last = time.perf_counter()
     while os.getppid() == worker:
         ready, _, _ = select.select([beats], [], [], 0 if time.perf_counter() - last > QUIET_S else QUIET_S)
         if ready:
             if not os.read(beats, 4096):
-                return  # the worker is gone
+                break  # the worker is gone
             last = time.perf_counter()
+    until = time.perf_counter() + LINGER_S  # then spin on, to slow whatever is timed next
+    while time.perf_counter() < until:
+        pass
 
 
 # One pipe's writing end per spinner. The worker imports the solution afresh for each load, so the
