@@ -272,7 +272,7 @@ class WorkerProcess:
             how = "cgroup"
         self.pause(members_too=not how)
         how = how or ("process group" if self.paused else "")
-        _wait_stopped(self.proc.pid)
+        members.wait_stopped({self.proc.pid})
         try:
             yield how
         finally:
@@ -622,19 +622,6 @@ def _worker_args(
 
 def _tail(log: str, lines: int = 12) -> str:
     return "\n".join(log.splitlines()[-lines:])
-
-
-def _wait_stopped(pid: int, limit_s: float = 0.5) -> None:
-    """Until `pid` has stopped (a stop signal is delivered asynchronously), or `limit_s` has passed."""
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            return
-        if state in ("T", "t"):
-            return
-        time.sleep(0.001)
 
 
 def _read_report(fd: int, timeout_s: float) -> str:
