@@ -5,7 +5,10 @@
 Candidate and baselines get every core here, the same ones (``cpu_threads`` = the usable cores):
 cores do not hold the two sides apart, and the stop while baselines run is the only defence. The
 attack's effect is shown with that defence off first: its children run while the worker is
-"stopped". No timing threshold is asserted beyond the honest solution's own interval.
+"stopped". What they run is the evidence, not the ratio: on the 2-core machine even unstopped
+spinners left eager's ratio within noise (its 0.05 ms windows, each after a wake-up, are rarely
+preempted), where 20 that spun all the time tripled eager's time and the candidate's alike. No
+timing threshold is asserted beyond the honest solution's own interval.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ So a stop also reaches, one signal each:
   orphan of a double fork is reparented away and found only through the cgroup).
 
 A process that forks while it is being stopped is caught by listing again until no new member
-appears (a stopped process forks nothing).
+appears (a stopped process forks nothing). The same members are killed when the worker ends
+(:func:`end`), before its exit orphans them.
 """
 
 from __future__ import annotations
