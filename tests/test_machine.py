@@ -16,6 +16,7 @@ from kernelproof import api, exits
 from kernelproof.evaluate import machine
 from kernelproof.options import EvalOptions
 from kernelproof.solution import read_solution
+from kernelproof.verdict import Reason, ReasonCode
 
 DATA = Path(__file__).parent / "data"
 TASK = str(DATA / "tasks" / "scale_relu.py")
@@ -91,3 +92,50 @@ def test_a_cpu_extension_and_plain_torch_need_no_cuda(tmp_path):
         sol = read_solution(_write(tmp_path, name, text))
         assert not machine.needs_cuda(sol)
         assert machine.missing_toolkit(sol) is None and machine.missing_device(sol, "cpu") is None
+
+
+# A plain-torch solution that needs no GPU, raising the words of a missing driver from its forward.
+CLAIMS_NO_DRIVER = (
+    (DATA / "solutions" / "plain_torch.py")
+    .read_text()
+    .replace(
+        "        return torch.relu(x)",
+        '        raise RuntimeError("0 active drivers ([]). There should only be one.")\n        return torch.relu(x)',
+    )
+)
+NO_DRIVER = Reason(
+    ReasonCode.ENVIRONMENT,
+    "a call: this machine has no GPU driver or device, which the solution needs here "
+    "(RuntimeError: 0 active drivers ([]). There should only be one.); run it on a GPU (--device cuda)",
+    "Traceback ...",
+)
+
+
+def test_a_workers_environment_claim_stands_only_on_the_parents_facts(tmp_path):
+    """The worker decides `environment` from an exception's text, which the solution writes. On a
+    CUDA device (whose driver the parent uses), or from a solution that can need no GPU driver, the
+    claim is the solution's own runtime_error, its message kept."""
+    triton = read_solution(str(DATA / "solutions" / "scale_relu_triton.py"))
+    plain = read_solution(_write(tmp_path, "claims.py", CLAIMS_NO_DRIVER))
+    hard_coded = read_solution(
+        _write(tmp_path, "to_cuda.py", CLAIMS_NO_DRIVER.replace("(x)", '(x.to("cuda"))'))
+    )
+    assert machine.judged_lack(NO_DRIVER, triton, "cpu") == NO_DRIVER  # interpreted Triton without a driver
+    assert machine.judged_lack(NO_DRIVER, hard_coded, "cpu") == NO_DRIVER  # it names a CUDA device
+    cpu_extension = read_solution(_write(tmp_path, "cpu_ext.py", CPU_EXTENSION))
+    for sol, device in ((triton, "cuda:0"), (plain, "cpu"), (plain, "cuda:0"), (cpu_extension, "cpu")):
+        judged = machine.judged_lack(NO_DRIVER, sol, device)
+        assert judged.code is ReasonCode.RUNTIME_ERROR, (sol.path, device)
+        assert judged.message.startswith(NO_DRIVER.message) and judged.detail == NO_DRIVER.detail
+    other = Reason(ReasonCode.WRONG_SHAPE, "a call returned (2, 3)")
+    assert machine.judged_lack(other, plain, "cuda:0") is other  # nothing else is judged here
+
+
+def test_a_plain_torch_solution_that_claims_no_driver_fails_as_its_own_runtime_error(tmp_path):
+    sol = _write(tmp_path, "claims.py", CLAIMS_NO_DRIVER)
+    v = api.evaluate(
+        TASK, sol, EvalOptions(device="cpu", db="", seed=3, seeds_per_case=1, correctness_only=True)
+    )
+    assert v.verdict.value == "fail" and v.codes == ["runtime_error"], v.reasons
+    assert "0 active drivers" in v.reasons[0].message and "triage" in v.reasons[0].message
+    assert exits.of_verdict(v) == 1

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from kernelproof._version import __version__
+from kernelproof.evaluate import machine
 from kernelproof.evaluate.build import with_worker_report
 from kernelproof.evaluate.provenance import provenance_of
 from kernelproof.evaluate.records import Built, Checked, Probed, Setup, Stopped, Timed
@@ -90,7 +91,11 @@ def verdict_of(
     envelope: Envelope,
 ) -> Verdict:
     """The verdict of an evaluation whose candidate ran: from every step's record, nothing else."""
-    found = checked.reasons + (timed.reasons if timed else ())
+    # A worker's claim that this machine lacks a GPU driver stands only on the parent's facts.
+    device, file = str(setup.device), setup.solution.file
+    found = tuple(
+        machine.judged_lack(r, file, device) for r in checked.reasons + (timed.reasons if timed else ())
+    )
     too_large = died is not None and died.code is ReasonCode.TOO_LARGE  # the device's memory, first
     reasons = (died,) + found if too_large else found + ((died,) if died else ())
     busy = [r for r in reasons if r.code is ReasonCode.MACHINE_BUSY]  # timing found the machine too busy

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from kernelproof.errors import SandboxError, WorkerDied  # WorkerDied: defined in the one tree, raised here
-from kernelproof.sandbox import contain, limits, replies, zygote
+from kernelproof.sandbox import contain, limits, members, replies, zygote
 from kernelproof.sandbox import plan as sandbox_plan
 from kernelproof.sandbox.dirs import artifact_env
 from kernelproof.sandbox.guards import EXIT_VIOLATION, VIOLATION_PREFIX
@@ -41,6 +41,9 @@ from kernelproof.worker.expected import Expected
 # Tests only switch this off, to show an attack's effect without the reply checks (never the CLI,
 # never a stored verdict): every reply is then taken as it comes, as before nonces and schemas.
 REPLY_CHECKS = True
+# Tests only: False stops only the worker's process group, as kernelproof once did, to show what a
+# child that left the group does meanwhile (never the CLI, never a stored verdict).
+STOP_MEMBERS = True
 STARTUP_TIMEOUT_S = 120.0  # importing torch and initialising CUDA
 REPORT_TIMEOUT_S = 30.0  # the bootstrap reports its layers before it imports anything heavy
 # -P (Python 3.11+): the working directory (the worker's writable rw/) is not put on sys.path, so a
@@ -162,6 +165,7 @@ class WorkerProcess:
         self.pinned = ""  # how they hold: "affinity", "affinity+cpuset", or "" (not pinned)
         self._stopped_s = 0.0  # seconds spent stopped, over the worker's life
         self._paused_at = 0.0
+        self._stopped_members: set[int] = set()  # processes outside its group that pause() stopped
         self._busy_since: float | None = None  # a request is waiting for its reply since then
         self._lending = threading.Condition()
         self.lent = False  # stopped by the device gate while another evaluation is timed (lend)
@@ -215,15 +219,19 @@ class WorkerProcess:
             pass  # dead: nothing is starting any more; whoever takes it replaces it
         return True
 
-    def pause(self) -> None:
-        """Stop the worker's processes (SIGSTOP) where they are, e.g. half-way through starting."""
+    def pause(self, members_too: bool = True) -> None:
+        """Stop the worker's processes (SIGSTOP) where they are, e.g. half-way through starting:
+        its process group, and (`members_too`) every process it started that left the group
+        (:mod:`kernelproof.sandbox.members`), which a frozen cgroup holds already."""
         if not self.paused and self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGSTOP)
                 self.paused = True
                 self._paused_at = time.monotonic()
             except OSError:
-                pass
+                return
+            if STOP_MEMBERS and members_too:
+                self._stopped_members = members.stop(self.proc.pid, self.cgroup)
 
     def pin(self, cores: tuple[int, ...]) -> str:
         """Pin every thread of the worker to `cores` (and its cgroup, where cpusets can be written):
@@ -252,17 +260,19 @@ class WorkerProcess:
     @contextmanager
     def frozen(self) -> Iterator[str]:
         """The worker and everything it started stand still meanwhile (a baseline is timed, the
-        machine's load is read). Yields how: "cgroup" (every process in its cgroup, including
-        those that left its process group), "process group", or "" (it could not be stopped)."""
+        machine's load is read). Yields how: "cgroup" (its cgroup frozen: every process in it,
+        including those that left its process group), "process group" (stopped by signals: its
+        process group, and every process of its cgroup or every descendant outside it), or ""
+        (it could not be stopped)."""
         if self.lent or self.paused or self.proc.poll() is not None:
             yield "process group" if self.paused else ""
             return
         how = ""
         if self.cgroup is not None and self.cgroup.freeze(True):
             how = "cgroup"
-        self.pause()
+        self.pause(members_too=not how)
         how = how or ("process group" if self.paused else "")
-        _wait_stopped(self.proc.pid)
+        members.wait_stopped({self.proc.pid})
         try:
             yield how
         finally:
@@ -278,6 +288,8 @@ class WorkerProcess:
                 os.killpg(self.proc.pid, signal.SIGCONT)
             except OSError:
                 pass
+            members.resume(self._stopped_members)
+            self._stopped_members = set()
 
     def stopped_s(self) -> float:
         """Seconds this worker has spent stopped so far (a stop under way included)."""
@@ -548,6 +560,10 @@ class WorkerProcess:
             return None
 
     def kill(self) -> None:
+        """End the worker and everything it started: the processes that left its group first
+        (found while it lives, or through its cgroup), then its process group."""
+        if self.proc.poll() is None or self.cgroup is not None:  # a dead worker's pid may be reused
+            members.end(self.proc.pid, self.cgroup)
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except OSError:
@@ -559,6 +575,7 @@ class WorkerProcess:
 
     def close(self) -> None:
         if self.proc.poll() is None:
+            members.end(self.proc.pid, self.cgroup)  # found while it lives: its exit orphans them
             try:
                 self.sock.settimeout(2.0)
                 protocol.send(self.sock, {"op": "bye"})
@@ -605,19 +622,6 @@ def _worker_args(
 
 def _tail(log: str, lines: int = 12) -> str:
     return "\n".join(log.splitlines()[-lines:])
-
-
-def _wait_stopped(pid: int, limit_s: float = 0.5) -> None:
-    """Until `pid` has stopped (a stop signal is delivered asynchronously), or `limit_s` has passed."""
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            return
-        if state in ("T", "t"):
-            return
-        time.sleep(0.001)
 
 
 def _read_report(fd: int, timeout_s: float) -> str:
