@@ -12,6 +12,7 @@ from kernelproof.build import inline
 from kernelproof.build import requests as build_requests
 from kernelproof.build import sources as build_sources
 from kernelproof.build.builder import BuildResult
+from kernelproof.build.env import nvcc_path
 from kernelproof.evaluate.build_requests import BuildService
 
 ARGS = {
@@ -266,3 +267,64 @@ def test_a_load_request_after_timing_has_started_reads_nothing(tmp_path, monkeyp
     service.close("timing has started")
     reply = _load(service, "/tmp/op.cpp")
     assert reply["ok"] is False and "timing has started" in reply["message"] and read == []
+
+
+# -- kernelproof.native after import --------------------------------------------------------------
+NATIVE = {"source": 'extern "C" __global__ void k(float* x) {}', "options": ["-O3"], "arch": "9.0a"}
+
+
+def test_a_load_cuda_request_is_built_by_the_pool_as_the_same_compile(tmp_path):
+    pool = _Pool()
+    service = BuildService(pool, tmp_path)
+    assert service(build_requests.message(NATIVE, "load_cuda"))["ok"]
+    assert pool.materialized == [tmp_path]
+    text = pool.sources[0]
+    assert "from kernelproof.native import compile_cubin" in text
+    call = text.split("\ncompile_cubin(", 1)[1].rsplit(")", 1)[0]
+    assert eval(f"({call})") == (NATIVE["source"], "9.0a", ["-O3"])  # noqa: S307 - the pool's one call
+    assert service.source_bytes == len(NATIVE["source"])
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {**NATIVE, "arch": None},  # the worker resolves the architecture: the cubin's hash needs it
+        {**NATIVE, "options": "-O3"},
+        {**NATIVE, "source": ["a"]},
+        {**NATIVE, "kernels": ["k"]},
+    ],
+)
+def test_rejects_a_malformed_load_cuda_message(args, tmp_path):
+    pool = _Pool()
+    reply = BuildService(pool, tmp_path)({"op": "build", "call": "load_cuda", "args": args})
+    assert reply["ok"] is False and "malformed build request" in reply["message"] and pool.sources == []
+
+
+@pytest.mark.skipif(nvcc_path() is None, reason="needs nvcc")
+def test_a_workers_load_cuda_after_import_is_built_by_the_pool_and_found_where_it_looks(
+    tmp_path, monkeypatch
+):
+    """The round trip without the socket: the worker's load_cuda asks, the service has a real
+    builder pool compile it (nvcc runs here; nothing launches), and the cubin it copies into the
+    worker's read-only folder is the one the worker's own hash names."""
+    from kernelproof.build import BuildCache, BuilderPool, BuildOptions
+    from kernelproof.native import load_cuda
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    source = (
+        'extern "C" __global__ void twice(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] *= 2.f; }'
+    )
+    with BuilderPool(
+        BuildCache(tmp_path / "cache"), 1, device="cpu", options=BuildOptions(arch="9.0a"), work_root=work
+    ) as pool:
+        service = BuildService(pool, ro)
+        monkeypatch.setenv("KERNELPROOF_NATIVE_DIR", str(ro / "native"))
+        monkeypatch.setitem(
+            inline._state, "requester", lambda call, args: service(build_requests.message(args, call))
+        )
+        mod = load_cuda(source, ["twice"], arch="9.0a")
+    assert mod.cubin.parent == ro / "native" and mod.cubin.read_bytes()[:4] == b"\x7fELF"
+    assert any("kernelproof.native: built" in n for n in service.notes), service.notes
