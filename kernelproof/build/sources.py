@@ -76,11 +76,18 @@ def read_confined(scratch: str | Path, path: str) -> str:
             f"(its home, {', '.join(TMP_DIRS)}): the parent reads sources only there"
         )
     flags_dir = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(scratch, flags_dir)  # the parent's own path: rw/ itself is not the worker's to replace
+    try:  # the parent's own path: rw/ itself is not the worker's to replace
+        fd = os.open(scratch, flags_dir)
+    except OSError as exc:
+        raise BuildRequestError(f"{_WHERE}: the worker's scratch folder is gone: {exc.strerror}") from None
     try:
         for i, part in enumerate(parts):
             last = i == len(parts) - 1
-            flags = (os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC) if last else flags_dir
+            flags = (
+                (os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+                if last
+                else flags_dir
+            )
             try:
                 nxt = os.open(part, flags, dir_fd=fd)
             except OSError as exc:
