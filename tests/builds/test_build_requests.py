@@ -227,6 +227,23 @@ def test_refuses_a_load_request_naming_a_file_outside_the_scratch(tmp_path, path
     assert "outside the worker's scratch folder" in _refused(tmp_path, _scratch(tmp_path), path)
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        {**LOAD, "sources": "/tmp/op.cpp"},  # one path, not a list
+        {**LOAD, "sources": [1]},
+        {**LOAD, "cpp_sources": ["int f();"]},  # text: a load request names files only
+        ARGS,
+    ],
+)
+def test_rejects_a_malformed_load_message(args, tmp_path):
+    pool = _Pool()
+    reply = BuildService(pool, tmp_path / "ro", _scratch(tmp_path))(
+        {"op": "build", "call": "load", "args": args}
+    )
+    assert reply["ok"] is False and "malformed build request" in reply["message"] and pool.sources == []
+
+
 def test_refuses_a_load_request_naming_a_hard_link(tmp_path):
     rw = _scratch(tmp_path)
     (rw / "tmp" / "a.cpp").write_text("// a")
