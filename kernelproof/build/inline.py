@@ -41,6 +41,7 @@ from typing import Any
 
 from kernelproof import compiler_flags
 from kernelproof.build import pch as _pch
+from kernelproof.build import sources as _sources
 from kernelproof.build import toolenv
 from kernelproof.build.split import split_cuda_source
 from kernelproof.errors import BuildRequestError  # defined in the one tree, raised here
@@ -72,14 +73,30 @@ _state: dict[str, Any] = {
     "records": [],
     "requester": None,  # in a worker: sends a build request to the parent (kernelproof.build.requests)
 }
-_CPP_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".c")
-_CUDA_SUFFIXES = (".cu", ".cuh")
-MAX_SOURCE_FILE_BYTES = 4 * 2**20  # one source file cpp_extension.load names, read in a worker
+MAX_SOURCE_FILE_BYTES = _sources.MAX_SOURCE_FILE_BYTES  # one source file cpp_extension.load names
 
 
 def set_requester(requester: Any) -> None:
-    """In a worker: builds the solution asks for become requests to the parent (never built here)."""
+    """In a worker: builds the solution asks for become requests to the parent (never built here).
+    `requester(call, args)` sends one build message (kernelproof.build.requests) and returns the reply."""
     _state["requester"] = requester
+
+
+def requester() -> Any:
+    """This process's requester, or None outside a worker (kernelproof.native asks through it too)."""
+    return _state["requester"]
+
+
+def ask(requester: Any, call: str, args: dict[str, Any], name: str) -> None:
+    """Ask the parent for one build; BuildRequestError with its message when it will not."""
+    try:
+        reply = requester(call, args)
+    except Exception as exc:  # noqa: BLE001 - the wire broke: the request failed
+        raise BuildRequestError(f"the build request for {name!r} got no answer: {exc}") from None
+    if not isinstance(reply, dict) or reply.get("op") != "built":
+        raise BuildRequestError("the parent answered a build request with something else")
+    if not reply.get("ok"):
+        raise BuildRequestError(str(reply.get("message") or "the build was refused")[:4000])
 
 
 class _NoFast(Exception):
@@ -142,11 +159,13 @@ def _refuse_unless_allowed(a: dict[str, Any], paths: dict[str, Any] | None = Non
 def load(*args: Any, **kwargs: Any) -> Any:
     """torch.utils.cpp_extension.load with its flags checked, built as load_inline of its files.
 
-    The files' text goes into one load_inline call (C++ files into its C++ sources, CUDA files
-    into its CUDA sources, in their order, no implicit headers, no generated bindings): built
-    under TORCH_EXTENSIONS_DIR (the staging directory) whatever ``build_directory`` was asked for,
-    published like any load_inline build, and in a worker asked of the parent. Files that include
-    each other by relative path, or define the same static name twice, do not build this way.
+    The files' text goes into one load_inline call (kernelproof.build.sources: C++ files into its
+    C++ sources, CUDA files into its CUDA sources, in their order, no implicit headers, no generated
+    bindings): built under TORCH_EXTENSIONS_DIR (the staging directory) whatever ``build_directory``
+    was asked for, published like any load_inline build. In a worker the request names the files'
+    paths and the parent reads them itself; the worker reads them only to know the build's digest.
+    Files that include each other by relative path, or define the same static name twice, do not
+    build this way.
     """
     from torch.utils import cpp_extension as ce
 
@@ -155,47 +174,12 @@ def load(*args: Any, **kwargs: Any) -> Any:
     bound.apply_defaults()
     a = dict(bound.arguments)
     _refuse_unless_allowed(a, {"sources": a.get("sources")})
-    # The same build as load_inline of the files' text, in the builder (published like any
-    # load_inline build) and in a worker (a build request, or the build the parent provided).
-    return load_inline(**_inline_arguments(a))
-
-
-def _inline_arguments(a: dict[str, Any]) -> dict[str, Any]:
-    """cpp_extension.load's arguments as load_inline's: the source files read (regular files, no
-    links followed, at most MAX_SOURCE_FILE_BYTES each), C++ and CUDA apart, in their order."""
-    sources = (
-        [a["sources"]] if isinstance(a.get("sources"), (str, os.PathLike)) else list(a.get("sources") or [])
-    )
-    cpp: list[str] = []
-    cuda: list[str] = []
-    for path in sources:
-        path = os.fspath(path)
-        if not path.endswith(_CPP_SUFFIXES + _CUDA_SUFFIXES):
-            raise BuildRequestError(f"cpp_extension.load: {path!r} is not a C++ or CUDA source file")
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError as exc:
-            raise BuildRequestError(f"cpp_extension.load: cannot read {path!r}: {exc.strerror}") from None
-        with os.fdopen(fd, "rb") as f:
-            text = f.read(MAX_SOURCE_FILE_BYTES + 1)
-        if len(text) > MAX_SOURCE_FILE_BYTES:
-            raise BuildRequestError(
-                f"cpp_extension.load: {path!r} is larger than {MAX_SOURCE_FILE_BYTES} bytes"
-            )
-        (cuda if path.endswith(_CUDA_SUFFIXES) else cpp).append(text.decode("utf-8", errors="replace"))
-    return {
-        "name": a["name"],
-        "cpp_sources": cpp,
-        "cuda_sources": cuda,
-        "functions": None,  # the sources bind their own functions (PYBIND11_MODULE or TORCH_LIBRARY)
-        "extra_cflags": a.get("extra_cflags"),
-        "extra_cuda_cflags": a.get("extra_cuda_cflags"),
-        "extra_ldflags": a.get("extra_ldflags"),
-        "extra_include_paths": a.get("extra_include_paths"),
-        "with_cuda": a.get("with_cuda"),
-        "is_python_module": a.get("is_python_module", True),
-        "no_implicit_headers": True,  # the files include what they need, as load compiles them
-    }
+    paths = [os.path.abspath(p) for p in _sources.source_paths(a.get("sources"))]
+    files = _sources.inline_arguments(a, [(p, _sources.read_own(p)) for p in paths])
+    original_inline = _state["original"] or ce.load_inline
+    inline_args = _inline_call(original_inline, (), files)  # exactly what load_inline(**files) binds
+    with toolenv.pinned():
+        return _load_checked(inline_args, original_inline, ("load", {**a, "sources": paths}))
 
 
 def load_inline(*args: Any, **kwargs: Any) -> Any:
@@ -203,6 +187,14 @@ def load_inline(*args: Any, **kwargs: Any) -> Any:
     from torch.utils import cpp_extension as ce
 
     original = _state["original"] or ce.load_inline
+    a = _inline_call(original, args, kwargs)
+    _refuse_unless_allowed(a)
+    with toolenv.pinned():
+        return _load_checked(a, original, ("load_inline", request_arguments(a)))
+
+
+def _inline_call(original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """load_inline's arguments as bound, defaults applied, its sources as lists."""
     bound = inspect.signature(original).bind(*args, **kwargs)
     bound.apply_defaults()
     a = dict(bound.arguments)
@@ -210,12 +202,12 @@ def load_inline(*args: Any, **kwargs: Any) -> Any:
         if isinstance(a.get(key), str):
             a[key] = [a[key]]
         a[key] = list(a.get(key) or [])
-    _refuse_unless_allowed(a)
-    with toolenv.pinned():
-        return _load_checked(a, original)
+    return a
 
 
-def _load_checked(a: dict[str, Any], original: Any) -> Any:
+def _load_checked(a: dict[str, Any], original: Any, request: tuple[str, dict[str, Any]]) -> Any:
+    """Load (or in the builder, build) load_inline's arguments `a`; in a worker whose folder lacks
+    the build, `request` (a call and its arguments: kernelproof.build.requests) goes to the parent."""
     from torch.utils import cpp_extension as ce
 
     digest = _digest(a)
@@ -230,7 +222,8 @@ def _load_checked(a: dict[str, Any], original: Any) -> Any:
     stamp = Path(build_dir) / STAMP
     so = Path(build_dir) / f"{a['name']}.so"
     if not (so.is_file() and _stamp_digest(stamp) == digest) and requester is not None:
-        _request_build(requester, a, record)  # the parent builds it into this worker's read-only folder
+        ask(requester, request[0], request[1], a["name"])  # the parent builds it into this read-only folder
+        record["strategy"] = "requested"
     if so.is_file() and _stamp_digest(stamp) == digest:
         record.update(strategy=record.get("strategy") or "prebuilt", seconds=time.perf_counter() - started)
         _state["records"].append(record)
@@ -275,19 +268,6 @@ def _build_and_import(a: dict[str, Any], build_dir: str, original: Any, record: 
 def request_arguments(a: dict[str, Any]) -> dict[str, Any]:
     """The arguments a build request carries: every one that decides the build (its digest's)."""
     return {k: a.get(k) for k in _ARG_KEYS}
-
-
-def _request_build(requester: Any, a: dict[str, Any], record: dict[str, Any]) -> None:
-    """Ask the parent to build this call; BuildRequestError with its message when it will not."""
-    try:
-        reply = requester(request_arguments(a))
-    except Exception as exc:  # noqa: BLE001 - the wire broke: the request failed
-        raise BuildRequestError(f"the build request for {a['name']!r} got no answer: {exc}") from None
-    if not isinstance(reply, dict) or reply.get("op") != "built":
-        raise BuildRequestError("the parent answered a build request with something else")
-    if not reply.get("ok"):
-        raise BuildRequestError(str(reply.get("message") or "the build was refused")[:4000])
-    record["strategy"] = "requested"
 
 
 def _write_stamp(build_dir: str, record: dict[str, Any]) -> None:

@@ -7,6 +7,11 @@ reply is awaited again. The service checks the message's schema, the evaluation'
 distinct builds, a few MiB of sources, none once timing has started), has the builder pool build
 the call exactly as it builds an import-time call (a Python file making that one call: the same
 flag checks, containment and cache), and copies the artefact into the worker's read-only folder.
+
+A ``cpp_extension.load`` request names its source files: the service reads them itself, from the
+worker's own scratch folder only, following no link (kernelproof.build.sources), and builds what
+it read as load_inline of their text, the build the worker derived from its own read of the same
+files. If the files changed in between, the digests differ and the worker finds no build.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from typing import Any
 
 from kernelproof.build import BuilderPool, CacheTamperError
 from kernelproof.build import requests as build_requests
+from kernelproof.build import sources as build_sources
+from kernelproof.errors import BuildRequestError
 
 DOCS = "docs/builds.md#builds-requested-at-run-time"
 
@@ -26,9 +33,13 @@ DOCS = "docs/builds.md#builds-requested-at-run-time"
 class BuildService:
     """One evaluation's answers to its candidate's build messages."""
 
-    def __init__(self, pool: BuilderPool, worker_private: str | Path) -> None:
+    def __init__(
+        self, pool: BuilderPool, worker_private: str | Path, worker_scratch: str | Path | None = None
+    ) -> None:
         self.pool = pool
         self.private = Path(worker_private)
+        # The worker's rw/ (its /tmp too), where the files a load request names are read.
+        self.scratch = Path(worker_scratch) if worker_scratch is not None else None
         self.built: dict[str, str] = {}  # request key -> the build cache key served
         self.source_bytes = 0
         self.closed = ""  # why later requests are refused ("" while they are served)
@@ -46,9 +57,15 @@ class BuildService:
             request = build_requests.parse(header)
         except build_requests.RequestError as exc:
             return build_requests.reply(False, f"a malformed build request: {exc}")
-        name = request.args["name"]
+        name = request.args.get("name", "kernelproof.native")
+        refused = self.closed  # nothing is read once timing has started
+        if request.call == "load" and not refused:
+            try:
+                request = self._resolve(request)
+            except BuildRequestError as exc:
+                refused = str(exc)
         key = request.key()
-        refused = self._refusal(request, key)
+        refused = refused or self._refusal(request, key)
         if refused:
             self.notes.append(f"build_request {name}: refused: {refused}")
             text = f"the build of {name!r} was refused: {refused} ({DOCS})"
@@ -57,7 +74,7 @@ class BuildService:
         started = time.monotonic()
         work = Path(tempfile.mkdtemp(prefix="kp-build-request-"))
         try:
-            path = work / f"requested_{name}.py"
+            path = work / "requested_build.py"  # never named by the worker: its name is any string
             path.write_text(request.source_text())
             result = self.pool.build(path)
             if result.ok:
@@ -80,6 +97,29 @@ class BuildService:
         how = "cached" if result.cached else f"built in {time.monotonic() - started:.1f} s"
         self.notes.append(f"build_request {name}: {how} by the builder pool, at the solution's request")
         return build_requests.reply(True)
+
+    def _resolve(self, request: build_requests.BuildRequest) -> build_requests.BuildRequest:
+        """A load request as the load_inline request of its files' text, read here from the
+        worker's scratch folder (BuildRequestError naming a path that cannot be read there)."""
+        if self.scratch is None:
+            raise BuildRequestError("this worker has no scratch folder to read source files from")
+        paths = request.args["sources"]
+        if not paths:
+            raise BuildRequestError("cpp_extension.load names no source files")
+        if len(paths) > build_sources.MAX_SOURCE_FILES:
+            raise BuildRequestError(
+                f"cpp_extension.load names more than {build_sources.MAX_SOURCE_FILES} files"
+            )
+        texts, total = [], self.source_bytes
+        for path in paths:  # the evaluation's cap on sources, checked as the files are read
+            texts.append((path, build_sources.read_confined(self.scratch, path)))
+            total += len(texts[-1][1].encode())
+            if total > build_requests.MAX_SOURCE_BYTES:
+                raise BuildRequestError(
+                    f"more than {build_requests.MAX_SOURCE_BYTES // 2**20} MiB of sources in one evaluation"
+                )
+        args = build_sources.inline_arguments(request.args, texts)
+        return build_requests.BuildRequest({k: args[k] for k in build_requests.ARGS}, "load_inline")
 
     def _refusal(self, request: build_requests.BuildRequest, key: str) -> str:
         if self.closed:

@@ -178,7 +178,9 @@ def _run_candidate(
             with steps.step("handoff"):
                 built = install_build(setup, built, worker, options.timeout_s)
                 if setup.pending_build is not None:  # builds the solution asks for while it runs
-                    worker.build_handler = service = BuildService(setup.pending_build.pool, worker.private)
+                    worker.build_handler = service = BuildService(
+                        setup.pending_build.pool, worker.private, worker.scratch
+                    )
                 staged = worker.stage_solution(setup.solution.ref.path)
             if built.failure is not None:
                 checked = Checked((), (built.failure,), (), {}, True)

@@ -465,10 +465,21 @@ class WorkerProcess:
             raise self.violation
 
     def _built(self, header: dict[str, Any]) -> dict[str, Any]:
-        """The answer to a build message: the handler's, or a refusal where none is set."""
+        """The answer to a build message: the handler's, or a refusal where none is set.
+
+        While the build runs the worker only waits for this answer: it gives up its GPU slot as a
+        worker awaiting a reply does (:meth:`lend`, sandbox/gate.py). A timing waiting for the
+        device may stop it and go ahead once the device is quiet; the answer is still sent, and the
+        request's reply is held back until the worker is given back, as any lent worker's is."""
         if self.build_handler is None:
             return {"op": "built", "ok": False, "message": "this worker's builds are not served"}
-        return self.build_handler(header)
+        with self._lending:
+            self._busy_since = time.monotonic()
+        try:
+            return self.build_handler(header)
+        finally:
+            with self._lending:
+                self._busy_since = None
 
     def _await_reply(self, timeout_s: float) -> None:
         """Wait until the reply starts (or the socket closes), counting only the time the worker

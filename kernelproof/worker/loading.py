@@ -67,8 +67,8 @@ def _requester(ask: Any):
     """Send one build request to the parent and wait for its answer (kernelproof.build.requests)."""
     from kernelproof.build import requests
 
-    def request(args: dict[str, Any]) -> dict[str, Any]:
-        return ask(requests.message(args))
+    def request(call: str, args: dict[str, Any]) -> dict[str, Any]:
+        return ask(requests.message(args, call))
 
     return request
 

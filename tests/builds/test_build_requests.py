@@ -10,7 +10,9 @@ import pytest
 
 from kernelproof.build import inline
 from kernelproof.build import requests as build_requests
+from kernelproof.build import sources as build_sources
 from kernelproof.build.builder import BuildResult
+from kernelproof.build.env import nvcc_path
 from kernelproof.evaluate.build_requests import BuildService
 
 ARGS = {
@@ -122,7 +124,8 @@ def test_load_of_source_files_becomes_load_inline_of_their_text(tmp_path):
     cpp, cu = tmp_path / "op.cpp", tmp_path / "k.cu"
     cpp.write_text("// cpp")
     cu.write_text("// cu")
-    a = inline._inline_arguments({"name": "kp_op", "sources": [str(cpp), str(cu)], "is_python_module": False})
+    files = [(str(p), build_sources.read_own(str(p))) for p in (cpp, cu)]
+    a = build_sources.inline_arguments({"name": "kp_op", "is_python_module": False}, files)
     assert a["cpp_sources"] == ["// cpp"] and a["cuda_sources"] == ["// cu"]
     assert a["is_python_module"] is False and a["functions"] is None and a["no_implicit_headers"] is True
 
@@ -133,4 +136,212 @@ def test_load_refuses_a_linked_source_file(tmp_path):
     link = tmp_path / "op.cpp"
     os.symlink(target, link)
     with pytest.raises(inline.BuildRequestError, match="cannot read"):
-        inline._inline_arguments({"name": "kp_op", "sources": [str(link)]})
+        build_sources.read_own(str(link))
+
+
+# -- load requests: the parent reads the files itself, in the worker's scratch folder only --------
+LOAD = {
+    "name": "kp_op",
+    "sources": ["/tmp/op.cpp"],
+    "extra_cflags": ["-O2"],
+    "extra_cuda_cflags": None,
+    "extra_ldflags": None,
+    "extra_include_paths": None,
+    "with_cuda": None,
+    "is_python_module": False,
+}
+
+
+def _scratch(tmp_path: Path) -> Path:
+    """A worker's rw/ as the parent sees it, with its tmp/ (the worker's /tmp)."""
+    rw = tmp_path / "rw"
+    (rw / "tmp").mkdir(parents=True)
+    return rw
+
+
+def _load(service: BuildService, *paths: str) -> dict:
+    return service(build_requests.message({**LOAD, "sources": list(paths)}, "load"))
+
+
+def _built_args(pool: _Pool) -> dict:
+    namespace: dict = {}
+    call = pool.sources[-1].split("load_inline(**", 1)[1].rsplit(")", 1)[0]
+    exec(f"args = {call}", namespace)  # noqa: S102 - the file the pool builds: its one call's arguments
+    return namespace["args"]
+
+
+def test_a_load_request_builds_the_files_the_parent_read_in_the_worker_scratch(tmp_path):
+    rw = _scratch(tmp_path)
+    (rw / "tmp" / "op.cpp").write_text("// op, as the parent reads it")
+    (rw / "kernels").mkdir()
+    (rw / "kernels" / "k.cu").write_text("// kernels")
+    pool = _Pool()
+    reply = _load(BuildService(pool, tmp_path / "ro", rw), "/tmp/op.cpp", str(rw / "kernels" / "k.cu"))
+    assert reply["ok"], reply
+    args = _built_args(pool)
+    assert args["cpp_sources"] == ["// op, as the parent reads it"] and args["cuda_sources"] == ["// kernels"]
+    # the same load_inline arguments the worker derives from its own read: the same digest
+    files = [("/tmp/op.cpp", "// op, as the parent reads it"), ("k.cu", "// kernels")]
+    assert args == build_sources.inline_arguments(LOAD, files)
+    assert args["is_python_module"] is False and args["extra_cflags"] == ["-O2"]
+
+
+def _refused(tmp_path: Path, rw: Path, path: str) -> str:
+    pool = _Pool()
+    service = BuildService(pool, tmp_path / "ro", rw)
+    reply = _load(service, path)
+    assert reply["ok"] is False and pool.sources == [], reply
+    assert path in reply["message"] and path in service.failed  # the verdict's compile_error names it
+    return reply["message"]
+
+
+def test_refuses_a_load_request_naming_a_link_to_a_file_outside_the_scratch(tmp_path):
+    rw = _scratch(tmp_path)
+    secret = tmp_path / "secret.cpp"
+    secret.write_text("// the parent's")
+    os.symlink(secret, rw / "tmp" / "op.cpp")
+    assert "symbolic link" in _refused(tmp_path, rw, "/tmp/op.cpp")
+
+
+def test_refuses_a_load_request_through_a_linked_folder(tmp_path):
+    rw = _scratch(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "op.cpp").write_text("// the parent's")
+    os.symlink(outside, rw / "tmp" / "sub")
+    assert "symbolic link ('sub')" in _refused(tmp_path, rw, "/tmp/sub/op.cpp")
+
+
+def test_refuses_a_load_request_when_the_worker_replaced_its_tmp_with_a_link(tmp_path):
+    rw = tmp_path / "rw"
+    rw.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "op.cpp").write_text("// the parent's")
+    os.symlink(outside, rw / "tmp")
+    assert "symbolic link ('tmp')" in _refused(tmp_path, rw, "/tmp/op.cpp")
+
+
+@pytest.mark.parametrize("path", ["/etc/kp_none.cpp", "/tmp/../etc/kp_none.cpp", "relative/op.cpp"])
+def test_refuses_a_load_request_naming_a_file_outside_the_scratch(tmp_path, path):
+    assert "outside the worker's scratch folder" in _refused(tmp_path, _scratch(tmp_path), path)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {**LOAD, "sources": "/tmp/op.cpp"},  # one path, not a list
+        {**LOAD, "sources": [1]},
+        {**LOAD, "cpp_sources": ["int f();"]},  # text: a load request names files only
+        ARGS,
+    ],
+)
+def test_rejects_a_malformed_load_message(args, tmp_path):
+    pool = _Pool()
+    reply = BuildService(pool, tmp_path / "ro", _scratch(tmp_path))(
+        {"op": "build", "call": "load", "args": args}
+    )
+    assert reply["ok"] is False and "malformed build request" in reply["message"] and pool.sources == []
+
+
+def test_refuses_a_load_request_naming_a_hard_link(tmp_path):
+    rw = _scratch(tmp_path)
+    (rw / "tmp" / "a.cpp").write_text("// a")
+    os.link(rw / "tmp" / "a.cpp", rw / "tmp" / "op.cpp")
+    assert "2 hard links" in _refused(tmp_path, rw, "/tmp/op.cpp")
+
+
+def test_refuses_a_load_request_naming_a_fifo_without_waiting_for_a_writer(tmp_path):
+    rw = _scratch(tmp_path)
+    os.mkfifo(rw / "tmp" / "op.cpp")
+    assert "not a regular file" in _refused(tmp_path, rw, "/tmp/op.cpp")
+
+
+def test_refuses_a_load_request_naming_a_missing_or_too_large_file(tmp_path):
+    rw = _scratch(tmp_path)
+    assert "no such file" in _refused(tmp_path, rw, "/tmp/absent.cpp")
+    with open(rw / "tmp" / "big.cpp", "wb") as f:
+        f.truncate(build_sources.MAX_SOURCE_FILE_BYTES + 1)
+    assert "larger than" in _refused(tmp_path, rw, "/tmp/big.cpp")
+
+
+def test_refuses_load_requests_whose_files_exceed_the_evaluation_cap(tmp_path, monkeypatch):
+    rw = _scratch(tmp_path)
+    for name in ("a.cpp", "b.cpp"):
+        (rw / "tmp" / name).write_text("x" * 600)
+    monkeypatch.setattr(build_requests, "MAX_SOURCE_BYTES", 1000)
+    pool = _Pool()
+    reply = _load(BuildService(pool, tmp_path / "ro", rw), "/tmp/a.cpp", "/tmp/b.cpp")
+    assert reply["ok"] is False and "MiB of sources" in reply["message"] and pool.sources == []
+
+
+def test_a_load_request_after_timing_has_started_reads_nothing(tmp_path, monkeypatch):
+    rw = _scratch(tmp_path)
+    (rw / "tmp" / "op.cpp").write_text("// op")
+    read: list[str] = []
+    monkeypatch.setattr(build_sources, "read_confined", lambda scratch, path: read.append(path) or "")
+    service = BuildService(_Pool(), tmp_path / "ro", rw)
+    service.close("timing has started")
+    reply = _load(service, "/tmp/op.cpp")
+    assert reply["ok"] is False and "timing has started" in reply["message"] and read == []
+
+
+# -- kernelproof.native after import --------------------------------------------------------------
+NATIVE = {"source": 'extern "C" __global__ void k(float* x) {}', "options": ["-O3"], "arch": "9.0a"}
+
+
+def test_a_load_cuda_request_is_built_by_the_pool_as_the_same_compile(tmp_path):
+    pool = _Pool()
+    service = BuildService(pool, tmp_path)
+    assert service(build_requests.message(NATIVE, "load_cuda"))["ok"]
+    assert pool.materialized == [tmp_path]
+    text = pool.sources[0]
+    assert "from kernelproof.native import compile_cubin" in text
+    call = text.split("\ncompile_cubin(", 1)[1].rsplit(")", 1)[0]
+    assert eval(f"({call})") == (NATIVE["source"], "9.0a", ["-O3"])  # noqa: S307 - the pool's one call
+    assert service.source_bytes == len(NATIVE["source"])
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {**NATIVE, "arch": None},  # the worker resolves the architecture: the cubin's hash needs it
+        {**NATIVE, "options": "-O3"},
+        {**NATIVE, "source": ["a"]},
+        {**NATIVE, "kernels": ["k"]},
+    ],
+)
+def test_rejects_a_malformed_load_cuda_message(args, tmp_path):
+    pool = _Pool()
+    reply = BuildService(pool, tmp_path)({"op": "build", "call": "load_cuda", "args": args})
+    assert reply["ok"] is False and "malformed build request" in reply["message"] and pool.sources == []
+
+
+@pytest.mark.skipif(nvcc_path() is None, reason="needs nvcc")
+def test_a_workers_load_cuda_after_import_is_built_by_the_pool_and_found_where_it_looks(
+    tmp_path, monkeypatch
+):
+    """The round trip without the socket: the worker's load_cuda asks, the service has a real
+    builder pool compile it (nvcc runs here; nothing launches), and the cubin it copies into the
+    worker's read-only folder is the one the worker's own hash names."""
+    from kernelproof.build import BuildCache, BuilderPool, BuildOptions
+    from kernelproof.native import load_cuda
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    source = (
+        'extern "C" __global__ void twice(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] *= 2.f; }'
+    )
+    with BuilderPool(
+        BuildCache(tmp_path / "cache"), 1, device="cpu", options=BuildOptions(arch="9.0a"), work_root=work
+    ) as pool:
+        service = BuildService(pool, ro)
+        monkeypatch.setenv("KERNELPROOF_NATIVE_DIR", str(ro / "native"))
+        monkeypatch.setitem(
+            inline._state, "requester", lambda call, args: service(build_requests.message(args, call))
+        )
+        mod = load_cuda(source, ["twice"], arch="9.0a")
+    assert mod.cubin.parent == ro / "native" and mod.cubin.read_bytes()[:4] == b"\x7fELF"
+    assert any("kernelproof.native: built" in n for n in service.notes), service.notes

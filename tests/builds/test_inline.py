@@ -211,13 +211,14 @@ def test_refused_flag_raises_before_torchs_build_and_is_recorded(hooked, monkeyp
 def test_cpp_extension_load_is_checked_and_built_as_load_inline_of_its_files(hooked, monkeypatch, tmp_path):
     from kernelproof.compiler_flags import RefusedFlagError
 
-    calls = []
+    calls, requests = [], []
 
-    def fake_load_inline(**kwargs):
-        calls.append(kwargs)
+    def fake_load_checked(a, original, request):
+        calls.append(a)
+        requests.append(request)
         return "module"
 
-    monkeypatch.setattr(inline, "load_inline", fake_load_inline)
+    monkeypatch.setattr(inline, "_load_checked", fake_load_checked)
     with pytest.raises(RefusedFlagError, match="shell metacharacter"):
         inline.load("ext", [str(tmp_path / "a`id`.cu")])
     with pytest.raises(RefusedFlagError, match="outside the staging directory"):
@@ -231,7 +232,10 @@ def test_cpp_extension_load_is_checked_and_built_as_load_inline_of_its_files(hoo
     )
     # load_inline builds under TORCH_EXTENSIONS_DIR whatever build_directory was asked for
     assert calls[0]["cuda_sources"] == ["// kernel"] and calls[0]["cpp_sources"] == ["// binding"]
-    assert "build_directory" not in calls[0] and calls[0]["name"] == "ext"
+    assert calls[0]["build_directory"] is None and calls[0]["name"] == "ext"
+    # in a worker the request names the files, which the parent reads itself
+    call, args = requests[0]
+    assert call == "load" and args["sources"] == [str(tmp_path / "a.cu"), str(tmp_path / "b.cpp")]
 
 
 def test_torchs_build_runs_with_the_environment_pinned_before_the_import(hooked, monkeypatch, tmp_path):

@@ -185,3 +185,45 @@ def test_example_solution_computes_the_task(tmp_path, monkeypatch):
     for n in (4096, 1_000_003, 1 << 24):
         x, y = torch.rand(n, device="cuda"), torch.rand(n, device="cuda")
         torch.testing.assert_close(model(x, y), x + 0.5 * y)
+
+
+# -- a worker's load_cuda after import: a build request the parent serves --------------------------
+@needs_nvcc
+def test_in_a_worker_a_missing_cubin_is_asked_of_the_parent_and_loaded_from_where_it_lands(
+    tmp_path, monkeypatch
+):
+    from kernelproof.build import inline
+
+    monkeypatch.setenv("KERNELPROOF_NATIVE_DIR", str(tmp_path / "ro"))
+    asked = []
+
+    def parent(call, args):
+        """The parent's side: the builder compiles the request's arguments (here, in this process)."""
+        asked.append((call, args))
+        monkeypatch.setitem(inline._state, "requester", None)
+        try:
+            native.compile_cubin(args["source"], args["arch"], args["options"])
+        finally:
+            monkeypatch.setitem(inline._state, "requester", parent)
+        return {"op": "built", "ok": True, "message": ""}
+
+    monkeypatch.setitem(inline._state, "requester", parent)
+    mod = load_cuda(SRC, ["saxpy"], options=("-O3",), arch="9.0a")
+    assert asked == [("load_cuda", {"source": SRC, "options": ["-O3"], "arch": "9.0a"})]
+    assert mod.cubin.parent == tmp_path / "ro" and native.records()[-1]["requested"] is True
+    again = load_cuda(SRC, ["fill"], options=("-O3",), arch="9.0a")
+    assert again.cubin == mod.cubin and len(asked) == 1  # there now: nothing asked
+
+
+def test_in_a_worker_a_refused_request_is_the_solutions_compile_error(tmp_path, monkeypatch):
+    from kernelproof.build import inline, toolenv
+
+    monkeypatch.setenv("KERNELPROOF_NATIVE_DIR", str(tmp_path / "ro"))
+    monkeypatch.setattr(toolenv, "environ", lambda: {"PATH": "/nonexistent"})
+    monkeypatch.setattr("kernelproof.build.env.nvcc_path", lambda env: "/bin/true")
+    monkeypatch.setattr("kernelproof.build.env._first_line", lambda cmd, last=False: "nvcc 12")
+    monkeypatch.setattr(native.subprocess, "run", lambda *a, **k: pytest.fail("no compiler runs in a worker"))
+    refusal = {"op": "built", "ok": False, "message": "the build was refused: timing has started"}
+    monkeypatch.setitem(inline._state, "requester", lambda call, args: refusal)
+    with pytest.raises(NativeCompileError, match="timing has started"):
+        load_cuda(SRC, ["saxpy"], arch="9.0a")

@@ -341,3 +341,28 @@ def test_a_single_evaluation_builds_before_it_takes_the_gpu(env, monkeypatch):
     v = evaluate(TASK, path, options(cache), pool=pool)
     assert v.build is not None and v.passed, v.reasons
     assert done_when_locked == [True]
+
+
+def test_once_timing_starts_the_workers_build_requests_are_refused(env, monkeypatch):
+    """Correctness and warm-up run every timed shape first: a build asked for inside the timing
+    would time the compiler. The chain closes the evaluation's build service before it times."""
+    from kernelproof.build import requests as build_requests
+    from kernelproof.evaluate import chain
+
+    pool, cache, root = env
+    sol = write(root, "fake_cuda_timed.py", FAKE_CUDA.replace("{tag}", "timed"))
+    answers = []
+    real = chain.time_candidate
+
+    def time_candidate(setup, checked, worker, *rest):
+        args = {"name": "kp_late", "cpp_sources": ["int f();"], "cuda_sources": []}
+        answers.append(worker.build_handler(build_requests.message(args)))  # as the worker's message
+        return real(setup, checked, worker, *rest)
+
+    monkeypatch.setattr(chain, "time_candidate", time_candidate)
+    v = evaluate(
+        TASK, sol, options(cache, correctness_only=False, time_budget_s=0.5, max_rounds=2), pool=pool
+    )
+    assert len(answers) == 1 and answers[0]["ok"] is False, answers
+    assert "timing has started" in answers[0]["message"] and "kp_late" in answers[0]["message"]
+    assert any("build_request kp_late: refused: timing has started" in f for f in v.flags), v.flags

@@ -53,3 +53,13 @@ def test_a_requested_build_that_fails_is_a_compile_error_even_when_caught():
     v = evaluate(_relative(task), _relative(DECOYS / "lazy_cpp_broken.py"), _options("cpu", False))
     assert not v.passed and v.reasons[0].code is ReasonCode.COMPILE_ERROR, describe(v)
     assert "kp_lazy_broken" in v.reasons[0].message, describe(v)
+
+
+def test_a_load_request_the_parent_will_not_read_is_a_compile_error_naming_the_file():
+    """The parent reads a load request's files in the worker's own scratch folder, as the worker's
+    /tmp maps there, and refuses one with a second hard link even though the worker could read it."""
+    task = Path(__file__).resolve().parents[1] / "data" / "tasks" / "scale_relu.py"
+    v = evaluate(_relative(task), _relative(DECOYS / "load_linked_source.py"), _options("cpu", False))
+    assert not v.passed and v.reasons[0].code is ReasonCode.COMPILE_ERROR, describe(v)
+    message = v.reasons[0].message
+    assert "/tmp/kp_linked/scale_relu.cpp" in message and "2 hard links" in message, describe(v)

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 from proc_state import stopped
+from scripted_worker import frame, reply_to, scripted
 
 from kernelproof.api import evaluate_many
 from kernelproof.errors import UsageError
@@ -181,6 +182,52 @@ def test_a_holder_doing_its_own_gpu_work_is_never_lent():
     t.join(PATIENCE_S)
     holder.join(PATIENCE_S)
     assert entered.is_set()
+
+
+def _building_worker_script(pending: list):
+    """A worker that answers a profile request with a build message first, and the request's own
+    reply once the parent has answered the build."""
+
+    def script(req):
+        if req.get("op") == "built":
+            return frame(reply_to(pending[0], kernels=[["k", 7, 0.5, -1, -1]]))
+        pending.append(req)
+        return frame({"op": "build", "call": "load_inline", "args": {}})
+
+    return script
+
+
+def test_a_worker_waiting_for_its_build_gives_up_its_slot_to_a_waiting_timing(tmp_path):
+    """A build takes tens of seconds; the worker does nothing on the device meanwhile, so another
+    evaluation's timing need not wait for it. Its reply waits for the timing instead."""
+    building, finish = threading.Event(), threading.Event()
+    with scripted(tmp_path, _building_worker_script([])) as w:
+
+        def build(header):
+            building.set()
+            finish.wait(PATIENCE_S)
+            return {"op": "built", "ok": True, "message": ""}
+
+        w.build_handler = build
+        gate = DeviceGate(quiet=lambda: True, lend_after_s=0.2)
+        replies: list = []
+
+        def holder():
+            with gate.shared():
+                gate.lendable(w)
+                replies.append(w.request({"op": "profile", "seed": 1}, None, 60))
+
+        t = _start(holder)
+        assert building.wait(PATIENCE_S)
+        with gate.exclusive():
+            assert gate.holders() == (0, True) and w.lent and stopped(w.proc.pid, True)
+            finish.set()  # the build ends while the timing is inside
+            time.sleep(0.5)
+            assert replies == []  # held back until the worker is given back
+        t.join(PATIENCE_S)
+        assert not w.lent and not stopped(w.proc.pid, False)  # resumed
+    assert replies and replies[0][0] == {"ok": True, "kernels": [["k", 7, 0.5, -1, -1]]}
+    assert gate.lent_count == 1
 
 
 class FakeNvml:
