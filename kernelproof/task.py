@@ -152,19 +152,23 @@ def eval_expr(expr: str, constants: dict[str, Any]) -> float:
 AUTO_MIN = 4  # only integer constants at least this large are perturbed (not kernel sizes, strides)
 
 
-def with_auto_variants(task: Task, base: str) -> tuple[Task, tuple[str, ...]]:
+def with_auto_variants(task: Task, base: str, shrink: int = 1) -> tuple[Task, tuple[str, ...]]:
     """Extra shape variants derived from ``base`` by perturbing its integer size constants.
 
     ``auto_odd`` makes every even size odd (n - 1): tile-multiple assumptions break; ``auto_half``
     takes n // 2 + 1: smaller, rarely a power of two. The caller keeps only those the reference
-    accepts (``--shape-variants auto``).
+    accepts (``--shape-variants auto``). ``shrink`` divides the sizes first (those of at least
+    ``SHRINK_FLOOR``, never below it; smaller constants are kernel sizes, groups, paddings whose
+    relations a division would break): a probe need not be as large as the task's own shape to break a kernel that
+    assumes it, and at KernelBench's published sizes each full-size probe cost setup a reference,
+    an oracle and an audit of gigabytes.
     """
     consts = dict(task.constants)
     consts.update(task.meta.variants.get(base, {}))
     sizes = {
         k: v for k, v in consts.items() if isinstance(v, int) and not isinstance(v, bool) and v >= AUTO_MIN
     }
-    sizes = {k: v for k, v in sizes.items() if k in _module_level_assignments(task)}
+    sizes = {k: _shrunk(v, shrink) for k, v in sizes.items() if k in _module_level_assignments(task)}
     if not sizes:
         return task, ()
     extra = {
@@ -176,6 +180,13 @@ def with_auto_variants(task: Task, base: str) -> tuple[Task, tuple[str, ...]]:
         variants[name] = {**task.meta.variants.get(base, {}), **ov}
     meta = dataclasses.replace(task.meta, variants=variants)
     return dataclasses.replace(task, meta=meta), tuple(extra)
+
+
+SHRINK_FLOOR = 64
+
+
+def _shrunk(v: int, shrink: int) -> int:
+    return max(SHRINK_FLOOR, v // shrink) if v >= SHRINK_FLOOR else v
 
 
 def auto_variant_base(task: Task, variants: tuple[str, ...]) -> str:

@@ -112,7 +112,7 @@ def prepare(
         if options.shape_variants in ("auto", "probe"):
             base = auto_variant_base(task, variants)  # the smallest shapes
             with steps.step("shapes"):
-                task, shapes_probed = _auto_variants(task, base, dev, mode, init_seed, flags)
+                task, shapes_probed = _auto_variants(task, base, dev, mode, init_seed, flags, need.case_bytes)
             variants = tuple(variants) + shapes_probed
         timed = tuple(
             v
@@ -273,20 +273,71 @@ def _slot_bytes(slot) -> int:
     return n * torch.empty((), dtype=dtype_from_name(slot.dtype)).element_size()
 
 
+PROBE_CASE_BYTES = 64 * 2**20  # a probed shape's case is made at most about this large (meta estimate)
+PROBE_MAX_SHRINK = 2**12
+PROBE_ESTIMATE_S = 5.0  # the meta device's estimates for choosing the shrink stop after this long
+PROBE_LEAST_GAIN = 0.95  # a halving that keeps more than this share of the bytes is not taken
+
+
+def probe_shrink(task: Task, base: str, base_bytes: int | None) -> int:
+    """By how much the probed shapes' sizes are divided: the least power of two that brings one
+    case of the larger probe (``auto_odd``) to ``PROBE_CASE_BYTES`` or less by the meta device's
+    estimate. `base_bytes` is the task's own estimate: a task already that small (or one with no
+    estimate) is probed at its sizes without another estimate. A halving that barely shrinks the
+    case (weights that do not follow the sizes) is not taken, and the estimates stop after
+    ``PROBE_ESTIMATE_S`` (on meta an LSTM of 512 steps took seconds each)."""
+    if base_bytes is None or base_bytes <= PROBE_CASE_BYTES:
+        return 1
+    import time
+
+    started, shrink, last = time.monotonic(), 1, base_bytes
+    while shrink < PROBE_MAX_SHRINK and time.monotonic() - started < PROBE_ESTIMATE_S:
+        shrunk, extra = with_auto_variants(task, base, 2 * shrink)
+        if "auto_odd" not in extra:
+            break
+        est = case_memory.estimate_variant(shrunk, "auto_odd")
+        if isinstance(est, str) or est.case_bytes() > PROBE_LEAST_GAIN * last:
+            break
+        shrink, last = 2 * shrink, est.case_bytes()
+        if last <= PROBE_CASE_BYTES:
+            break
+    return shrink
+
+
 def _auto_variants(
-    task: Task, base: str, dev: torch.device, mode: str, init_seed: int, flags: list[str]
+    task: Task,
+    base: str,
+    dev: torch.device,
+    mode: str,
+    init_seed: int,
+    flags: list[str],
+    base_bytes: int | None,
 ) -> tuple[Task, tuple[str, ...]]:
-    """The task with perturbed size constants as extra variants, keeping those its reference accepts."""
-    task, extra = with_auto_variants(task, base)
-    kept = []
-    for v in extra:
-        try:
-            ctx: VariantContext = build_variant(task, v, dev, mode, init_seed)
-            reference_and_oracle(ctx, make_inputs(ctx, "normal", 1))
-            kept.append(v)
-        except TaskError as exc:
-            flags.append(f"auto shape variant {v!r} dropped: the reference rejects it ({exc})")
-    return task, tuple(kept)
+    """The task with perturbed size constants as extra variants, keeping those its reference accepts.
+
+    Where the reference rejects every probe at a shrink (sizes that must divide each other, say)
+    they are made again at half that shrink, down to the task's own sizes."""
+    shrink = probe_shrink(task, base, base_bytes)
+    while True:
+        shrunk, extra = with_auto_variants(task, base, shrink)
+        kept, dropped = [], []
+        for v in extra:
+            try:
+                ctx: VariantContext = build_variant(shrunk, v, dev, mode, init_seed)
+                reference_and_oracle(ctx, make_inputs(ctx, "normal", 1))
+                kept.append(v)
+            except TaskError as exc:
+                dropped.append(f"auto shape variant {v!r} dropped: the reference rejects it ({exc})")
+        if kept or shrink == 1:
+            break
+        shrink //= 2
+    flags += dropped
+    if shrink > 1:
+        flags.append(
+            f"auto shape variants at the task's sizes divided by {shrink} (probes of at most about "
+            f"{PROBE_CASE_BYTES // 2**20} MiB a case; the task's own shapes are checked at full size)"
+        )
+    return shrunk, tuple(kept)
 
 
 def probe_variant(task: Task, variants: tuple[str, ...]) -> str:
