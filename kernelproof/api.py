@@ -7,49 +7,51 @@ broken task comes back as an ``error`` verdict with ``task_error``.
 Every verb of the command line goes through a function here (the CLI parses, calls, prints and
 picks the exit code): ``evaluate``, ``bench`` with ``suite_pairs``, ``kernelbench`` with
 ``find_run``, ``audit``, ``results``, ``compare``, ``ceilings``. The options are checked in one
-place (:func:`checked_options`), the device in one (``executors.local.resolve_devices``) and the
-store is chosen by one rule (``kernelproof.store.db_path``: ``--db``, else ``$KERNELPROOF_DB``,
-else the default).
+place (:func:`kernelproof.usage.checked_options`), the device in one
+(``executors.local.resolve_devices``) and the store is chosen by one rule
+(``kernelproof.store.db_path``: ``--db``, else ``$KERNELPROOF_DB``, else the default).
+
+The verbs that judge no solution live in :mod:`kernelproof.survey`, and what a verdict says when
+GPU memory ran short or kernelproof failed in :mod:`kernelproof.blame`; both are re-exported here,
+so this stays the one namespace callers import.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import dataclasses
 import hashlib
 import json
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
+from kernelproof import blame
+from kernelproof.blame import internal_error_verdict, too_large_verdict
 from kernelproof.errors import UsageError
 from kernelproof.evaluate import compare_pair, evaluate_pair
-from kernelproof.evaluate.memory_blame import (
-    MemoryFacts,
-    memory_shaped,
-    near_the_edge,
-    own_out_of_memory,
-    reference_alone_fails,
-)
 from kernelproof.evaluate.progress import reporting  # noqa: F401  (the CLI's phase lines)
 from kernelproof.evaluate.requests import device_name
 from kernelproof.executors.local import LocalPool, default_pool, resolve_devices, run_many
-from kernelproof.options import TIME_LIMITS, EvalOptions, normalize_baselines
+from kernelproof.options import EvalOptions
 from kernelproof.report.kernelbench import KernelBenchRun, Sample, find_run  # noqa: F401  (kernelbench's)
 from kernelproof.source import this_source
-from kernelproof.store import as_requested, db_path, open_store, served
-from kernelproof.task import POLICIES
-from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode, Verdict
+from kernelproof.store import as_requested, db_path, open_store, served  # noqa: F401  (db_path: the CLI's)
+from kernelproof.survey import (  # noqa: F401  (the verbs that judge no solution, re-exported)
+    DeviceCeilings,
+    StoredVerdicts,
+    TaskAudit,
+    audit,
+    audit_targets,
+    ceilings,
+    results,
+)
+from kernelproof.usage import SHAPE_VARIANTS, PathLike, checked_options, require_files  # noqa: F401
+from kernelproof.verdict import ReasonCode, Verdict
 
-if TYPE_CHECKING:
-    from kernelproof.verify.audit import AuditReport
-
-PathLike = str | Path
-SHAPE_VARIANTS = ("probe", "auto", "task")  # EvalOptions.shape_variants (options.py says what each does)
 EXECUTORS = ("local", "ray")
 
 
@@ -142,37 +144,6 @@ def _to_build(items: list[tuple[str, str]], options: EvalOptions, device: str) -
     return out
 
 
-def checked_options(options: EvalOptions | None) -> EvalOptions:
-    """``options`` as every verb runs them, or a UsageError naming the bad one: the one place
-    baselines are normalised and the device, policy and other choices are checked. Every function
-    here calls it first; a caller that records its options before evaluating (a certificate, an
-    agent's run) calls it to record what will run."""
-    options = options or EvalOptions()
-    try:
-        baselines = normalize_baselines(options.baselines)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    resolve_devices(options.device)  # UsageError for a device that is malformed or not there
-    if options.per_device < 1:
-        raise UsageError(f"--per-device must be at least 1, not {options.per_device}")
-    if options.build_workers < 0:
-        raise UsageError(f"--build-workers must be 0 (automatic) or more, not {options.build_workers}")
-    if options.shape_variants not in SHAPE_VARIANTS:
-        raise UsageError(
-            f"--shape-variants must be {' | '.join(SHAPE_VARIANTS)}, not {options.shape_variants!r}"
-        )
-    if options.policy is not None and options.policy not in POLICIES:
-        raise UsageError(f"--policy must be {' | '.join(POLICIES)}, not {options.policy!r}")
-    if options.seeds_per_case < 1:
-        raise UsageError(f"--seeds-per-case must be at least 1, not {options.seeds_per_case}")
-    for name in TIME_LIMITS:
-        value = getattr(options, name)
-        if not value > 0:
-            flag = "--" + name.removesuffix("_s").replace("_", "-")
-            raise UsageError(f"{flag} must be more than 0 s, not {value}")
-    return options.replace(baselines=baselines)
-
-
 def _evaluate_on(task: str, solution: str, options: EvalOptions, device: str, pool: LocalPool) -> Verdict:
     for path, what in ((task, "task"), (solution, "solution")):
         if not Path(path).is_file():
@@ -190,18 +161,19 @@ def _evaluate_on(task: str, solution: str, options: EvalOptions, device: str, po
         concurrent.futures.wait([pending.future])
     with pool.device_slots(device, options.per_device):
         verdict = _judged(task, solution, options, device, pool)
-    again = options.per_device > 1 and _worth_running_alone(verdict)
-    if again or _near_the_edge_failure(verdict, device, pool):
+    again = options.per_device > 1 and blame.worth_running_alone(verdict)
+    judge = lambda t, s, o: _judged(t, s, o, device, pool)  # noqa: E731  (the reference's re-run alone)
+    if again or blame.near_the_edge_failure(verdict, device, pool):
         # Out of GPU memory while other evaluations held some, perhaps: this one again, alone on the
-        # device, where the parent's own facts decide (kernelproof/evaluate/memory_blame.py). The
+        # device, where the parent's own facts decide (kernelproof/blame.py). The
         # reference's re-run that may decide it is alone on the device too: beside other
         # evaluations, its failure would be theirs, not the task's size.
         with pool.device_alone(device, options.per_device):
             if again:
                 verdict = _judged(task, solution, options, device, pool)
-            verdict = _beyond_the_device(verdict, task, options, device, pool)
+            verdict = blame.beyond_the_device(verdict, task, options, device, pool, judge)
     else:
-        verdict = _beyond_the_device(verdict, task, options, device, pool)
+        verdict = blame.beyond_the_device(verdict, task, options, device, pool, judge)
     never_stored = (ReasonCode.TOO_LARGE.value, ReasonCode.ENVIRONMENT.value, ReasonCode.MACHINE_BUSY.value)
     if verdict.codes and (verdict.codes[0] in never_stored or ReasonCode.ENVIRONMENT.value in verdict.codes):
         return verdict  # a property of this machine (and its neighbours) at the time: never stored
@@ -221,107 +193,6 @@ def _judged(task: str, solution: str, options: EvalOptions, device: str, pool: L
         return too_large_verdict(task, solution, device, exc)
     except Exception as exc:  # a harness bug must not lose the run: it becomes an error verdict
         return internal_error_verdict(task, solution, device, exc)
-
-
-def _worth_running_alone(verdict: Verdict) -> bool:
-    """Could the evaluation have failed for want of GPU memory while it shared the device: the
-    parent's own (too_large), a worker that died, or a worker's harness step that failed (a lent
-    input it could not map)? Decided by codes, never by a reason's text (the solution writes
-    that): running it again alone only gathers facts, it blames no one."""
-    codes = {r.code for r in verdict.reasons}
-    return bool(codes & {ReasonCode.TOO_LARGE, ReasonCode.CRASH, ReasonCode.INTERNAL_ERROR})
-
-
-def _memory_facts(verdict: Verdict, device: str, pool: LocalPool) -> MemoryFacts:
-    capacity = getattr(pool.memory(device), "capacity_bytes", None)
-    return MemoryFacts((verdict.environment.get("memory") or {}).get("footprint_bytes"), capacity)
-
-
-def _near_the_edge_failure(verdict: Verdict, device: str, pool: LocalPool) -> bool:
-    """A memory-shaped failure of an evaluation large enough for the reference's re-run alone."""
-    return (
-        bool(verdict.reasons)
-        and memory_shaped(verdict.reasons[0].code)
-        and near_the_edge(_memory_facts(verdict, device, pool))
-    )
-
-
-def _beyond_the_device(
-    verdict: Verdict, task: str, options: EvalOptions, device: str, pool: LocalPool
-) -> Verdict:
-    """A worker that ran out of GPU memory in an evaluation whose own footprint (the parent's
-    estimate: inputs, reference, float64 oracle, the candidate's outputs) is more than the device
-    admits is the task's size, not the solution's fault: too_large, never a crash.
-
-    Decided from the parent's facts only (kernelproof/evaluate/memory_blame.py): never from the
-    worker's log or a reason's text, which the solution controls. (On an H200, KernelBench
-    level1/21_Sigmoid's footprint was estimated at 137 GB, within the 138 GB admitted, while the
-    parent held 115 GiB and the worker's poison fill found no memory: the reference, run alone as
-    the candidate in a fresh worker, fails the same way; that is the second fact.)
-    """
-    facts = _memory_facts(verdict, device, pool)
-    capacity, footprint = facts.available_bytes, facts.footprint_bytes
-    if not verdict.reasons or not memory_shaped(verdict.reasons[0].code):
-        return verdict
-    if not own_out_of_memory(facts) and near_the_edge(facts):
-        judge = lambda t, s, o: _judged(t, s, o, device, pool)  # noqa: E731
-        facts = dataclasses.replace(facts, reference_alone_failed=reference_alone_fails(task, options, judge))
-    if not own_out_of_memory(facts):
-        return verdict
-    why = (
-        "the task's reference, run alone in a fresh worker, failed too"
-        if facts.reference_alone_failed
-        else (f"{capacity / 1e9:.0f} GB are admitted")
-    )
-    message = (
-        f"the task needs more GPU memory than {device} admits: this evaluation's footprint is "
-        f"{footprint / 1e9:.0f} GB (inputs, reference, float64 oracle and the candidate's outputs, as "
-        f"its setup measured them), {why}, and the candidate's worker failed "
-        f"({verdict.reasons[0].message[:200]}); run it on a device with more memory or give the task smaller shapes"
-    )
-    reason = Reason(ReasonCode.TOO_LARGE, message, verdict.reasons[0].detail if verdict.reasons else "")
-    # what the evaluation recorded (its footprint, phases, layers) stays: it is how it was decided
-    return dataclasses.replace(
-        verdict, verdict=Outcome.ERROR, reasons=(reason,), timing=None, speedup={}, reward=0.0
-    )
-
-
-def too_large_verdict(task: str, solution: str, device: str, exc: BaseException) -> Verdict:
-    """The parent ran out of GPU memory holding this task's references, alone on the device."""
-    total = (
-        torch.cuda.get_device_properties(torch.device(device)).total_memory
-        if device.startswith("cuda")
-        else 0
-    )
-    message = (
-        f"the task needs more GPU memory than {device} has ({total / 2**30:.0f} GiB): the parent ran out "
-        f"while holding its reference, float64 oracle and the candidate's outputs ({str(exc).splitlines()[0][:200]})"
-    )
-    return _error_verdict(task, solution, device, Reason(ReasonCode.TOO_LARGE, message))
-
-
-def internal_error_verdict(task: str, solution: str, device: str, exc: BaseException) -> Verdict:
-    import traceback
-
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
-    reason = Reason(ReasonCode.INTERNAL_ERROR, f"kernelproof failed: {type(exc).__name__}: {exc}", tb)
-    return _error_verdict(task, solution, device, reason)
-
-
-def _error_verdict(task: str, solution: str, device: str, reason: Reason) -> Verdict:
-    return Verdict(
-        verdict=Outcome.ERROR,
-        reasons=(reason,),
-        task=FileRef(task, hashlib.sha256(Path(task).read_bytes()).hexdigest()),
-        solution=FileRef(solution, hashlib.sha256(Path(solution).read_bytes()).hexdigest()),
-        correctness=None,
-        timing=None,
-        speedup={},
-        roofline=None,
-        coverage=None,
-        environment={"device": device},
-        reward=0.0,
-    )
 
 
 def evaluation_key(task: str, solution: str, options: EvalOptions, device: str) -> str:
@@ -370,17 +241,6 @@ def compare(
 
 
 # --- the other verbs ------------------------------------------------------------------------------
-
-
-def require_files(*paths: PathLike, what: tuple[str, ...] = ("task", "solution")) -> None:
-    """UsageError unless each path is a file, saying what it is instead (missing, or a folder)."""
-    for path, name in zip(paths, what):
-        p = Path(path)
-        if p.is_dir():
-            hint = " (bench evaluates a folder of tasks: kernelproof bench SUITE --solutions DIR)"
-            raise UsageError(f"the {name} {p} is a directory, not a file" + (hint if name == "task" else ""))
-        if not p.is_file():
-            raise UsageError(f"{name} file not found: {p}")
 
 
 @dataclass(frozen=True)
@@ -470,147 +330,6 @@ def kernelbench(
 
 def _sha256(path: PathLike) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-@dataclass(frozen=True)
-class TaskAudit:
-    """One task's audit: a report per shape variant, or why the task could not be audited."""
-
-    task: str  # the path as given
-    shapes: tuple[AuditReport, ...] = ()
-    error: str = ""  # the task does not load or its reference does not run (a TaskError)
-
-    @property
-    def degenerate(self) -> bool:
-        return any(r.degenerate for r in self.shapes)
-
-    def to_json(self) -> dict[str, Any]:
-        if self.error:
-            return {"task": self.task, "error": self.error}
-        return {
-            "task": self.task,
-            "degenerate": self.degenerate,
-            "controls": [dict(c, shape=r.variant) for r in self.shapes for c in r.to_json()["controls"]],
-            "shapes": [r.to_json() for r in self.shapes],
-        }
-
-
-def audit_targets(target: PathLike) -> list[Path]:
-    """The task files an audit of ``target`` covers: the file, or every task file under the folder."""
-    path = Path(target)
-    if path.is_dir():
-        files = [f for f in sorted(path.rglob("*.py")) if not f.name.startswith("_")]
-        if not files:
-            raise UsageError(f"no task file (*.py) in {path}")
-        return files
-    if not path.exists():
-        raise UsageError(f"task file not found: {path}")
-    return [path]
-
-
-def audit(target: PathLike, options: EvalOptions | None = None) -> Iterator[TaskAudit]:
-    """Run the negative controls on every shape of each task under ``target`` (a file or a folder):
-    a task they pass cannot tell right from wrong, so no candidate can be scored on it. One
-    :class:`TaskAudit` per task as it is done; a task that does not load is one with ``error``."""
-    import secrets
-
-    from kernelproof.errors import TaskError
-    from kernelproof.task import load_task, variants_for
-    from kernelproof.verify.audit import audit_task
-
-    options = checked_options(options)
-    files = audit_targets(target)
-    device = torch.device(resolve_devices(options.device)[0])
-    seed = options.seed if options.seed is not None else secrets.randbits(62)
-    for f in files:
-        try:
-            task = load_task(f)
-            reports = audit_task(task, device, variants_for(task, device.type), seed)
-        except TaskError as exc:
-            yield TaskAudit(str(f), error=str(exc))
-            continue
-        yield TaskAudit(str(f), tuple(reports))
-
-
-@dataclass(frozen=True)
-class DeviceCeilings:
-    """What good code reaches on a device (measured once per model, cached), beside its datasheet."""
-
-    name: str  # the device's name as CUDA reports it
-    copy_tbps: float  # a large device-to-device copy, TB/s
-    matmul_tflops: dict[str, float]  # large library matmuls per unit, TFLOP/s
-    datasheet_tbps: float | None  # None: the device is not in the datasheet table
-    datasheet_tflops: dict[str, float]
-    cache_path: str  # where the measurement is kept
-    measured_now: bool  # measured by this call (not read from the cache)
-
-
-def ceilings(device: str = "cuda", *, refresh: bool = False) -> DeviceCeilings:
-    """Measure (or read the cached) copy bandwidth and matmul peaks of a CUDA device."""
-    from kernelproof.measure import ceilings as measured
-    from kernelproof.measure.roofline import device_spec
-
-    if not torch.cuda.is_available():
-        raise UsageError("ceilings are measured on a CUDA device; none is visible")
-    if device in ("auto", "cpu"):
-        raise UsageError(f"ceilings are measured on a CUDA device: --device cuda or cuda:N, not {device!r}")
-    dev = resolve_devices(device)[0]
-    name = torch.cuda.get_device_name(torch.device(dev))
-    doc = None if refresh else measured.load(name)
-    measured_now = doc is None
-    if doc is None:
-        doc = measured.measure(dev)
-    spec = device_spec(name)
-    return DeviceCeilings(
-        name=name,
-        copy_tbps=float(doc["copy_bandwidth_TBps"]),
-        matmul_tflops={str(k): float(v) for k, v in doc["matmul_TFLOPs"].items()},
-        datasheet_tbps=spec.datasheet_tbps if spec else None,
-        datasheet_tflops=dict(spec.datasheet_tflops) if spec else {},
-        cache_path=str(measured.cache_path(name)),
-        measured_now=measured_now,
-    )
-
-
-@dataclass(frozen=True)
-class StoredVerdicts:
-    """Verdict documents from the results store, newest first, and how many it holds in all."""
-
-    documents: tuple[dict[str, Any], ...]
-    total: int
-    path: str  # the store's file
-    note: str = ""  # "N shown of M stored in PATH", and the matching rows that do not verify (never served)
-
-
-def results(
-    *,
-    task: str | None = None,
-    solution: str | None = None,
-    outcome: str | None = None,
-    code: str | None = None,
-    limit: int | None = 50,
-    db: str | None = None,
-) -> StoredVerdicts:
-    """Stored verdicts, newest first: paths containing ``task`` / ``solution``, with ``outcome``
-    (pass | fail | error) and the reason ``code``; a filter that can match nothing is a UsageError."""
-    from kernelproof.store import Store
-
-    outcomes = tuple(o.value for o in Outcome)
-    if outcome is not None and outcome not in outcomes:
-        raise UsageError(f"--verdict must be {' | '.join(outcomes)}, not {outcome!r}")
-    if code is not None and code not in {c.value for c in ReasonCode}:
-        raise UsageError(f"--code {code!r} is not a reason code (docs/verdict.md lists them)")
-    if limit is not None and limit < 1:
-        raise UsageError(f"--limit must be at least 1, not {limit}")
-    path = db_path(db)
-    if path is None:
-        raise UsageError("--db '' names no store: there is nothing to list")
-    if db is None and not Path(path).exists():  # the default store, before anything was stored
-        return StoredVerdicts((), 0, path, f"0 shown: nothing stored yet in {path}")
-    store = Store(path, readonly=True)  # listing writes nothing: a read-only store is listed too
-    docs = store.query(task=task, solution=solution, outcome=outcome, code=code, limit=limit)
-    note = store.listing_note(len(docs), task=task, solution=solution, outcome=outcome, code=code)
-    return StoredVerdicts(tuple(docs), store.count(), store.path, note)
 
 
 def optimize(task: PathLike, model: Any, options: Any = None, **kwargs: Any):

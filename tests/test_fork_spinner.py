@@ -20,7 +20,7 @@ from pathlib import Path
 
 from kernelproof.api import evaluate
 from kernelproof.options import EvalOptions
-from kernelproof.sandbox import limits, members, process
+from kernelproof.sandbox import limits, members, scheduling
 from kernelproof.sandbox.process import WorkerProcess
 
 DATA = Path(__file__).parent / "data"
@@ -89,7 +89,7 @@ def _alive(pids: set[int], limit_s: float = 5.0) -> dict[int, str]:
 
 
 def test_a_spinner_that_left_the_process_group_runs_while_only_the_group_is_stopped(monkeypatch):
-    monkeypatch.setattr(process, "STOP_MEMBERS", False)  # the process group alone, as once
+    monkeypatch.setattr(scheduling, "STOP_MEMBERS", False)  # the process group alone, as once
     monkeypatch.setattr(limits.Cgroup, "freeze", lambda self, on: False)  # (no cgroup v2 freezer either)
     seen = _watching(monkeypatch)
     v = evaluate(TASK, sol("forks_a_spinner"), SHARED)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelproof import api
+from kernelproof import api, blame
 from kernelproof.evaluate.setup import footprint_bytes
 from kernelproof.executors.local import LocalPool
 from kernelproof.executors.memory import DeviceMemory
@@ -223,11 +223,11 @@ def _evaluations(monkeypatch, outcomes: list):
 
 def _crashed_out_of_memory(task, solution, device):
     reason = Reason(ReasonCode.CRASH, "forward raised OutOfMemoryError: CUDA out of memory")
-    return api._error_verdict(task, solution, device, reason)
+    return blame.error_verdict(task, solution, device, reason)
 
 
 def _passed(task, solution, device):
-    return api._error_verdict(task, solution, device, Reason(ReasonCode.INTERNAL_ERROR, "stand-in"))
+    return blame.error_verdict(task, solution, device, Reason(ReasonCode.INTERNAL_ERROR, "stand-in"))
 
 
 TASK, SOL = str(DATA / "tasks" / "scale_relu.py"), str(DATA / "solutions" / "scale_relu_triton.py")
@@ -255,7 +255,7 @@ def test_the_parent_out_of_memory_alone_is_too_large_and_never_stored(monkeypatc
 
 def _unmapped_out_of_memory(task, solution, device):
     message = "case default/task/0: could not map an input the parent lent: CUDA out of memory. Tried to allocate 6.00 GiB"
-    return api._error_verdict(task, solution, device, Reason(ReasonCode.INTERNAL_ERROR, message))
+    return blame.error_verdict(task, solution, device, Reason(ReasonCode.INTERNAL_ERROR, message))
 
 
 def test_a_worker_out_of_memory_on_a_lent_input_runs_again_alone(monkeypatch, fake_pool):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelproof import api
+from kernelproof import api, blame
 from kernelproof.api import evaluate
 from kernelproof.evaluate.memory_blame import (
     MemoryFacts,
@@ -56,9 +56,9 @@ def test_only_failures_that_can_be_a_lack_of_memory_are_weighed():
 def _verdict_of(code: ReasonCode | None, footprint_bytes: int = 0):
     """An evaluation's verdict failed with `code` (None: passed), with the footprint its setup estimated."""
     reasons = (Reason(code, "forward raised OutOfMemoryError"),) if code else ()
-    v = api._error_verdict(SCALE_RELU, SCALE_RELU, "cpu", reasons[0]) if reasons else None
+    v = blame.error_verdict(SCALE_RELU, SCALE_RELU, "cpu", reasons[0]) if reasons else None
     if v is None:
-        v = api._error_verdict(SCALE_RELU, SCALE_RELU, "cpu", Reason(ReasonCode.CRASH, "x"))
+        v = blame.error_verdict(SCALE_RELU, SCALE_RELU, "cpu", Reason(ReasonCode.CRASH, "x"))
         v = dataclasses.replace(v, verdict=Outcome.PASS, reasons=())
     return dataclasses.replace(v, environment={"memory": {"footprint_bytes": footprint_bytes}})
 
@@ -166,7 +166,7 @@ def test_the_reference_alone_runs_with_every_device_slot_held(monkeypatch):
 
     monkeypatch.setattr(api, "evaluate_pair", fake)
     monkeypatch.setattr(
-        api, "_worth_running_alone", lambda verdict: False
+        blame, "worth_running_alone", lambda verdict: False
     )  # straight to the reference's re-run
     monkeypatch.setattr(pool, "memory", lambda device: DeviceMemory(129 * GB))
     try:

@@ -167,16 +167,16 @@ def test_plain_torch_against_eager_with_two_spinners_alongside_is_near_one_or_bu
 def test_candidate_and_baselines_are_timed_with_the_same_allocator():
     """The perturbed heap (which poisons the candidate's fresh blocks for correctness) is the
     baselines' heap too: a comparison of two programs, not of two allocators."""
-    from kernelproof.sandbox import process
+    from kernelproof.sandbox import launch
     from kernelproof.sandbox.private import PrivateDir
 
     dirs = PrivateDir.create("alloc-")
     try:
-        env = {r: process._worker_env(SpawnSpec(r, "cpu"), dirs) for r in ("candidate", "baseline")}
+        env = {r: launch.worker_env(SpawnSpec(r, "cpu"), dirs) for r in ("candidate", "baseline")}
     finally:
         dirs.remove()
     assert (
-        env["candidate"]["GLIBC_TUNABLES"] == env["baseline"]["GLIBC_TUNABLES"] == process.CPU_MALLOC_TUNABLES
+        env["candidate"]["GLIBC_TUNABLES"] == env["baseline"]["GLIBC_TUNABLES"] == launch.CPU_MALLOC_TUNABLES
     )
     assert (
         "OMP_NUM_THREADS" not in env["candidate"]

@@ -13,7 +13,7 @@ by the evaluation, not here.
 A reservation that grows keeps what it holds while it waits (its setup's tensors exist). Two
 evaluations that each wait to grow would wait for each other forever, so when every other holder
 is itself waiting to grow, the oldest grower goes ahead: the device may then be over-committed, and
-what fails for memory runs again alone (kernelproof/api.py). Growth is served before new arrivals.
+what fails for memory runs again alone (kernelproof/blame.py). Growth is served before new arrivals.
 """
 
 from __future__ import annotations

@@ -117,7 +117,7 @@ def build_variant(
         with seeded(init_seed):
             reference = module.Model(*init_args)
     except torch.OutOfMemoryError:
-        raise  # the device's memory, not the task: the evaluation is retried alone (api._worth_running_alone)
+        raise  # the device's memory, not the task: the evaluation is retried alone (blame.worth_running_alone)
     except Exception as exc:
         raise TaskError(
             f"constructing the reference Model failed: {type(exc).__name__}: {exc}", path=task.path
