@@ -4,11 +4,16 @@ Setup runs in the trusted parent before any candidate code: at KernelBench's pub
 where a 6.4 GB-per-tensor task took an H200 to too_large. This prints, for each task, the meta
 device's estimate of one case (kernelproof/verify/footprint.py, nothing allocated), the peak GPU
 memory the parent allocated during setup (torch.cuda.max_memory_allocated; on the CPU the process's
-peak resident size), setup's wall time and its outcome. Each task runs in its own process, so one
+peak resident size less its peak before setup began), setup's wall time and its outcome. Each task runs in its own process, so one
 task's peak is not another's. ``--largest N`` keeps the N tasks with the largest estimate.
 
     python benchmarks/setup_memory.py .kernelbench/level1 --largest 5 --device cuda
     python benchmarks/setup_memory.py suite/level1/09_gelu.py --device cpu
+
+``--chunk-elements N`` sets the slices the comparisons and the run-to-run spread work in
+(kernelproof/verify/compare.py, oracle.py): a stand-in of a large task, shrunk k times, keeps the
+large task's ratio of temporaries to tensors when N is its default divided by k (on the CPU
+machine, a 67 MB stand-in of level1/5_Matrix_scalar_multiplication with ``--chunk-elements 262144``).
 
 Run it at two commits (a ``git worktree`` of each) for a before/after table. The audit's
 cross-run cache is not used (no store), so every run audits. ``--root DIR`` imports kernelproof
@@ -30,7 +35,7 @@ from _common import ROOT
 IDENTITY = '\n\nclass ModelNew(Model):\n    """The identity solution: the task\'s own Model."""\n'
 
 
-def measure(task: str, device: str) -> dict:
+def measure(task: str, device: str, chunk_elements: int = 0) -> dict:
     """Setup of one task, in this process: its peak memory, time and outcome."""
     import resource
 
@@ -50,6 +55,12 @@ def measure(task: str, device: str) -> dict:
         def gate(self, device):
             return Gate()
 
+    if chunk_elements:
+        from kernelproof.verify import compare, oracle
+
+        compare.CHUNK_ELEMENTS = chunk_elements
+        oracle.SPREAD_CHUNK = chunk_elements  # absent before the spread was sliced: set, unused
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     t = load_task(task)
     try:  # a tree from before the estimate existed (--root) has none
         from kernelproof.verify import footprint
@@ -81,6 +92,7 @@ def measure(task: str, device: str) -> dict:
         "estimate_case_bytes": case_bytes,
         "available_bytes": available,
         "peak_bytes": peak,
+        "before_bytes": 0 if device.startswith("cuda") else before,  # the CPU's peak before setup
         "setup_s": round(seconds, 1),
         "outcome": outcome,
     }
@@ -103,12 +115,13 @@ def main() -> None:
     ap.add_argument("--largest", type=int, default=0, help="only the N tasks with the largest estimate")
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--root", help="import kernelproof from this tree (another commit's, for a before/after)")
+    ap.add_argument("--chunk-elements", type=int, default=0, help="the comparisons' slice size (see above)")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # the child: measure this task, print its row
     args = ap.parse_args()
     if args.root:
         sys.path.insert(0, str(Path(args.root).resolve()))
     if args.one:
-        print(json.dumps(measure(args.one, args.device)))
+        print(json.dumps(measure(args.one, args.device, args.chunk_elements)))
         return
     tasks = [
         str(f) for t in args.targets for f in (sorted(Path(t).glob("*.py")) if Path(t).is_dir() else [t])
@@ -119,6 +132,7 @@ def main() -> None:
     print(f"{'task':48} {'estimate GB':>11} {'peak GB':>8} {'setup s':>8}  outcome")
     for task in tasks:
         cmd = [sys.executable, __file__, "--device", args.device, "--one", task, "x"]
+        cmd += ["--chunk-elements", str(args.chunk_elements)] if args.chunk_elements else []
         cmd += ["--root", args.root] if args.root else []
         out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         try:
@@ -126,7 +140,8 @@ def main() -> None:
         except (IndexError, ValueError):
             row = {"task": task, "outcome": f"failed: {out.stderr.strip().splitlines()[-1:]}"}
         rows.append(row)
-        est, peak = row.get("estimate_case_bytes") or 0, row.get("peak_bytes") or 0
+        est = row.get("estimate_case_bytes") or 0
+        peak = (row.get("peak_bytes") or 0) - (row.get("before_bytes") or 0)
         print(
             f"{Path(task).name[:48]:48} {est / 1e9:11.1f} {peak / 1e9:8.1f} {row.get('setup_s', 0):8}  {row['outcome']}"
         )
