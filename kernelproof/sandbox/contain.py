@@ -85,13 +85,21 @@ def _mounts(plan: Plan) -> tuple[Layer, list[str]]:
 
 
 def _processes(plan: Plan) -> Layer:
+    try:
+        identity.become_subreaper()
+        reaper = "the orphans of its children stay its own (child subreaper)"
+    except OSError as exc:
+        reaper = f"not a child subreaper ({exc.strerror}): a double fork's orphan leaves its descendants"
     if plan.max_processes <= 0:
-        return Layer("processes", False, "no uid of its own: RLIMIT_NPROC would count the user's processes")
+        why = "no uid of its own: RLIMIT_NPROC would count the user's processes"
+        return Layer("processes", False, f"{why}; {reaper}")
     try:
         resource.setrlimit(resource.RLIMIT_NPROC, (plan.max_processes, plan.max_processes))
     except (OSError, ValueError) as exc:
-        return Layer("processes", False, f"RLIMIT_NPROC: {exc}")
-    return Layer("processes", True, f"at most {plan.max_processes} processes and threads (RLIMIT_NPROC)")
+        return Layer("processes", False, f"RLIMIT_NPROC: {exc}; {reaper}")
+    return Layer(
+        "processes", True, f"at most {plan.max_processes} processes and threads (RLIMIT_NPROC); {reaper}"
+    )
 
 
 def _identity(plan: Plan) -> Layer:

@@ -22,6 +22,8 @@ UID_BASE = 1_879_048_192  # 0x70000000: far above login users and subuid ranges 
 UID_SPAN = 1 << 24  # uids handed out: a claim collides with a live one with probability ~1e-7
 PR_SET_DUMPABLE = 4
 PR_GET_DUMPABLE = 3
+PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -70,3 +72,19 @@ def make_parent_nondumpable() -> None:
     its core dumps, which is why only the CLI, or a caller who asks, does it."""
     if _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+
+
+def become_subreaper() -> None:
+    """Make this process the reaper of its descendants' orphans: a child that double-forks and
+    exits leaves its grandchild with this process, not with init, so it stays a descendant, found
+    and stopped with the worker where there is no cgroup (kernelproof.sandbox.members). The
+    seccomp filter denies prctl(PR_SET_CHILD_SUBREAPER) afterwards: the candidate cannot clear it."""
+    if _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER, 1) failed")
+
+
+def is_subreaper() -> bool:
+    flag = ctypes.c_int(0)
+    if _libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) != 0:
+        return False
+    return flag.value == 1

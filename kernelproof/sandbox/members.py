@@ -11,8 +11,10 @@ So a stop also reaches, one signal each:
 
 - every process of the worker's cgroup, where it has one (a child cannot leave it: moving a
   process needs write access to another cgroup's ``cgroup.procs``, which the sandbox denies);
-- every descendant of the worker found through /proc's parent links, where it has none (the
-  orphan of a double fork is reparented away and found only through the cgroup).
+- every descendant of the worker found through /proc's parent links, where it has none. The
+  orphan of a double fork stays a descendant: the bootstrap makes the worker a child subreaper
+  (kernelproof.sandbox.contain, the ``processes`` layer), so the orphan is reparented to the
+  worker, not to init, and seccomp denies the candidate clearing the mark.
 
 A process that forks while it is being stopped is caught by listing again until no new member
 appears (a stopped process forks nothing). The same members are killed when the worker ends

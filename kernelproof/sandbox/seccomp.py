@@ -12,6 +12,8 @@ every driver. What is denied is what reaches another process or widens the sandb
 - kernel surfaces with a history of escapes: the io_uring calls, userfaultfd, bpf,
   perf_event_open, keyctl/add_key/request_key, open_by_handle_at, module and kexec loading;
 - widening the cores the parent pinned the worker to: sched_setaffinity (kernelproof.sandbox.cpus);
+- clearing the child-subreaper mark the bootstrap set (prctl(PR_SET_CHILD_SUBREAPER)): orphans of
+  the worker's children stay its descendants, stopped and ended with it (kernelproof.sandbox.members);
 - new sockets other than AF_UNIX (the channel to the parent is inherited; TCP is also denied by
   Landlock, and this covers UDP, raw and netlink sockets, which Landlock does not).
 
@@ -63,6 +65,7 @@ DENIED = (
     "kexec_file_load",
     "sched_setaffinity",  # the cores the parent gave (kernelproof.sandbox.cpus) cannot be widened
 )
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 CLONE_NAMESPACE_FLAGS = (  # linux/sched.h
     0x00020000,  # CLONE_NEWNS
     0x02000000,  # CLONE_NEWCGROUP
@@ -99,6 +102,7 @@ def install(allow_sockets: bool = False) -> Loaded:
         f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
     except (ValueError, OSError, RuntimeError):
         unknown.append("clone3")
+    f.add_rule(sc.ERRNO(errno.EPERM), "prctl", sc.Arg(0, sc.EQ, PR_SET_CHILD_SUBREAPER))
     if not allow_sockets:
         for call in ("socket", "socketpair"):
             f.add_rule(sc.ERRNO(errno.EPERM), call, sc.Arg(0, sc.NE, socket.AF_UNIX))

@@ -157,3 +157,19 @@ def test_a_contained_process_may_write_its_own_proc_directory_and_no_other():
     rules = contain.landlock_rules(p, [("/tmp/bound", "rw")], 4242)
     assert ("/proc/4242", "rw") in rules and ("/proc", "r") in rules
     assert [r for r in rules if r[0].startswith("/proc") and r[1] != "r"] == [("/proc/4242", "rw")]
+
+
+@needs_landlock
+def test_a_contained_process_is_a_child_subreaper_the_candidate_cannot_clear(tmp_path):
+    """Orphans of its children stay its descendants (a stop reaches them, kernelproof.sandbox.members)."""
+    p = Plan(role="candidate", contained=True, seccomp=True, rules=tuple(sandbox_plan.system_rules(False)))
+    code = (
+        "import ctypes\nfrom kernelproof.sandbox import identity\n"
+        "print(identity.is_subreaper())\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "print(libc.prctl(identity.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0), ctypes.get_errno())\n"
+        "print(identity.is_subreaper())\n"
+    )
+    out, layers = run_child(code, p, tmp_path)
+    assert out.split("\n")[:3] == ["True", "-1 1", "True"], out  # EPERM: the mark stays
+    assert "child subreaper" in next(x for x in layers if x.name == "processes").detail

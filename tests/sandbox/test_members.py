@@ -76,3 +76,45 @@ def test_a_child_that_left_the_group_is_ended_with_its_parent():
     finally:
         parent.kill()
         parent.wait()
+
+
+# A process that makes itself a child subreaper (as the bootstrap makes a worker), forks a child
+# that forks a grandchild, leaves the group with it and exits: the grandchild is an orphan.
+DOUBLE_FORK = """
+import os, sys, time
+from kernelproof.sandbox import identity
+identity.become_subreaper()
+assert identity.is_subreaper()
+r, w = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.write(w, str(os.getpid()).encode() + b"\\n")
+        while True:
+            pass
+    os._exit(0)
+os.wait()
+print(os.read(r, 64).decode().strip(), flush=True)
+time.sleep(60)
+"""
+
+
+def test_the_orphan_of_a_double_fork_stays_a_descendant_of_a_subreaper():
+    reaper = subprocess.Popen(
+        [sys.executable, "-c", DOUBLE_FORK], stdout=subprocess.PIPE, start_new_session=True
+    )
+    assert reaper.stdout is not None
+    orphan = int(reaper.stdout.readline())
+    try:
+        assert members._ppid(orphan) == reaper.pid  # reparented to the reaper, not to init
+        assert orphan in members.outside(reaper.pid, None)
+        stopped = members.stop(reaper.pid, None)
+        assert orphan in stopped and members.state(orphan) == "T"
+        members.end(reaper.pid, None)
+    finally:
+        for pid in (orphan, reaper.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        reaper.wait()
