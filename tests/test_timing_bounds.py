@@ -10,6 +10,7 @@ import pytest
 from kernelproof.measure import bounds, busy, stats
 from kernelproof.measure.bounds import Differential
 from kernelproof.sandbox import cpus
+from kernelproof.verdict import Reason, ReasonCode
 
 
 def test_a_round_with_one_long_call_and_free_others_costs_what_its_calls_cost():
@@ -174,3 +175,52 @@ def test_a_forged_window_is_timing_tamper_in_every_measurement(monkeypatch):
     found, notes = _differential_verdict(2.0)
     assert [r.code.value for r in found] == ["timing_tamper"]
     assert len(asked) == bounds.DIFF_CONFIRMS * (2 * bounds.DIFF_REPEATS)
+
+
+class _Frozen:
+    def frozen(self):
+        from contextlib import nullcontext
+
+        return nullcontext("process group")
+
+
+class _Prog:
+    def __init__(self, gaps: list[float], rounds: list[float]):
+        self.gap_ms, self.round_ms, self.host_ms, self.worker = gaps, rounds, [], _Frozen()
+
+
+def _gap_decision(monkeypatch, why: str, confirm):
+    from kernelproof.measure import parent_clock
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(busy, "others_runnable", lambda: 0.0)
+    first = bounds.gap_reason(
+        [12.7] * 8, [[0.37] * 8], [], 2.4, cuda=False
+    )  # CI's honest kernel under a burst
+    assert first is not None
+    quiet = busy.Quiet(bool(why), 0.0, 2, 1.0, why)
+    cand, base = _Prog([12.7] * 8, [2.4, 2.4]), _Prog([0.37] * 8, [1.0, 1.0])
+    notes: list[str] = []
+    return parent_clock._confirmed_gap(first, why, quiet, cand, [base], 1, confirm, False, notes)
+
+
+def test_a_gap_beyond_the_calibration_on_a_busy_machine_is_machine_busy_never_timing_tamper(monkeypatch):
+    asked = []
+    got = _gap_decision(monkeypatch, "1.8 other tasks were runnable", lambda: asked.append(1))
+    assert got.code.value == "machine_busy" and not asked and "12.7" in got.detail
+
+
+def test_a_gap_excess_not_seen_again_in_a_confirmation_round_is_machine_busy(monkeypatch):
+    from kernelproof.measure.parent_clock import Gaps
+
+    got = _gap_decision(monkeypatch, "", lambda: Gaps([3.0] * 8, [[0.4] * 8], 2.4))
+    assert got.code.value == "machine_busy" and "confirmation round" in got.message
+
+
+def test_deferred_work_seen_again_in_the_confirmation_round_is_timing_tamper(monkeypatch):
+    from kernelproof.measure.parent_clock import Gaps
+
+    got = _gap_decision(monkeypatch, "", lambda: Gaps([12.5] * 8, [[0.4] * 8], 2.4))
+    assert got.code.value == "timing_tamper"
+    failed = Reason(ReasonCode.MISMATCH, "the confirmation round's output was wrong")
+    assert _gap_decision(monkeypatch, "", lambda: failed) is failed  # the candidate's own failure stands

@@ -30,6 +30,9 @@
    costs the larger of its host time and its device time, so the candidate's reported host time
    per call is taken off the parent's figure first.
 
+A gap beyond the calibration is ``timing_tamper`` only when seen again in a confirmation round on a
+machine still quiet (kernelproof/measure/parent_clock.py); else the timing is ``machine_busy``.
+
 Both checks are skipped when the machine was too busy to time (kernelproof.measure.busy decides
 that first): an honest solution on a busy machine gets ``machine_busy`` or a pass, never
 ``timing_tamper``; timed anyway (``--time-when-busy``), only the gap applies. Their resolution on an H200 (a 5 us and a 5 ms kernel) is measured by

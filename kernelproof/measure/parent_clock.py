@@ -18,6 +18,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -51,6 +52,18 @@ class Timed(Protocol):  # what session.Program offers here
 FingerprintCheck = Callable[[int, int, list[list[float]]], Reason | None]  # (seed, projection, fps)
 
 
+@dataclass(frozen=True)
+class Gaps:
+    """One more round of every program, for the gap check's confirmation (its figures only)."""
+
+    cand_gap_ms: list[float]
+    base_gaps_ms: list[list[float]]
+    cand_mean_ms: float
+
+
+Confirm = Callable[[], "Gaps | Reason"]  # a Reason: the candidate failed that round (its verdict)
+
+
 def judge(
     ctx: VariantContext,
     programs: list[Any],
@@ -60,6 +73,7 @@ def judge(
     stopped_how: set[str],
     check_fp: FingerprintCheck,
     notes: list[str],
+    confirm: Confirm | None = None,
 ) -> list[Reason]:
     """The reasons the parent's own facts give about one shape's timing (empty: the figures stand)."""
     cand, baselines = programs[0], programs[1:]
@@ -105,7 +119,7 @@ def judge(
     cand_mean = float(np.mean(cand.samples_ms)) if cand.samples_ms else float("nan")
     found = bounds.gap_reason(cand.gap_ms, [p.gap_ms for p in baselines], cand.host_ms, cand_mean, cuda)
     if found is not None:
-        return [found]
+        return [_confirmed_gap(found, why, quiet, cand, baselines, plan.threads, confirm, cuda, notes)]
     if why:  # timed anyway: two walls of a busy machine differ by its neighbours, not by one call
         notes.append(
             "the parent's back-to-back bound was not applied: the machine was too busy for its two walls "
@@ -113,6 +127,54 @@ def judge(
         )
         return []
     return _differential_reasons(ctx, cand, baselines, rng, timeout_s, check_fp, notes, cuda)
+
+
+def _confirmed_gap(
+    found: Reason,
+    why: str,
+    quiet: busy.Quiet,
+    cand: Any,
+    baselines: list[Any],
+    threads: int,
+    confirm: Confirm | None,
+    cuda: bool,
+    notes: list[str],
+) -> Reason:
+    """timing_tamper from the gap only where nothing else explains it. On a machine found busy (timed
+    anyway) the candidate's harness work, pure Python and larger than a baseline's, stretches with
+    the load more than the baselines' calibration does: the gap cannot tell load from deferred work,
+    so the timing is ``machine_busy`` (an error, never stored, no reward). On a quiet one, one more
+    round of every program is timed and the load read again with the candidate standing still: only
+    an excess seen again on a machine still quiet is ``timing_tamper``. Deferred work is there in
+    every round; a neighbour's burst (in CI, a 12.7 ms gap against an allowance of 6.4 ms, for an
+    honest interpreted kernel beside the other test process) is not."""
+
+    def busy_reason(cause: str) -> Reason:
+        state = busy.Quiet(True, quiet.others_runnable, quiet.cores, quiet.aa_factor, cause)
+        return Reason(
+            ReasonCode.MACHINE_BUSY, state.message(), json.dumps({**state.to_json(), "gap": found.detail})
+        )
+
+    if why:
+        return busy_reason(
+            f"{why}; the candidate's per-call gap was beyond the baselines' calibration ({found.detail})"
+        )
+    if confirm is None:
+        return found
+    again = confirm()
+    if isinstance(again, Reason):
+        return again
+    with cand.worker.frozen():
+        others = busy.others_runnable()
+    now = busy.judge(others, threads, [p.round_ms for p in baselines], cuda)
+    second = bounds.gap_reason(again.cand_gap_ms, again.base_gaps_ms, cand.host_ms, again.cand_mean_ms, cuda)
+    if second is None or now.busy:
+        notes.append(f"the gap check's excess was not seen again in a confirmation round: {found.detail}")
+        cause = (
+            now.why if now.busy else "the candidate's per-call gap was beyond the baselines' calibration once"
+        )
+        return busy_reason(f"{cause}, and not in a confirmation round ({found.detail})")
+    return found
 
 
 def _differential_reasons(

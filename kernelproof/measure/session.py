@@ -176,7 +176,35 @@ def time_variant(
             )
         )
 
-    found = parent_clock.judge(ctx, programs, options, rng, timeout_s, stopped_how, check_fp, notes)
+    def confirm() -> parent_clock.Gaps | Reason:
+        """One more round of every program, its candidate's fingerprints checked as in the rounds."""
+        cand_gaps: list[float] = []
+        cand_spans: list[float] = []
+        base_gaps: list[list[float]] = []
+        try:
+            for prog in programs:
+                got = attempt(prog, options.calls_per_round)
+                if not got.reply.get("ok"):
+                    if prog.name == "candidate":
+                        return _reason_from(got.reply, prog)
+                    continue
+                spans = [float(x) for x in got.reply["span_ms"]]
+                gaps = [c - s for c, s in zip(got.cycle_ms, spans)]
+                if prog.name != "candidate":
+                    base_gaps.append(gaps)
+                    continue
+                fetch = _fetcher(prog.worker, got.reply.get("lost") or [], timeout_s)
+                bad = _check_fingerprints(ctx, got.seeds, got.projections, got.fingerprints, tol, fetch)
+                if bad:
+                    return bad
+                cand_gaps, cand_spans = gaps, spans
+        except WorkerDied as died:
+            return Reason(ReasonCode(died.code), died.message, died.detail)
+        return parent_clock.Gaps(
+            cand_gaps, base_gaps, float(np.mean(cand_spans)) if cand_spans else float("nan")
+        )
+
+    found = parent_clock.judge(ctx, programs, options, rng, timeout_s, stopped_how, check_fp, notes, confirm)
     if any(r.code is ReasonCode.MACHINE_BUSY for r in found):
         return None, found
     reasons += found
