@@ -190,9 +190,18 @@ def _run_child(
     result.write_text("")
     writable = [staging / "out", staging / "tmp", staging / "home", result]
     readable = [staging / "src", staging / "lib"] + ([staging / "pch"] if (staging / "pch").is_dir() else [])
+    # staging is the builder's scratch: its tmp/ is bound over /tmp, /var/tmp and /dev/shm (as a
+    # worker's is), so a solution that writes its sources to a literal /tmp at import builds here too
     plan = sandbox_plan.plan_for(
-        "builder", readable, writable, scratch=None, devices=not opts.hide_gpu and device.startswith("cuda")
+        "builder",
+        readable,
+        writable,
+        scratch=staging,
+        devices=not opts.hide_gpu and device.startswith("cuda"),
     )
+    # it works in its tmp/: staging itself stays closed to its uid (only the rules' paths are bound
+    # back over the private /tmp, not the whole staging folder)
+    plan = replace(plan, workdir=str((staging / "tmp").resolve()))
     try:
         if plan.uid >= 0:
             hand_over(writable, plan.uid, plan.gid)

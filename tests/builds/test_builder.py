@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -111,17 +112,33 @@ def test_trim_log_keeps_compiler_errors_verbatim_and_drops_noise():
     assert "[1/3]" not in trimmed
 
 
+def _outside_the_temporary_folders() -> Path:
+    """A folder the parent could write and a builder must not: under the home directory (the
+    builder's /tmp, /var/tmp and /dev/shm are its own, so a path there is no longer shared)."""
+    import uuid
+
+    return Path.home() / ".cache" / f"kp-test-planted-{uuid.uuid4().hex[:12]}"
+
+
 def test_write_outside_staging_during_the_build_is_a_violation(tmp_path):
-    target = tmp_path / "shared-cache" / "entries" / "planted.so"
+    shared = _outside_the_temporary_folders()
+    target = shared / "entries" / "planted.so"
+    in_tmp = tmp_path / "shared-cache" / "planted.so"  # the real /tmp: the builder's is its own
     sol = _write(
         tmp_path,
         "plant.py",
-        f"import os\nos.makedirs({str(target.parent)!r}, exist_ok=True)\nopen({str(target)!r}, 'wb').write(b'x')\n",
+        "import os, pathlib\n"
+        f"try:\n    pathlib.Path({str(in_tmp.parent)!r}).mkdir(parents=True, exist_ok=True)\n"
+        f"    open({str(in_tmp)!r}, 'wb').write(b'x')\nexcept OSError:\n    pass\n"
+        f"os.makedirs({str(target.parent)!r}, exist_ok=True)\nopen({str(target)!r}, 'wb').write(b'x')\n",
     )
-    result = build_solution(sol, tmp_path / "staging", "cpu", 120, CPU)
-    assert not result.ok
-    assert "outside the worker's private directory" in result.violation
-    assert not target.exists()
+    try:
+        result = build_solution(sol, tmp_path / "staging", "cpu", 120, CPU)
+        assert not result.ok
+        assert "outside the worker's private directory" in result.violation
+        assert not target.exists() and not in_tmp.exists()
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
 
 
 # -- issue 15, the build path: flags computed at run time are checked in the builder -------------

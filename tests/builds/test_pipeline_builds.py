@@ -11,6 +11,7 @@ round trip is the `gpu` test at the end.
 
 from __future__ import annotations
 
+import shutil
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -146,15 +147,23 @@ def test_native_compile_error_points_at_the_solution_line(env):
 
 
 def test_build_that_writes_outside_its_staging_directory_is_forbidden(env):
+    """Outside the temporary folders (the builder's /tmp is its own: a path there is not shared)."""
+    import uuid
+
     pool, cache, root = env
-    target = root / "outside" / "planted.so"
+    outside = Path.home() / ".cache" / f"kp-test-planted-{uuid.uuid4().hex[:12]}"
+    target = outside / "planted.so"
     src = FAKE_CUDA.replace(
-        "# {tag}", f"pathlib.Path({str(target.parent)!r}).mkdir()\nopen({str(target)!r}, 'wb').write(b'x')"
+        "# {tag}",
+        f"pathlib.Path({str(outside)!r}).mkdir(parents=True)\nopen({str(target)!r}, 'wb').write(b'x')",
     )
-    v = evaluate(TASK, write(root, "planter.py", src), options(cache), pool=pool)
-    assert v.codes == ["forbidden_construct"], v.reasons
-    assert "outside the worker's private directory" in v.reasons[0].message
-    assert not target.exists()
+    try:
+        v = evaluate(TASK, write(root, "planter.py", src), options(cache), pool=pool)
+        assert v.codes == ["forbidden_construct"], v.reasons
+        assert "outside the worker's private directory" in v.reasons[0].message
+        assert not target.exists()
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
 
 
 SHELL_FLAG = """import torch

@@ -61,6 +61,7 @@ CASES = (
     L("lazy_cpp_extension", DATA_TASKS / "scale_relu.py"),  # a build requested from __init__, in a try
     L("torch_library_op_from_tmp", DATA_TASKS / "scale_relu.py"),  # load of /tmp files, torch.ops
     L("load_in_init_from_tmp", DATA_TASKS / "scale_relu.py"),  # load of /tmp files from __init__
+    L("load_at_import_from_literal_tmp", DATA_TASKS / "scale_relu.py"),  # load of "/tmp/..." at import
     L("native_load_in_init", DATA_TASKS / "scale_relu.py", device="cuda", timing=True),  # load_cuda request
     L("cuda_graph_affine", EXPLOIT_TASKS / "scale_shift.py"),
     L("cuda_graph_affine", EXPLOIT_TASKS / "scale_shift.py", device="cuda", timing=True),
