@@ -203,6 +203,9 @@ class Coverage:
 
 
 SPEED_WITHHELD_INTERPRETER = "triton_interpreter"  # Claims.speed_withheld: interpreted launches were timed
+# Claims.speed_withheld: the parent's gap check saw work outside the windows once, not confirmed
+# (a busy machine timed anyway, or not seen again in a confirmation round: measure/parent_clock.py)
+SPEED_WITHHELD_UNCONFIRMED = "timing_unconfirmed"
 REFERENCE_OPS_OUTSIDE = "reference_ops_outside_kernels"  # flag: the reference's own ATen ops ran outside
 
 
@@ -216,7 +219,9 @@ class Claims:
     """
 
     speed: bool  # the speedups are a claim about the solution's code (False: withheld, null)
-    speed_withheld: str = ""  # why not, a stable code: "triton_interpreter"; "" when speed is a claim
+    speed_withheld: str = (
+        ""  # why not, a stable code: "triton_interpreter", "timing_unconfirmed"; "" when a claim
+    )
     coverage_judged: bool = True  # the solution's share of the work in its kernels was judged (GPU only)
     # The reference's own ATen ops the profiled forward ran outside the solution's launches (CPU)
     reference_ops_outside: tuple[str, ...] = ()

@@ -198,29 +198,32 @@ def _gap_decision(monkeypatch, why: str, confirm):
         [12.7] * 8, [[0.37] * 8], [], 2.4, cuda=False
     )  # CI's honest kernel under a burst
     assert first is not None
-    quiet = busy.Quiet(bool(why), 0.0, 2, 1.0, why)
     cand, base = _Prog([12.7] * 8, [2.4, 2.4]), _Prog([0.37] * 8, [1.0, 1.0])
     notes: list[str] = []
-    return parent_clock._confirmed_gap(first, why, quiet, cand, [base], 1, confirm, False, notes)
+    return parent_clock._confirmed_gap(first, why, cand, [base], 1, confirm, False, notes), notes
 
 
-def test_a_gap_beyond_the_calibration_on_a_busy_machine_is_machine_busy_never_timing_tamper(monkeypatch):
+def test_a_gap_beyond_the_calibration_on_a_busy_machine_withholds_the_speedups_never_timing_tamper(
+    monkeypatch,
+):
     asked = []
-    got = _gap_decision(monkeypatch, "1.8 other tasks were runnable", lambda: asked.append(1))
-    assert got.code.value == "machine_busy" and not asked and "12.7" in got.detail
+    got, notes = _gap_decision(monkeypatch, "1.8 other tasks were runnable", lambda: asked.append(1))
+    assert got is None and not asked
+    (flag,) = notes
+    assert flag.startswith("timing_unconfirmed: the machine was busy") and "12.7" in flag
 
 
-def test_a_gap_excess_not_seen_again_in_a_confirmation_round_is_machine_busy(monkeypatch):
+def test_a_gap_excess_not_seen_again_in_a_confirmation_round_withholds_the_speedups(monkeypatch):
     from kernelproof.measure.parent_clock import Gaps
 
-    got = _gap_decision(monkeypatch, "", lambda: Gaps([3.0] * 8, [[0.4] * 8], 2.4))
-    assert got.code.value == "machine_busy" and "confirmation round" in got.message
+    got, notes = _gap_decision(monkeypatch, "", lambda: Gaps([3.0] * 8, [[0.4] * 8], 2.4))
+    assert got is None and notes[0].startswith("timing_unconfirmed:") and "confirmation round" in notes[0]
 
 
 def test_deferred_work_seen_again_in_the_confirmation_round_is_timing_tamper(monkeypatch):
     from kernelproof.measure.parent_clock import Gaps
 
-    got = _gap_decision(monkeypatch, "", lambda: Gaps([12.5] * 8, [[0.4] * 8], 2.4))
-    assert got.code.value == "timing_tamper"
+    got, notes = _gap_decision(monkeypatch, "", lambda: Gaps([12.5] * 8, [[0.4] * 8], 2.4))
+    assert got is not None and got.code.value == "timing_tamper" and not notes
     failed = Reason(ReasonCode.MISMATCH, "the confirmation round's output was wrong")
-    assert _gap_decision(monkeypatch, "", lambda: failed) is failed  # the candidate's own failure stands
+    assert _gap_decision(monkeypatch, "", lambda: failed)[0] is failed  # the candidate's own failure stands

@@ -181,3 +181,33 @@ def test_candidate_and_baselines_are_timed_with_the_same_allocator():
     assert (
         "OMP_NUM_THREADS" not in env["candidate"]
     )  # the parent's count, sent with each load, not the user's
+
+
+def test_a_gap_excess_seen_once_passes_the_correct_solution_with_its_speedups_withheld(monkeypatch):
+    """Not confirmed in the confirmation round: no speed claim and no speed reward, never a
+    timing_tamper for an honest solution whose neighbour burst once (docs/timing.md)."""
+    from kernelproof.measure import bounds
+    from kernelproof.verdict import SPEED_WITHHELD_UNCONFIRMED
+
+    real = bounds.gap_reason
+    calls = []
+
+    def once(cand, base, host, mean, cuda):
+        calls.append(len(cand))
+        if len(calls) == 1:  # the rounds' figures: an excess, as a neighbour's burst made one in CI
+            return real([g + 100.0 for g in cand], base, host, mean, cuda)
+        return real(cand, base, host, mean, cuda)  # the confirmation round's, as measured
+
+    monkeypatch.setattr(bounds, "gap_reason", once)
+    monkeypatch.setattr(
+        busy, "judge", lambda others, cores, rounds, cuda: busy.Quiet(False, others, 2, None, "")
+    )
+    v = evaluate(TASK, sol("plain_torch"), TIMED)
+    assert v.passed, v.reasons
+    assert len(calls) == 2  # the rounds, then one confirmation round
+    assert (
+        v.claims is not None and not v.claims.speed and v.claims.speed_withheld == SPEED_WITHHELD_UNCONFIRMED
+    )
+    assert all(s.median is None for s in v.speedup.values()) and v.reward == 0.0
+    assert any(f.startswith("timing_unconfirmed: ") and "confirmation round" in f for f in v.flags), v.flags
+    assert v.timing is not None and v.timing.shapes[0].candidate.n > 0  # the measured times stay

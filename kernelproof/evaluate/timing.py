@@ -22,14 +22,32 @@ from kernelproof.evaluate.source import WorkerSource
 from kernelproof.measure import roofline as physics
 from kernelproof.measure import stats
 from kernelproof.measure.accounting import account, account_cpu, gpu_ms
-from kernelproof.measure.claims import cpu_claims, gpu_claims, outside_flag, reference_ops, withheld
+from kernelproof.measure.claims import (
+    UNCONFIRMED_NOTE,
+    WITHHELD_NOTE,
+    cpu_claims,
+    gpu_claims,
+    outside_flag,
+    reference_ops,
+    unconfirmed,
+    withheld,
+)
 from kernelproof.measure.coverage import COVERAGE_MIN
 from kernelproof.measure.floor import for_device as launch_floor
+from kernelproof.measure.parent_clock import UNCONFIRMED
 from kernelproof.measure.session import Program, time_steady, time_variant
 from kernelproof.options import EvalOptions
 from kernelproof.sandbox.process import WorkerDied, WorkerProcess
 from kernelproof.task import variant_source
-from kernelproof.verdict import Coverage, Reason, ReasonCode, ShapeTiming, Speedup, Timing
+from kernelproof.verdict import (
+    SPEED_WITHHELD_UNCONFIRMED,
+    Coverage,
+    Reason,
+    ReasonCode,
+    ShapeTiming,
+    Speedup,
+    Timing,
+)
 from kernelproof.verify.cases import VariantContext, make_inputs, reference_and_oracle
 from kernelproof.worker.replies import reason_of
 
@@ -114,9 +132,14 @@ def time_candidate(
         coverage, reason = _deciding_coverage(per_shape)
         reasons += [reason] if reason else []
     speedup = _headline_speedups(shapes, options)
+    if claims.speed and any(
+        f.startswith(f"{UNCONFIRMED}:") for f in flags
+    ):  # (the interpreter's reason stays)
+        claims = unconfirmed(claims)
+    note = UNCONFIRMED_NOTE if claims.speed_withheld == SPEED_WITHHELD_UNCONFIRMED else WITHHELD_NOTE
     return Timed(
         Timing("cold", device, tuple(shapes)),
-        speedup if claims.speed else withheld(speedup),
+        speedup if claims.speed else withheld(speedup, note),
         roof,
         coverage,
         tuple(reasons),

@@ -31,7 +31,8 @@
    per call is taken off the parent's figure first.
 
 A gap beyond the calibration is ``timing_tamper`` only when seen again in a confirmation round on a
-machine still quiet (kernelproof/measure/parent_clock.py); else the timing is ``machine_busy``.
+machine still quiet (kernelproof/measure/parent_clock.py); else the speedups are withheld
+(``timing_unconfirmed``): no speed claim, and no cheat called where a neighbour burst once.
 
 Both checks are skipped when the machine was too busy to time (kernelproof.measure.busy decides
 that first): an honest solution on a busy machine gets ``machine_busy`` or a pass, never

@@ -22,6 +22,7 @@ import torch
 from kernelproof.verdict import (
     REFERENCE_OPS_OUTSIDE,
     SPEED_WITHHELD_INTERPRETER,
+    SPEED_WITHHELD_UNCONFIRMED,
     Claims,
     Coverage,
     Speedup,
@@ -81,9 +82,29 @@ def outside_flag(claims: Claims) -> str | None:
     )
 
 
-def withheld(speedup: Mapping[str, Speedup]) -> dict[str, Speedup]:
+UNCONFIRMED_NOTE = (
+    "withheld: the parent's clock saw work outside the timed windows once and could not confirm or "
+    "clear it (claims.speed_withheld; the timing_unconfirmed flag says why); the measured times are under timing"
+)
+
+
+def withheld(speedup: Mapping[str, Speedup], note: str = WITHHELD_NOTE) -> dict[str, Speedup]:
     """The headline speedups with every figure null and the reason in each note."""
-    return {name: Speedup(name, None, None, None, WITHHELD_NOTE) for name in speedup}
+    return {name: Speedup(name, None, None, None, note) for name in speedup}
+
+
+def unconfirmed(claims: Claims) -> Claims:
+    """The claims of a timing whose gap check could not be confirmed: no speed claim, whatever the
+    device (kernelproof/measure/parent_clock.py)."""
+    import dataclasses
+
+    why = "speed is not a claim: the parent's clock could not confirm the reported windows"
+    return dataclasses.replace(
+        claims,
+        speed=False,
+        speed_withheld=SPEED_WITHHELD_UNCONFIRMED,
+        note="; ".join(x for x in (claims.note, why) if x),
+    )
 
 
 def reference_ops(ctx: VariantContext, seed: int) -> frozenset[str] | None:

@@ -119,7 +119,8 @@ def judge(
     cand_mean = float(np.mean(cand.samples_ms)) if cand.samples_ms else float("nan")
     found = bounds.gap_reason(cand.gap_ms, [p.gap_ms for p in baselines], cand.host_ms, cand_mean, cuda)
     if found is not None:
-        return [_confirmed_gap(found, why, quiet, cand, baselines, plan.threads, confirm, cuda, notes)]
+        confirmed = _confirmed_gap(found, why, cand, baselines, plan.threads, confirm, cuda, notes)
+        return [confirmed] if confirmed is not None else []
     if why:  # timed anyway: two walls of a busy machine differ by its neighbours, not by one call
         notes.append(
             "the parent's back-to-back bound was not applied: the machine was too busy for its two walls "
@@ -129,36 +130,36 @@ def judge(
     return _differential_reasons(ctx, cand, baselines, rng, timeout_s, check_fp, notes, cuda)
 
 
+UNCONFIRMED = "timing_unconfirmed"  # the flag's prefix: the speedups are withheld (evaluate/timing.py)
+
+
 def _confirmed_gap(
     found: Reason,
     why: str,
-    quiet: busy.Quiet,
     cand: Any,
     baselines: list[Any],
     threads: int,
     confirm: Confirm | None,
     cuda: bool,
     notes: list[str],
-) -> Reason:
-    """timing_tamper from the gap only where nothing else explains it. On a machine found busy (timed
-    anyway) the candidate's harness work, pure Python and larger than a baseline's, stretches with
-    the load more than the baselines' calibration does: the gap cannot tell load from deferred work,
-    so the timing is ``machine_busy`` (an error, never stored, no reward). On a quiet one, one more
-    round of every program is timed and the load read again with the candidate standing still: only
-    an excess seen again on a machine still quiet is ``timing_tamper``. Deferred work is there in
-    every round; a neighbour's burst (in CI, a 12.7 ms gap against an allowance of 6.4 ms, for an
-    honest interpreted kernel beside the other test process) is not."""
+) -> Reason | None:
+    """timing_tamper from the gap only where nothing else explains it; else None, and a
+    ``timing_unconfirmed`` flag that withholds the speedups (no speed claim, no speed reward).
 
-    def busy_reason(cause: str) -> Reason:
-        state = busy.Quiet(True, quiet.others_runnable, quiet.cores, quiet.aa_factor, cause)
-        return Reason(
-            ReasonCode.MACHINE_BUSY, state.message(), json.dumps({**state.to_json(), "gap": found.detail})
-        )
-
+    On a machine found busy (timed anyway) the candidate's harness work, pure Python and larger
+    than a baseline's, stretches with the load more than the baselines' calibration does: the gap
+    cannot tell load from deferred work. On a quiet one, one more round of every program is timed
+    and the load read again with the candidate standing still: only an excess seen again on a
+    machine still quiet is ``timing_tamper``. Deferred work is there in every round; a neighbour's
+    burst (in CI, a 12.7 ms gap against an allowance of 6.4 ms, for an honest interpreted kernel
+    beside the other test process) is not. Either way no figure from such a timing is a claim."""
     if why:
-        return busy_reason(
-            f"{why}; the candidate's per-call gap was beyond the baselines' calibration ({found.detail})"
+        notes.append(
+            f"{UNCONFIRMED}: the machine was busy ({why}) and the candidate's per-call gap was beyond the "
+            f"baselines' calibration ({found.detail}): load cannot be told from work outside the window here, "
+            "so the speedups are withheld"
         )
+        return None
     if confirm is None:
         return found
     again = confirm()
@@ -169,11 +170,14 @@ def _confirmed_gap(
     now = busy.judge(others, threads, [p.round_ms for p in baselines], cuda)
     second = bounds.gap_reason(again.cand_gap_ms, again.base_gaps_ms, cand.host_ms, again.cand_mean_ms, cuda)
     if second is None or now.busy:
-        notes.append(f"the gap check's excess was not seen again in a confirmation round: {found.detail}")
-        cause = (
-            now.why if now.busy else "the candidate's per-call gap was beyond the baselines' calibration once"
+        seen = (
+            f"the machine was busy when read again ({now.why})" if now.busy else "not in a confirmation round"
         )
-        return busy_reason(f"{cause}, and not in a confirmation round ({found.detail})")
+        notes.append(
+            f"{UNCONFIRMED}: the candidate's per-call gap was beyond the baselines' calibration once "
+            f"({found.detail}), {seen}: the speedups are withheld"
+        )
+        return None
     return found
 
 

@@ -53,7 +53,7 @@ class Result:
     device: str  # where it was evaluated
     created_at: str  # ISO time of the verdict
     speed_claimed: bool = (
-        True  # its speedups are a claim (verdict claims.speed; False: interpreted on the CPU)
+        True  # its speedups are a claim (verdict claims.speed; False: interpreted on the CPU, or unconfirmed)
     )
 
     @property
@@ -182,7 +182,8 @@ def fast_p_note(results: Sequence[Result]) -> str | None:
         return None
     return (
         f"fast_p leaves out {left} verdict{'s' if left != 1 else ''} whose speed is not a claim (Triton's "
-        "interpreter on the CPU: claims.speed_withheld); a task counts only through solutions whose speed is a claim"
+        "interpreter on the CPU, or a timing the parent's clock could not confirm: claims.speed_withheld); a task "
+        "counts only through solutions whose speed is a claim"
     )
 
 
