@@ -51,9 +51,13 @@ def test_seeds_read_ahead_inflate_a_round_only_with_the_defence_off(monkeypatch)
     honest = evaluate(TASK, sol("seeds_read_ahead"), TIMED)
     assert shaped.passed and honest.passed, (shaped.reasons, honest.reasons)
     off_speedup, on_speedup = measured_ratio(shaped), measured_ratio(honest)
-    assert off_speedup > 5 * on_speedup, (off_speedup, on_speedup)  # inflated by the attack
-    # With the defence on the round's calls are each the kernel's: no call is free.
-    calls = honest.timing.shapes[0].candidate
+    # Inflated by the attack: orders of magnitude on an idle machine, 4.8x once beside the other
+    # test process in CI (the free calls' harness work stretches with the load).
+    assert off_speedup > 3 * on_speedup, (off_speedup, on_speedup)
+    # The attack's signature, whatever the load: with the defence off most calls are nearly free
+    # beside the one that computed the round; with it on, each call is the kernel's.
+    off_calls, calls = shaped.timing.shapes[0].candidate, honest.timing.shapes[0].candidate
+    assert off_calls.max_ms > 20 * off_calls.median_ms, off_calls
     assert calls.min_ms > calls.median_ms / 20, calls
 
 
@@ -196,7 +200,7 @@ def test_a_gap_excess_seen_once_passes_the_correct_solution_with_its_speedups_wi
         calls.append(len(cand))
         if len(calls) == 1:  # the rounds' figures: an excess, as a neighbour's burst made one in CI
             return real([g + 100.0 for g in cand], base, host, mean, cuda)
-        return real(cand, base, host, mean, cuda)  # the confirmation round's, as measured
+        return None  # the confirmation round's: clean (what it measured is not this test's subject)
 
     monkeypatch.setattr(bounds, "gap_reason", once)
     monkeypatch.setattr(
