@@ -11,7 +11,7 @@ task's peak is not another's. ``--largest N`` keeps the N tasks with the largest
     python benchmarks/setup_memory.py suite/level1/09_gelu.py --device cpu
 
 ``--chunk-elements N`` sets the slices the comparisons and the run-to-run spread work in
-(kernelproof/verify/compare.py, oracle.py): a stand-in of a large task, shrunk k times, keeps the
+(kernelproof/verify/slices.py): a stand-in of a large task, shrunk k times, keeps the
 large task's ratio of temporaries to tensors when N is its default divided by k (on the CPU
 machine, a 67 MB stand-in of level1/5_Matrix_scalar_multiplication with ``--chunk-elements 262144``).
 
@@ -56,10 +56,14 @@ def measure(task: str, device: str, chunk_elements: int = 0) -> dict:
             return Gate()
 
     if chunk_elements:
-        from kernelproof.verify import compare, oracle
+        try:
+            from kernelproof.verify import slices
 
-        compare.CHUNK_ELEMENTS = chunk_elements
-        oracle.SPREAD_CHUNK = chunk_elements  # absent before the spread was sliced: set, unused
+            slices.CHUNK_ELEMENTS = chunk_elements
+        except ImportError:  # a tree from before the slices were shared (--root): the comparisons' own
+            from kernelproof.verify import compare
+
+            compare.CHUNK_ELEMENTS = chunk_elements
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     t = load_task(task)
     try:  # a tree from before the estimate existed (--root) has none

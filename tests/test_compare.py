@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from kernelproof.verify import compare as compare_module
 from kernelproof.verify import fastpath
+from kernelproof.verify import slices as slices_module
 from kernelproof.verify.compare import compare, kernelbench_accepts, rel_norm_error, tolerance_for
 
 
@@ -99,7 +99,7 @@ def test_a_comparison_in_slices_says_exactly_what_one_pass_says(monkeypatch):
     c[999, 6] = float("nan")
     tol = cmpmod.tolerance_for(r, o, torch.float32)
     whole = cmpmod.compare(c, o, r, tol)
-    monkeypatch.setattr(cmpmod, "CHUNK_ELEMENTS", 97)
+    monkeypatch.setattr(slices_module, "CHUNK_ELEMENTS", 97)
     sliced = cmpmod.compare(c, o, r, tol)
     assert (sliced.code, sliced.message, sliced.bad_elements) == (
         whole.code,
@@ -108,7 +108,7 @@ def test_a_comparison_in_slices_says_exactly_what_one_pass_says(monkeypatch):
     )
     c[999, 6] = r[999, 6]
     whole = (cmpmod.tolerance_for(c, o, torch.float32), cmpmod.rel_norm_error(c, o))
-    monkeypatch.setattr(cmpmod, "CHUNK_ELEMENTS", 1 << 24)
+    monkeypatch.setattr(slices_module, "CHUNK_ELEMENTS", 1 << 24)
     again = (cmpmod.tolerance_for(c, o, torch.float32), cmpmod.rel_norm_error(c, o))
     assert whole[0].rel_norm == pytest.approx(again[0].rel_norm) and whole[1] == pytest.approx(again[1])
     assert whole[0].atol == again[0].atol
@@ -121,7 +121,8 @@ n = 2 * 2**20
 o = torch.randn(n, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
 r = o.float(); c = r.clone()
 tol = cmpmod.Tolerance(1e-5, 1e-5, 1e-6, 1e-7)
-cmpmod.CHUNK_ELEMENTS = int(sys.argv[1])
+from kernelproof.verify import slices
+slices.CHUNK_ELEMENTS = int(sys.argv[1])
 vm = int([l for l in open('/proc/self/status') if l.startswith('VmSize')][0].split()[1]) * 1024
 resource.setrlimit(resource.RLIMIT_AS, (vm + 48 * 2**20, resource.RLIM_INFINITY))
 try:
@@ -157,7 +158,7 @@ def _both_paths(monkeypatch, fn):
 
 @pytest.mark.parametrize("case", ["close", "off_by_a_few", "wrong", "nan_in_one_slice", "inf_in_reference"])
 def test_the_fast_path_gives_the_same_comparison_as_the_full_one(monkeypatch, case):
-    monkeypatch.setattr(compare_module, "CHUNK_ELEMENTS", 1000)  # several slices, fast and full mixed
+    monkeypatch.setattr(slices_module, "CHUNK_ELEMENTS", 1000)  # several slices, fast and full mixed
     g = torch.Generator().manual_seed(7)
     ref = torch.randn(4096, generator=g)
     orc = ref.double() + 1e-9 * torch.randn(4096, generator=g, dtype=torch.float64)

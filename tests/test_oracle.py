@@ -144,7 +144,7 @@ def test_spread_of_outputs_that_disagree_on_where_they_are_finite_is_infinite():
 
 def test_spread_in_slices_says_what_one_pass_says(monkeypatch):
     """Slices keep the run-to-run check's float64 temporaries small; the figures stay the same."""
-    from kernelproof.verify import oracle as oracle_module
+    from kernelproof.verify import slices as slices_module
     from kernelproof.verify.oracle import spread
 
     g = torch.Generator().manual_seed(5)
@@ -153,7 +153,7 @@ def test_spread_in_slices_says_what_one_pass_says(monkeypatch):
     x[3, 4] = y[3, 4] = float("inf")
     x[30, 1] = y[30, 1] = float("nan")
     whole = spread([x, x[:5]], [y, y[:5]])
-    monkeypatch.setattr(oracle_module, "SPREAD_CHUNK", 97)  # several slices, the masked ones among them
+    monkeypatch.setattr(slices_module, "CHUNK_ELEMENTS", 97)  # several slices, the masked ones among them
     sliced = spread([x, x[:5]], [y, y[:5]])
     assert sliced.rel_norm == pytest.approx(whole.rel_norm, rel=1e-12) and whole.rel_norm > 0
     assert sliced.abs_over_rms == pytest.approx(whole.abs_over_rms, rel=1e-12)

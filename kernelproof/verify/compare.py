@@ -21,6 +21,7 @@ import torch
 
 from kernelproof.verify import fastpath
 from kernelproof.verify.oracle import NO_NOISE, Noise
+from kernelproof.verify.slices import slices
 
 K_NORM = 16.0  # normwise: candidate error <= K_NORM x reference error ...
 C_NORM = 16.0  # ... floored at C_NORM x eps(dtype)
@@ -53,25 +54,6 @@ def eps(dtype: torch.dtype) -> float:
     return float(torch.finfo(dtype).eps) if dtype.is_floating_point else 0.0
 
 
-CHUNK_ELEMENTS = 1 << 24  # elements per slice: 128 MiB per float64 temporary, a handful alive at once
-
-
-def _slices(*tensors: torch.Tensor, widen: bool = True):
-    """Aligned float64 slices of flat views of `tensors`, with the offset of each (as they are,
-    not widened, when not `widen`: the fast paths let arithmetic with the float64 oracle widen them
-    element by element, the same values without a float64 copy of each).
-
-    The comparisons run over slices so that a 6.4 GB output (KernelBench's 4096 x 393216 fp32
-    inputs) needs a few 128 MiB float64 temporaries, not six full-size copies: on an H200 those
-    copies took the parent past the GPU's memory.
-    """
-    flat = [t.detach().reshape(-1) for t in tensors]
-    n = flat[0].numel()
-    for start in range(0, max(n, 1), CHUNK_ELEMENTS):
-        part = [f[start : start + CHUNK_ELEMENTS] for f in flat]
-        yield start, [p.to(torch.float64) for p in part] if widen else part
-
-
 def _finite_part(x: torch.Tensor, o: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(the oracle, x - the oracle) in float64 over the elements where the oracle is finite (zero
     elsewhere). Where every element is finite the masks change nothing and are skipped (fastpath)."""
@@ -93,7 +75,7 @@ def tolerance_for(
     kernels): part of its own error, normwise and, scaled to this case's output, elementwise."""
     o_sq = d_sq = 0.0
     max_ref_abs = 0.0
-    for _, (r, o) in _slices(reference, oracle, widen=not fastpath.ENABLED):
+    for _, (r, o) in slices(reference, oracle, widen=not fastpath.ENABLED):
         o0, d = _finite_part(r, o)
         o_sq += float((o0 * o0).sum())
         d_sq += float((d * d).sum())
@@ -116,7 +98,7 @@ def tolerance_for(
 def rel_norm_error(candidate: torch.Tensor, oracle: torch.Tensor) -> float:
     """||candidate - oracle|| / ||oracle|| over the elements where the oracle is finite."""
     o_sq = d_sq = 0.0
-    for _, (c, o) in _slices(candidate, oracle, widen=not fastpath.ENABLED):
+    for _, (c, o) in slices(candidate, oracle, widen=not fastpath.ENABLED):
         o0, d = _finite_part(c, o)
         o_sq += float((o0 * o0).sum())
         d_sq += float((d * d).sum())
@@ -154,7 +136,7 @@ def compare(
     o_sq = d_sq = 0.0
     max_abs = 0.0
     all_finite = True
-    for start, (c, o, r) in _slices(candidate, oracle, reference, widen=not fastpath.ENABLED):
+    for start, (c, o, r) in slices(candidate, oracle, reference, widen=not fastpath.ENABLED):
         if fastpath.ENABLED:
             o = o.to(torch.float64)
             fast = _finite_slice(c, o, r, tol)

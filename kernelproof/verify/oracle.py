@@ -32,6 +32,8 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from kernelproof.verify.slices import slices
+
 # Factories whose result takes the default dtype when none is given (and the data is floating).
 _FACTORIES = {
     torch.empty,
@@ -180,15 +182,10 @@ class Randomness:
         return Noise(rel, self.same_seed.abs_over_rms)
 
 
-SPREAD_CHUNK = 1 << 24  # elements per slice: a few 128 MiB float64 temporaries, not a dozen full-size ones
-
-
 def spread(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> Noise:
-    """The largest difference between two runs' outputs (floating outputs of the same shape).
-
-    In float64 slices of ``SPREAD_CHUNK`` elements: over whole tensors its masks and differences
-    held about fourteen float64-or-mask copies of an output at once, the peak of a KernelBench
-    level-1 task's setup (a 4.3 GB output took the parent near 70 GB on an H200)."""
+    """The largest difference between two runs' outputs (floating outputs of the same shape), in
+    float64 slices (kernelproof/verify/slices.py: whole, its masks and differences were the peak of
+    a KernelBench level-1 task's setup)."""
     rel, abs_rms = 0.0, 0.0
     for x, y in zip(a, b):
         if x.shape != y.shape:
@@ -197,11 +194,8 @@ def spread(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> Noise:
             if not torch.equal(x, y):
                 return Noise(math.inf, math.inf)
             continue
-        xs, ys = x.detach().reshape(-1), y.detach().reshape(-1)
         x_sq = d_sq = dmax = 0.0
-        for start in range(0, xs.numel(), SPREAD_CHUNK):
-            x64 = xs[start : start + SPREAD_CHUNK].to(torch.float64)
-            y64 = ys[start : start + SPREAD_CHUNK].to(torch.float64)
+        for _, (x64, y64) in slices(x, y):
             fx = torch.isfinite(x64)
             if not bool(torch.equal(fx, torch.isfinite(y64))):
                 return Noise(math.inf, math.inf)
@@ -211,10 +205,11 @@ def spread(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> Noise:
                 x64 = torch.where(fx, x64, 0.0)
             x_sq += float((x64 * x64).sum())
             d_sq += float((d * d).sum())
-            dmax = max(dmax, float(d.abs().max()))
+            if d.numel():
+                dmax = max(dmax, float(d.abs().max()))
         norm, dn = x_sq**0.5, d_sq**0.5
         rel = max(rel, dn / norm if norm > 0 else (0.0 if dn == 0 else math.inf))
-        rms = norm / max(1, xs.numel()) ** 0.5
+        rms = norm / max(1, x.numel()) ** 0.5
         abs_rms = max(abs_rms, dmax / rms if rms > 0 else (0.0 if dmax == 0 else math.inf))
     return Noise(rel, abs_rms)
 
