@@ -159,9 +159,9 @@ def with_auto_variants(task: Task, base: str, shrink: int = 1) -> tuple[Task, tu
     takes n // 2 + 1: smaller, rarely a power of two. The caller keeps only those the reference
     accepts (``--shape-variants auto``). ``shrink`` divides the sizes first (those of at least
     ``SHRINK_FLOOR``, never below it; smaller constants are kernel sizes, groups, paddings whose
-    relations a division would break): a probe need not be as large as the task's own shape to break a kernel that
-    assumes it, and at KernelBench's published sizes each full-size probe cost setup a reference,
-    an oracle and an audit of gigabytes.
+    relations a division would break): a probe need not be as large as the task's own shape to
+    break a kernel that assumes it, and at KernelBench's published sizes each full-size probe cost
+    setup a reference, an oracle and an audit of gigabytes.
     """
     consts = dict(task.constants)
     consts.update(task.meta.variants.get(base, {}))

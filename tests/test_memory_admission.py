@@ -32,7 +32,7 @@ def test_a_reservation_that_does_not_fit_waits_for_the_one_in_flight():
     first_in = threading.Event()
 
     def first():
-        with mem.reserve(70):
+        with mem.hold(70):
             order.append("first in")
             first_in.set()
             time.sleep(0.3)
@@ -40,8 +40,8 @@ def test_a_reservation_that_does_not_fit_waits_for_the_one_in_flight():
 
     def second():
         first_in.wait()
-        with mem.reserve(50) as waited:
-            order.append(f"second in after {waited:.1f}s")
+        with mem.hold(50) as held:
+            order.append(f"second in after {held.waited_s:.1f}s")
 
     threads = [threading.Thread(target=first), threading.Thread(target=second)]
     for t in threads:
@@ -54,8 +54,8 @@ def test_a_reservation_that_does_not_fit_waits_for_the_one_in_flight():
 
 def test_an_evaluation_alone_is_admitted_whatever_its_footprint():
     mem = DeviceMemory(capacity_bytes=10)
-    with mem.reserve(10**12) as waited:
-        assert waited < 1.0 and mem.reserved_bytes() == 10**12
+    with mem.hold(10**12) as held:
+        assert held.waited_s < 1.0 and mem.reserved_bytes() == 10**12
 
 
 def _in_thread(fn) -> threading.Thread:

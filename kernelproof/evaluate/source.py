@@ -28,10 +28,6 @@ class _NoHold:
 
 class _NoLimit:
     @contextmanager
-    def reserve(self, nbytes: int) -> Iterator[float]:
-        yield 0.0
-
-    @contextmanager
     def hold(self, nbytes: int) -> Iterator[_NoHold]:
         yield _NoHold()
 

@@ -23,8 +23,6 @@ from kernelproof.measure import roofline as physics
 from kernelproof.measure import stats
 from kernelproof.measure.accounting import account, account_cpu, gpu_ms
 from kernelproof.measure.claims import (
-    UNCONFIRMED_NOTE,
-    WITHHELD_NOTE,
     cpu_claims,
     gpu_claims,
     outside_flag,
@@ -40,7 +38,6 @@ from kernelproof.options import EvalOptions
 from kernelproof.sandbox.process import WorkerDied, WorkerProcess
 from kernelproof.task import variant_source
 from kernelproof.verdict import (
-    SPEED_WITHHELD_UNCONFIRMED,
     Coverage,
     Reason,
     ReasonCode,
@@ -132,14 +129,12 @@ def time_candidate(
         coverage, reason = _deciding_coverage(per_shape)
         reasons += [reason] if reason else []
     speedup = _headline_speedups(shapes, options)
-    if claims.speed and any(
-        f.startswith(f"{UNCONFIRMED}:") for f in flags
-    ):  # (the interpreter's reason stays)
+    clock_unconfirmed = any(f.startswith(f"{UNCONFIRMED}:") for f in flags)
+    if claims.speed and clock_unconfirmed:  # (an interpreter's reason, already withholding, stays)
         claims = unconfirmed(claims)
-    note = UNCONFIRMED_NOTE if claims.speed_withheld == SPEED_WITHHELD_UNCONFIRMED else WITHHELD_NOTE
     return Timed(
         Timing("cold", device, tuple(shapes)),
-        speedup if claims.speed else withheld(speedup, note),
+        speedup if claims.speed else withheld(speedup, claims.speed_withheld),
         roof,
         coverage,
         tuple(reasons),

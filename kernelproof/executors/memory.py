@@ -52,14 +52,9 @@ class DeviceMemory:
         self._queue: list[int] = []  # tickets waiting, in arrival order
 
     @contextmanager
-    def reserve(self, nbytes: int) -> Iterator[float]:
-        """Hold `nbytes` of the device for the block; yields the seconds waited to get them."""
-        with self.hold(nbytes) as held:
-            yield held.waited_s
-
-    @contextmanager
     def hold(self, nbytes: int) -> Iterator[Held]:
-        """Hold `nbytes` of the device for the block, as a reservation that may grow."""
+        """Hold `nbytes` of the device for the block, as a reservation that may grow (its
+        ``waited_s``: the seconds waited to get them)."""
         import time
 
         t0 = time.monotonic()
@@ -115,10 +110,6 @@ class DeviceMemory:
 
 class Unlimited:
     """No admission by memory (the CPU, test doubles): every reservation is granted at once."""
-
-    @contextmanager
-    def reserve(self, nbytes: int) -> Iterator[float]:
-        yield 0.0
 
     @contextmanager
     def hold(self, nbytes: int) -> Iterator[Held]:

@@ -88,9 +88,12 @@ UNCONFIRMED_NOTE = (
 )
 
 
-def withheld(speedup: Mapping[str, Speedup], note: str = WITHHELD_NOTE) -> dict[str, Speedup]:
-    """The headline speedups with every figure null and the reason in each note."""
-    return {name: Speedup(name, None, None, None, note) for name in speedup}
+NOTES = {SPEED_WITHHELD_INTERPRETER: WITHHELD_NOTE, SPEED_WITHHELD_UNCONFIRMED: UNCONFIRMED_NOTE}
+
+
+def withheld(speedup: Mapping[str, Speedup], why: str = SPEED_WITHHELD_INTERPRETER) -> dict[str, Speedup]:
+    """The headline speedups with every figure null and the reason (a ``speed_withheld`` code) in each note."""
+    return {name: Speedup(name, None, None, None, NOTES[why]) for name in speedup}
 
 
 def unconfirmed(claims: Claims) -> Claims:

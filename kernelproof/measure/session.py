@@ -91,6 +91,11 @@ def time_variant(
                 raise
             return Batch({"ok": False, "message": died.message})
 
+    def checked(prog: Program, got: Batch) -> Reason | None:
+        """The candidate's batch against the oracle: every call's fingerprint, lost outputs fetched."""
+        fetch = _fetcher(prog.worker, got.reply.get("lost") or [], timeout_s)
+        return _check_fingerprints(ctx, got.seeds, got.projections, got.fingerprints, tol, fetch)
+
     reasons: list[Reason] = []
     try:
         for prog in list(programs):
@@ -119,20 +124,19 @@ def time_variant(
                     notes.append(f"baseline {prog.name} was dropped mid-run: {_dropped(reply, prog)}")
                     programs.remove(prog)  # the others keep one entry per round: still paired
                     continue
-                spans = [float(x) for x in reply["span_ms"]]
+                spans, gaps = _spans_and_gaps(got)
                 prog.samples_ms += spans
                 prog.event_ms += [float(x) for x in reply["event_ms"]]
                 prog.round_ms.append(stats.round_figure(spans))
                 prog.clock = str(reply.get("clock", ""))
                 prog.overhead_ms.append(max(0.0, got.wall_ms - sum(spans)) / len(spans))
-                prog.gap_ms += [c - s for c, s in zip(got.cycle_ms, spans)]
+                prog.gap_ms += gaps
                 prog.cycle_ms += got.cycle_ms
                 prog.host_ms += [float(x) for x in reply.get("host_ms", [])]
                 if reply.get("harness_ms"):
                     prog.harness_ms.append({str(k): float(v) for k, v in reply["harness_ms"].items()})
                 if prog.name == "candidate":
-                    fetch = _fetcher(prog.worker, reply.get("lost") or [], timeout_s)
-                    bad = _check_fingerprints(ctx, seeds, got.projections, got.fingerprints, tol, fetch)
+                    bad = checked(prog, got)
                     if bad:
                         return None, [bad]
                     _note_reuse(reply, ctx, notes)
@@ -188,13 +192,11 @@ def time_variant(
                     if prog.name == "candidate":
                         return _reason_from(got.reply, prog)
                     continue
-                spans = [float(x) for x in got.reply["span_ms"]]
-                gaps = [c - s for c, s in zip(got.cycle_ms, spans)]
+                spans, gaps = _spans_and_gaps(got)
                 if prog.name != "candidate":
                     base_gaps.append(gaps)
                     continue
-                fetch = _fetcher(prog.worker, got.reply.get("lost") or [], timeout_s)
-                bad = _check_fingerprints(ctx, got.seeds, got.projections, got.fingerprints, tol, fetch)
+                bad = checked(prog, got)
                 if bad:
                     return bad
                 cand_gaps, cand_spans = gaps, spans
@@ -360,6 +362,12 @@ def _overhead_record(prog: Program) -> dict[str, float]:
     for k in prog.harness_ms[0].keys() if prog.harness_ms else ():
         rec[k] = round(float(np.median([b.get(k, 0.0) for b in prog.harness_ms])), 4)
     return rec
+
+
+def _spans_and_gaps(got: Batch) -> tuple[list[float], list[float]]:
+    """A batch's reported windows, and the parent's cycle less each window (measure/bounds.py's gap)."""
+    spans = [float(x) for x in got.reply["span_ms"]]
+    return spans, [c - s for c, s in zip(got.cycle_ms, spans)]
 
 
 def _reason_from(reply: dict[str, Any], prog: Program) -> Reason:
