@@ -215,3 +215,16 @@ def test_a_gap_excess_seen_once_passes_the_correct_solution_with_its_speedups_wi
     assert all(s.median is None for s in v.speedup.values()) and v.reward == 0.0
     assert any(f.startswith("timing_unconfirmed: ") and "confirmation round" in f for f in v.flags), v.flags
     assert v.timing is not None and v.timing.shapes[0].candidate.n > 0  # the measured times stay
+
+
+def test_a_forged_window_whose_gap_is_not_confirmed_is_still_caught_by_the_differential(monkeypatch):
+    """The confirmation round's few calls can miss an excess on a loaded machine: the back-to-back
+    bound still runs, and a thousandth of the real time is timing_tamper there."""
+    _forging(monkeypatch, 1000.0)
+    monkeypatch.setattr(
+        busy, "judge", lambda others, cores, rounds, cuda: busy.Quiet(False, others, 2, None, "")
+    )
+    monkeypatch.setattr(parent_clock, "_confirmed_gap", lambda found, why, *rest: None)  # not seen again
+    checked = evaluate(TASK, sol("scale_relu_triton"), TIMED)
+    (tamper,) = [r for r in checked.reasons if r.code.value == "timing_tamper"]
+    assert "back to back" in tamper.message, tamper

@@ -120,7 +120,9 @@ def judge(
     found = bounds.gap_reason(cand.gap_ms, [p.gap_ms for p in baselines], cand.host_ms, cand_mean, cuda)
     if found is not None:
         confirmed = _confirmed_gap(found, why, cand, baselines, plan.threads, confirm, cuda, notes)
-        return [confirmed] if confirmed is not None else []
+        if confirmed is not None:
+            return [confirmed]
+        # unconfirmed: the speedups are withheld, and the differential still looks for a forged window
     if why:  # timed anyway: two walls of a busy machine differ by its neighbours, not by one call
         notes.append(
             "the parent's back-to-back bound was not applied: the machine was too busy for its two walls "
@@ -217,11 +219,9 @@ def _differential_reasons(
             )
             if d is not None and b.samples_ms:
                 theirs.append((float(np.mean(b.samples_ms)), d))
-    except WorkerDied as died:
-        return [Reason(ReasonCode(died.code), died.message, died.detail)]
-    found = bounds.differential_reason(cand_mean, mine, theirs, cand.host_ms, cuda)
-    attempts = 1
-    try:  # a neighbour's burst comes and goes; a forged window is there every time
+        found = bounds.differential_reason(cand_mean, mine, theirs, cand.host_ms, cuda)
+        attempts = 1
+        # a neighbour's burst comes and goes; a forged window is there every time
         while found is not None and attempts < bounds.DIFF_CONFIRMS:
             again = bounds.differential(timed_by(cand, nullcontext), n)
             if failed:
