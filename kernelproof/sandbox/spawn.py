@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from kernelproof.sandbox.plan import Layer, Plan
 
 # Interpreter flags a zygote's children have as well: the zygote itself runs with -P.
 SAFE_FLAGS = ("-P",)
+GROUP_END_WAIT_S = 5.0  # how long a killed group may take to finish exiting
 
 
 @dataclass(frozen=True)
@@ -107,12 +109,31 @@ def _entry_args(cmd: Sequence[str], entry: str | None) -> list[str] | None:
     return cmd[at + 2 :]
 
 
-def kill_group(pgid: int) -> None:
-    """SIGKILL a whole process group; one already gone is fine."""
+def kill_group(pgid: int, wait_s: float = GROUP_END_WAIT_S) -> None:
+    """SIGKILL a whole process group (one already gone is fine), then wait up to ``wait_s`` until
+    no member is still running: a killed process can spend a moment exiting (state D, freeing
+    its memory), and "the build left nothing running" is claimed only once that is over."""
     try:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        pass
+        return
+    deadline = time.monotonic() + wait_s
+    while _running_in_group(pgid) and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def _running_in_group(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` has neither ended nor become a zombie."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended meanwhile
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            return True
+    return False
 
 
 def _read_all(fd: int) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from running_deadline import WRITE_MARKER, count_from_marker
 
 from kernelproof.build.builder import BuildOptions, build_solution, trim_log
 from kernelproof.build.env import nvcc_path
+from kernelproof.sandbox import members
 
 HAVE_NVCC = nvcc_path() is not None
 
@@ -57,7 +59,7 @@ def test_build_that_never_ends_is_killed_by_the_timeout(tmp_path, monkeypatch):
     assert result.timed_out and not result.ok
     assert "did not finish in 3 s" in result.log
     pid = int(marker.read_text())
-    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    assert members.state(pid) in ("", "Z", "X")  # gone (or only a zombie) when the build returns
 
 
 def test_builder_sees_only_its_staging_directories(tmp_path, monkeypatch):
@@ -281,3 +283,24 @@ def test_only_this_interpreter_running_the_builder_module_is_forked():
     assert _entry_args(["/opt/other/python3", *ours[1:]], "builder") is None  # BuildOptions.python
     assert _entry_args([sys.executable, "-X", "dev", *ours[1:]], "builder") is None  # flags it lacks
     assert _entry_args([sys.executable, "-P", "-m", "kernelproof.worker", "x"], "builder") is None
+
+
+def test_kill_group_returns_once_no_member_of_the_group_still_runs():
+    import subprocess
+
+    from kernelproof.sandbox.spawn import kill_group
+
+    leader = subprocess.Popen(
+        ["sh", "-c", "sleep 300 & sleep 300 & wait"], start_new_session=True, stdin=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while len(members.descendants(leader.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        children = members.descendants(leader.pid)
+        assert len(children) == 2
+        kill_group(leader.pid)
+        assert all(members.state(pid) in ("", "Z", "X") for pid in children | {leader.pid})
+    finally:
+        leader.kill()
+        leader.wait()
