@@ -161,7 +161,7 @@ def test_the_reference_alone_runs_with_every_device_slot_held(monkeypatch):
     options = EvalOptions(device="cpu", db="", per_device=3)
 
     def fake(task, solution, options, device, workers):
-        free_slots.append(pool.device_slots(device, options.per_device)._value)
+        free_slots.append(pool.admission(device, options.per_device).free)
         return outcomes.pop(0)
 
     monkeypatch.setattr(api, "evaluate_pair", fake)

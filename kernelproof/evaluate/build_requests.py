@@ -26,6 +26,7 @@ from kernelproof.build import BuilderPool, CacheTamperError
 from kernelproof.build import requests as build_requests
 from kernelproof.build import sources as build_sources
 from kernelproof.errors import BuildRequestError
+from kernelproof.sandbox import admission
 
 DOCS = "docs/builds.md#builds-requested-at-run-time"
 
@@ -37,6 +38,9 @@ class BuildService:
         self, pool: BuilderPool, worker_private: str | Path, worker_scratch: str | Path | None = None
     ) -> None:
         self.pool = pool
+        # The device slot of the evaluation this service answers for (made in its thread): lent
+        # while a build runs, so that the device does not idle behind a compiler.
+        self.admission = admission.held()
         self.private = Path(worker_private)
         # The worker's rw/ (its /tmp too), where the files a load request names are read.
         self.scratch = Path(worker_scratch) if worker_scratch is not None else None
@@ -76,7 +80,8 @@ class BuildService:
         try:
             path = work / "requested_build.py"  # never named by the worker: its name is any string
             path.write_text(request.source_text())
-            result = self.pool.build(path)
+            with admission.stand_aside(self.admission):
+                result = self.pool.build(path)
             if result.ok:
                 try:
                     self.pool.materialize(result, self.private)

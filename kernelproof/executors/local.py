@@ -19,7 +19,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import torch
@@ -40,6 +40,7 @@ from kernelproof.executors.memory import DeviceMemory, Unlimited
 from kernelproof.executors.memory import for_device as memory_for
 from kernelproof.measure.quiet import quiet_probe
 from kernelproof.options import EvalOptions
+from kernelproof.sandbox.admission import Admission
 from kernelproof.sandbox.gate import DeviceGate
 from kernelproof.sandbox.process import SpawnSpec, WorkerProcess
 from kernelproof.solution import read_solution
@@ -97,21 +98,25 @@ class LocalPool(WorkerSource):
         self._baselines: dict[tuple, WorkerProcess] = {}
         self._order: list[tuple] = []
         self._lock = threading.Lock()
-        self._slots: dict[tuple[str, int], threading.BoundedSemaphore] = {}
+        self._slots: dict[tuple[str, int], Admission] = {}
         self._gates: dict[str, DeviceGate] = {}
         self._memory: dict[str, DeviceMemory | Unlimited] = {}
-        self._alone: dict[str, threading.Lock] = {}
         self._builders: dict[tuple, BuilderPool] = {}
         self._pending: dict[tuple, PendingBuild] = {}  # builds submitted ahead of their evaluation
         self._spawning: dict[str, list[threading.Thread]] = {}  # device -> spare starts under way
 
-    def device_slots(self, device: str, slots: int = 1) -> threading.BoundedSemaphore:
-        """Admission to a device: at most `slots` evaluations on it at once (``per_device``).
+    def admission(self, device: str, slots: int = 1) -> Admission:
+        """The device's admission at `slots` evaluations at once (``per_device``), one per device
+        and setting for every evaluation of this pool (kernelproof/sandbox/admission.py).
 
         Only a throttle: what keeps timing honest is the device's :meth:`gate`, which every
         evaluation passes whatever its admission."""
         with self._lock:
-            return self._slots.setdefault((device, slots), threading.BoundedSemaphore(slots))
+            return self._slots.setdefault((device, slots), Admission(slots))
+
+    def device_slots(self, device: str, slots: int = 1) -> AbstractContextManager[None]:
+        """One slot of the device's admission, for one evaluation (``with pool.device_slots(...)``)."""
+        return self.admission(device, slots).slot()
 
     def memory(self, device: str) -> DeviceMemory | Unlimited:
         """The device's memory admission, one per device for every evaluation of this pool."""
@@ -121,23 +126,10 @@ class LocalPool(WorkerSource):
                 budget = self._memory[device] = memory_for(device)
             return budget
 
-    @contextmanager
-    def device_alone(self, device: str, slots: int) -> Iterator[None]:
-        """Admission to a device with no other evaluation on it: every one of its `slots`, taken
-        one by one as the evaluations holding them finish (one evaluation drains at a time)."""
-        sem = self.device_slots(device, slots)
-        with self._alone_lock(device):
-            for _ in range(slots):
-                sem.acquire()
-            try:
-                yield
-            finally:
-                for _ in range(slots):
-                    sem.release()
-
-    def _alone_lock(self, device: str) -> threading.Lock:
-        with self._lock:
-            return self._alone.setdefault(device, threading.Lock())
+    def device_alone(self, device: str, slots: int) -> AbstractContextManager[None]:
+        """Admission to a device with no other evaluation on it: new ones wait, and those in flight
+        (running or waiting for a build) finish first."""
+        return self.admission(device, slots).alone()
 
     def gate(self, device: str) -> DeviceGate:
         """The device's gate, one per device for every evaluation of this pool; it may lend a hung
