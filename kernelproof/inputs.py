@@ -38,6 +38,7 @@ DOMAIN_DISTRIBUTIONS = {
 
 # The distribution timed calls use per domain: typical values, so speed is not measured on
 # special data (zeros and constants can run faster than real inputs).
+STEADY_WARMUP_CALLS = 3  # untimed calls before a back-to-back batch (JIT, caches), on values of their own
 TIMING_DISTRIBUTION = {"any": "normal", "positive": "normal", "nonzero": "normal", "unit": "uniform01"}
 
 HEAVY_CLIP = 1.0e6  # heavy-tailed draws are clipped so fp32 reductions stay finite
@@ -199,6 +200,74 @@ def timed_inputs(
             out.append(fixed[slot.index].to(device).clone())
         else:
             out.append(scalars[slot.index])
+    return out
+
+
+def timed_input_batch(
+    slots: list[InputSlot],
+    fixed: dict[int, torch.Tensor],
+    scalars: dict[int, object],
+    seed: int,
+    calls: int,
+    device: torch.device | str,
+) -> list[list[object]]:
+    """Inputs of ``calls`` back-to-back calls, every call's values its own: each float slot is
+    drawn once for the whole batch from ``seed`` (one draw, not one per call: the draw's cost
+    is inside the parent's wall around the batch, kernelproof/measure/bounds.py) and call ``i``
+    gets its ``i``-th slice. No two calls see the same values, so an output cache keyed on the
+    inputs (their address or their contents) never hits. Fixed tensors are copied once and
+    shared: a call that changes one changes the inputs of those after it, whose outputs the
+    parent then finds wrong."""
+    per_slot: list[list[object]] = []
+    for slot in slots:
+        if slot.kind == "float":
+            dist = TIMING_DISTRIBUTION.get(slot.domain, "normal")
+            whole = draw(
+                (calls, *slot.shape),
+                dist,
+                slot.domain,
+                seed * 1009 + slot.index,
+                device,
+                dtype_from_name(slot.dtype),
+            )
+            per_slot.append(list(whole.unbind(0)))
+        elif slot.kind == "fixed":
+            per_slot.append([fixed[slot.index].to(device).clone()] * calls)
+        else:
+            per_slot.append([scalars[slot.index]] * calls)
+    return [[column[i] for column in per_slot] for i in range(calls)]
+
+
+def input_bytes(slots: list[InputSlot]) -> int:
+    """Bytes of one call's drawn (float) inputs."""
+    total = 0
+    for slot in slots:
+        if slot.kind == "float":
+            n = 1
+            for d in slot.shape:
+                n *= int(d)
+            total += n * torch.empty((), dtype=dtype_from_name(slot.dtype)).element_size()
+    return total
+
+
+def fingerprints(outputs: list[torch.Tensor], seed: int, chunk_bytes: int = 64 << 20) -> list[list[float]]:
+    """:func:`fingerprint` of many same-shaped outputs at once (the calls of one batch, one output
+    index): one projection drawn, and a matrix product per chunk instead of a pass per call."""
+    if not outputs:
+        return []
+    first = outputs[0]
+    if any(t.shape != first.shape or t.device != first.device for t in outputs):
+        return [fingerprint(t, seed) for t in outputs]
+    g = torch.Generator(device=first.device)
+    g.manual_seed(int(seed) & 0x7FFF_FFFF_FFFF_FFFF)
+    w = torch.randn(first.numel(), generator=g, device=first.device, dtype=torch.float32).to(torch.float64)
+    rows = max(1, chunk_bytes // max(1, first.numel() * 8))
+    out: list[list[float]] = []
+    for at in range(0, len(outputs), rows):
+        x = torch.stack([t.detach().reshape(-1).to(torch.float64) for t in outputs[at : at + rows]])
+        x = torch.where(torch.isfinite(x), x, torch.full_like(x, float("nan")))
+        dots, norms = (x @ w).tolist(), x.norm(dim=1).tolist()
+        out.extend([float(d), float(n)] for d, n in zip(dots, norms))
     return out
 
 

@@ -155,6 +155,8 @@ def _differential_verdict(reported_ms: float) -> tuple[list, list[str]]:
 
     class Ctx:
         variant = "default"
+        slots: list = []
+        output_nbytes: list = []
 
     notes: list[str] = []
     found = parent_clock._differential_reasons(

@@ -228,3 +228,15 @@ def test_a_forged_window_whose_gap_is_not_confirmed_is_still_caught_by_the_diffe
     checked = evaluate(TASK, sol("scale_relu_triton"), TIMED)
     (tamper,) = [r for r in checked.reasons if r.code.value == "timing_tamper"]
     assert "back to back" in tamper.message, tamper
+
+
+def test_a_back_to_back_batch_that_computes_only_its_last_call_is_stale_output():
+    """Any call of a back-to-back batch may be checked, picked after the reply: computing only the
+    last one (the only one checked before) is found (kernelproof/measure/steady_batch.py)."""
+    from dataclasses import replace
+
+    v = evaluate(
+        TASK, sol("steady_computes_only_its_last_call"), replace(TIMED, steady=True, time_when_busy=True)
+    )
+    assert v.verdict.value == "fail" and v.codes[0] == "stale_output", (v.codes, v.reasons)
+    assert "back-to-back call" in v.reasons[0].message

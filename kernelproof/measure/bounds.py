@@ -17,7 +17,8 @@
    allowed on top; on the CPU the host time is the window.
 2. **The differential.** For kernels shorter than the harness's per-call work, the gap cannot see
    a forged window. So the parent times two back-to-back batches of ``n`` and ``2n`` calls on its
-   own clock (the worker's ``steady`` request; the last output's fingerprint is checked) and takes
+   own clock (the worker's ``steady`` request: every call on values of its own, any call checked,
+   kernelproof/measure/steady_batch.py) and takes
    ``(wall(2n) - wall(n)) / n``: every fixed cost cancels and what is left is one call's cost. Each
    size is timed twice and the smaller wall kept (a neighbour only ever adds time). A call never
    costs more than the smaller batch's wall per call (its fixed costs are not negative), so the

@@ -23,7 +23,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from kernelproof.measure import bounds, busy
+from kernelproof.measure import bounds, busy, steady_batch
+from kernelproof.measure.steady_batch import SteadyBatch
 from kernelproof.options import EvalOptions
 from kernelproof.sandbox import cpus
 from kernelproof.sandbox.process import WorkerDied, WorkerProcess
@@ -49,7 +50,7 @@ class Timed(Protocol):  # what session.Program offers here
     host_ms: list[float]
 
 
-FingerprintCheck = Callable[[int, int, list[list[float]]], Reason | None]  # (seed, projection, fps)
+FingerprintCheck = Callable[[SteadyBatch, Any], Reason | None]  # (the batch asked for, its fingerprints)
 
 
 @dataclass(frozen=True)
@@ -194,7 +195,7 @@ def _differential_reasons(
     cuda: bool,
 ) -> list[Reason]:
     cand_mean = float(np.mean(cand.samples_ms)) if cand.samples_ms else float("nan")
-    n = bounds.calls_for(cand_mean, _median(cand.cycle_ms))
+    n = _fitting(ctx, bounds.calls_for(cand_mean, _median(cand.cycle_ms)))
     failed: list[Reason] = []
 
     def timed_by(prog: Any, hold: Callable[[], AbstractContextManager[Any]]) -> Callable[[int], float | None]:
@@ -215,7 +216,7 @@ def _differential_reasons(
         for b in baselines:
             d = bounds.differential(
                 timed_by(b, cand.worker.frozen),
-                bounds.calls_for(float(np.mean(b.samples_ms)), _median(b.cycle_ms)),
+                _fitting(ctx, bounds.calls_for(float(np.mean(b.samples_ms)), _median(b.cycle_ms))),
             )
             if d is not None and b.samples_ms:
                 theirs.append((float(np.mean(b.samples_ms)), d))
@@ -249,13 +250,12 @@ def _back_to_back(
     timeout_s: float,
     check_fp: FingerprintCheck | None,
 ) -> tuple[float | None, Reason | None]:
-    """(the parent's wall for ``calls`` back-to-back calls in ms, a reason when the last output is wrong)."""
+    """(the parent's wall for ``calls`` back-to-back calls in ms, a reason when a checked output is
+    wrong): every call on values of its own, any call checked (kernelproof/measure/steady_batch.py)."""
     spec, fixed = ctx.input_spec()
-    seeds = [rng.getrandbits(62) for _ in range(4)]
-    projection = rng.getrandbits(62)
-    header = {"op": "steady", **spec, "seeds": seeds, "calls": calls, "projection_seed": projection}
+    batch = steady_batch.new_batch(rng, calls)
     t0 = time.perf_counter()
-    reply, _ = prog.worker.request(header, fixed, timeout_s)
+    reply, _ = prog.worker.request(batch.header(spec), fixed, timeout_s)
     wall = (time.perf_counter() - t0) * 1e3
     if not reply.get("ok"):
         if check_fp is None:
@@ -265,11 +265,16 @@ def _back_to_back(
         except ProtocolError as exc:
             return None, Reason(ReasonCode.PROTOCOL_VIOLATION, f"the candidate's back-to-back batch: {exc}")
     if check_fp is not None:
-        last = seeds[(calls - 1) % len(seeds)]
-        bad = check_fp(last, projection, reply.get("fingerprints"))
+        bad = check_fp(batch, reply.get("fingerprints"))
         if bad is not None:
             return None, bad
     return wall, None
+
+
+def _fitting(ctx: VariantContext, n: int) -> int:
+    """``n`` for the smaller batch, fewer where the larger one's (2n calls') inputs and outputs would
+    not fit a batch's memory (kernelproof/measure/steady_batch.py)."""
+    return max(bounds.DIFF_MIN_CALLS, steady_batch.calls_that_fit(ctx, 2 * n) // 2)
 
 
 def _median(x: list[float]) -> float:

@@ -21,9 +21,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from kernelproof.inputs import FINGERPRINT_SIGMAS, fingerprint, timed_inputs
-from kernelproof.measure import parent_clock, stats
+from kernelproof.inputs import (
+    FINGERPRINT_SIGMAS,
+    STEADY_WARMUP_CALLS,
+    fingerprint,
+    timed_input_batch,
+    timed_inputs,
+)
+from kernelproof.measure import parent_clock, stats, steady_batch
 from kernelproof.measure.batch import Batch, run_batch
+from kernelproof.measure.steady_batch import SteadyBatch
 from kernelproof.options import EvalOptions
 from kernelproof.sandbox.process import WorkerDied, WorkerProcess
 from kernelproof.verdict import Reason, ReasonCode, ShapeTiming, Speedup
@@ -169,16 +176,8 @@ def time_variant(
 
     cand = programs[0]
 
-    def check_fp(seed: int, projection: int, fps: Any) -> Reason | None:
-        return (
-            _check_fingerprints(ctx, [seed], [projection], [fps], tol)
-            if isinstance(fps, list)
-            else (
-                Reason(
-                    ReasonCode.MISSING_RESULT, "the worker returned no fingerprint of a back-to-back batch"
-                )
-            )
-        )
+    def check_fp(batch: SteadyBatch, fps: Any) -> Reason | None:
+        return check_batch(ctx, batch, fps, tol, rng)
 
     def confirm() -> parent_clock.Gaps | Reason:
         """One more round of every program, its candidate's fingerprints checked as in the rounds."""
@@ -265,6 +264,29 @@ def _best(programs: list[Program], cand: Program) -> Speedup | None:
     return stats.paired_speedup(per_round, cand.round_ms, "best")
 
 
+def check_batch(
+    ctx: VariantContext, batch: SteadyBatch, fps: Any, tol: Tolerance, rng: random.Random
+) -> Reason | None:
+    """A back-to-back batch's calls, picked now, against the reference on the same inputs."""
+    if not isinstance(fps, list) or len(fps) != batch.calls:
+        return Reason(
+            ReasonCode.MISSING_RESULT, "the worker did not return every fingerprint of a back-to-back batch"
+        )
+    chosen = steady_batch.picks(rng, batch.calls)
+    sets = timed_input_batch(
+        ctx.slots, ctx.fixed, ctx.scalars, batch.seed, batch.calls + STEADY_WARMUP_CALLS, ctx.device
+    )
+    return _check_fingerprints(
+        ctx,
+        [batch.seed] * len(chosen),
+        [batch.projection] * len(chosen),
+        [fps[i] for i in chosen],
+        tol,
+        inputs=[sets[i] for i in chosen],
+        names=[f"back-to-back call {i} of {batch.calls}" for i in chosen],
+    )
+
+
 def _check_fingerprints(
     ctx: VariantContext,
     seeds: list[int],
@@ -272,15 +294,24 @@ def _check_fingerprints(
     fps: list[list[list[float]]],
     tol: Tolerance,
     fetch: Fetch | None = None,
+    inputs: list[list[Any]] | None = None,
+    names: list[str] | None = None,
 ) -> Reason | None:
+    """Each call's fingerprints against the reference on its inputs (drawn from its seed, or
+    ``inputs`` as given); ``names`` name the calls in a failure (default: "timed call i")."""
     if len(fps) != len(seeds):
         return Reason(ReasonCode.MISSING_RESULT, "the worker returned fewer timed outputs than calls")
     for i, (seed, pseed) in enumerate(zip(seeds, proj)):
-        args = timed_inputs(ctx.slots, ctx.fixed, ctx.scalars, seed, ctx.device)
+        args = (
+            inputs[i]
+            if inputs is not None
+            else timed_inputs(ctx.slots, ctx.fixed, ctx.scalars, seed, ctx.device)
+        )
+        name = names[i] if names is not None else f"timed call {i}"
         ref = run_model(ctx.reference, args, ctx.precision, ctx.inplace)
         if len(fps[i]) != len(ref):
             return Reason(
-                ReasonCode.STALE_OUTPUT, f"timed call {i} returned {len(fps[i])} outputs, expected {len(ref)}"
+                ReasonCode.STALE_OUTPUT, f"{name} returned {len(fps[i])} outputs, expected {len(ref)}"
             )
         for k, (got, r) in enumerate(zip(fps[i], ref)):
             want = fingerprint(r.to(ctx.dtype) if r.is_floating_point() else r, pseed)
@@ -290,7 +321,7 @@ def _check_fingerprints(
             if not (abs(got[0] - want[0]) <= allowed and abs(got[1] - want[1]) <= allowed):
                 stale = Reason(
                     ReasonCode.STALE_OUTPUT,
-                    f"timed call {i}'s output does not match its fresh inputs (projection differs by "
+                    f"{name}'s output does not match its fresh inputs (projection differs by "
                     f"{abs(got[0] - want[0]):.3g}, allowed {allowed:.3g}): outputs must be computed on every call",
                 )
                 failed = FailedFingerprint(i, k, (float(got[0]), float(got[1])), pseed, allowed, stale)
@@ -396,35 +427,28 @@ def time_steady(
     tol: Tolerance,
     timeout_s: float,
 ) -> tuple[ShapeTiming | None, list[Reason]]:
-    """Back-to-back throughput over 4 rotating input sets, interleaved like the cold rounds.
+    """Back-to-back throughput, every call on values of its own, interleaved like the cold rounds
+    (kernelproof/measure/steady_batch.py).
 
     Reported beside the cold figures, never mixed with them: warm L2 and overlapped launches are
     what a serving loop sees, not what one call costs.
     """
     spec, fixed_tensors = ctx.input_spec()
-    base = {"op": "steady", **spec}
     per_call = max(cold.candidate.median_ms, 1e-3)
-    calls = int(min(10_000, max(20, STEADY_TARGET_MS / per_call)))
+    calls = steady_batch.calls_that_fit(ctx, int(min(10_000, max(20, STEADY_TARGET_MS / per_call))))
     rounds: dict[str, list[float]] = {p.name: [] for p in programs}
     try:
         for r in range(STEADY_ROUNDS):
             order = programs[r % len(programs) :] + programs[: r % len(programs)]
             for prog in order:
-                seeds = [rng.getrandbits(62) for _ in range(4)]
-                pseed = rng.getrandbits(62)
-                reply, _ = prog.worker.request(
-                    {**base, "seeds": seeds, "calls": calls, "projection_seed": pseed},
-                    fixed_tensors,
-                    timeout_s,
-                )
+                batch = steady_batch.new_batch(rng, calls)
+                reply, _ = prog.worker.request(batch.header(spec), fixed_tensors, timeout_s)
                 if not reply.get("ok"):
                     if prog.name == "candidate":
                         return None, [_reason_from(reply, prog)]
                     continue
                 if prog.name == "candidate":
-                    bad = _check_fingerprints(
-                        ctx, [int(reply["last_seed"])], [pseed], [reply["fingerprints"]], tol
-                    )
+                    bad = check_batch(ctx, batch, reply["fingerprints"], tol, rng)
                     if bad:
                         return None, [bad]
                 rounds[prog.name].append(float(reply["per_call_ms"]))

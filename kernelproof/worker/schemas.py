@@ -267,7 +267,10 @@ REPLIES: dict[str, Kind] = {
         },
         counted={"span_ms": _calls, "event_ms": _calls, "activities": _calls, "host_ms": _calls},
     ),
-    "steady": Kind({"per_call_ms": MS, "last_seed": SEED, "fingerprints": items(PAIR, 4096)}),
+    # every call's fingerprints, one pair per output: the parent checks calls it picks afterwards
+    "steady": Kind(
+        {"per_call_ms": MS, "fingerprints": items(items(PAIR, 4096))}, counted={"fingerprints": _calls}
+    ),
     "profile": Kind(
         # A device activity: its name (a templated C++ kernel's runs to kilobytes), the stream the
         # profiler names (any id it gives), its duration (as the profiler's clock gives it), the

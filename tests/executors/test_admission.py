@@ -104,7 +104,12 @@ def test_a_build_the_worker_asks_for_lends_the_evaluations_slot(tmp_path):
 
     with adm.slot():
         service = BuildService(Builders(), tmp_path / "private", tmp_path / "rw")
-        args = {"name": "kp_lazy", "cpp_sources": ["int f() { return 1; }"], "cuda_sources": [], "functions": ["f"]}
+        args = {
+            "name": "kp_lazy",
+            "cpp_sources": ["int f() { return 1; }"],
+            "cuda_sources": [],
+            "functions": ["f"],
+        }
         answer = service(build_requests.message(args))
         assert adm.free == 0  # taken back once the build answered
     assert answer["ok"] is False and "failed to build" in answer["message"]

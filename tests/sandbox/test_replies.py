@@ -41,7 +41,7 @@ FORGED = {
     "fetch": {},
     "time": {"step": "closed", "index": 0},
     "end": {"span_ms": [1e-6, 1e-6], "event_ms": [1e-6, 1e-6], "clock": "forged"},
-    "steady": {"per_call_ms": 1e-6, "last_seed": 1, "fingerprints": []},
+    "steady": {"per_call_ms": 1e-6, "fingerprints": []},
     "profile": {"kernels": [["my_kernel", 7, 1.0]], "launches": [["extension:forged", True]]},
 }
 

@@ -51,8 +51,8 @@ GOOD = {
         },
     ),
     "steady": (
-        {"op": "steady", "seeds": SEEDS, "calls": 20},
-        {"per_call_ms": 0.05, "last_seed": 2, "fingerprints": [[1.0, 2.0]]},
+        {"op": "steady", "seed": 7, "calls": 2},
+        {"per_call_ms": 0.05, "fingerprints": [[[1.0, 2.0]], [[1.5, 2.5]]]},
     ),
     "profile": (
         {"op": "profile", "seed": 1},
@@ -208,3 +208,11 @@ def test_a_new_kind_is_one_entry_in_the_table():
         )
     finally:
         schemas.REPLIES = original
+
+
+def test_rejects_a_back_to_back_reply_without_a_fingerprint_for_every_call():
+    request, reply = _reply("steady", fingerprints=[[[1.0, 2.0]]])
+    found = schemas.reply_violation(request, NONCE, reply, 0)
+    assert found and "fingerprints has 1 items, the request asked for 2" in found
+    request, reply = _reply("steady", fingerprints=[[1.0, 2.0], [1.5, 2.5]])  # a pair, not a list of pairs
+    assert schemas.reply_violation(request, NONCE, reply, 0)
