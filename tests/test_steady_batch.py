@@ -6,7 +6,7 @@ import random
 
 import torch
 
-from kernelproof.inputs import InputSlot, fingerprint, fingerprints, timed_input_batch
+from kernelproof.inputs import STEADY_WARMUP_CALLS, InputSlot, fingerprint, fingerprints, timed_input_batch
 from kernelproof.measure import steady_batch
 
 
@@ -48,13 +48,15 @@ def test_the_last_call_and_others_are_picked_after_the_reply():
 
 def test_a_batch_is_as_long_as_its_inputs_and_outputs_fit():
     class Ctx:
+        device = torch.device("cpu")
         slots = [_slot(0, (1024, 1024))]  # 4 MiB a call
         output_nbytes = [4 << 20]
 
-    assert steady_batch.calls_that_fit(Ctx(), 10_000) == steady_batch.BATCH_BYTES // (8 << 20)
+    budget = steady_batch.BATCH_BYTES["cpu"]
+    assert steady_batch.calls_that_fit(Ctx(), 10_000) == budget // (8 << 20) - STEADY_WARMUP_CALLS
     assert steady_batch.calls_that_fit(Ctx(), 10) == 10
 
     class Huge(Ctx):
-        output_nbytes = [1 << 40]
+        output_nbytes = [budget // 4]  # four calls' outputs would fill it
 
-    assert steady_batch.calls_that_fit(Huge(), 10_000) == steady_batch.MIN_CALLS
+    assert steady_batch.calls_that_fit(Huge(), 10_000) == 0  # too few to be worth a figure

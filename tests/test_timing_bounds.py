@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 import pytest
+import torch
 
 from kernelproof.measure import bounds, busy, stats
 from kernelproof.measure.bounds import Differential
@@ -155,6 +156,7 @@ def _differential_verdict(reported_ms: float) -> tuple[list, list[str]]:
 
     class Ctx:
         variant = "default"
+        device = torch.device("cpu")
         slots: list = []
         output_nbytes: list = []
 
@@ -229,3 +231,26 @@ def test_deferred_work_seen_again_in_the_confirmation_round_is_timing_tamper(mon
     assert got is not None and got.code.value == "timing_tamper" and not notes
     failed = Reason(ReasonCode.MISMATCH, "the confirmation round's output was wrong")
     assert _gap_decision(monkeypatch, "", lambda: failed)[0] is failed  # the candidate's own failure stands
+
+
+def test_a_task_whose_calls_do_not_fit_a_back_to_back_batch_is_not_given_the_differential(monkeypatch):
+    """Every call of a back-to-back batch holds its inputs and outputs at once: where 2n of them
+    would not fit, the bound is not applied (and says so), rather than running out of memory."""
+    import random
+
+    from kernelproof.measure import parent_clock, steady_batch
+
+    asked = _scripted_walls(monkeypatch, [10.0])  # would be timing_tamper were it measured
+
+    class Ctx:
+        variant = "default"
+        device = torch.device("cpu")
+        slots: list = []
+        output_nbytes = [steady_batch.BATCH_BYTES["cpu"] // 8]
+
+    notes: list[str] = []
+    found = parent_clock._differential_reasons(
+        Ctx(), _Cand(2.0), [], random.Random(0), 10.0, lambda *a: None, notes, False
+    )
+    assert found == [] and asked == []
+    assert any("back-to-back bound was not applied" in n and "would not fit" in n for n in notes), notes

@@ -20,7 +20,7 @@ from kernelproof.evaluate.records import Checked, Setup, Timed
 from kernelproof.evaluate.requests import device_name, load_candidate, load_program
 from kernelproof.evaluate.source import WorkerSource
 from kernelproof.measure import roofline as physics
-from kernelproof.measure import stats
+from kernelproof.measure import stats, steady_batch
 from kernelproof.measure.accounting import account, account_cpu, gpu_ms
 from kernelproof.measure.claims import (
     cpu_claims,
@@ -102,6 +102,11 @@ def time_candidate(
             flags.append(
                 f"steady regime of {v!r} not measured: the task updates its inputs in place, so "
                 "back-to-back calls on the same inputs would compound"
+            )
+        elif options.steady and steady_batch.calls_that_fit(ctx, steady_batch.MIN_CALLS) == 0:
+            flags.append(
+                f"steady regime of {v!r} not measured: {steady_batch.MIN_CALLS} calls' inputs and outputs, "
+                "held at once by a back-to-back batch, would not fit its memory"
             )
         elif options.steady:
             steady, found = time_steady(ctx, programs, timing, rng, tol, options.step_limit("timing"))

@@ -196,6 +196,13 @@ def _differential_reasons(
 ) -> list[Reason]:
     cand_mean = float(np.mean(cand.samples_ms)) if cand.samples_ms else float("nan")
     n = _fitting(ctx, bounds.calls_for(cand_mean, _median(cand.cycle_ms)))
+    if n == 0:
+        notes.append(
+            f"the parent's back-to-back bound was not applied to {ctx.variant!r}: {2 * bounds.DIFF_MIN_CALLS} "
+            "calls' inputs and outputs, held at once, would not fit a back-to-back batch's memory "
+            "(the calibrated gap was)"
+        )
+        return []
     failed: list[Reason] = []
 
     def timed_by(prog: Any, hold: Callable[[], AbstractContextManager[Any]]) -> Callable[[int], float | None]:
@@ -273,8 +280,10 @@ def _back_to_back(
 
 def _fitting(ctx: VariantContext, n: int) -> int:
     """``n`` for the smaller batch, fewer where the larger one's (2n calls') inputs and outputs would
-    not fit a batch's memory (kernelproof/measure/steady_batch.py)."""
-    return max(bounds.DIFF_MIN_CALLS, steady_batch.calls_that_fit(ctx, 2 * n) // 2)
+    not fit a batch's memory (kernelproof/measure/steady_batch.py); 0 where not even
+    ``DIFF_MIN_CALLS`` would."""
+    n = steady_batch.calls_that_fit(ctx, 2 * n) // 2
+    return n if n >= bounds.DIFF_MIN_CALLS else 0
 
 
 def _median(x: list[float]) -> float:

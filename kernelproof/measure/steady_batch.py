@@ -15,8 +15,11 @@ batch honest without a message per call:
   A call that skipped its work is found unless the pick missed it, and skipping most calls is
   found almost surely. Only the last call was checked before.
 
-Every call's inputs and outputs are held at once, so a batch is as long as fits ``BATCH_BYTES``
-(at least ``MIN_CALLS``).
+Every call's inputs and outputs are held at once (and the warm-up calls' inputs), so a batch is as
+long as fits ``BATCH_BYTES`` on its device. Where not even ``MIN_CALLS`` fit (a task whose one call
+moves hundreds of MiB), the steady regime is not measured and the differential not applied, each
+with a note: before, four rotating input sets served any size. Such calls last long enough for the
+gap's calibration (kernelproof/measure/bounds.py) to see work outside the window.
 """
 
 from __future__ import annotations
@@ -25,12 +28,12 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from kernelproof.inputs import input_bytes
+from kernelproof.inputs import STEADY_WARMUP_CALLS, input_bytes
 from kernelproof.verify.cases import VariantContext
 
 STEADY_CHECKS = 3  # calls checked besides the last, picked after the reply
-BATCH_BYTES = 512 << 20  # a batch's inputs and outputs, held at once in the worker, at most
-MIN_CALLS = 8  # a batch has at least this many calls, whatever their size
+BATCH_BYTES = {"cpu": 512 << 20, "cuda": 2 << 30}  # a batch's inputs and outputs held at once, at most
+MIN_CALLS = 8  # fewer calls than this measure nothing worth reporting
 
 
 @dataclass(frozen=True)
@@ -57,10 +60,15 @@ def new_batch(rng: random.Random, calls: int) -> SteadyBatch:
 
 
 def calls_that_fit(ctx: VariantContext, wanted: int) -> int:
-    """``wanted`` calls, fewer where their inputs and outputs would not fit ``BATCH_BYTES``."""
+    """``wanted`` calls, fewer where their inputs and outputs (and the warm-up calls' inputs) would
+    not fit the device's ``BATCH_BYTES``; 0 where not even ``MIN_CALLS`` would."""
     per_call = input_bytes(ctx.slots) + sum(ctx.output_nbytes)
-    most = BATCH_BYTES // per_call if per_call > 0 else wanted
-    return int(max(MIN_CALLS, min(wanted, most)))
+    if per_call <= 0:
+        return int(wanted)
+    budget = BATCH_BYTES["cuda" if ctx.device.type == "cuda" else "cpu"]
+    most = budget // per_call - STEADY_WARMUP_CALLS
+    n = int(min(wanted, most))
+    return n if n >= MIN_CALLS else 0
 
 
 def picks(rng: random.Random, calls: int) -> list[int]:
