@@ -240,3 +240,15 @@ def test_a_back_to_back_batch_that_computes_only_its_last_call_is_stale_output()
     )
     assert v.verdict.value == "fail" and v.codes[0] == "stale_output", (v.codes, v.reasons)
     assert "back-to-back call" in v.reasons[0].message
+
+
+def test_a_task_that_updates_its_input_in_place_is_measured_back_to_back():
+    """Every call of a back-to-back batch has inputs of its own, so updates in place do not compound."""
+    from dataclasses import replace
+
+    task = Path(__file__).parent / "legit" / "tasks" / "scale_shift_inplace.py"
+    solution = Path(__file__).parent / "legit" / "solutions" / "scale_shift_inplace.py"
+    v = evaluate(str(task), str(solution), replace(TIMED, steady=True, time_when_busy=True))
+    assert v.passed, v.reasons
+    assert [s.regime for s in v.timing.shapes] == ["cold", "steady"], v.flags
+    assert not any("would compound" in f for f in v.flags), v.flags

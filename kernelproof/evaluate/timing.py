@@ -98,10 +98,13 @@ def time_candidate(
         if timing is None:
             return Timed(None, reasons=tuple(reasons), flags=tuple(flags))
         shapes.append(timing)
-        if options.steady and ctx.inplace:
+        kinds = {slot.index: slot.kind for slot in ctx.slots}
+        if options.steady and any(kinds.get(i) != "float" for i in ctx.inplace):
+            # A back-to-back batch draws each call's float inputs anew; its other inputs are one
+            # copy shared by every call, where updates in place would compound.
             flags.append(
-                f"steady regime of {v!r} not measured: the task updates its inputs in place, so "
-                "back-to-back calls on the same inputs would compound"
+                f"steady regime of {v!r} not measured: the task updates in place an input that "
+                "back-to-back calls share, so their updates would compound"
             )
         elif options.steady and steady_batch.calls_that_fit(ctx, steady_batch.MIN_CALLS) == 0:
             flags.append(
