@@ -25,7 +25,7 @@ from typing import Annotated
 import typer
 
 from kernelproof import exits
-from kernelproof.console import make_console, print_error
+from kernelproof.console import REASON_CHARS, make_console, print_error, say_wrapped
 from kernelproof.options import EvalOptions, normalize_baselines
 from kernelproof.text import terminal
 
@@ -193,7 +193,7 @@ def certify_command(
             why = "; ".join(f"{r.get('code')}: {r.get('message')}" for r in reasons) or run["verdict"].get(
                 "verdict"
             )
-            _say(f"  run with seed {run['seed']}: {why}")
+            say_wrapped(make_console(), f"  run with seed {run['seed']}: {why}", limit=REASON_CHARS)
     if not claim["consistent"]:
         _say("the runs disagree on the verdict; the certificate records it")
         codes.append(EXIT_DOES_NOT_HOLD)
