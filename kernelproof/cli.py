@@ -60,6 +60,7 @@ from kernelproof.commands.streams import ClosedPipeSafe
 from kernelproof.console import WHOLE_LINE_CHARS, make_console, print_error, say, say_wrapped
 from kernelproof.errors import KernelproofError
 from kernelproof.options import EvalOptions
+from kernelproof.usage import require_files
 
 EXIT_HELP = exits.help_text()
 
@@ -74,6 +75,27 @@ app = typer.Typer(
     # or a word with "...", and shows a bool flag as a bare flag; Rich's panels did neither.
     rich_markup_mode=None,
 )
+
+
+def _version(shown: bool) -> None:
+    """``kernelproof --version``: the version a bug report names, without importing torch."""
+    if shown:
+        from kernelproof._version import __version__
+
+        typer.echo(f"kernelproof {__version__}")
+        raise typer.Exit(exits.EXIT_PASS)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit."),
+    ] = False,
+) -> None:
+    """Prove whether a GPU kernel is correct and how much faster it really is."""
+
+
 # Made again by each run(): a console takes its width (COLUMNS) and whether it is a terminal when it
 # is made, and a run in a process that ran others (a notebook, a test) must see its own.
 console = make_console()
@@ -130,6 +152,7 @@ def eval_command(
     require_sandbox: RequireSandbox = False,
 ) -> None:
     """Evaluate SOLUTION against TASK: one verdict, with reasons, cases, times and speedups."""
+    require_files(task, solution)  # a mistyped path is refused before torch is imported (seconds)
     from kernelproof.api import evaluate, reporting
     from kernelproof.console import print_verdict
 
@@ -407,6 +430,7 @@ def compare_command(
     time_budget: Annotated[float, typer.Option("--time-budget", help="Seconds of timing (cap).")] = 20.0,
 ) -> None:
     """Paired speedup of B over A (both verified first), interleaved in one session."""
+    require_files(task, a, b, what=("task", "solution A", "solution B"))  # before torch is imported
     from kernelproof.api import compare, reporting
     from kernelproof.progress import CompareSteps, Progress
 

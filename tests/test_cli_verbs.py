@@ -61,3 +61,30 @@ def test_a_rejection_before_any_case_ran_prints_no_case_line():
     ran = run_piped("eval", TASK, DATA / "solutions" / "no_modelnew.py", "--device", "cpu", "--db", "")
     assert ran.code == 1 and "compile_error: the solution defines no class `ModelNew`" in ran.out
     assert "cases:" not in ran.out and "0/0" not in ran.out
+
+
+def test_version_is_shown_and_exits_0(capsys):
+    from kernelproof import __version__
+
+    ran = run_here(capsys, "--version")
+    assert ran.code == 0 and ran.out == f"kernelproof {__version__}\n", ran
+
+
+def test_a_mistyped_path_is_refused_before_torch_is_imported(tmp_path):
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from kernelproof.cli import run; "
+        f"code = run(['eval', {TASK!r}, {str(tmp_path / 'sol_typo.py')!r}]); "
+        "print(code, 'torch' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["2", "False"], done
+    assert f"error: solution file not found: {tmp_path / 'sol_typo.py'}" in done.stderr
+
+
+def test_a_time_budget_of_zero_or_less_is_refused(capsys):
+    for verb in (("eval", TASK, GOOD), ("compare", TASK, GOOD, GOOD)):
+        ran = run_here(capsys, *verb, "--time-budget", "-1", "--device", "cpu")
+        assert ran.code == 2 and "--time-budget must be more than 0 s, not -1.0" in ran.err, ran
