@@ -88,3 +88,11 @@ def test_a_time_budget_of_zero_or_less_is_refused(capsys):
     for verb in (("eval", TASK, GOOD), ("compare", TASK, GOOD, GOOD)):
         ran = run_here(capsys, *verb, "--time-budget", "-1", "--device", "cpu")
         assert ran.code == 2 and "--time-budget must be more than 0 s, not -1.0" in ran.err, ran
+
+
+def test_a_solution_that_does_not_parse_is_named_with_its_file_and_line():
+    solution = DATA / "solutions" / "syntax_error.py"
+    ran = run_piped("eval", TASK, solution, "--device", "cpu", "--db", "")
+    assert ran.code == 1, ran
+    line = next(i for i, text in enumerate(solution.read_text().splitlines(), 1) if "def forward" in text)
+    assert f"compile_error: the solution does not parse: {solution}:{line}:" in " ".join(ran.out.split())
