@@ -354,6 +354,7 @@ def audit_command(
     from kernelproof.api import audit, audit_targets
     from kernelproof.console import display_path
     from kernelproof.progress import Progress
+    from kernelproof.report.metrics import plural
 
     out = _out(json_path)
     audits = []
@@ -379,7 +380,7 @@ def audit_command(
     broken = sum(bool(a.error) for a in audits)
     say(
         out,
-        f"{len(audits)} tasks audited, {degenerate} degenerate"
+        f"{plural(len(audits), 'task')} audited, {degenerate} degenerate"
         + (f", {broken} did not load" if broken else ""),
     )
     codes = [

@@ -96,3 +96,9 @@ def test_a_solution_that_does_not_parse_is_named_with_its_file_and_line():
     assert ran.code == 1, ran
     line = next(i for i, text in enumerate(solution.read_text().splitlines(), 1) if "def forward" in text)
     assert f"compile_error: the solution does not parse: {solution}:{line}:" in " ".join(ran.out.split())
+
+
+def test_an_audit_of_one_task_says_task_not_tasks(capsys, tmp_path):
+    (tmp_path / "broken.py").write_text("import torch\n")  # no Model: does not load, nothing runs
+    ran = run_here(capsys, "audit", tmp_path / "broken.py", "--device", "cpu")
+    assert ran.code == 2 and "1 task audited, 0 degenerate, 1 did not load" in ran.out, ran
