@@ -102,3 +102,14 @@ def test_an_audit_of_one_task_says_task_not_tasks(capsys, tmp_path):
     (tmp_path / "broken.py").write_text("import torch\n")  # no Model: does not load, nothing runs
     ran = run_here(capsys, "audit", tmp_path / "broken.py", "--device", "cpu")
     assert ran.code == 2 and "1 task audited, 0 degenerate, 1 did not load" in ran.out, ran
+
+
+def test_a_task_without_get_init_inputs_is_told_what_to_write(tmp_path):
+    task = tmp_path / "no_init.py"
+    task.write_text(
+        "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n\n"
+        "def get_inputs():\n    return [torch.randn(8)]\n"
+    )
+    ran = run_piped("eval", task, GOOD, "--device", "cpu", "--db", "")
+    assert ran.code == 2 and "defines no `get_init_inputs`" in ran.out, ran
+    assert "`def get_init_inputs(): return []`" in " ".join(ran.out.split())
