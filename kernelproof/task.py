@@ -89,7 +89,14 @@ class TaskModule:
         return self.module.Model
 
     def get_inputs(self) -> list[Any]:
-        return list(self.module.get_inputs())
+        raw = self.module.get_inputs()
+        if not isinstance(raw, (list, tuple)):  # a bare tensor would be listed into its rows
+            raise TaskError(
+                f"get_inputs() returned a {type(raw).__name__}, not a list of forward()'s arguments "
+                "(`return [x]`, not `return x`)",
+                path=self.task.path,
+            )
+        return list(raw)
 
     def get_init_inputs(self) -> list[Any]:
         return list(self.module.get_init_inputs())

@@ -113,3 +113,28 @@ def test_a_task_without_get_init_inputs_is_told_what_to_write(tmp_path):
     ran = run_piped("eval", task, GOOD, "--device", "cpu", "--db", "")
     assert ran.code == 2 and "defines no `get_init_inputs`" in ran.out, ran
     assert "`def get_init_inputs(): return []`" in " ".join(ran.out.split())
+
+
+def test_a_task_whose_get_inputs_returns_a_bare_tensor_is_told_to_return_a_list(tmp_path):
+    task = tmp_path / "bare.py"
+    task.write_text(
+        "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n\n"
+        "def get_inputs():\n    return torch.randn(8, 8)\n\ndef get_init_inputs():\n    return []\n"
+    )
+    ran = run_piped("eval", task, GOOD, "--device", "cpu", "--db", "")
+    text = " ".join(ran.out.split())
+    assert ran.code == 2 and "task_error:" in text, ran
+    assert "get_inputs() returned a Tensor, not a list of forward()'s arguments" in text, text
+    assert "positional arguments" not in text  # not the reference's TypeError from iterating it
+
+
+def test_a_reference_called_with_the_wrong_arguments_is_not_placed_in_kernelproofs_own_file(tmp_path):
+    task = tmp_path / "two_args.py"
+    task.write_text(
+        "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x, y):\n        return x + y\n\n"
+        "def get_inputs():\n    return [torch.randn(8)]\n\ndef get_init_inputs():\n    return []\n"
+    )
+    ran = run_piped("eval", task, GOOD, "--device", "cpu", "--db", "")
+    text = " ".join(ran.out.split())
+    assert ran.code == 2 and "task_error: the reference raised TypeError: " in text, ran
+    assert "missing 1 required positional argument" in text and "kernelproof/" not in text
