@@ -58,9 +58,9 @@ from kernelproof.commands.options import (  # noqa: F401 - typer reads the signa
 )
 from kernelproof.commands.streams import ClosedPipeSafe
 from kernelproof.console import WHOLE_LINE_CHARS, make_console, print_error, say, say_wrapped
-from kernelproof.errors import KernelproofError
+from kernelproof.errors import KernelproofError, UsageError
 from kernelproof.options import EvalOptions
-from kernelproof.usage import require_files
+from kernelproof.usage import require_files, require_writable
 
 EXIT_HELP = exits.help_text()
 
@@ -153,6 +153,7 @@ def eval_command(
 ) -> None:
     """Evaluate SOLUTION against TASK: one verdict, with reasons, cases, times and speedups."""
     require_files(task, solution)  # a mistyped path is refused before torch is imported (seconds)
+    require_writable(json_path)
     from kernelproof.api import evaluate, reporting
     from kernelproof.console import print_verdict
 
@@ -261,6 +262,7 @@ def bench_command(
 ) -> None:
     """Evaluate every task of SUITE with the solution at the same relative path under --solutions;
     print a table and fast_p. For a KernelBench run folder: kernelproof kernelbench."""
+    require_writable(json_path)
     from kernelproof.api import bench, db_path, suite_pairs
     from kernelproof.console import AskedPaths, bench_table, display_path
     from kernelproof.progress import Progress
@@ -351,6 +353,7 @@ def audit_command(
     seed: Seed = None,
 ) -> None:
     """Run the negative controls on each task and shape: a task they pass cannot be scored (exit 1)."""
+    require_writable(json_path)
     from kernelproof.api import audit, audit_targets
     from kernelproof.console import display_path
     from kernelproof.progress import Progress
@@ -407,6 +410,7 @@ def results_command(
     ] = None,
 ) -> None:
     """List stored verdicts, newest first."""
+    require_writable(json_path)
     from kernelproof.api import results
     from kernelproof.console import display_path, results_table
     from kernelproof.verdict import from_json
@@ -510,8 +514,11 @@ def _write_json(path: str | None, doc: object) -> None:
     text = json.dumps(doc, indent=2, allow_nan=False)
     if path == "-":
         sys.stdout.write(text + "\n")
-    else:
+        return
+    try:
         Path(path).write_text(text + "\n")
+    except OSError as exc:  # checked before the run (require_writable); this is what changed since
+        raise UsageError(f"cannot write --json {path}: {exc.strerror or exc}") from None
 
 
 def main() -> None:

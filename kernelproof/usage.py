@@ -63,3 +63,17 @@ def require_files(*paths: PathLike, what: tuple[str, ...] = ("task", "solution")
             raise UsageError(f"the {name} {p} is a directory, not a file" + (hint if name == "task" else ""))
         if not p.is_file():
             raise UsageError(f"{name} file not found: {p}")
+
+
+def require_writable(path: str | None, option: str = "--json") -> None:
+    """UsageError unless ``path`` (an output file; ``-`` is stdout) can be created: its folder
+    exists and it is not a folder itself. Checked before anything runs, so an evaluation of minutes
+    is not lost to a mistyped output path at its end."""
+    if not path or path == "-":
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"{option} {path} is a folder; give a file name")
+    folder = p.parent
+    if not folder.is_dir():
+        raise UsageError(f"{option} {path}: the folder {folder} does not exist")

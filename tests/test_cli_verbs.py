@@ -138,3 +138,16 @@ def test_a_reference_called_with_the_wrong_arguments_is_not_placed_in_kernelproo
     text = " ".join(ran.out.split())
     assert ran.code == 2 and "task_error: the reference raised TypeError: " in text, ran
     assert "missing 1 required positional argument" in text and "kernelproof/" not in text
+
+
+def test_a_json_path_that_cannot_be_written_is_refused_before_anything_runs(capsys, tmp_path):
+    nowhere = tmp_path / "no-such-folder" / "v.json"
+    for args in (("eval", TASK, GOOD), ("bench", tmp_path, "--solutions", tmp_path), ("results",)):
+        ran = run_here(
+            capsys, *args, "--json", nowhere, *(("--device", "cpu") if args[0] != "results" else ())
+        )
+        assert ran.code == 2 and ran.out == "", ran
+        assert f"error: --json {nowhere}: the folder {nowhere.parent} does not exist" in ran.err, ran
+        assert "Traceback" not in ran.err
+    ran = run_here(capsys, "eval", TASK, GOOD, "--json", tmp_path)
+    assert ran.code == 2 and f"--json {tmp_path} is a folder" in ran.err, ran

@@ -45,6 +45,7 @@ from kernelproof.commands.options import (  # noqa: F401 - typer reads the signa
 )
 from kernelproof.console import display_path, kernelbench_table, make_console, say, say_wrapped
 from kernelproof.options import EvalOptions
+from kernelproof.usage import require_writable
 
 KEEP_SUFFIX = ".before-kernelproof.json"  # where a results file kernelproof did not write is kept
 
@@ -124,6 +125,7 @@ def kernelbench_command(
     from kernelproof.api import kernelbench as judge
     from kernelproof.progress import Progress, keeping
 
+    require_writable(json_path)
     run = find_run(run_dir, level, kernelbench, num_samples)
     ks = _ks(pass_at_k, run.num_samples)
     options = EvalOptions(
