@@ -229,3 +229,16 @@ def test_verify_prints_a_hostile_certificate_inertly(tmp_path, pair, monkeypatch
     _edit(cert, lambda d: [run["verdict"]["environment"].update(hostile) for run in d["runs"]])
     result = runner.invoke(app, ["verify", str(cert), "--unsigned"])
     assert "\x1b" not in result.output and "\\x1b]0;t\\x07[bold]x" in result.output
+
+
+def test_an_output_in_a_folder_that_does_not_exist_is_refused_before_anything_runs(tmp_path, pair):
+    nowhere = tmp_path / "no-such-folder"
+    for args in (
+        ["report", str(DATA), "--html", str(nowhere / "r.html")],
+        ["report", str(DATA), "--md", str(nowhere / "r.md")],
+        ["certify", *map(str, pair), "-o", str(nowhere / "c.json")],
+        ["verify", str(tmp_path / "c.json"), "--json", str(nowhere / "v.json")],
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert f"the folder {nowhere} does not exist" in result.output, result.output
