@@ -157,9 +157,9 @@ def print_verdict(v: Verdict, console: Console | None = None) -> None:
         say_wrapped(c, f"  {r.code.value}: {r.message}", style="red", limit=REASON_CHARS)
         if r.detail:
             detail = terminal(r.detail, multiline=True, max_lines=DETAIL_LINES)
-            for text in detail.splitlines():  # wrapped under its indent; a longer word (a path) folds
+            for text in detail.splitlines():  # wrapped under its indent; a path is never cut
                 for piece in wrap_words(Text(f"      {text}"), c.width, hang=2):
-                    c.print(piece, highlight=False)
+                    c.print(piece, highlight=False, soft_wrap=True)
     missing = [n for n, x in (v.environment.get("sandbox") or {}).items() if not x.get("active")]
     if missing:
         say_wrapped(

@@ -228,3 +228,5 @@ def test_a_long_reason_is_shown_whole_with_its_advice_and_its_detail_indented_wi
     assert max(len(ln) for ln in lines) <= 80, text
     at = next(i for i, ln in enumerate(lines) if "File " in ln)
     assert all(ln.startswith("        ") for ln in lines[at + 1 : at + 3]), text  # under its indent
+    path = "/var/lib/kernelproof/sandbox/worker-abc/ro/solution/sol.py"
+    assert sum(path in ln for ln in lines) == 2, text  # never cut, nor folded onto a line of its own
