@@ -58,8 +58,9 @@ from kernelproof.commands.options import (  # noqa: F401 - typer reads the signa
 )
 from kernelproof.commands.streams import ClosedPipeSafe
 from kernelproof.console import WHOLE_LINE_CHARS, make_console, print_error, say, say_wrapped
-from kernelproof.errors import KernelproofError
+from kernelproof.errors import KernelproofError, UsageError
 from kernelproof.options import EvalOptions
+from kernelproof.usage import require_files, require_writable
 
 EXIT_HELP = exits.help_text()
 
@@ -74,6 +75,27 @@ app = typer.Typer(
     # or a word with "...", and shows a bool flag as a bare flag; Rich's panels did neither.
     rich_markup_mode=None,
 )
+
+
+def _version(shown: bool) -> None:
+    """``kernelproof --version``: the version a bug report names, without importing torch."""
+    if shown:
+        from kernelproof._version import __version__
+
+        typer.echo(f"kernelproof {__version__}")
+        raise typer.Exit(exits.EXIT_PASS)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit."),
+    ] = False,
+) -> None:
+    """Prove whether a GPU kernel is correct and how much faster it really is."""
+
+
 # Made again by each run(): a console takes its width (COLUMNS) and whether it is a terminal when it
 # is made, and a run in a process that ran others (a notebook, a test) must see its own.
 console = make_console()
@@ -130,6 +152,8 @@ def eval_command(
     require_sandbox: RequireSandbox = False,
 ) -> None:
     """Evaluate SOLUTION against TASK: one verdict, with reasons, cases, times and speedups."""
+    require_files(task, solution)  # a mistyped path is refused before torch is imported (seconds)
+    require_writable(json_path)
     from kernelproof.api import evaluate, reporting
     from kernelproof.console import print_verdict
 
@@ -238,6 +262,7 @@ def bench_command(
 ) -> None:
     """Evaluate every task of SUITE with the solution at the same relative path under --solutions;
     print a table and fast_p. For a KernelBench run folder: kernelproof kernelbench."""
+    require_writable(json_path)
     from kernelproof.api import bench, db_path, suite_pairs
     from kernelproof.console import AskedPaths, bench_table, display_path
     from kernelproof.progress import Progress
@@ -328,9 +353,11 @@ def audit_command(
     seed: Seed = None,
 ) -> None:
     """Run the negative controls on each task and shape: a task they pass cannot be scored (exit 1)."""
+    require_writable(json_path)
     from kernelproof.api import audit, audit_targets
     from kernelproof.console import display_path
     from kernelproof.progress import Progress
+    from kernelproof.report.metrics import plural
 
     out = _out(json_path)
     audits = []
@@ -356,7 +383,7 @@ def audit_command(
     broken = sum(bool(a.error) for a in audits)
     say(
         out,
-        f"{len(audits)} tasks audited, {degenerate} degenerate"
+        f"{plural(len(audits), 'task')} audited, {degenerate} degenerate"
         + (f", {broken} did not load" if broken else ""),
     )
     codes = [
@@ -383,6 +410,7 @@ def results_command(
     ] = None,
 ) -> None:
     """List stored verdicts, newest first."""
+    require_writable(json_path)
     from kernelproof.api import results
     from kernelproof.console import display_path, results_table
     from kernelproof.verdict import from_json
@@ -407,6 +435,7 @@ def compare_command(
     time_budget: Annotated[float, typer.Option("--time-budget", help="Seconds of timing (cap).")] = 20.0,
 ) -> None:
     """Paired speedup of B over A (both verified first), interleaved in one session."""
+    require_files(task, a, b, what=("task", "solution A", "solution B"))  # before torch is imported
     from kernelproof.api import compare, reporting
     from kernelproof.progress import CompareSteps, Progress
 
@@ -485,8 +514,11 @@ def _write_json(path: str | None, doc: object) -> None:
     text = json.dumps(doc, indent=2, allow_nan=False)
     if path == "-":
         sys.stdout.write(text + "\n")
-    else:
+        return
+    try:
         Path(path).write_text(text + "\n")
+    except OSError as exc:  # checked before the run (require_writable); this is what changed since
+        raise UsageError(f"cannot write --json {path}: {exc.strerror or exc}") from None
 
 
 def main() -> None:

@@ -34,6 +34,10 @@ WORD_CHARS = 20  # a table cell's room for its longest word: the longest reason 
 ROUNDS_LISTED = 8  # per-round ratios printed one by one up to this many rounds; a summary beyond
 
 WHOLE_LINE_CHARS = 8000  # an error or a stored row's problem, shown whole; only a flood is capped
+# A reason's message, shown whole up to about twelve 80-column lines: its advice comes last (run
+# again with --correctness-only, ...), and LINE_CHARS cut machine_busy's before it; a flood (a
+# 10 kB exception message) is still capped, and the JSON keeps all of it.
+REASON_CHARS = 1000
 Part = str | tuple[str, str]  # text, or (text, Rich style); the text is always made inert
 
 
@@ -67,11 +71,14 @@ def print_error(console: Console, message: str, *, label: str = "error") -> None
     )
 
 
-def say_wrapped(console: Console, *parts: Part, style: str = "", hang: int = 4) -> None:
-    """Print :func:`line` ``(*parts)`` wrapped at words to the console's width (80 in a pipe unless
-    ``COLUMNS`` says otherwise), each further line indented ``hang`` more than the first. A word
-    longer than the width (a path) is never broken: it goes whole on a line of its own."""
-    for piece in wrap_words(line(*parts), console.width, hang):
+def say_wrapped(
+    console: Console, *parts: Part, style: str = "", hang: int = 4, limit: int = LINE_CHARS
+) -> None:
+    """Print :func:`line` ``(*parts)`` (each part capped at ``limit`` characters) wrapped at words to
+    the console's width (80 in a pipe unless ``COLUMNS`` says otherwise), each further line indented
+    ``hang`` more than the first. A word longer than the width (a path) is never broken: it goes
+    whole on a line of its own."""
+    for piece in wrap_words(line(*parts, limit=limit), console.width, hang):
         console.print(piece, style=style, highlight=False, soft_wrap=True)
 
 
@@ -147,11 +154,12 @@ def print_verdict(v: Verdict, console: Console | None = None) -> None:
     if v.stored is not None:
         c.print(f"  stored verdict from {v.stored.at} (--fresh re-runs)", highlight=False, markup=False)
     for r in v.reasons:
-        say_wrapped(c, f"  {r.code.value}: {r.message}", style="red")
+        say_wrapped(c, f"  {r.code.value}: {r.message}", style="red", limit=REASON_CHARS)
         if r.detail:
             detail = terminal(r.detail, multiline=True, max_lines=DETAIL_LINES)
-            for text in detail.splitlines():
-                c.print(Text(f"      {text}"), highlight=False)
+            for text in detail.splitlines():  # wrapped under its indent; a path is never cut
+                for piece in wrap_words(Text(f"      {text}"), c.width, hang=2):
+                    c.print(piece, highlight=False, soft_wrap=True)
     missing = [n for n, x in (v.environment.get("sandbox") or {}).items() if not x.get("active")]
     if missing:
         say_wrapped(

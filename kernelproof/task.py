@@ -89,7 +89,14 @@ class TaskModule:
         return self.module.Model
 
     def get_inputs(self) -> list[Any]:
-        return list(self.module.get_inputs())
+        raw = self.module.get_inputs()
+        if not isinstance(raw, (list, tuple)):  # a bare tensor would be listed into its rows
+            raise TaskError(
+                f"get_inputs() returned a {type(raw).__name__}, not a list of forward()'s arguments "
+                "(`return [x]`, not `return x`)",
+                path=self.task.path,
+            )
+        return list(raw)
 
     def get_init_inputs(self) -> list[Any]:
         return list(self.module.get_init_inputs())
@@ -109,8 +116,14 @@ def load_task(path: str | Path) -> Task:
     ns = _exec_source(source, str(p), digest, overrides={})
     for name in ("Model", "get_inputs", "get_init_inputs"):
         if name not in ns:
+            hint = (
+                "; a Model whose constructor takes no arguments: `def get_init_inputs(): return []`"
+                if name == "get_init_inputs"
+                else ""
+            )
             raise TaskError(
-                f"the task defines no `{name}` (a KernelBench task needs Model, get_inputs and get_init_inputs)",
+                f"the task defines no `{name}` (a KernelBench task needs Model, get_inputs and "
+                f"get_init_inputs{hint})",
                 path=str(p),
             )
     meta = _parse_meta(ns.get("KERNELPROOF"), str(p), ns)

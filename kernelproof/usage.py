@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernelproof.errors import UsageError
-from kernelproof.executors.local import resolve_devices
 from kernelproof.options import TIME_LIMITS, EvalOptions, normalize_baselines
 from kernelproof.task import POLICIES
 
@@ -24,6 +23,8 @@ def checked_options(options: EvalOptions | None) -> EvalOptions:
     baselines are normalised and the device, policy and other choices are checked. Every verb of
     :mod:`kernelproof.api` and :mod:`kernelproof.survey` calls it first; a caller that records its options before evaluating (a certificate, an
     agent's run) calls it to record what will run."""
+    from kernelproof.executors.local import resolve_devices  # imports torch: here, not at import
+
     options = options or EvalOptions()
     try:
         baselines = normalize_baselines(options.baselines)
@@ -42,7 +43,7 @@ def checked_options(options: EvalOptions | None) -> EvalOptions:
         raise UsageError(f"--policy must be {' | '.join(POLICIES)}, not {options.policy!r}")
     if options.seeds_per_case < 1:
         raise UsageError(f"--seeds-per-case must be at least 1, not {options.seeds_per_case}")
-    for name in TIME_LIMITS:
+    for name in (*TIME_LIMITS, "time_budget_s"):  # a budget of 0 or less timed one round regardless
         value = getattr(options, name)
         if not value > 0:
             flag = "--" + name.removesuffix("_s").replace("_", "-")
@@ -51,7 +52,10 @@ def checked_options(options: EvalOptions | None) -> EvalOptions:
 
 
 def require_files(*paths: PathLike, what: tuple[str, ...] = ("task", "solution")) -> None:
-    """UsageError unless each path is a file, saying what it is instead (missing, or a folder)."""
+    """UsageError unless each path is a file, saying what it is instead (missing, or a folder).
+
+    Cheap to import (no torch): the CLI calls it before it imports the API, so a mistyped path is
+    refused at once rather than after the seconds torch takes to import."""
     for path, name in zip(paths, what):
         p = Path(path)
         if p.is_dir():
@@ -59,3 +63,17 @@ def require_files(*paths: PathLike, what: tuple[str, ...] = ("task", "solution")
             raise UsageError(f"the {name} {p} is a directory, not a file" + (hint if name == "task" else ""))
         if not p.is_file():
             raise UsageError(f"{name} file not found: {p}")
+
+
+def require_writable(path: str | None, option: str = "--json") -> None:
+    """UsageError unless ``path`` (an output file; ``-`` is stdout) can be created: its folder
+    exists and it is not a folder itself. Checked before anything runs, so an evaluation of minutes
+    is not lost to a mistyped output path at its end."""
+    if not path or path == "-":
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"{option} {path} is a folder; give a file name")
+    folder = p.parent
+    if not folder.is_dir():
+        raise UsageError(f"{option} {path}: the folder {folder} does not exist")

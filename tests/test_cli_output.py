@@ -210,3 +210,23 @@ def test_eval_on_an_80_column_terminal_wraps_its_lines_at_words(tmp_path):
     lines = [re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", ln).split("\r")[-1] for ln in text.splitlines()]
     assert max(len(ln) for ln in lines) <= 80, text
     assert "(torch backend, cpu)" in " ".join(text.split()) and solution.name in text  # shown here, whole
+
+
+def test_a_long_reason_is_shown_whole_with_its_advice_and_its_detail_indented_within_80_columns():
+    from kernelproof.verdict import Reason, ReasonCode
+
+    why = "2.1 other tasks were runnable on average while the candidate stood still, " * 4
+    message = f"the machine is too busy to time: {why}; run again, or add --correctness-only"
+    detail = 'File "/var/lib/kernelproof/sandbox/worker-abc/ro/solution/sol.py", line 24, in forward ' * 2
+    v = dataclasses.replace(
+        make_verdict("error"), reasons=(Reason(ReasonCode.MACHINE_BUSY, message, detail),)
+    )
+    text = _printed(v)
+    assert len(message) > 300 and "more characters" not in text
+    assert "or add --correctness-only" in " ".join(text.split())  # the advice, at the end, is kept
+    lines = text.splitlines()
+    assert max(len(ln) for ln in lines) <= 80, text
+    at = next(i for i, ln in enumerate(lines) if "File " in ln)
+    assert all(ln.startswith("        ") for ln in lines[at + 1 : at + 3]), text  # under its indent
+    path = "/var/lib/kernelproof/sandbox/worker-abc/ro/solution/sol.py"
+    assert sum(path in ln for ln in lines) == 2, text  # never cut, nor folded onto a line of its own

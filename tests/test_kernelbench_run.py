@@ -343,3 +343,33 @@ def test_a_run_of_the_example_kernels_is_timed_on_the_gpu(tmp_path):
     assert all(v["mean"] > 0 for v in base.values())
     assert "correct: 3/3 problems; pass@1=0.500, pass@2=1.000" in ran.out, ran.out
     assert "fast_p vs eager, sample 0: fast_0=100%" in ran.out, ran.out
+
+
+def test_the_scores_fit_80_columns_and_read_as_docs_kernelbench_md_shows_them():
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from kernelproof.commands.kernelbench import _print_scores
+
+    ps = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
+    scores = SimpleNamespace(
+        problems=100,
+        with_samples=100,
+        correct=61,
+        pass_at_k={1: 0.48, 4: 0.61},
+        fast_p={"sample 0": dict(zip(ps, (0.48, 0.41, 0.30, 0.18, 0.06, 0.02))), "best of 4": {}},
+        unjudged={"degenerate_task": 1, "too_large": 1},
+        pass_at_k_judged={1: 0.49, 4: 0.62},
+        fast_p_judged={},
+    )
+    run = SimpleNamespace(level=1, num_samples=4, missing=(1, 2, 3))
+    out = io.StringIO()
+    _print_scores(Console(file=out, width=80, color_system=None), run, scores, False)
+    lines = out.getvalue().splitlines()
+    assert max(len(ln) for ln in lines) <= 80, out.getvalue()
+    shown = (REPO / "docs" / "kernelbench.md").read_text().split("## What is printed", 1)[1]
+    shown = shown.split("```text\n", 1)[1].split("```", 1)[0]
+    for line in lines[:3]:  # the doc's block is what a pipe shows, line by line
+        assert line in shown.splitlines(), (line, shown)

@@ -43,8 +43,9 @@ from kernelproof.commands.options import (  # noqa: F401 - typer reads the signa
     TimeWhenBusy,
     TimingTimeout,
 )
-from kernelproof.console import display_path, kernelbench_table, make_console, say
+from kernelproof.console import display_path, kernelbench_table, make_console, say, say_wrapped
 from kernelproof.options import EvalOptions
+from kernelproof.usage import require_writable
 
 KEEP_SUFFIX = ".before-kernelproof.json"  # where a results file kernelproof did not write is kept
 
@@ -124,6 +125,7 @@ def kernelbench_command(
     from kernelproof.api import kernelbench as judge
     from kernelproof.progress import Progress, keeping
 
+    require_writable(json_path)
     run = find_run(run_dir, level, kernelbench, num_samples)
     ks = _ks(pass_at_k, run.num_samples)
     options = EvalOptions(
@@ -229,23 +231,24 @@ def _report(out, run, judged, ks, correctness_only: bool, write: bool) -> None:
 
 
 def _print_scores(out, run, s, correctness_only: bool) -> None:
+    """The scores, each line wrapped at words to the console's width (80 in a pipe)."""
     missing = len(run.missing)
-    say(
+    say_wrapped(
         out,
         f"level {run.level}: {s.problems} problems, {s.with_samples} with samples, "
         f"{run.num_samples} sample(s) each" + (f" ({missing} missing: incorrect)" if missing else ""),
     )
     passk = ", ".join(f"pass@{k}={v:.3f}" for k, v in s.pass_at_k.items())
-    say(out, f"correct: {s.correct}/{s.problems} problems; {passk} (over every problem of the level)")
+    say_wrapped(out, f"correct: {s.correct}/{s.problems} problems; {passk} (over every problem of the level)")
     if correctness_only or s.fast_p is None:
-        say(out, "fast_p: not measured (nothing was timed)")
+        say_wrapped(out, "fast_p: not measured (nothing was timed)")
     else:
         for label, by_p in s.fast_p.items():
             if label != "sample 0" and run.num_samples == 1:
                 continue
             figures = ", ".join(f"fast_{p:g}={v:.0%}" for p, v in by_p.items())
-            say(out, f"fast_p vs eager, {label}: {figures}")
-        say(
+            say_wrapped(out, f"fast_p vs eager, {label}: {figures}")
+        say_wrapped(
             out,
             "  (KernelBench's rule: over every problem of the level, the reference's mean time over the"
             " sample's; sample 0 is what KernelBench's analysis reads)",
@@ -254,12 +257,14 @@ def _print_scores(out, run, s, correctness_only: bool) -> None:
     if s.unjudged:
         left = s.problems - sum(s.unjudged.values())
         why = ", ".join(f"{code} {n}" for code, n in sorted(s.unjudged.items()))
-        say(out, f"{sum(s.unjudged.values())} problem(s) not judged on the candidate's merits ({why});")
+        say_wrapped(
+            out, f"{sum(s.unjudged.values())} problem(s) not judged on the candidate's merits ({why});"
+        )
         passk = ", ".join(f"pass@{k}={v:.3f}" for k, v in s.pass_at_k_judged.items())
-        say(out, f"  without them ({left} problems): {passk}")
+        say_wrapped(out, f"  without them ({left} problems): {passk}")
         for label, by_p in (s.fast_p_judged or {}).items():
             if label == "sample 0" or run.num_samples > 1:
-                say(
+                say_wrapped(
                     out,
                     f"  fast_p vs eager, {label}: "
                     + ", ".join(f"fast_{p:g}={v:.0%}" for p, v in by_p.items()),

@@ -25,11 +25,24 @@ from typing import Annotated
 import typer
 
 from kernelproof import exits
-from kernelproof.console import make_console, print_error
+from kernelproof.console import REASON_CHARS, make_console, print_error, say_wrapped
 from kernelproof.options import EvalOptions, normalize_baselines
 from kernelproof.text import terminal
 
 EXIT_OK, EXIT_DOES_NOT_HOLD, EXIT_USAGE = exits.EXIT_PASS, exits.EXIT_REJECTED, exits.EXIT_USAGE
+
+
+def _writable(*outputs: tuple[Path | None, str]) -> None:
+    """Refuse (exit 2) an output path whose folder does not exist, before anything runs: a
+    report or certificate is not lost to a mistyped path at the end (a traceback, exit 3)."""
+    from kernelproof.errors import UsageError
+    from kernelproof.usage import require_writable
+
+    for path, option in outputs:
+        try:
+            require_writable(None if path is None else str(path), option)
+        except UsageError as err:
+            raise _fail(str(err)) from None
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
@@ -67,6 +80,7 @@ def report_command(
 
     if html is None and md is None:
         raise _fail("give --html PATH and/or --md PATH")
+    _writable((html, "--html"), (md, "--md"))
     store = db_path(db) if db is not None or not inputs else None  # the default store without inputs
     if not inputs and store is None:
         raise _fail("--db '' names no store: give verdict JSON files")
@@ -154,6 +168,7 @@ def certify_command(
     from kernelproof.certify import write_certificate
     from kernelproof.errors import UsageError
 
+    _writable((out, "--out"))
     for path, what in ((task, "task"), (solution, "solution")):
         if path.is_dir():
             raise _fail(f"the {what} {path} is a directory, not a file")
@@ -193,7 +208,7 @@ def certify_command(
             why = "; ".join(f"{r.get('code')}: {r.get('message')}" for r in reasons) or run["verdict"].get(
                 "verdict"
             )
-            _say(f"  run with seed {run['seed']}: {why}")
+            say_wrapped(make_console(), f"  run with seed {run['seed']}: {why}", limit=REASON_CHARS)
     if not claim["consistent"]:
         _say("the runs disagree on the verdict; the certificate records it")
         codes.append(EXIT_DOES_NOT_HOLD)
@@ -222,6 +237,7 @@ def verify_command(
     from kernelproof.api import verify
     from kernelproof.certify import CertificateError, VerifyOptions
 
+    _writable((json_out, "--json"))
     try:
         options = VerifyOptions(
             reruns=reruns,

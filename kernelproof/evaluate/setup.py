@@ -78,7 +78,8 @@ def prepare(
     flags = list(solution.flags)
     syntax_error = solution.file.triage.syntax_error
     if syntax_error:
-        reason = Reason(ReasonCode.COMPILE_ERROR, f"the solution does not parse: {syntax_error}")
+        where = f"{solution.ref.path}:{syntax_error.removeprefix('line ')}"  # path:line: message
+        reason = Reason(ReasonCode.COMPILE_ERROR, f"the solution does not parse: {where}")
         return Stopped(Outcome.FAIL, reason, tuple(flags), task.sha256)
     if ENTRY_POINT not in solution.file.source:  # the name nowhere: no worker can find the class
         reason = Reason(ReasonCode.COMPILE_ERROR, NO_ENTRY_POINT)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -233,7 +235,7 @@ def _make_inputs(ctx: VariantContext, distribution: str, seed: int) -> list[Any]
     try:
         with seeded(seed):
             raw = ctx.module.get_inputs()
-    except torch.OutOfMemoryError:
+    except (TaskError, torch.OutOfMemoryError):  # TaskError: what it returned is not a list
         raise
     except Exception as exc:
         raise TaskError(f"get_inputs() raised {type(exc).__name__}: {exc}", path=ctx.task.path) from None
@@ -308,10 +310,17 @@ def run_model(
 
 
 def _where(exc: BaseException) -> str:
-    """' at FILE:LINE' of the deepest frame outside torch (the task's own line, usually)."""
+    """' at FILE:LINE' of the deepest frame outside torch and kernelproof (the task's own line);
+    nothing when there is none (a call with the wrong arguments fails in kernelproof's own call,
+    a line that says nothing about the task)."""
     import traceback
 
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/torch/" not in f.filename]
+    ours = str(Path(__file__).resolve().parents[1]) + os.sep  # the kernelproof package
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if "/torch/" not in f.filename and not os.path.abspath(f.filename).startswith(ours)
+    ]
     return f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
 
 

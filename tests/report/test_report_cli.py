@@ -93,6 +93,24 @@ def test_certify_then_verify_holds_then_fails_with_its_reason(tmp_path, pair, mo
     assert "the result does not hold: speedup against" in result.output
 
 
+def test_certify_shows_a_runs_long_reason_whole_within_80_columns(tmp_path, pair, monkeypatch, make_verdict):
+    from kernelproof.verdict import Outcome, ReasonCode
+
+    busy = "the machine is too busy to time: " + "2.5 other tasks were runnable; " * 12 + "run it again"
+
+    def evaluate(task, solution, options):
+        return make_verdict(
+            str(task), str(solution), Outcome.ERROR, codes=(ReasonCode.MACHINE_BUSY,), message=busy
+        )
+
+    monkeypatch.setattr(kernelproof.api, "evaluate", evaluate)
+    result = runner.invoke(app, ["certify", *map(str, pair), "--device", "cpu", "-o", str(tmp_path / "c")])
+    assert result.exit_code == 2, result.output
+    runs = result.output[result.output.index("  run with seed") :]
+    assert "machine_busy: the machine is too busy" in runs and "run it again" in " ".join(runs.split())
+    assert "more characters" not in runs and max(map(len, runs.splitlines())) <= 80, runs
+
+
 def test_certify_rejects_a_single_run_and_verify_a_damaged_certificate(tmp_path, pair):
     result = runner.invoke(app, ["certify", *map(str, pair), "--runs", "1"])
     assert result.exit_code == 2 and "two independent runs" in result.output
@@ -211,3 +229,16 @@ def test_verify_prints_a_hostile_certificate_inertly(tmp_path, pair, monkeypatch
     _edit(cert, lambda d: [run["verdict"]["environment"].update(hostile) for run in d["runs"]])
     result = runner.invoke(app, ["verify", str(cert), "--unsigned"])
     assert "\x1b" not in result.output and "\\x1b]0;t\\x07[bold]x" in result.output
+
+
+def test_an_output_in_a_folder_that_does_not_exist_is_refused_before_anything_runs(tmp_path, pair):
+    nowhere = tmp_path / "no-such-folder"
+    for args in (
+        ["report", str(DATA), "--html", str(nowhere / "r.html")],
+        ["report", str(DATA), "--md", str(nowhere / "r.md")],
+        ["certify", *map(str, pair), "-o", str(nowhere / "c.json")],
+        ["verify", str(tmp_path / "c.json"), "--json", str(nowhere / "v.json")],
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert f"the folder {nowhere} does not exist" in result.output, result.output
