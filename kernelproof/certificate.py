@@ -40,7 +40,23 @@ def finite_json(obj: Any) -> Any:
 
 
 def write_certificate(cert: dict[str, Any], path: str | Path, key: Ed25519PrivateKey | None = None) -> Path:
-    """Write ``cert`` as JSON (non-finite numbers as strings), signed with ``key`` when given."""
+    """Write ``cert`` as JSON (non-finite numbers as strings), signed with ``key`` when given.
+
+    A certificate records verdicts its runs reached: one whose run ended as an error (a busy
+    machine, a missing toolkit, kernelproof's own failure) claims nothing about the pair, and
+    verifying it would only say that the same error comes again. CertificateError, nothing written.
+    """
+    errors = [run for run in cert.get("runs", []) if (run.get("verdict") or {}).get("verdict") == "error"]
+    if errors:
+        first = errors[0]
+        codes = (
+            ", ".join(sorted({str(r.get("code")) for r in (first.get("verdict") or {}).get("reasons") or []}))
+            or "error"
+        )
+        raise CertificateError(
+            f"{len(errors)} of {len(cert.get('runs', []))} runs ended as an error ({codes}, the run with seed "
+            f"{first.get('seed')}): a certificate records verdicts its runs reached, so none was written"
+        )
     doc = finite_json(cert)
     if key is not None:
         doc = signing.sign(doc, key)

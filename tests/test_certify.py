@@ -418,3 +418,17 @@ def test_an_honest_certificate_verifies_on_the_same_machine(tmp_path):
     assert json.loads(cert.read_text())["claim"]["speedups"] == {}
     assert "speedup against" not in report and "[FAIL]" not in report, report
     assert checked.code == 0 and "the result holds" in report, report
+
+
+def test_runs_that_ended_as_an_error_are_not_certified(pair, tmp_path):
+    """A busy machine's runs claim nothing about the pair: no certificate is signed for them."""
+    task, solution = pair
+
+    def busy(task, solution, options):
+        return fixtures.make_verdict(str(task), str(solution), Outcome.ERROR, codes=(ReasonCode.MACHINE_BUSY,))
+
+    cert = certify(task, solution, EvalOptions(device="cpu", db="", seed=3), runs=2, evaluate=busy)
+    out = tmp_path / "busy.cert.json"
+    with pytest.raises(CertificateError, match=r"2 of 2 runs ended as an error \(machine_busy"):
+        write_certificate(cert, out, KEY)
+    assert not out.exists()

@@ -213,3 +213,16 @@ def test_ctrl_c_exits_130_without_a_traceback(capsys, monkeypatch):
     monkeypatch.setattr(api, "evaluate", interrupted)
     ran = run_here(capsys, "eval", TASK, GOOD, "--device", "cpu", "--db", "")
     assert ran.code == 130 and ran.out == "" and "Traceback" not in ran.err
+
+
+def test_certify_on_a_busy_machine_writes_no_certificate_and_exits_2(capsys, monkeypatch, tmp_path):
+    """Runs that ended machine_busy reached no verdict: nothing is signed, the reasons are shown."""
+    monkeypatch.setattr(api, "evaluate", lambda *a, **k: make_verdict("error", ("machine_busy",)))
+    out = tmp_path / "c.json"
+    ran = run_here(
+        capsys, "certify", TASK, GOOD, "--device", "cpu", "--key", str(tmp_path / "key.pem"), "--out", str(out)
+    )
+    assert ran.code == 2, ran.out + ran.err
+    assert not out.exists()
+    text = " ".join((ran.out + ran.err).split())
+    assert "machine_busy" in text and "none was written" in text, text

@@ -165,7 +165,7 @@ def certify_command(
     """Evaluate a solution in independent runs and write a signed certificate anyone can verify."""
     from kernelproof import signing
     from kernelproof.api import certify
-    from kernelproof.certify import write_certificate
+    from kernelproof.certify import CertificateError, write_certificate
     from kernelproof.errors import UsageError
 
     _writable((out, "--out"))
@@ -192,8 +192,14 @@ def certify_command(
         cert = certify(task, solution, options, runs=runs)
     except (UsageError, ValueError) as err:
         raise _fail(str(err)) from err
-    path = write_certificate(cert, out or solution.with_suffix(".cert.json"), private)
     claim = cert["claim"]
+    codes = [exits.of_document(run["verdict"]) for run in cert["runs"]]
+    try:
+        path = write_certificate(cert, out or solution.with_suffix(".cert.json"), private)
+    except CertificateError as err:
+        _say_failed_runs(cert, codes)
+        say_wrapped(make_console(), str(err), limit=REASON_CHARS)
+        raise typer.Exit(exits.worst(codes)) from None
     _say(f"{path}: {claim['verdict']} in {runs} runs ({', '.join(claim['outcomes'])})")
     for name, band in claim["speedups"].items():
         _say(
@@ -201,7 +207,15 @@ def certify_command(
             f"±{100 * band['rel_halfwidth_one_rerun']:.1f} %"
         )
     _say(f"  signed by {signing.fingerprint(signing.raw_public(private))}")
-    codes = [exits.of_document(run["verdict"]) for run in cert["runs"]]
+    _say_failed_runs(cert, codes)
+    if not claim["consistent"]:
+        _say("the runs disagree on the verdict; the certificate records it")
+        codes.append(EXIT_DOES_NOT_HOLD)
+    raise typer.Exit(exits.worst(codes))
+
+
+def _say_failed_runs(cert: dict, codes: list[int]) -> None:
+    """Each run that did not pass, with its reasons."""
     for run, code in zip(cert["runs"], codes):
         if code != exits.EXIT_PASS:
             reasons = run["verdict"].get("reasons") or []
@@ -209,10 +223,6 @@ def certify_command(
                 "verdict"
             )
             say_wrapped(make_console(), f"  run with seed {run['seed']}: {why}", limit=REASON_CHARS)
-    if not claim["consistent"]:
-        _say("the runs disagree on the verdict; the certificate records it")
-        codes.append(EXIT_DOES_NOT_HOLD)
-    raise typer.Exit(exits.worst(codes))
 
 
 def verify_command(
