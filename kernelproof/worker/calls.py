@@ -3,6 +3,11 @@
 Every call of solution code goes through :func:`call`: under ``torch.no_grad`` (forward is
 judged, not its graph) and, in a candidate's worker, with the audit hook's switch on, so that a
 forbidden action is reported as happening during a call.
+
+What a call returned is read by :func:`outputs`, never through the returned object's own methods:
+a tuple subclass whose ``__iter__`` computed the result, or an object whose ``__class__`` claims
+to be a tuple, ran the solution's work inside the harness's first look at it (the fingerprint,
+after the timed window), while the steady batch, which never looks at its outputs, never paid it.
 """
 
 from __future__ import annotations
@@ -35,10 +40,25 @@ def call(state: WorkerState, args: list[Any]) -> Any:
         state.switch(False)
 
 
+def outputs(out: Any) -> list[Any]:
+    """The objects a call returned: the elements a tuple or a list holds, else the one object.
+
+    Read as the container stores them (``tuple.__iter__``/``list.__iter__`` of the real type, C
+    code), whatever the class says: ``type()`` and not ``isinstance`` (which trusts ``__class__``)
+    decides what a container is, and a subclass's own ``__iter__``, ``__len__`` or ``__getitem__``
+    is never called. A namedtuple or one of torch's return types is read the same way.
+    """
+    kind = type(out)
+    if issubclass(kind, tuple):
+        return list(tuple.__iter__(out))
+    if issubclass(kind, list):
+        return list(list.__iter__(out))
+    return [out]
+
+
 def results(state: WorkerState, out: Any, args: list[Any]) -> list[Any]:
     """What a call is judged on: its outputs, then the arguments the task updates in place."""
-    flat = list(out) if isinstance(out, (tuple, list)) else [out]
-    return flat + [args[i] for i in state.inplace]
+    return outputs(out) + [args[i] for i in state.inplace]
 
 
 def call_failure(exc: BaseException, what: str, path: str) -> dict[str, Any]:

@@ -27,7 +27,7 @@ import torch
 from kernelproof.inputs import InputSlot, fingerprint, timed_inputs
 from kernelproof.verdict import ReasonCode
 from kernelproof.worker import calls, checks
-from kernelproof.worker.checks import hooks, reuse, threads
+from kernelproof.worker.checks import hooks, reuse, shadows, threads
 from kernelproof.worker.replies import failure
 from kernelproof.worker.state import WorkerState
 
@@ -123,6 +123,9 @@ class _Batch:
             flat = calls.results(state, out, self.inputs[i])
             if any(type(t) is not torch.Tensor for t in flat):
                 raise Refused(failure(ReasonCode.WRONG_TYPE, "a timed call returned a non-tensor"))
+            refused = shadows.check(flat, "a timed output")
+            if refused is not None:
+                raise Refused(refused)
             self.fingerprints[i] = [fingerprint(t, projection) for t in flat]
             overwritten = reuse.shared_with(flat, self.returned[:i])
             if overwritten:
@@ -169,9 +172,12 @@ def steady(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
     if found is not None:
         return found, []
     last = (n - 1) % len(sets)
-    flat = out if isinstance(out, (tuple, list)) else [out]
+    flat = calls.outputs(out)
     if any(type(t) is not torch.Tensor for t in flat):
         return failure(ReasonCode.WRONG_TYPE, "a steady-state call returned a non-tensor"), []
+    refused = shadows.check(flat, "a steady-state output")
+    if refused is not None:
+        return refused, []
     with hooks.quiet():
         fps = [fingerprint(t, int(h["projection_seed"])) for t in flat]
     return {"ok": True, "per_call_ms": total_ms / n, "last_seed": seeds[last], "fingerprints": fps}, []
