@@ -160,7 +160,7 @@ def arm(state: WorkerState, deny_read: tuple[str, ...]) -> None:
         interpreter.install_autotune()
     deny = state.deny_read + deny_read
     state.switch = guards.install(guards.GuardConfig(state.solution_path, state.private_dir, deny))
-    state.hooked = hooks.watch()
+    state.hooked = hooks.watch(imported=tuple(surface.harness_imports()))
     # After install and watch: the snapshot holds the wrappers both put in place.
     state.integrity = guards.integrity_check(
         surface.harness_functions()

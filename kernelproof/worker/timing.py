@@ -105,10 +105,12 @@ class _Batch:
         """Right after call ``i``'s window, before the next call's inputs: say the window closed,
         take the projection seed, check and fingerprint, send it, then take the next seed."""
         state = self.state
-        projection = _step(state, {"step": "closed", "index": i}, "project", "projection_seed")
+        # Looked for before the worker waits on the parent: a signal handler left by the call would
+        # run inside that wait, before the fingerprint (kernelproof.worker.checks.signals).
         refused = checks.harness_intact(state, timing=True)
         if refused is not None:
             raise Refused(refused)
+        projection = _step(state, {"step": "closed", "index": i}, "project", "projection_seed")
         self._fingerprint(i, out, projection)
         following = "next" if i + 1 < self.n else "end"
         seed = _step(
