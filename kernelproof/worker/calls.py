@@ -12,6 +12,7 @@ after the timed window), while the steady batch, which never looks at its output
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import torch
@@ -20,6 +21,9 @@ from kernelproof.verdict import ReasonCode
 from kernelproof.worker import interpreter, program
 from kernelproof.worker.replies import failure
 from kernelproof.worker.state import WorkerState
+
+_gc_enabled = gc.isenabled  # bound before any solution runs (identity-checked)
+_gc_disable = gc.disable
 
 # Words of an exception that mean the CUDA context (or the memory) is gone: this worker is finished.
 CUDA_FAULTS = (
@@ -31,13 +35,17 @@ CUDA_FAULTS = (
 
 
 def call(state: WorkerState, args: list[Any]) -> Any:
-    """One forward call of the loaded program on ``args``."""
+    """One forward call of the loaded program on ``args``; the cyclic collector is left as it was
+    found (a timed batch keeps it off: kernelproof.worker.checks.hooks.collector_off)."""
+    collecting = _gc_enabled()
     state.switch(state.candidate)
     try:
         with torch.no_grad():
             return state.fn(*args)
     finally:
         state.switch(False)
+        if not collecting:
+            _gc_disable()
 
 
 def outputs(out: Any) -> list[Any]:

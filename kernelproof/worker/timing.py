@@ -58,7 +58,8 @@ def time_calls(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor
     threads_before = state.thread_state()
     t0 = time.perf_counter()
     try:
-        outs, samples = state.clock.run(run, prepare, batch.after)
+        with hooks.collector_off():  # no finaliser of the solution's between a window and its fingerprint
+            outs, samples = state.clock.run(run, prepare, batch.after)
     except Refused as refused:
         return refused.reply, []
     except BaseException as exc:  # noqa: BLE001
@@ -164,6 +165,11 @@ def steady(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
     with hooks.quiet():
         sets = [timed_inputs(slots, fixed, scalars, sd, state.device) for sd in seeds]
     n = int(h["calls"])
+    with hooks.collector_off():  # as in a time batch: nothing of the solution's runs before the fingerprint
+        return _steady(state, h, sets, seeds, n)
+
+
+def _steady(state: WorkerState, h: dict[str, Any], sets: list[list[Any]], seeds: list[int], n: int):
     try:
         for i in range(STEADY_WARMUP_CALLS):
             calls.call(state, sets[i % len(sets)])

@@ -282,11 +282,25 @@ def _hook_state() -> dict[str, object]:
 @contextlib.contextmanager
 def quiet() -> Iterator[None]:
     """A harness step: torch function and dispatch modes off, the cyclic collector off."""
+    with collector_off(), _DisableTorchFunction(), _disable_current_modes():
+        yield
+
+
+@contextlib.contextmanager
+def collector_off() -> Iterator[None]:
+    """The cyclic collector off, and back as it was at the end.
+
+    Why: a collection runs in whatever code allocates, and the finaliser of a collected object of
+    the solution's runs there: after ``gc.set_threshold(3)`` the harness's first allocations after
+    a timed window (its checks, its message to the parent) ran a ``__del__`` that computed the
+    call's output before its fingerprint (d4_gc_finaliser_deferral). A timed batch runs with the
+    collector off from its start to its reply; :func:`kernelproof.worker.calls.call` puts back the
+    state it found, so a solution's ``gc.enable()`` ends with its call.
+    """
     collecting = gc.isenabled()
     gc.disable()
     try:
-        with _DisableTorchFunction(), _disable_current_modes():
-            yield
+        yield
     finally:
         if collecting:
             gc.enable()
