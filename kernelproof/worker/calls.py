@@ -70,7 +70,21 @@ def results(state: WorkerState, out: Any, args: list[Any]) -> list[Any]:
 
 
 def call_failure(exc: BaseException, what: str, path: str) -> dict[str, Any]:
-    """The reply for an exception out of solution code: a lost CUDA context or memory is a crash."""
+    """The reply for an exception out of solution code: a lost CUDA context or memory is a crash.
+
+    Describing the exception runs its own methods (``__str__``, properties): the solution's code.
+    One that raises there is the solution's runtime error, named by its type alone, never a
+    harness failure that ends the worker."""
+    try:
+        return _described(exc, what, path)
+    except BaseException as inner:  # noqa: BLE001
+        return failure(
+            ReasonCode.RUNTIME_ERROR,
+            f"{what} raised {program.type_name(exc)}, and describing it raised {program.type_name(inner)}",
+        )
+
+
+def _described(exc: BaseException, what: str, path: str) -> dict[str, Any]:
     if isinstance(exc, SystemExit):
         return failure(ReasonCode.FORBIDDEN_CONSTRUCT, "the solution called sys.exit")
     msg, detail = program.describe_exception(exc, path)

@@ -23,7 +23,7 @@ from kernelproof import flags as numeric_flags
 from kernelproof.inputs import dtype_from_name
 from kernelproof.sandbox import guards
 from kernelproof.verdict import ReasonCode
-from kernelproof.worker import checks, interpreter, launches, program, surface
+from kernelproof.worker import calls, checks, interpreter, launches, program, surface
 from kernelproof.worker.checks import hooks, threads
 from kernelproof.worker.clock import CpuClock, CudaClock
 from kernelproof.worker.replies import failure
@@ -99,8 +99,7 @@ def load(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
         attributes_copied = program.copy_attributes(model, h.get("attribute_names", []), attributes)
     except Exception as exc:  # noqa: BLE001
         state.switch(False)
-        msg, detail = program.describe_exception(exc, state.solution_path)
-        return failure(ReasonCode.RUNTIME_ERROR, f"preparing ModelNew failed: {msg}", detail), []
+        return calls.call_failure(exc, "preparing ModelNew", state.solution_path), []
     state.switch(False)
     if state.candidate and how == "by_name":
         report["unmatched_state"] = program.unmatched_state(model, h["weight_names"])

@@ -115,3 +115,36 @@ def test_the_overlap_and_reused_address_helpers_call_through_the_class():
     old.stride = lambda: (_ for _ in ()).throw(Trap("stride"))
     (written,) = addresses.earlier([old], [torch.arange(4.0)])
     assert written is old and old.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+class Unspeakable(RuntimeError):
+    """An exception whose description is itself the solution's code, and raises."""
+
+    def __str__(self):
+        raise ValueError("no description")
+
+
+def test_an_exception_that_cannot_be_described_is_the_solutions_runtime_error():
+    # Before, describing it raised inside the harness: the worker ended with its harness's status
+    # (exit 3), a crash whose words blamed "its harness failed, or the solution ended it".
+    reply = calls.call_failure(Unspeakable(), "forward", "/nowhere/solution.py")
+    assert reply["code"] == ReasonCode.RUNTIME_ERROR.value
+    assert reply["message"] == "forward raised Unspeakable, and describing it raised ValueError"
+
+
+def test_a_constructor_exception_that_cannot_be_described_is_a_load_failure(tmp_path):
+    from kernelproof.worker import program
+
+    path = tmp_path / "solution.py"
+    path.write_text(
+        "import torch.nn as nn\n"
+        "class E(RuntimeError):\n"
+        "    def __str__(self):\n"
+        "        raise ValueError('no')\n"
+        "class ModelNew(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        raise E()\n"
+    )
+    model, failed = program.load_candidate(str(path), [])
+    assert model is None and failed is not None
+    assert "describing why raised ValueError" in failed.message
