@@ -164,6 +164,7 @@ def arm(state: WorkerState, deny_read: tuple[str, ...]) -> None:
     state.integrity = guards.integrity_check(
         surface.harness_functions()
         + guards.thread_start_targets()
+        + guards.fork_exec_targets()
         + hooks.guarded()
         + surface.harness_references()
         + launches.entry_points()
