@@ -192,6 +192,26 @@ def test_a_module_planted_in_sys_modules_is_named():
     assert found_after(attack, full=False) == []  # the quick check covers the harness's own imports
 
 
+def test_a_replaced_builtin_is_named():
+    # d4_builtins_patch: the harness's isinstance, issubclass and type are looked up in builtins
+    # each time its line runs.
+    attack = """
+    import builtins
+    original = builtins.issubclass
+    builtins.issubclass = lambda c, k: original(c, k)
+    """
+    assert found_after(attack, full=False) == ["a replaced builtin issubclass"]
+
+
+def test_a_builtins_name_set_on_a_harness_module_is_named():
+    attack = """
+    import kernelproof.worker.calls as calls
+    calls.type = lambda obj: torch.Tensor  # shadows the builtin in that module's lines
+    calls.some_note = 1  # not a builtin's name: left alone
+    """
+    assert found_after(attack, full=False) == ["kernelproof.worker.calls.type over the builtin"]
+
+
 def test_importing_new_modules_is_not_a_plant():
     assert found_after("import json, fractions, torch.utils.benchmark\n") == []
 

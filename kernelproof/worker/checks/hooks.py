@@ -18,8 +18,8 @@ What is watched, against a snapshot taken before the solution is imported (:func
 - the dispatch keys included or excluded for this thread (the Python dispatcher among them);
 - every ``torch.Tensor`` attribute (one set there also shadows ``TensorBase``'s);
 - trace and profile hooks (``sys``, ``threading``, ``sys.monitoring`` on 3.12) and ``gc.callbacks``;
-- signal handlers (:mod:`.signals`) and the ``sys.modules`` entries the harness imports from
-  (:mod:`.modules`).
+- signal handlers (:mod:`.signals`), the ``sys.modules`` entries the harness imports from
+  (:mod:`.modules`) and the builtins it calls (:mod:`.builtins_watch`).
 
 A solution that leaves one of them active fails with ``harness_hooked``, naming it. The harness's
 steps also run inside :func:`quiet`, with torch functions and dispatch modes disabled and the
@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator
 import torch
 from torch.utils import _python_dispatch
 
-from kernelproof.worker.checks import modules, signals
+from kernelproof.worker.checks import builtins_watch, modules, signals
 
 # Every aten operator the harness's own steps call, by exact overload: drawing inputs
 # (kernelproof.inputs.draw, timed_inputs, case_inputs), fingerprints, checksums, the input check
@@ -159,6 +159,7 @@ def watch(ops: tuple[str, ...] = HARNESS_OPS, imported: tuple[str, ...] = ()) ->
     callbacks = list(gc.callbacks)
     handlers = signals.watch()
     replaced_modules = modules.watch(imported)
+    replaced_builtins = builtins_watch.watch()
 
     def left_active(full: bool = True) -> list[str]:
         found = _modes() + list(registered)
@@ -175,7 +176,7 @@ def watch(ops: tuple[str, ...] = HARNESS_OPS, imported: tuple[str, ...] = ()) ->
         found += [f"a {name} hook" for name, now in _hook_state().items() if now != hooks[name]]
         if len(gc.callbacks) != len(callbacks) or any(a is not b for a, b in zip(gc.callbacks, callbacks)):
             found.append("a gc callback")
-        found += handlers() + replaced_modules(full)
+        found += handlers() + replaced_modules(full) + replaced_builtins(full)
         return list(dict.fromkeys(found))
 
     return left_active
