@@ -100,7 +100,14 @@ FRAME_ATTRIBUTES = {
     "f_locals",
     "__globals__",
 }
-PROCESS_EVENTS = {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.startfile"}
+PROCESS_EVENTS = {
+    "subprocess.Popen",
+    "os.system",
+    "os.exec",
+    "os.posix_spawn",
+    "os.spawn",
+    "os.startfile",
+}
 WRITE_PATH_EVENTS = {
     "os.remove",
     "os.rename",
@@ -306,6 +313,7 @@ def install(config: GuardConfig, emit: Callable[[str], None] | None = None) -> C
 
     sys.addaudithook(hook)
     _count_thread_starts(state, actor_is_candidate)
+    _guard_fork_exec(actor_is_candidate, die)
 
     def switch(on: bool) -> None:
         state["on"] = bool(on)
@@ -343,6 +351,44 @@ def _count_thread_starts(state: dict, actor_is_candidate: Callable[[], bool]) ->
             return _original(*args, **kwargs)
 
         setattr(module, attr, counted)
+
+
+FORK_EXEC_FUNCTIONS = (  # (module name, attribute): the fork-and-exec below subprocess.Popen
+    ("_posixsubprocess", "fork_exec"),
+    ("subprocess", "_fork_exec"),
+)
+
+
+def _guard_fork_exec(actor_is_candidate: Callable[[], bool], die: Callable[[str], None]) -> None:
+    """Wrap the fork-and-exec functions so that solution code calling them is refused.
+
+    Why: ``subprocess.Popen`` raises its audit event in Python, before it calls
+    ``_posixsubprocess.fork_exec``, which raises none: solution code that called the latter (or
+    ``subprocess._fork_exec``) directly started a program the hook never saw (the OS layers
+    still bound what it could do). The wrapper asks who called it, as the thread-start wrappers
+    do; a library's Popen raised its own event first and is judged there. The wrappers are
+    identity-checked after every request.
+    """
+    for modname, attr in FORK_EXEC_FUNCTIONS:
+        module = sys.modules.get(modname)
+        original = getattr(module, attr, None) if module is not None else None
+        if original is None:
+            continue
+
+        def guarded(*args, _original=original, **kwargs):
+            if actor_is_candidate():
+                program = args[0][0] if args and isinstance(args[0], (list, tuple)) and args[0] else ""
+                die(f"fork_exec: starting a process is forbidden ({os.fsdecode(program)[:200]!r})")
+            return _original(*args, **kwargs)
+
+        setattr(module, attr, guarded)
+
+
+def fork_exec_targets() -> list[tuple[object, str]]:
+    """The wrapped fork-and-exec attributes, for the worker's identity check."""
+    return [
+        (sys.modules[m], a) for m, a in FORK_EXEC_FUNCTIONS if m in sys.modules and hasattr(sys.modules[m], a)
+    ]
 
 
 def thread_start_targets() -> list[tuple[object, str]]:

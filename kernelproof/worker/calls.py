@@ -3,10 +3,16 @@
 Every call of solution code goes through :func:`call`: under ``torch.no_grad`` (forward is
 judged, not its graph) and, in a candidate's worker, with the audit hook's switch on, so that a
 forbidden action is reported as happening during a call.
+
+What a call returned is read by :func:`outputs`, never through the returned object's own methods:
+a tuple subclass whose ``__iter__`` computed the result, or an object whose ``__class__`` claims
+to be a tuple, ran the solution's work inside the harness's first look at it (the fingerprint,
+after the timed window), while the steady batch, which never looks at its outputs, never paid it.
 """
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import torch
@@ -15,6 +21,9 @@ from kernelproof.verdict import ReasonCode
 from kernelproof.worker import interpreter, program
 from kernelproof.worker.replies import failure
 from kernelproof.worker.state import WorkerState
+
+_gc_enabled = gc.isenabled  # bound before any solution runs (identity-checked)
+_gc_disable = gc.disable
 
 # Words of an exception that mean the CUDA context (or the memory) is gone: this worker is finished.
 CUDA_FAULTS = (
@@ -26,23 +35,56 @@ CUDA_FAULTS = (
 
 
 def call(state: WorkerState, args: list[Any]) -> Any:
-    """One forward call of the loaded program on ``args``."""
+    """One forward call of the loaded program on ``args``; the cyclic collector is left as it was
+    found (a timed batch keeps it off: kernelproof.worker.checks.hooks.collector_off)."""
+    collecting = _gc_enabled()
     state.switch(state.candidate)
     try:
         with torch.no_grad():
             return state.fn(*args)
     finally:
         state.switch(False)
+        if not collecting:
+            _gc_disable()
+
+
+def outputs(out: Any) -> list[Any]:
+    """The objects a call returned: the elements a tuple or a list holds, else the one object.
+
+    Read as the container stores them (``tuple.__iter__``/``list.__iter__`` of the real type, C
+    code), whatever the class says: ``type()`` and not ``isinstance`` (which trusts ``__class__``)
+    decides what a container is, and a subclass's own ``__iter__``, ``__len__`` or ``__getitem__``
+    is never called. A namedtuple or one of torch's return types is read the same way.
+    """
+    kind = type(out)
+    if issubclass(kind, tuple):
+        return list(tuple.__iter__(out))
+    if issubclass(kind, list):
+        return list(list.__iter__(out))
+    return [out]
 
 
 def results(state: WorkerState, out: Any, args: list[Any]) -> list[Any]:
     """What a call is judged on: its outputs, then the arguments the task updates in place."""
-    flat = list(out) if isinstance(out, (tuple, list)) else [out]
-    return flat + [args[i] for i in state.inplace]
+    return outputs(out) + [args[i] for i in state.inplace]
 
 
 def call_failure(exc: BaseException, what: str, path: str) -> dict[str, Any]:
-    """The reply for an exception out of solution code: a lost CUDA context or memory is a crash."""
+    """The reply for an exception out of solution code: a lost CUDA context or memory is a crash.
+
+    Describing the exception runs its own methods (``__str__``, properties): the solution's code.
+    One that raises there is the solution's runtime error, named by its type alone, never a
+    harness failure that ends the worker."""
+    try:
+        return _described(exc, what, path)
+    except BaseException as inner:  # noqa: BLE001
+        return failure(
+            ReasonCode.RUNTIME_ERROR,
+            f"{what} raised {program.type_name(exc)}, and describing it raised {program.type_name(inner)}",
+        )
+
+
+def _described(exc: BaseException, what: str, path: str) -> dict[str, Any]:
     if isinstance(exc, SystemExit):
         return failure(ReasonCode.FORBIDDEN_CONSTRUCT, "the solution called sys.exit")
     msg, detail = program.describe_exception(exc, path)

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from kernelproof.verdict import ReasonCode
-from kernelproof.worker.checks import hooks
+from kernelproof.worker.checks import hooks, shadows
 from kernelproof.worker.expected import Expected, Spec, refusal
 from kernelproof.worker.replies import failure
 from kernelproof.worker.state import WorkerState
@@ -28,6 +28,9 @@ def fetch(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
         return failure(
             ReasonCode.MISSING_RESULT, f"timed call {i}'s output was overwritten by a later call"
         ), []
+    refused = shadows.check(results, f"timed call {i}'s output")  # kept: the solution may have set one since
+    if refused is not None:
+        return refused, []
     expected = Expected.from_json(h.get("expect"))
     found = refusal(expected.outputs, [Spec.of(t) for t in results]) if expected is not None else None
     if found is not None:

@@ -23,7 +23,7 @@ from kernelproof import flags as numeric_flags
 from kernelproof.inputs import dtype_from_name
 from kernelproof.sandbox import guards
 from kernelproof.verdict import ReasonCode
-from kernelproof.worker import checks, interpreter, launches, program, surface
+from kernelproof.worker import calls, checks, interpreter, launches, program, surface
 from kernelproof.worker.checks import hooks, threads
 from kernelproof.worker.clock import CpuClock, CudaClock
 from kernelproof.worker.replies import failure
@@ -99,8 +99,7 @@ def load(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
         attributes_copied = program.copy_attributes(model, h.get("attribute_names", []), attributes)
     except Exception as exc:  # noqa: BLE001
         state.switch(False)
-        msg, detail = program.describe_exception(exc, state.solution_path)
-        return failure(ReasonCode.RUNTIME_ERROR, f"preparing ModelNew failed: {msg}", detail), []
+        return calls.call_failure(exc, "preparing ModelNew", state.solution_path), []
     state.switch(False)
     if state.candidate and how == "by_name":
         report["unmatched_state"] = program.unmatched_state(model, h["weight_names"])
@@ -160,11 +159,12 @@ def arm(state: WorkerState, deny_read: tuple[str, ...]) -> None:
         interpreter.install_autotune()
     deny = state.deny_read + deny_read
     state.switch = guards.install(guards.GuardConfig(state.solution_path, state.private_dir, deny))
-    state.hooked = hooks.watch()
+    state.hooked = hooks.watch(imported=tuple(surface.harness_imports()))
     # After install and watch: the snapshot holds the wrappers both put in place.
     state.integrity = guards.integrity_check(
         surface.harness_functions()
         + guards.thread_start_targets()
+        + guards.fork_exec_targets()
         + hooks.guarded()
         + surface.harness_references()
         + launches.entry_points()

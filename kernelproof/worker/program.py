@@ -51,6 +51,14 @@ def import_file(path: str, module_name: str) -> Any:
     return module
 
 
+def type_name(obj: object) -> str:
+    """The name of ``obj``'s class, read from the class's own slot (a metaclass cannot answer it)."""
+    try:
+        return str(type.__dict__["__name__"].__get__(type(obj)))[:100]
+    except Exception:  # noqa: BLE001
+        return "an exception"
+
+
 def describe_exception(exc: BaseException, path: str) -> tuple[str, str]:
     """(message, detail) for an exception raised by code in ``path``: where, what, and the key lines."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
@@ -90,6 +98,18 @@ def _compiler_excerpt(text: str) -> str:
 
 
 def load_candidate(path: str, init_args: list[Any]) -> tuple[torch.nn.Module | None, LoadFailure | None]:
+    """The candidate's ModelNew built with ``init_args``, or why it could not be: describing an
+    exception of the solution's that cannot be described is a failure of its own."""
+    try:
+        return _load_candidate(path, init_args)
+    except BaseException as exc:  # noqa: BLE001 - raised while describing the solution's exception
+        return None, LoadFailure(
+            ReasonCode.COMPILE_ERROR,
+            f"the solution failed to load, and describing why raised {type_name(exc)}",
+        )
+
+
+def _load_candidate(path: str, init_args: list[Any]) -> tuple[torch.nn.Module | None, LoadFailure | None]:
     try:
         module = import_file(path, "kernelproof_solution")
     except SystemExit:

@@ -65,6 +65,18 @@ def harness_references(prefix: str = "kernelproof") -> list[tuple[object, str]]:
     return out
 
 
+def harness_imports(prefix: str = "kernelproof") -> list[str]:
+    """The modules named by an import statement anywhere in the loaded modules whose name starts
+    with ``prefix``: the names the harness looks up in ``sys.modules`` when such a line runs inside
+    a function (kernelproof.worker.checks.modules watches them)."""
+    names: list[str] = []
+    for modname, module in sorted(sys.modules.items()):
+        if module is None or not (modname == prefix or modname.startswith(prefix + ".")):
+            continue
+        names += [name for name, _ in _source_reads(module)[1]]
+    return list(dict.fromkeys(names))
+
+
 def harness_functions(prefix: str = "kernelproof.worker") -> list[tuple[object, str]]:
     """The methods of the worker's own classes and :data:`EXTERNAL_FUNCTIONS`, to snapshot by identity.
 
@@ -149,6 +161,8 @@ def _source_reads(
                 chains.append(tuple(chain))
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             imports.append((node.module, tuple(a.name for a in node.names)))
+        elif isinstance(node, ast.Import):
+            imports += [(a.name, ()) for a in node.names]
     _PARSED[key] = (list(dict.fromkeys(chains)), imports)
     return _PARSED[key]
 

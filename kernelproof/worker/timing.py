@@ -39,7 +39,7 @@ from kernelproof.inputs import (
 )
 from kernelproof.verdict import ReasonCode
 from kernelproof.worker import calls, checks
-from kernelproof.worker.checks import hooks, reuse, threads
+from kernelproof.worker.checks import hooks, reuse, shadows, threads
 from kernelproof.worker.replies import failure
 from kernelproof.worker.state import WorkerState
 
@@ -68,7 +68,8 @@ def time_calls(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor
     threads_before = state.thread_state()
     t0 = time.perf_counter()
     try:
-        outs, samples = state.clock.run(run, prepare, batch.after)
+        with hooks.collector_off():  # no finaliser of the solution's between a window and its fingerprint
+            outs, samples = state.clock.run(run, prepare, batch.after)
     except Refused as refused:
         return refused.reply, []
     except BaseException as exc:  # noqa: BLE001
@@ -115,10 +116,12 @@ class _Batch:
         """Right after call ``i``'s window, before the next call's inputs: say the window closed,
         take the projection seed, check and fingerprint, send it, then take the next seed."""
         state = self.state
-        projection = _step(state, {"step": "closed", "index": i}, "project", "projection_seed")
+        # Looked for before the worker waits on the parent: a signal handler left by the call would
+        # run inside that wait, before the fingerprint (kernelproof.worker.checks.signals).
         refused = checks.harness_intact(state, timing=True)
         if refused is not None:
             raise Refused(refused)
+        projection = _step(state, {"step": "closed", "index": i}, "project", "projection_seed")
         self._fingerprint(i, out, projection)
         following = "next" if i + 1 < self.n else "end"
         seed = _step(
@@ -133,6 +136,9 @@ class _Batch:
             flat = calls.results(state, out, self.inputs[i])
             if any(type(t) is not torch.Tensor for t in flat):
                 raise Refused(failure(ReasonCode.WRONG_TYPE, "a timed call returned a non-tensor"))
+            refused = shadows.check(flat, "a timed output")
+            if refused is not None:
+                raise Refused(refused)
             self.fingerprints[i] = [fingerprint(t, projection) for t in flat]
             overwritten = reuse.shared_with(flat, self.returned[:i])
             if overwritten:
@@ -170,10 +176,15 @@ def steady(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
     n = int(h["calls"])
     with hooks.quiet():
         sets = timed_input_batch(slots, fixed, scalars, int(h["seed"]), n + STEADY_WARMUP_CALLS, state.device)
+    with hooks.collector_off():  # as in a time batch: nothing of the solution's runs before the fingerprints
+        return _steady(state, h, sets[:n], sets[n:])
+
+
+def _steady(state: WorkerState, h: dict[str, Any], sets: list[list[Any]], warmup: list[list[Any]]):
     try:
-        for args in sets[n:]:
+        for args in warmup:
             calls.call(state, args)
-        outs, total_ms = _back_to_back(state, sets[:n])
+        outs, total_ms = _back_to_back(state, sets)
     except BaseException as exc:  # noqa: BLE001
         return calls.call_failure(exc, "a steady-state call", state.solution_path), []
     found = checks.harness_intact(state, timing=True)
@@ -185,12 +196,16 @@ def steady(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
     width = len(flats[0]) if flats else 0
     if any(len(flat) != width for flat in flats):
         return failure(ReasonCode.WRONG_SHAPE, "steady-state calls returned different numbers of outputs"), []
+    for flat in flats:
+        refused = shadows.check(flat, "a steady-state output")
+        if refused is not None:
+            return refused, []
     with hooks.quiet():
         by_output = [
             fingerprints([flat[k] for flat in flats], int(h["projection_seed"])) for k in range(width)
         ]
     fps = [[by_output[k][i] for k in range(width)] for i in range(len(flats))]
-    return {"ok": True, "per_call_ms": total_ms / n, "fingerprints": fps}, []
+    return {"ok": True, "per_call_ms": total_ms / len(sets), "fingerprints": fps}, []
 
 
 def _back_to_back(state: WorkerState, sets: list[list[Any]]) -> tuple[list[Any], float]:

@@ -16,14 +16,15 @@ import fresh_process
 import pytest
 
 
-def found_after(attack: str, full: bool = True) -> list[str]:
-    """What ``watch()`` names after ``attack`` ran in a fresh worker-like interpreter."""
+def found_after(attack: str, full: bool = True, imported: tuple[str, ...] = ()) -> list[str]:
+    """What ``watch()`` names after ``attack`` ran in a fresh worker-like interpreter (``imported``:
+    the modules the harness's source imports, as the worker passes them)."""
     source = textwrap.dedent(
-        """
+        f"""
         import json, sys, torch
         import kernelproof.worker.main
         from kernelproof.worker.checks import hooks
-        left_active = hooks.watch()
+        left_active = hooks.watch(imported={imported!r})
         """
     )
     source += textwrap.dedent(attack) + f"\nprint(json.dumps(left_active({full})))\n"
@@ -152,6 +153,75 @@ def test_a_profile_hook_and_a_gc_callback_are_named():
     gc.callbacks.append(lambda *a: None)
     """
     assert found_after(attack) == ["a sys.setprofile hook", "a gc callback"]
+
+
+def test_a_signal_handler_is_named_even_after_it_put_the_old_one_back():
+    # d4_sigio_handler_deferral: the handler runs inside the harness's wait for the parent's next
+    # message, after the timed window; one that restores the default after running leaves nothing
+    # in place, and the record still names it.
+    attack = """
+    import signal
+    signal.signal(signal.SIGALRM, lambda *a: None)
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    """
+    assert found_after(attack, full=False) == ["a signal handler for SIGALRM"]
+
+
+def test_a_signal_handler_installed_through_the_builtin_module_is_named():
+    attack = """
+    import _signal, signal
+    _signal.signal(int(signal.SIGIO), lambda *a: None)
+    """
+    assert found_after(attack, full=False) == ["a signal handler for SIGIO"]
+
+
+def test_ignoring_a_signal_is_not_a_handler():
+    assert found_after("import signal\nsignal.signal(signal.SIGUSR1, signal.SIG_IGN)\n") == []
+
+
+def test_a_module_planted_in_sys_modules_is_named():
+    # d4_planted_profiler_module: `from torch.autograd.profiler import profile` inside a harness
+    # function finds whatever sys.modules holds under that name when the line runs.
+    attack = """
+    import types
+    sys.modules["torch.autograd.profiler"] = types.ModuleType("torch.autograd.profiler")
+    """
+    quick = found_after(attack, full=False, imported=("torch.autograd.profiler",))
+    assert quick == ["a replaced sys.modules['torch.autograd.profiler']"]
+    assert found_after(attack, full=True) == ["a replaced sys.modules['torch.autograd.profiler']"]
+    assert found_after(attack, full=False) == []  # the quick check covers the harness's own imports
+
+
+def test_a_replaced_builtin_is_named():
+    # d4_builtins_patch: the harness's isinstance, issubclass and type are looked up in builtins
+    # each time its line runs.
+    attack = """
+    import builtins
+    original = builtins.issubclass
+    builtins.issubclass = lambda c, k: original(c, k)
+    """
+    assert found_after(attack, full=False) == ["a replaced builtin issubclass"]
+
+
+def test_a_builtins_name_set_on_a_harness_module_is_named():
+    attack = """
+    import kernelproof.worker.calls as calls
+    calls.type = lambda obj: torch.Tensor  # shadows the builtin in that module's lines
+    calls.some_note = 1  # not a builtin's name: left alone
+    """
+    assert found_after(attack, full=False) == ["kernelproof.worker.calls.type over the builtin"]
+
+
+def test_importing_new_modules_is_not_a_plant():
+    assert found_after("import json, fractions, torch.utils.benchmark\n") == []
+
+
+def test_the_worker_watches_the_modules_its_functions_import():
+    import kernelproof.worker.main  # noqa: F401 - every module the worker runs, as in a worker
+    from kernelproof.worker import surface
+
+    names = set(surface.harness_imports())
+    assert {"torch.profiler", "torch.autograd.profiler", "json"} <= names
 
 
 QUIET = """

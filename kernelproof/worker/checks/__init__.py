@@ -12,6 +12,7 @@ the threads, the flags and what the solution left active in the harness.
 - ``flags``: the numeric flags the contract pinned (I7, C7)
 - ``hooks``: no mode, aten override or hook left in the harness's own torch calls (I1, I5, D4)
 - ``reuse``: outputs of different calls that share storage (B4: a warning, not a failure)
+- ``shadows``: no tensor the solution held carries a method of its own (D4), looked at first
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typing import Any
 import torch
 
 from kernelproof.verdict import ReasonCode
-from kernelproof.worker.checks import aliasing, flags, hooks, mutation, output_type, threads
+from kernelproof.worker import calls
+from kernelproof.worker.checks import aliasing, flags, hooks, mutation, output_type, shadows, threads
 from kernelproof.worker.replies import failure
 from kernelproof.worker.state import WorkerState
 
@@ -46,9 +48,10 @@ def harness_intact(state: WorkerState, timing: bool = False, full: bool = False)
     if hooked:
         return failure(
             ReasonCode.HARNESS_HOOKED,
-            f"the solution left {', '.join(hooked)} active in the harness's own torch calls",
-            "a mode, an aten override or a trace hook left by the solution runs its code inside the "
-            "harness (fingerprints, checks, the copy to the parent), after the timed window has closed",
+            f"the solution left {', '.join(hooked)} active in the harness's own steps",
+            "a mode, an aten override, a trace hook, a signal handler or a planted module left by the "
+            "solution runs its code inside the harness (fingerprints, checks, the copy to the parent), "
+            "after the timed window has closed",
         )
     return None
 
@@ -65,10 +68,13 @@ def after_call(
     found = harness_intact(state)
     if found is not None:
         return found
-    outputs = list(out) if isinstance(out, (tuple, list)) else [out]
+    outputs = calls.outputs(out)
+    inputs = [a for a in args if isinstance(a, torch.Tensor)]
     with hooks.quiet():
         return (
-            output_type.check(outputs, state.device)
+            shadows.check(outputs, "output")
+            or shadows.check(inputs, "input")
+            or output_type.check(outputs, state.device)
             or aliasing.check(outputs, args, state.inplace)
             or mutation.check(args, originals, state.inplace)
             or threads.check(state, threads_before)

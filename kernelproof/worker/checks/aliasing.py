@@ -14,12 +14,18 @@ import torch
 from kernelproof.verdict import ReasonCode
 from kernelproof.worker.replies import failure
 
+# Called through the classes, never a method set on the object (kernelproof.worker.checks.shadows):
+# a storage's Python object is kept with it and takes attributes as a tensor does.
+storage_of = torch.Tensor.untyped_storage
+storage_ptr = torch.UntypedStorage.data_ptr
+storage_bytes = torch.UntypedStorage.nbytes
+
 
 def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Do the storages of ``a`` and ``b`` share a byte?"""
-    sa, sb = a.untyped_storage(), b.untyped_storage()
-    a0, b0 = sa.data_ptr(), sb.data_ptr()
-    return a0 < b0 + sb.nbytes() and b0 < a0 + sa.nbytes()
+    sa, sb = storage_of(a), storage_of(b)
+    a0, b0 = storage_ptr(sa), storage_ptr(sb)
+    return a0 < b0 + storage_bytes(sb) and b0 < a0 + storage_bytes(sa)
 
 
 def check(outputs: list[torch.Tensor], args: list[Any], inplace: tuple[int, ...]) -> dict[str, Any] | None:

@@ -17,7 +17,9 @@ What is watched, against a snapshot taken before the solution is imported (:func
   when it was loaded);
 - the dispatch keys included or excluded for this thread (the Python dispatcher among them);
 - every ``torch.Tensor`` attribute (one set there also shadows ``TensorBase``'s);
-- trace and profile hooks (``sys``, ``threading``, ``sys.monitoring`` on 3.12) and ``gc.callbacks``.
+- trace and profile hooks (``sys``, ``threading``, ``sys.monitoring`` on 3.12) and ``gc.callbacks``;
+- signal handlers (:mod:`.signals`), the ``sys.modules`` entries the harness imports from
+  (:mod:`.modules`) and the builtins it calls (:mod:`.builtins_watch`).
 
 A solution that leaves one of them active fails with ``harness_hooked``, naming it. The harness's
 steps also run inside :func:`quiet`, with torch functions and dispatch modes disabled and the
@@ -39,6 +41,8 @@ from collections.abc import Callable, Iterator
 
 import torch
 from torch.utils import _python_dispatch
+
+from kernelproof.worker.checks import builtins_watch, modules, signals
 
 # Every aten operator the harness's own steps call, by exact overload: drawing inputs
 # (kernelproof.inputs.draw, timed_inputs, case_inputs), fingerprints, checksums, the input check
@@ -135,7 +139,7 @@ PYTHON_CACHES = frozenset({"__slotnames__"})
 _monitoring = getattr(sys, "monitoring", None)  # Python 3.12
 
 
-def watch(ops: tuple[str, ...] = HARNESS_OPS) -> Callable[[bool], list[str]]:
+def watch(ops: tuple[str, ...] = HARNESS_OPS, imported: tuple[str, ...] = ()) -> Callable[[bool], list[str]]:
     """Snapshot what the harness's torch calls rely on now, and start recording ``torch.library``
     kernels registered for those operators; the returned function names what has changed since
     (an empty list when nothing has).
@@ -153,6 +157,9 @@ def watch(ops: tuple[str, ...] = HARNESS_OPS) -> Callable[[bool], list[str]]:
     methods = dict(vars(_TENSOR))  # a method set on torch.Tensor also shadows TensorBase's
     hooks = _hook_state()
     callbacks = list(gc.callbacks)
+    handlers = signals.watch()
+    replaced_modules = modules.watch(imported)
+    replaced_builtins = builtins_watch.watch()
 
     def left_active(full: bool = True) -> list[str]:
         found = _modes() + list(registered)
@@ -169,6 +176,7 @@ def watch(ops: tuple[str, ...] = HARNESS_OPS) -> Callable[[bool], list[str]]:
         found += [f"a {name} hook" for name, now in _hook_state().items() if now != hooks[name]]
         if len(gc.callbacks) != len(callbacks) or any(a is not b for a, b in zip(gc.callbacks, callbacks)):
             found.append("a gc callback")
+        found += handlers() + replaced_modules(full) + replaced_builtins(full)
         return list(dict.fromkeys(found))
 
     return left_active
@@ -238,7 +246,11 @@ def _record_registrations(watched: frozenset[str]) -> list[str]:
 def guarded() -> list[tuple[object, str]]:
     """The attributes :func:`watch` replaced, for the identity check of the harness's functions."""
     module = torch._C._DispatchModule
-    return [(torch._C, "_dispatch_library")] + [(module, a) for a in _REGISTERING if a in vars(module)]
+    return (
+        [(torch._C, "_dispatch_library")]
+        + [(module, a) for a in _REGISTERING if a in vars(module)]
+        + signals.guarded()
+    )
 
 
 def _modes() -> list[str]:
@@ -271,11 +283,25 @@ def _hook_state() -> dict[str, object]:
 @contextlib.contextmanager
 def quiet() -> Iterator[None]:
     """A harness step: torch function and dispatch modes off, the cyclic collector off."""
+    with collector_off(), _DisableTorchFunction(), _disable_current_modes():
+        yield
+
+
+@contextlib.contextmanager
+def collector_off() -> Iterator[None]:
+    """The cyclic collector off, and back as it was at the end.
+
+    Why: a collection runs in whatever code allocates, and the finaliser of a collected object of
+    the solution's runs there: after ``gc.set_threshold(3)`` the harness's first allocations after
+    a timed window (its checks, its message to the parent) ran a ``__del__`` that computed the
+    call's output before its fingerprint (d4_gc_finaliser_deferral). A timed batch runs with the
+    collector off from its start to its reply; :func:`kernelproof.worker.calls.call` puts back the
+    state it found, so a solution's ``gc.enable()`` ends with its call.
+    """
     collecting = gc.isenabled()
     gc.disable()
     try:
-        with _DisableTorchFunction(), _disable_current_modes():
-            yield
+        yield
     finally:
         if collecting:
             gc.enable()

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from kernelproof.verdict import ReasonCode
+from kernelproof.worker.checks.aliasing import storage_of, storage_ptr
 from kernelproof.worker.replies import failure
 
 
@@ -26,6 +27,6 @@ def check(outputs: list[Any], device: torch.device) -> dict[str, Any] | None:
             return failure(ReasonCode.WRONG_TYPE, f"output is on {t.device}, expected {device}")
         if t.layout != torch.strided or t.is_meta:
             return failure(ReasonCode.WRONG_TYPE, "output is not a materialised strided tensor")
-        if t.numel() and t.untyped_storage().data_ptr() == 0:
+        if t.numel() and storage_ptr(storage_of(t)) == 0:
             return failure(ReasonCode.WRONG_TYPE, "output has no storage")
     return None
