@@ -87,6 +87,12 @@ def test_a_cpu_extension_and_plain_torch_need_no_cuda(tmp_path):
     """A C++ extension built for the CPU is real CPU code: the machine lacks nothing for it."""
     for name, text in (
         ("cpu_ext.py", CPU_EXTENSION),
+        # published CPU extensions name the CUDA arguments they leave empty
+        (
+            "cpu_ext_empty_cuda.py",
+            CPU_EXTENSION.replace("load_inline(", "load_inline(cuda_sources=[], with_cuda=False, "),
+        ),
+        ("cpu_ext_none_cuda.py", CPU_EXTENSION.replace("load_inline(", "load_inline(cuda_sources=None, ")),
         ("plain.py", (DATA / "solutions" / "plain_torch.py").read_text()),
     ):
         sol = read_solution(_write(tmp_path, name, text))

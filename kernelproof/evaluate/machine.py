@@ -20,7 +20,11 @@ from kernelproof.solution import SolutionFile
 from kernelproof.verdict import Reason, ReasonCode
 
 # CUDA device code, or load_inline asked for CUDA sources / a CUDA build: a CPU toolchain cannot build it.
-_CUDA_SOURCE = re.compile(r"__global__|\bcuda_sources\s*=|\bwith_cuda\s*=\s*True")
+# An empty literal (`cuda_sources=[]`, `None`, `""`, `()`), which C++ extensions built for the CPU
+# pass beside `cpp_sources`, asks for none.
+_CUDA_SOURCE = re.compile(
+    r"""__global__|\bcuda_sources\s*=(?!\s*(None\b|\[\s*\]|\(\s*\)|""(?!")|''(?!')))|\bwith_cuda\s*=\s*True"""
+)
 
 
 def needs_cuda(file: SolutionFile) -> bool:
