@@ -71,9 +71,13 @@ def missing_device(file: SolutionFile, device: str) -> str | None:
     )
 
 
-# A CUDA device named in the source: `.cuda(`, `torch.cuda`, or a "cuda" device string given to
-# `device=`, `.to(` or `torch.device(` (what a plain-torch solution that needs a GPU writes).
-_CUDA_DEVICE = re.compile(r"""\.cuda\(|\btorch\.cuda\b|(?:device\s*=|\.to\(|torch\.device\()\s*["']cuda""")
+# A CUDA device named in the source: `.cuda(`, `torch.cuda`, a "cuda" device string given to
+# `device=`, `.to(` or `torch.device(` (what a plain-torch solution that needs a GPU writes), or a
+# check that inputs are on one (`x.is_cuda`, `x.device.type == "cuda"`).
+_CUDA_DEVICE = re.compile(
+    r"""\.cuda\(|\btorch\.cuda\b|(?:device\s*=|\.to\(|torch\.device\()\s*["']cuda"""
+    r"""|\.is_cuda\b|\.type\s*[!=]=\s*["']cuda["']"""
+)
 
 
 def needs_gpu_driver(file: SolutionFile) -> bool:

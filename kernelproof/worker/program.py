@@ -106,9 +106,9 @@ def load_candidate(path: str, init_args: list[Any]) -> tuple[torch.nn.Module | N
         msg, detail = describe_exception(exc, path)
         if is_build_failure(exc):
             return None, LoadFailure(ReasonCode.COMPILE_ERROR, f"the solution failed to load: {exc}", detail)
-        if environment_cause(exc):
+        if environment_cause(exc, path):
             return None, LoadFailure(
-                ReasonCode.ENVIRONMENT, f"loading the solution: {environment_cause(exc)}"
+                ReasonCode.ENVIRONMENT, f"loading the solution: {environment_cause(exc, path)}"
             )
         return None, LoadFailure(ReasonCode.COMPILE_ERROR, f"the solution failed to load: {msg}", detail)
     cls = getattr(module, "ModelNew", None)
@@ -129,9 +129,9 @@ def load_candidate(path: str, init_args: list[Any]) -> tuple[torch.nn.Module | N
         msg, detail = describe_exception(exc, path)
         if is_build_failure(exc):
             return None, LoadFailure(ReasonCode.COMPILE_ERROR, f"constructing ModelNew: {exc}", detail)
-        if environment_cause(exc):
+        if environment_cause(exc, path):
             return None, LoadFailure(
-                ReasonCode.ENVIRONMENT, f"constructing ModelNew: {environment_cause(exc)}"
+                ReasonCode.ENVIRONMENT, f"constructing ModelNew: {environment_cause(exc, path)}"
             )
         return None, LoadFailure(ReasonCode.RUNTIME_ERROR, f"constructing ModelNew raised {msg}", detail)
 
