@@ -295,6 +295,15 @@ def _path_reason(path: str, allowed: tuple[str, ...], what: str) -> str:
     real = os.path.realpath(path)
     if any(real == root or real.startswith(root.rstrip("/") + "/") for root in allowed):
         return ""
+    if what == "include":
+        # A folder of headers the solution wrote at run time is where no build sees it: a worker's
+        # builds are made by the parent's builders, each in a staging folder of its own.
+        return (
+            "include path outside the staging directory (allowed: the build's staging directory, the CUDA "
+            "toolkit's and torch's include directories; a folder of headers the solution writes is not "
+            "seen by the builder that builds a run-time request: put the header's text at the head of "
+            "cpp_sources / cuda_sources instead)"
+        )
     return f"{what} path outside the staging directory"
 
 
