@@ -39,6 +39,7 @@ import sysconfig
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 EXIT_VIOLATION = 86  # the worker's exit status after a forbidden action
 VIOLATION_PREFIX = "KERNELPROOF-VIOLATION: "
@@ -236,8 +237,22 @@ def install(config: GuardConfig, emit: Callable[[str], None] | None = None) -> C
             return code.co_filename in generators
         in_namedtuple = code.co_name == "namedtuple" and code.co_filename in generators
         if event == "sys._getframe":
-            return in_namedtuple
+            return in_namedtuple or logging_finds_its_caller(frame)
         return in_namedtuple and event == "object.__setattr__" and len(args) > 1 and args[1] == "__module__"
+
+    logging_file = tuple(os.path.join(d, "logging", "__init__.py") for d in stdlib)
+
+    def logging_finds_its_caller(frame: Any) -> bool:
+        """logging's ``currentframe()`` called by its own ``Logger.findCaller`` (a record's file and
+        line, with logging at INFO or below): the frame stays inside logging, which returns strings.
+        ``logging.currentframe()`` called by the solution itself hands it a frame and is refused."""
+        caller = frame.f_back
+        return (
+            frame.f_code.co_filename in logging_file
+            and caller is not None
+            and caller.f_code.co_name == "findCaller"
+            and caller.f_code.co_filename in logging_file
+        )
 
     def raised_by_import_machinery() -> bool:
         """Was the event raised by the import system itself (loading a module's code), not by

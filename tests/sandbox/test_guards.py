@@ -139,3 +139,25 @@ def test_what_a_generated_method_does_is_still_the_solutions(tmp_path):
     )
     assert done.returncode == EXIT_VIOLATION, done.stdout + done.stderr
     assert "os.system" in done.stderr
+
+
+def test_logging_that_names_the_callers_line_is_not_frame_walking(tmp_path):
+    """Published solutions log at INFO: logging reads the caller's frame for the record's line."""
+    done = _import_armed(
+        tmp_path,
+        """
+        import logging
+
+        logging.basicConfig(level=logging.INFO)
+        logging.getLogger(__name__).info("loading the kernel")
+        logging.info("and again")
+        """,
+    )
+    assert done.returncode == 0 and "imported" in done.stdout, done.stderr
+    assert "loading the kernel" in done.stderr
+
+
+def test_a_frame_taken_through_logging_is_still_frame_walking(tmp_path):
+    done = _import_armed(tmp_path, "import logging\n\nframe = logging.currentframe()\n")
+    assert done.returncode == EXIT_VIOLATION, done.stdout + done.stderr
+    assert "sys._getframe: forbidden to solution code" in done.stderr

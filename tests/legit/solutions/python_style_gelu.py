@@ -1,6 +1,6 @@
 """GELU (tanh) from a Triton kernel, in the Python style published solutions are written in.
 
-Legit case: prints and logging at import, a warning, a frozen dataclass of launch settings, a
+Legit case: prints and logging at INFO (logging reads its caller's frame for the record's line), a warning, a frozen dataclass of launch settings, a
 typing.NamedTuple, numpy and math at import, an environment read, typing annotations, torch.no_grad
 inside forward and an `if __name__ == "__main__":` self-check. The standard library writes and execs
 the dataclass's and the namedtuple's methods; that was taken for the solution's own exec
@@ -23,6 +23,7 @@ import triton
 import triton.language as tl
 
 logger = logging.getLogger(__name__)
+logging.basicConfig(level=logging.INFO)
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 COEFF = float(np.float32(0.044715))
 DEBUG = os.environ.get("GELU_DEBUG", "0") == "1"
