@@ -79,6 +79,10 @@ SHARED_TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 # `from __future__ import annotations`).
 STDLIB_CODE_GENERATORS = ("dataclasses.py", os.path.join("collections", "__init__.py"), "typing.py")
 
+# Standard-library functions that call sys._getframe only to read their caller's module name
+# (file, function): typing's _caller (TypeVar, ParamSpec, NewType), the functional Enum API.
+STDLIB_MODULE_NAMERS = (("typing.py", "_caller"), ("enum.py", "_create_"))
+
 # Events forbidden to candidate code (the actor check decides who acted).
 CANDIDATE_FORBIDDEN_PREFIXES = ("ctypes.", "cffi.", "gc.", "socket.", "winreg.", "_winapi.")
 CANDIDATE_FORBIDDEN_EVENTS = {
@@ -237,10 +241,16 @@ def install(config: GuardConfig, emit: Callable[[str], None] | None = None) -> C
             return code.co_filename in generators
         in_namedtuple = code.co_name == "namedtuple" and code.co_filename in generators
         if event == "sys._getframe":
-            return in_namedtuple or logging_finds_its_caller(frame)
+            return in_namedtuple or names_the_callers_module(code) or logging_finds_its_caller(frame)
         return in_namedtuple and event == "object.__setattr__" and len(args) > 1 and args[1] == "__module__"
 
     logging_file = tuple(os.path.join(d, "logging", "__init__.py") for d in stdlib)
+    module_namers = {os.path.join(d, f): name for d in stdlib for f, name in STDLIB_MODULE_NAMERS}
+
+    def names_the_callers_module(code: Any) -> bool:
+        """typing's ``_caller`` (TypeVar, ParamSpec, NewType) or the functional Enum API reading
+        ``sys._getframe(n).f_globals["__name__"]``: the caller's module name, a string, is all they keep."""
+        return module_namers.get(code.co_filename) == code.co_name
 
     def logging_finds_its_caller(frame: Any) -> bool:
         """logging's ``currentframe()`` called by its own ``Logger.findCaller`` (a record's file and

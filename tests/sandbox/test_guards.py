@@ -88,6 +88,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import enum
 import typing
 
 
@@ -104,6 +105,12 @@ class Shape(typing.NamedTuple):  # its annotations are strings here: typing comp
 
 Pair = collections.namedtuple("Pair", "a b")
 assert LaunchConfig().block == 1024 and Shape(2, 3).cols == 3 and Pair(1, 2).b == 2
+
+# typing and enum read their caller's module name through sys._getframe
+T = typing.TypeVar("T")
+P = typing.ParamSpec("P")
+BlockSize = typing.NewType("BlockSize", int)
+Layout = enum.Enum("Layout", "ROW_MAJOR COL_MAJOR")
 """
 
 
