@@ -37,7 +37,7 @@ from pathlib import Path
 from kernelproof import pyast
 from kernelproof.errors import RefusedFlagError  # defined in the one tree, raised here
 
-POLICY = "kernelproof.build-flags/1"  # in every build key: a policy change re-decides cached refusals
+POLICY = "kernelproof.build-flags/2"  # in every build key: a policy change re-decides cached refusals
 
 # What each checked argument holds. "cxx": host compiler flags; "nvcc": nvcc flags (load_cuda's
 # `options` too); "ld": linker flags; "path": one include directory per entry.
@@ -76,6 +76,8 @@ _TAKES_VALUE = {
     "-Xcudafe": "=",
     "-maxrregcount": "=",
     "--maxrregcount": "=",
+    "-t": "=",
+    "--threads": "=",
 }
 _INCLUDE_FLAG = re.compile(r"^(-I|-isystem|-iquote|-idirafter|--include-path=)(.*)$")
 # Refused whatever the compiler, each with the reason the message gives.
@@ -106,11 +108,26 @@ _STD = r"--?std=(c|gnu)\+\+(11|14|17|20|23|1z|2a|2b)"
 # Warnings and diagnostics: they change what the compiler prints, never what it builds. The
 # comma forms (-Wl, -Wa, -Wp) pass options to other programs and do not match.
 _WARN = r"-w|-W[a-z][a-z0-9-]*(=[a-z0-9-]+)?"
+# gcc's code-generation switches (-fNAME and -fno-NAME) that change only the code built: vectorising,
+# unrolling, inlining, floating-point contracts, exceptions and RTTI. None reads or writes a file.
+_CODEGEN = (
+    r"fast-math|unsafe-math-optimizations|math-errno|trapping-math|signed-zeros|reciprocal-math"
+    r"|associative-math|finite-math-only|rounding-math|strict-aliasing|unroll-loops|unroll-all-loops"
+    r"|peel-loops|tree-vectorize|tree-loop-vectorize|tree-slp-vectorize|tree-loop-distribution"
+    r"|prefetch-loop-arrays|inline-functions|inline-small-functions|omit-frame-pointer|exceptions|rtti"
+    r"|strict-overflow|wrapv|ipa-pta|schedule-insns|schedule-insns2|gcse|loop-interchange"
+    r"|loop-unroll-and-jam|split-loops|unswitch-loops|permissive|lax-vector-conversions"
+)
 _CXX = re.compile(
     rf"^({_OPT}|-Os|-Ofast|{_DEFINE}|{_STD}|-g|-g0|{_WARN}"
-    # host code generation that cannot reach outside the build (-fPIC: torch passes it too)
-    r"|-fPIC|-fpic|-ffast-math|-funroll-loops|-fno-strict-aliasing|-fno-math-errno"
-    r"|-fvisibility=hidden|-fvisibility-inlines-hidden"
+    # host code generation that cannot reach outside the build (-fPIC: torch passes it too): the
+    # optimisers' switches published CPU kernels pass, each with its -fno- form; none takes a path
+    r"|-fPIC|-fpic|-fvisibility=hidden|-fvisibility-inlines-hidden"
+    rf"|-f(no-)?({_CODEGEN})|-ffp-contract=(fast|on|off)|-f(vect|simd)-cost-model=(unlimited|dynamic|cheap|very-cheap)"
+    # diagnostics on stderr (-fopt-info without =FILE, which would write a file)
+    r"|-fdiagnostics-color(=(always|never|auto))?|-fmax-errors=[0-9]{1,4}|-fopt-info(-[a-z]+)*"
+    # -pthread: POSIX threads' macros and library, as -lpthread links it
+    r"|-pthread"
     # OpenMP: the host code's own threads, in the builder's and the worker's process limits
     r"|-fopenmp|-fopenmp-simd"
     # CPU instruction sets: the machine's CPU model is in the build key (kernelproof.build.env)
@@ -135,10 +152,13 @@ _NVCC = re.compile(
     r"|-res-usage|--resource-usage|--?diag[-_]suppress=[A-Za-z0-9_,]+|-Xcudafe=--diag_suppress=[A-Za-z0-9_,]+"
     # register budget per thread: a tuning knob of the kernel's own code generation
     r"|--?maxrregcount=[0-9]{1,3}"
+    # device code generation: restrict-qualified pointers, vectorised loads, device-side optimisation,
+    # nvcc's own parallelism over its steps
+    r"|--?restrict|--?extra-device-vectorization|--?dopt=(on|off)|(-t|--threads)=?[0-9]{1,2}"
     rf"|(-arch|--gpu-architecture)={_ANY_ARCH}|(-code|--gpu-code)={_ANY_ARCH}(,{_ANY_ARCH})*"
     rf"|(-gencode|--generate-code)=arch={_ANY_VIRTUAL},code={_ANY_ARCH})$"
 )
-_LD = re.compile(r"^(-l[A-Za-z0-9_.+-]+|-Wl,--(no-)?as-needed|-fopenmp)$")
+_LD = re.compile(r"^(-l[A-Za-z0-9_.+-]+|-Wl,--(no-)?as-needed|-Wl,-O[0-3]|-fopenmp|-pthread|-O[0-3])$")
 
 
 @dataclass(frozen=True)
@@ -275,12 +295,44 @@ def _path_reason(path: str, allowed: tuple[str, ...], what: str) -> str:
     real = os.path.realpath(path)
     if any(real == root or real.startswith(root.rstrip("/") + "/") for root in allowed):
         return ""
+    if what == "include":
+        # A folder of headers the solution wrote at run time is where no build sees it: a worker's
+        # builds are made by the parent's builders, each in a staging folder of its own.
+        return (
+            "include path outside the staging directory (allowed: the build's staging directory, the CUDA "
+            "toolkit's and torch's include directories; a folder of headers the solution writes is not "
+            "seen by the builder that builds a run-time request: put the header's text at the head of "
+            "cpp_sources / cuda_sources instead)"
+        )
     return f"{what} path outside the staging directory"
 
 
 def _roots(staging: str | Path | None) -> dict[str, tuple[str, ...]]:
     own = (os.path.realpath(staging),) if staging else ()
-    return {"include": own + _toolkit_dirs("include"), "lib": own + _toolkit_dirs("lib")}
+    return {
+        "include": own + _toolkit_dirs("include") + _torch_include_dirs(),
+        "lib": own + _toolkit_dirs("lib"),
+    }
+
+
+def _torch_include_dirs() -> tuple[str, ...]:
+    """torch's own include directory and Python's: what ``cpp_extension.include_paths()`` returns.
+
+    Why they are allowed: torch already puts them on every extension's command line, they belong
+    to the installed toolchain (no solution writes there), and published solutions pass
+    ``extra_include_paths=cpp_extension.include_paths()``. Found without importing torch.
+    """
+    import importlib.util
+    import sysconfig
+
+    found: list[str] = []
+    spec = importlib.util.find_spec("torch")
+    for location in (spec.submodule_search_locations or []) if spec is not None else []:
+        found.append(os.path.realpath(os.path.join(location, "include")))
+    python_include = sysconfig.get_paths().get("include")
+    if python_include:
+        found.append(os.path.realpath(python_include))
+    return tuple(p for p in dict.fromkeys(found) if os.path.isdir(p))
 
 
 def _toolkit_dirs(what: str) -> tuple[str, ...]:

@@ -87,6 +87,12 @@ def test_a_cpu_extension_and_plain_torch_need_no_cuda(tmp_path):
     """A C++ extension built for the CPU is real CPU code: the machine lacks nothing for it."""
     for name, text in (
         ("cpu_ext.py", CPU_EXTENSION),
+        # published CPU extensions name the CUDA arguments they leave empty
+        (
+            "cpu_ext_empty_cuda.py",
+            CPU_EXTENSION.replace("load_inline(", "load_inline(cuda_sources=[], with_cuda=False, "),
+        ),
+        ("cpu_ext_none_cuda.py", CPU_EXTENSION.replace("load_inline(", "load_inline(cuda_sources=None, ")),
         ("plain.py", (DATA / "solutions" / "plain_torch.py").read_text()),
     ):
         sol = read_solution(_write(tmp_path, name, text))
@@ -139,3 +145,46 @@ def test_a_plain_torch_solution_that_claims_no_driver_fails_as_its_own_runtime_e
     assert v.verdict.value == "fail" and v.codes == ["runtime_error"], v.reasons
     assert "0 active drivers" in v.reasons[0].message and "triage" in v.reasons[0].message
     assert exits.of_verdict(v) == 1
+
+
+CUDA_CHECKS = """
+import torch
+
+def asserted(x):
+    assert x.is_cuda, "Input must be a CUDA tensor"
+
+def raised(x):
+    if x.device.type != "cuda":
+        raise ValueError("Input must be a CUDA tensor")
+
+def unrelated(x):
+    assert x.dim() == 3, "expected a 3-d input"
+
+def deeper(x):
+    return torch.zeros(2) + torch.zeros(3)
+"""
+
+
+def test_a_solutions_own_cuda_only_check_names_the_machines_lack_and_its_line(tmp_path):
+    """Published GPU kernels check their inputs (`assert x.is_cuda`): on the CPU that check, raised at
+    the solution's own line, is what the machine lacks, never an error in the solution."""
+    from kernelproof.worker.interpreter import environment_cause
+
+    path = _write(tmp_path, "checks.py", CUDA_CHECKS)
+    namespace: dict = {}
+    exec(compile(CUDA_CHECKS, path, "exec"), namespace)
+
+    def cause(name: str, file: str = path) -> str:
+        try:
+            namespace[name](__import__("torch").ones(2))
+        except Exception as exc:  # noqa: BLE001
+            return environment_cause(exc, file)
+        raise AssertionError(f"{name} did not raise")
+
+    assert "CUDA tensors only" in cause("asserted") and "line 5: `assert x.is_cuda" in cause("asserted")
+    assert "line 9: `raise ValueError" in cause("raised")
+    assert cause("unrelated") == ""  # a check of something else stays the solution's
+    assert cause("deeper") == ""  # raised inside torch: not a check of the solution's
+    assert cause("asserted", file=str(tmp_path / "other.py")) == ""  # not the solution's file
+    plain = read_solution(_write(tmp_path, "plain_check.py", CUDA_CHECKS + "\nclass ModelNew: pass\n"))
+    assert machine.needs_gpu_driver(plain)  # so the parent keeps the claim on the CPU

@@ -79,8 +79,25 @@ def failure(result: BuildResult, source: str = "") -> Reason | None:
         m = re.match(r"kernels\.cu\((\d+)\)", head)
         line = _native_line(source, int(m.group(1))) if m and result.backend == "native" else None
         where = f" (solution line {line})" if line else ""
-        return Reason(ReasonCode.COMPILE_ERROR, f"the solution failed to build: {head}{where}", result.log)
+        why = READ_ONLY_FOLDER if _OWN_FOLDER_WRITE.search(result.log) else ""
+        return Reason(
+            ReasonCode.COMPILE_ERROR, f"the solution failed to build: {head}{where}{why}", result.log
+        )
     return None
+
+
+# A write into the folder of the solution's own file (``os.path.dirname(__file__)``): the builder
+# imports a copy of the file from its staging src/, which the builder may read and never write (nor
+# may the worker its copy's folder: kernelproof/sandbox/process.py), so no build lands beside it.
+_OWN_FOLDER_WRITE = re.compile(
+    r"(PermissionError|Read-only file system|Permission denied)[^\n]*/src/[^/\n]+['\"]?$", re.M
+)
+READ_ONLY_FOLDER = (
+    ". The folder holding the solution's file is read-only to the solution in kernelproof (the file "
+    "runs as a copy, in the builder and in the worker): write generated sources under "
+    "tempfile.gettempdir() or the working directory instead "
+    "(docs/builds.md#builds-requested-at-run-time)"
+)
 
 
 def _native_line(source: str, n: int) -> int | None:

@@ -20,7 +20,11 @@ from kernelproof.solution import SolutionFile
 from kernelproof.verdict import Reason, ReasonCode
 
 # CUDA device code, or load_inline asked for CUDA sources / a CUDA build: a CPU toolchain cannot build it.
-_CUDA_SOURCE = re.compile(r"__global__|\bcuda_sources\s*=|\bwith_cuda\s*=\s*True")
+# An empty literal (`cuda_sources=[]`, `None`, `""`, `()`), which C++ extensions built for the CPU
+# pass beside `cpp_sources`, asks for none.
+_CUDA_SOURCE = re.compile(
+    r"""__global__|\bcuda_sources\s*=(?!\s*(None\b|\[\s*\]|\(\s*\)|""(?!")|''(?!')))|\bwith_cuda\s*=\s*True"""
+)
 
 
 def needs_cuda(file: SolutionFile) -> bool:
@@ -67,9 +71,13 @@ def missing_device(file: SolutionFile, device: str) -> str | None:
     )
 
 
-# A CUDA device named in the source: `.cuda(`, `torch.cuda`, or a "cuda" device string given to
-# `device=`, `.to(` or `torch.device(` (what a plain-torch solution that needs a GPU writes).
-_CUDA_DEVICE = re.compile(r"""\.cuda\(|\btorch\.cuda\b|(?:device\s*=|\.to\(|torch\.device\()\s*["']cuda""")
+# A CUDA device named in the source: `.cuda(`, `torch.cuda`, a "cuda" device string given to
+# `device=`, `.to(` or `torch.device(` (what a plain-torch solution that needs a GPU writes), or a
+# check that inputs are on one (`x.is_cuda`, `x.device.type == "cuda"`).
+_CUDA_DEVICE = re.compile(
+    r"""\.cuda\(|\btorch\.cuda\b|(?:device\s*=|\.to\(|torch\.device\()\s*["']cuda"""
+    r"""|\.is_cuda\b|\.type\s*[!=]=\s*["']cuda["']"""
+)
 
 
 def needs_gpu_driver(file: SolutionFile) -> bool:

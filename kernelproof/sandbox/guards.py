@@ -39,10 +39,17 @@ import sysconfig
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 EXIT_VIOLATION = 86  # the worker's exit status after a forbidden action
 VIOLATION_PREFIX = "KERNELPROOF-VIOLATION: "
 SOLUTION_MODULE = "kernelproof_solution"  # the module name the worker imports a solution under
+# Said of a write beside the solution's own file (os.path.dirname(__file__)): that folder holds the
+# copy kernelproof runs, and stays read-only to it.
+BESIDE_SOLUTION = (
+    " (the folder of the solution's file is read-only in kernelproof: write under "
+    "tempfile.gettempdir() or the working directory)"
+)
 
 # Events refused whoever raised them, once the hook is armed (nothing legitimate needs them then).
 ALWAYS_FORBIDDEN_EVENTS = {
@@ -65,6 +72,16 @@ ALWAYS_FORBIDDEN_EVENTS = {
 }
 # Where a private /tmp is bound (kernelproof.sandbox.mounts), these are the worker's own directory.
 SHARED_TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+
+# Standard-library modules that write and exec code for a class the solution declares (dataclasses'
+# __init__, __repr__ and __eq__; collections.namedtuple's __new__, which typing.NamedTuple uses too),
+# or compile the annotations written in its source (typing's ForwardRef: a NamedTuple's fields under
+# `from __future__ import annotations`).
+STDLIB_CODE_GENERATORS = ("dataclasses.py", os.path.join("collections", "__init__.py"), "typing.py")
+
+# Standard-library functions that call sys._getframe only to read their caller's module name
+# (file, function): typing's _caller (TypeVar, ParamSpec, NewType), the functional Enum API.
+STDLIB_MODULE_NAMERS = (("typing.py", "_caller"), ("enum.py", "_create_"))
 
 # Events forbidden to candidate code (the actor check decides who acted).
 CANDIDATE_FORBIDDEN_PREFIXES = ("ctypes.", "cffi.", "gc.", "socket.", "winreg.", "_winapi.")
@@ -215,6 +232,45 @@ def install(config: GuardConfig, emit: Callable[[str], None] | None = None) -> C
             return is_candidate_file(fn)
         return False
 
+    generators = tuple(os.path.join(d, m) for d in stdlib for m in STDLIB_CODE_GENERATORS)
+
+    def raised_by_code_generator(event: str, args: tuple) -> bool:
+        """Was the event raised by the standard library's own code generation for a class the
+        solution declares: the exec or compile of a dataclass's ``__init__`` or a namedtuple's
+        ``__new__``, or namedtuple naming its new class's module (reading the caller's module name
+        through ``sys._getframe(1)``, then setting ``__module__``)? What generated code does is still
+        judged: its frames name no file, so its actions count as the solution frame's below them."""
+        frame = _getframe(2)
+        if frame is None:
+            return False
+        code = frame.f_code
+        if event in ("exec", "compile"):
+            return code.co_filename in generators
+        in_namedtuple = code.co_name == "namedtuple" and code.co_filename in generators
+        if event == "sys._getframe":
+            return in_namedtuple or names_the_callers_module(code) or logging_finds_its_caller(frame)
+        return in_namedtuple and event == "object.__setattr__" and len(args) > 1 and args[1] == "__module__"
+
+    logging_file = tuple(os.path.join(d, "logging", "__init__.py") for d in stdlib)
+    module_namers = {os.path.join(d, f): name for d in stdlib for f, name in STDLIB_MODULE_NAMERS}
+
+    def names_the_callers_module(code: Any) -> bool:
+        """typing's ``_caller`` (TypeVar, ParamSpec, NewType) or the functional Enum API reading
+        ``sys._getframe(n).f_globals["__name__"]``: the caller's module name, a string, is all they keep."""
+        return module_namers.get(code.co_filename) == code.co_name
+
+    def logging_finds_its_caller(frame: Any) -> bool:
+        """logging's ``currentframe()`` called by its own ``Logger.findCaller`` (a record's file and
+        line, with logging at INFO or below): the frame stays inside logging, which returns strings.
+        ``logging.currentframe()`` called by the solution itself hands it a frame and is refused."""
+        caller = frame.f_back
+        return (
+            frame.f_code.co_filename in logging_file
+            and caller is not None
+            and caller.f_code.co_name == "findCaller"
+            and caller.f_code.co_filename in logging_file
+        )
+
     def raised_by_import_machinery() -> bool:
         """Was the event raised by the import system itself (loading a module's code), not by
         code that merely runs during an import (a solution's module level)?"""
@@ -241,7 +297,9 @@ def install(config: GuardConfig, emit: Callable[[str], None] | None = None) -> C
                 die(f"{event}: a write whose target cannot be resolved: {os.fsdecode(path)}")
             return
         if not any(real == w or real.startswith(w.rstrip("/") + "/") for w in write_ok):
-            die(f"{event}: write outside the worker's private directory: {real}")
+            beside = os.path.dirname(real) == os.path.dirname(solution)
+            hint = BESIDE_SOLUTION if beside else ""
+            die(f"{event}: write outside the worker's private directory: {real}{hint}")
 
     def hook(event: str, args: tuple) -> None:
         if state["busy"]:
@@ -305,6 +363,8 @@ def install(config: GuardConfig, emit: Callable[[str], None] | None = None) -> C
             if not forbidden:
                 return
             if event in ("exec", "compile", "marshal.loads") and raised_by_import_machinery():
+                return
+            if raised_by_code_generator(event, args):
                 return
             if actor_is_candidate():
                 die(f"{event}: forbidden to solution code")

@@ -90,7 +90,7 @@ def _described(exc: BaseException, what: str, path: str) -> dict[str, Any]:
     msg, detail = program.describe_exception(exc, path)
     if program.is_build_failure(exc):
         return failure(ReasonCode.COMPILE_ERROR, f"{what}: {exc}", detail)
-    lacking = interpreter.environment_cause(exc)
+    lacking = interpreter.environment_cause(exc, path)
     if lacking:
         return failure(ReasonCode.ENVIRONMENT, f"{what}: {lacking}", detail)
     text = str(exc).lower()

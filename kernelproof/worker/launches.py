@@ -13,7 +13,11 @@ every launch path is wrapped at a stable public point:
   returns ``lambda *a, **k: self.run(grid=grid, warmup=False, *a, **k)``);
 - ``torch.utils.cpp_extension.load_inline`` and ``load``: the module they return has each of its
   functions wrapped, so a call of a compiled extension function on the CPU is a launch too
-  (``kernelproof.native`` launches CUDA cubins only, and never runs on the CPU).
+  (``kernelproof.native`` launches CUDA cubins only, and never runs on the CPU). The custom
+  operators the build registered (``TORCH_LIBRARY``: a library loaded with ``is_python_module=False``,
+  or a module that registers ops besides its bindings) are called through ``torch.ops.<ns>.<op>``,
+  never through the module: each new operator's packet in ``torch.ops`` is wrapped the same way
+  (:class:`CountedOp`), its overloads (``.default``) too.
 
 Each launch runs inside a ``record_function`` range named ``kernelproof.launch:<kind>:<name>``,
 so the ATen ops an interpreted launch runs can be told apart from the forward's own; and the
@@ -127,14 +131,74 @@ def _marked_loader(load: Callable[..., Any], marks: Launches) -> Callable[..., A
 
     @functools.wraps(load)
     def marked_load(*args, **kwargs):
+        before = _operator_names()
         module = load(*args, **kwargs)
         if isinstance(module, types.ModuleType):
             for attr, value in list(vars(module).items()):
                 if not attr.startswith("_") and isinstance(value, types.BuiltinFunctionType):
                     setattr(module, attr, _marked_function(value, attr, marks))
+        for qualified in sorted(_operator_names() - before):
+            _mark_operator(qualified, marks)
         return module
 
     return marked_load
+
+
+# Namespaces of torch's own operators: a build that defines an operator there is not marked (the
+# harness calls them; an override of one is harness_hooked, kernelproof.worker.checks.hooks).
+TORCH_NAMESPACES = frozenset({"aten", "prim", "prims", "_c10d_functional", "c10d"})
+
+
+def _operator_names() -> set[str]:
+    """Every operator the dispatcher knows now, as ``ns::name`` (overload names dropped)."""
+    import torch
+
+    try:
+        names = torch._C._dispatch_get_all_op_names()
+    except Exception:  # noqa: BLE001 - a torch without it: custom operators go unmarked
+        return set()
+    return {str(n).split(".", 1)[0] for n in names}
+
+
+def _mark_operator(qualified: str, marks: Launches) -> None:
+    """Put a counted packet for the new operator ``ns::name`` where ``torch.ops.ns.name`` finds it."""
+    import torch
+
+    ns, _, name = qualified.partition("::")
+    if not ns or not name or ns in TORCH_NAMESPACES:
+        return
+    try:
+        namespace = getattr(torch.ops, ns)
+        packet = getattr(namespace, name)
+    except (AttributeError, RuntimeError):
+        return
+    if not isinstance(packet, CountedOp):
+        setattr(namespace, name, CountedOp(packet, f"{EXTENSION}:{qualified}", marks))
+
+
+class CountedOp:
+    """A custom operator of the solution's build, called through ``torch.ops``: each call is a launch.
+
+    Stands in for the operator's packet in its ``torch.ops`` namespace (where torch caches packets);
+    attribute reads go to the packet, and an overload read from it (``.default``) is counted too.
+    """
+
+    def __init__(self, op: Any, label: str, marks: Launches) -> None:
+        self._op, self._label, self._marks = op, label, marks
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return _counted(self._marks, self._label, self._op, args, kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        import torch
+
+        attr = getattr(self._op, name)
+        if isinstance(attr, torch._ops.OpOverload):
+            return CountedOp(attr, self._label, self._marks)
+        return attr
+
+    def __repr__(self) -> str:
+        return repr(self._op)
 
 
 def _marked_function(fn: Callable[..., Any], name: str, marks: Launches) -> Callable[..., Any]:

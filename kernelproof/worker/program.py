@@ -126,9 +126,9 @@ def _load_candidate(path: str, init_args: list[Any]) -> tuple[torch.nn.Module | 
         msg, detail = describe_exception(exc, path)
         if is_build_failure(exc):
             return None, LoadFailure(ReasonCode.COMPILE_ERROR, f"the solution failed to load: {exc}", detail)
-        if environment_cause(exc):
+        if environment_cause(exc, path):
             return None, LoadFailure(
-                ReasonCode.ENVIRONMENT, f"loading the solution: {environment_cause(exc)}"
+                ReasonCode.ENVIRONMENT, f"loading the solution: {environment_cause(exc, path)}"
             )
         return None, LoadFailure(ReasonCode.COMPILE_ERROR, f"the solution failed to load: {msg}", detail)
     cls = getattr(module, "ModelNew", None)
@@ -149,9 +149,9 @@ def _load_candidate(path: str, init_args: list[Any]) -> tuple[torch.nn.Module | 
         msg, detail = describe_exception(exc, path)
         if is_build_failure(exc):
             return None, LoadFailure(ReasonCode.COMPILE_ERROR, f"constructing ModelNew: {exc}", detail)
-        if environment_cause(exc):
+        if environment_cause(exc, path):
             return None, LoadFailure(
-                ReasonCode.ENVIRONMENT, f"constructing ModelNew: {environment_cause(exc)}"
+                ReasonCode.ENVIRONMENT, f"constructing ModelNew: {environment_cause(exc, path)}"
             )
         return None, LoadFailure(ReasonCode.RUNTIME_ERROR, f"constructing ModelNew raised {msg}", detail)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from kernelproof import compiler_flags
@@ -67,6 +69,11 @@ def test_flags_a_kernel_needs_are_allowed(argument, flags):
         ("extra_include_paths", "/tmp", "include path outside the staging directory"),
         ("extra_include_paths", "$(touch /tmp/kp-marker)", "shell metacharacter '$'"),
         ("options", '-DX="1"', "shell metacharacter '\"'"),
+        ("extra_cflags", "-fopt-info-vec=/tmp/report.txt", "not on the allowlist of C++"),  # writes a file
+        ("extra_cflags", "-fprofile-generate", "not on the allowlist of C++"),
+        ("extra_cflags", "-fprofile-use=/tmp/prof", "not on the allowlist of C++"),
+        ("extra_cflags", "-fsanitize=address", "not on the allowlist of C++"),
+        ("extra_cuda_cflags", "--threads /tmp", "not on the allowlist of nvcc flags"),
     ],
 )
 def test_refused_flag_is_named_with_its_reason(argument, flag, reason):
@@ -96,6 +103,18 @@ def test_refused_flag_is_named_with_its_reason(argument, flag, reason):
         ("extra_cuda_cflags", ["-arch=sm_80", "-gencode", "arch=compute_70,code=sm_70"]),
         ("extra_cuda_cflags", ["-gencode=arch=compute_80,code=compute_80", "--gpu-architecture=sm_75"]),
         ("extra_cuda_cflags", ["-arch=sm_100a", "-code=sm_90a,compute_90a"]),
+        # CPU extensions: the vectorising and floating-point switches published OpenMP kernels pass
+        ("extra_cflags", ["-O3", "-march=native", "-ffast-math", "-ftree-vectorize", "-funroll-all-loops"]),
+        (
+            "extra_cflags",
+            ["-fno-trapping-math", "-ffp-contract=fast", "-fomit-frame-pointer", "-fopt-info-vec"],
+        ),
+        ("extra_cflags", ["-pthread", "-fno-exceptions", "-fvect-cost-model=unlimited"]),
+        ("extra_ldflags", ["-pthread", "-lpthread", "-Wl,-O1"]),
+        (
+            "extra_cuda_cflags",
+            ["--restrict", "--extra-device-vectorization", "--threads", "4", "-Xcompiler", "-pthread"],
+        ),
     ],
 )
 def test_flags_published_kernels_pass_are_allowed(argument, flags):
@@ -156,6 +175,18 @@ def test_the_toolkits_own_include_and_library_directories_are_allowed():
     home = cuda_home()
     assert first_refusal("extra_include_paths", [f"{home}/include"]) is None
     assert first_refusal("extra_ldflags", [f"-L{home}/lib64", "-lcublas"]) is None
+
+
+def test_torchs_own_include_directories_are_allowed_and_nothing_beside_them():
+    """Published solutions pass extra_include_paths=cpp_extension.include_paths(): torch's headers,
+    already on every extension's command line."""
+    from torch.utils import cpp_extension
+
+    assert first_refusal("extra_include_paths", cpp_extension.include_paths()) is None
+    assert first_refusal("extra_cflags", [f"-I{p}" for p in cpp_extension.include_paths()]) is None
+    site_packages = os.path.dirname(os.path.dirname(cpp_extension.include_paths()[0]))
+    assert first_refusal("extra_include_paths", [site_packages]) is not None  # around them: no
+    assert first_refusal("extra_include_paths", ["/usr/include"]) is not None
 
 
 def test_toolkit_search_matches_the_build_environments():

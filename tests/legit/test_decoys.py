@@ -63,3 +63,10 @@ def test_a_load_request_the_parent_will_not_read_is_a_compile_error_naming_the_f
     assert not v.passed and v.reasons[0].code is ReasonCode.COMPILE_ERROR, describe(v)
     message = v.reasons[0].message
     assert "/tmp/kp_linked/scale_relu.cpp" in message and "2 hard links" in message, describe(v)
+
+
+def test_a_custom_operator_loaded_but_never_called_is_no_custom_kernel_on_the_cpu():
+    """Beside torch_library_inline_op (test_legit.py), whose torch.ops calls count as launches."""
+    task = Path(__file__).resolve().parents[1] / "data" / "tasks" / "scale_relu.py"
+    v = evaluate(_relative(task), _relative(DECOYS / "torch_library_op_unused.py"), _options("cpu", True))
+    assert not v.passed and ReasonCode.NO_CUSTOM_KERNEL in {r.code for r in v.reasons}, describe(v)

@@ -69,6 +69,14 @@ CASES = (
     L("autotuned_gelu", TASKS / "gelu_tanh.py", timing=True),
     L("autotuned_gelu", TASKS / "gelu_tanh.py", device="cuda", timing=True),
     L("cudnn_benchmark_affine", EXPLOIT_TASKS / "scale_shift.py", device="cuda", timing=True),
+    L("cpu_extension_published_flags", DATA_TASKS / "scale_relu.py"),  # -ftree-vectorize, include_paths()
+    L("cpu_extension_empty_cuda_sources", DATA_TASKS / "scale_relu.py"),  # cuda_sources=[], with_cuda=False
+    L("torch_library_inline_op", DATA_TASKS / "scale_relu.py", timing=True),  # torch.ops calls are launches
+    L("python_style_gelu", TASKS / "gelu_tanh.py"),  # dataclass, NamedTuple, logging, print, __main__
+    L("autotuned_gelu_pruned", TASKS / "gelu_tanh.py", timing=True),  # prune_configs_by, warmup=, rep=
+    L("autotuned_gelu_pruned", TASKS / "gelu_tanh.py", device="cuda", timing=True),
+    L("triton_asserts_cuda_inputs", TASKS / "gelu_tanh.py", device="cuda", timing=True),
+    L("cuda_extension_published_flags", DATA_TASKS / "scale_relu.py", device="cuda", timing=True),
 )
 
 
@@ -169,3 +177,37 @@ def test_level1_example_passes_timed_on_the_cpu(task: Path, solution: Path, monk
     assert v.passed, describe(v)
     assert v.correctness.cases_passed == v.correctness.cases_run > 0  # every case, as untimed runs check
     assert v.timing is not None and v.timing.shapes
+
+
+UNSUPPORTED = HERE / "unsupported"
+
+
+@pytest.mark.parametrize(
+    ("solution", "code", "says"),
+    [
+        ("load_beside_own_file", "compile_error", "read-only to the solution in kernelproof"),
+        ("cache_beside_own_file", "forbidden_construct", "read-only in kernelproof"),
+    ],
+)
+def test_a_write_beside_the_solutions_own_file_is_refused_saying_why(solution, code, says):
+    """What kernelproof cannot allow (the folder of the file it runs stays read-only to it) is refused
+    with a message that names kernelproof's limit and where to write instead, never a bare error."""
+    v = evaluate(
+        _relative(DATA_TASKS / "scale_relu.py"),
+        _relative(UNSUPPORTED / f"{solution}.py"),
+        _options("cpu", False),
+    )
+    assert not v.passed and v.reasons[0].code.value == code, describe(v)
+    assert says in v.reasons[0].message and "tempfile.gettempdir()" in v.reasons[0].message, describe(v)
+
+
+def test_a_gpu_kernels_own_cuda_check_is_the_cpus_environment_error():
+    """triton_asserts_cuda_inputs passes on a GPU (its `gpu` row); on the CPU its `assert x.is_cuda`
+    is what the machine lacks, never the solution's runtime_error."""
+    v = evaluate(
+        _relative(TASKS / "gelu_tanh.py"),
+        _relative(SOLUTIONS / "triton_asserts_cuda_inputs.py"),
+        _options("cpu", False),
+    )
+    assert v.verdict.value == "error" and v.codes == ["environment"], describe(v)
+    assert "assert x.is_cuda" in v.reasons[0].message and "--device cuda" in v.reasons[0].message, describe(v)

@@ -191,3 +191,29 @@ def test_only_the_outermost_ops_that_compute_are_listed_outside_the_launches():
         _Event("aten::sum"),
     ]
     assert _split(events) == (1, [("aten::matmul", 1), ("aten::clone", 1), ("aten::sum", 2)])
+
+
+def test_a_custom_operator_the_build_registered_is_a_launch_through_torch_ops(restored):
+    """A TORCH_LIBRARY build (is_python_module=False) returns no module: its operators are called
+    through torch.ops, and each call, through the packet or an overload of it, is a launch."""
+    from torch.utils import cpp_extension as ce
+
+    libraries = []
+
+    def fake_load_inline(*args, **kwargs):  # what loading a TORCH_LIBRARY build does: register ops
+        lib = torch.library.Library("kp_launch_test", "DEF")
+        lib.define("twice(Tensor x) -> Tensor")
+        lib.impl("twice", lambda x: x * 2, "CPU")
+        libraries.append(lib)
+        return "/fake/kp_launch_test.so"
+
+    restored.setattr(ce, "load_inline", fake_load_inline)
+    marks = launches.install()
+    ce.load_inline(name="kp_launch_test", cpp_sources="", is_python_module=False)
+    op = torch.ops.kp_launch_test.twice
+    assert isinstance(op, launches.CountedOp)
+    marks.start()
+    assert torch.equal(op(torch.ones(2)), torch.full((2,), 2.0))
+    torch.ops.kp_launch_test.twice.default(torch.ones(1))
+    assert marks.stop() == [("extension:kp_launch_test::twice", True)] * 2
+    assert not isinstance(torch.ops.aten.add, launches.CountedOp)  # torch's own: never wrapped
