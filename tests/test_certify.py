@@ -425,7 +425,9 @@ def test_runs_that_ended_as_an_error_are_not_certified(pair, tmp_path):
     task, solution = pair
 
     def busy(task, solution, options):
-        return fixtures.make_verdict(str(task), str(solution), Outcome.ERROR, codes=(ReasonCode.MACHINE_BUSY,))
+        return fixtures.make_verdict(
+            str(task), str(solution), Outcome.ERROR, codes=(ReasonCode.MACHINE_BUSY,)
+        )
 
     cert = certify(task, solution, EvalOptions(device="cpu", db="", seed=3), runs=2, evaluate=busy)
     out = tmp_path / "busy.cert.json"

@@ -220,7 +220,16 @@ def test_certify_on_a_busy_machine_writes_no_certificate_and_exits_2(capsys, mon
     monkeypatch.setattr(api, "evaluate", lambda *a, **k: make_verdict("error", ("machine_busy",)))
     out = tmp_path / "c.json"
     ran = run_here(
-        capsys, "certify", TASK, GOOD, "--device", "cpu", "--key", str(tmp_path / "key.pem"), "--out", str(out)
+        capsys,
+        "certify",
+        TASK,
+        GOOD,
+        "--device",
+        "cpu",
+        "--key",
+        str(tmp_path / "key.pem"),
+        "--out",
+        str(out),
     )
     assert ran.code == 2, ran.out + ran.err
     assert not out.exists()
