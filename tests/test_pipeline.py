@@ -45,7 +45,7 @@ def test_correct_triton_solution_passes_with_timing_and_ci():
 @pytest.mark.parametrize(
     ("name", "code", "needle"),
     [
-        ("syntax_error", "compile_error", "line 5"),
+        ("syntax_error", "compile_error", "syntax_error.py:5: "),
         ("no_modelnew", "compile_error", "ModelNew"),
         ("wrong_ctor", "runtime_error", "constructing ModelNew"),
         ("wrong_shape", "wrong_shape", "shape"),
