@@ -159,3 +159,26 @@ def test_compare_and_audit_say_how_far_they_got_when_piped():
     assert steps[0].startswith("compare: A: task set up") and any(s.startswith("compare: B: ") for s in steps)
     audited = run_piped("audit", TASK, "--device", "cpu")
     assert audited.out.splitlines()[0] == "[1/1] ok " + os.path.relpath(TASK), audited
+
+
+def test_a_slow_correctness_phase_tells_the_cases_done_and_a_quick_one_does_not(monkeypatch):
+    """Inside correctness (minutes for a large task under the interpreter) a line at most every
+    CASE_EVERY_S says how many cases are done: a sign of life, never a line per case."""
+    from kernelproof.evaluate import progress as evaluation_progress
+
+    told: list[tuple[str, float]] = []
+    clock = [100.0]
+    monkeypatch.setattr(evaluation_progress.time, "monotonic", lambda: clock[0])
+    with evaluation_progress.reporting(lambda phase, s: told.append((phase, s))):
+        evaluation_progress.began(100.0)
+        for done in range(1, 4):  # quick cases: nothing told
+            clock[0] += 1.0
+            evaluation_progress.case_done(done, 32)
+        assert told == []
+        clock[0] += evaluation_progress.CASE_EVERY_S
+        evaluation_progress.case_done(4, 32)
+        clock[0] += 1.0
+        evaluation_progress.case_done(5, 32)  # too soon after the last line
+    assert told == [("case 4 of 32 checked", 3.0 + evaluation_progress.CASE_EVERY_S)]
+    evaluation_progress.case_done(6, 32)  # outside any sink: nothing, and no error
+    assert len(told) == 1

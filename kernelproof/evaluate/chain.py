@@ -44,6 +44,9 @@ class _Phases:
     started: float = field(default_factory=time.monotonic)
     marks: dict[str, float] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        progress.began(self.started)
+
     def mark(self, name: str) -> None:
         self.marks[name] = time.monotonic() - self.started
         progress.report(name.removesuffix("_s"), self.marks[name])

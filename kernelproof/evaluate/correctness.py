@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from kernelproof import flags as numeric_flags
+from kernelproof.evaluate import progress
 from kernelproof.evaluate.records import Checked, Setup
 from kernelproof.evaluate.requests import encode_args, load_candidate, named_timeout
 from kernelproof.inputs import FINGERPRINT_SIGMAS, checksum, fingerprint
@@ -96,7 +97,9 @@ def run_cases(setup: Setup, cases, worker: WorkerProcess, staged: str, options: 
         failed = at.case_id if at is not None else ""
         return Checked(tuple(results), reasons, tuple(flags), dict(tolerances), kb_ok, worker_build, failed)
 
-    for case in cases:
+    for done, case in enumerate(cases):
+        if done:
+            progress.case_done(done, len(cases))
         ctx = setup.contexts[case.variant]
         if loaded != case.variant:
             with steps.step("load"):
