@@ -249,3 +249,10 @@ def test_large_tensors_cross_as_sealed_files_and_are_judged_like_any_other(tmp_p
     assert read and all(m["nbytes"] >= protocol.BULK_MIN_BYTES for m in read)  # outputs came as files
     v = evaluate(str(task), str(bad), FAST)
     assert "mismatch" in v.codes, v.reasons
+
+
+def test_a_traceback_names_the_solution_file_the_user_gave_not_the_workers_copy():
+    v = evaluate(TASK, sol("raises_forward"), FAST)
+    text = " ".join(r.message + " " + r.detail for r in v.reasons)
+    assert f'File "{sol("raises_forward")}", line 13' in text, text
+    assert "/ro/solution/" not in text, text

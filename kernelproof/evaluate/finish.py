@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import platform
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -157,7 +159,7 @@ def _verdict(
         outcome = Outcome.FAIL
     return Verdict(
         verdict=outcome,
-        reasons=tuple(reasons),
+        reasons=tuple(_named_as_given(r, solution_ref.path) for r in reasons),
         task=task_ref,
         solution=solution_ref,
         correctness=correctness,
@@ -177,3 +179,21 @@ def _verdict(
             ran, timed.timing if timed else None, timed.coverage if timed else None, build is not None
         ),
     )
+
+
+# The copy of the solution a worker imports: <its private folder>/ro/solution/<stem>.py
+_STAGED = re.compile(r"[^\s\"'()]*/worker-[A-Za-z0-9_]+/ro/solution/([A-Za-z0-9_.-]+)")
+
+
+def _named_as_given(reason: Reason, solution_path: str) -> Reason:
+    """The reason with the worker's copy of the solution named by the path the user gave, so that a
+    traceback's ``File "...", line N`` (and an editor's jump to it) leads to the user's file."""
+    staged = Path(solution_path).stem + ".py"
+
+    def named(text: str) -> str:
+        return _STAGED.sub(lambda m: solution_path if m.group(1) == staged else m.group(0), text)
+
+    message, detail = named(reason.message), named(reason.detail)
+    if message == reason.message and detail == reason.detail:
+        return reason
+    return Reason(reason.code, message, detail)
