@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from kernelproof.agent.errors import BackendError, ConfigError, MissingDependencyError
 from kernelproof.agent.records import Completion, Prompt
 
-INSTALL_HINT = "pip install 'kernelproof[agent]'"
+INSTALL_HINT = 'pip install -e ".[agent]" (from the kernelproof checkout)'
 
 # provider prefix -> (SDK, default base URL, environment variable holding the key).
 # Local servers take any key; the SDK's own variables (OPENAI_API_KEY, OPENAI_BASE_URL,

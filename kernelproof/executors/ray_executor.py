@@ -29,7 +29,7 @@ from kernelproof.source import this_source
 from kernelproof.store import as_requested, served
 from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode, Verdict, from_json
 
-RAY_HINT = 'the Ray executor needs Ray: pip install "kernelproof[ray]"'
+RAY_HINT = 'the Ray executor needs Ray: pip install -e ".[ray]" (from the kernelproof checkout)'
 # Errors that mean the evaluation's process or node went away, not that the evaluation failed:
 # the same evaluation is submitted again (names looked up so older Ray versions still load).
 _LOST_NAMES = (

@@ -26,7 +26,9 @@ def _figure(width_in: float = 7.0, height_in: float = 4.2) -> Any:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as err:  # pragma: no cover - depends on the environment
-        raise ImportError('reports need matplotlib: pip install "kernelproof[report]"') from err
+        raise ImportError(
+            'reports need matplotlib: pip install -e ".[report]" (from the kernelproof checkout)'
+        ) from err
     fig = Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     return fig

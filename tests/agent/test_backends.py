@@ -127,7 +127,7 @@ def test_a_retry_after_beyond_two_minutes_is_a_permanent_refusal(serve):
 
 def test_missing_sdk_gives_the_install_hint(monkeypatch):
     monkeypatch.setitem(sys.modules, "openai", None)
-    with pytest.raises(MissingDependencyError, match=r"pip install 'kernelproof\[agent\]'"):
+    with pytest.raises(MissingDependencyError, match=r'pip install -e "\.\[agent\]"'):
         OpenAIBackend(parse_model("vllm:some-model"))
 
 

@@ -19,7 +19,7 @@ import pytest
 from kernelproof.options import EvalOptions
 from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode, Speedup, Verdict
 
-ray = pytest.importorskip("ray", reason='Ray is the optional extra: pip install "kernelproof[ray]"')
+ray = pytest.importorskip("ray", reason='Ray is the optional extra: pip install -e ".[ray]"')
 
 from kernelproof.executors.ray_executor import RayOptions, evaluate_many_ray  # noqa: E402
 from kernelproof.store import Store  # noqa: E402
