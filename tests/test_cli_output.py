@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from cli_support import DATA, make_verdict, run_here, run_piped
@@ -230,3 +231,26 @@ def test_a_long_reason_is_shown_whole_with_its_advice_and_its_detail_indented_wi
     assert all(ln.startswith("        ") for ln in lines[at + 1 : at + 3]), text  # under its indent
     path = "/var/lib/kernelproof/sandbox/worker-abc/ro/solution/sol.py"
     assert sum(path in ln for ln in lines) == 2, text  # never cut, nor folded onto a line of its own
+
+
+def test_a_timed_cpu_eval_prints_no_profiler_lines_on_stderr(tmp_path):
+    """The parent profiles the reference on the CPU (which ATen ops it runs); torch's profiler
+    printed two "USDT: ... profiler_start/stop" lines on every timed run."""
+    plain = tmp_path / "plain.py"
+    plain.write_text(Path(TASK).read_text().replace("class Model(", "class ModelNew("))
+    ran = run_piped(
+        "eval",
+        TASK,
+        str(plain),
+        "--device",
+        "cpu",
+        "--db",
+        "",
+        "--time-budget",
+        "0.5",
+        "--time-when-busy",
+        "--seeds-per-case",
+        "1",
+    )
+    assert ran.code in (0, 1), ran.out + ran.err
+    assert "USDT" not in ran.err and "profiler_start" not in ran.err, ran.err
