@@ -252,3 +252,22 @@ def test_a_task_that_updates_its_input_in_place_is_measured_back_to_back():
     assert v.passed, v.reasons
     assert [s.regime for s in v.timing.shapes] == ["cold", "steady"], v.flags
     assert not any("would compound" in f for f in v.flags), v.flags
+
+
+def test_a_busy_machine_times_an_interpreted_kernel_anyway_but_refuses_to_time_a_claim(monkeypatch):
+    """An interpreted Triton kernel's speed is never a claim on the CPU, so a busy machine distorts
+    nothing it claims: it is timed, flagged. A solution whose speed would be a claim (plain torch)
+    still gets the error machine_busy."""
+    monkeypatch.setattr(parent_clock, "BUSY_IS_ERROR", True)
+    monkeypatch.setattr(
+        busy, "judge", lambda *a, **k: busy.Quiet(True, 9.0, 2, None, "9.0 other tasks runnable")
+    )
+    interpreted = evaluate(TASK, sol("scale_relu_triton"), TIMED)
+    assert interpreted.passed, interpreted.reasons
+    assert any(
+        f.startswith(f"machine_busy: timed anyway ({parent_clock.NO_CLAIM_ANYWAY})")
+        for f in interpreted.flags
+    )
+    assert interpreted.speedup["eager"].median is None and not interpreted.claims.speed
+    claimable = evaluate(TASK, sol("plain_torch"), TIMED)
+    assert claimable.codes == ["machine_busy"], claimable.reasons

@@ -93,7 +93,7 @@ def time_candidate(
         baselines = _baselines(setup, ctx, v, options, device, workers, flags, follow)
         programs = [Program("candidate", worker)] + baselines
         limit = options.step_limit("timing")
-        timing, found = time_variant(ctx, programs, options, rng, tol, limit, flags, telemetry)
+        timing, found = time_variant(ctx, programs, options, rng, tol, limit, flags, telemetry, claims.speed)
         reasons += [_named(r, limit) for r in found]
         if timing is None:
             return Timed(None, reasons=tuple(reasons), flags=tuple(flags))

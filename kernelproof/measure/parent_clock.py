@@ -50,6 +50,7 @@ class Timed(Protocol):  # what session.Program offers here
     host_ms: list[float]
 
 
+NO_CLAIM_ANYWAY = "its speed is no claim here: the kernels ran in Triton's interpreter"
 FingerprintCheck = Callable[[SteadyBatch, Any], Reason | None]  # (the batch asked for, its fingerprints)
 
 
@@ -75,8 +76,13 @@ def judge(
     check_fp: FingerprintCheck,
     notes: list[str],
     confirm: Confirm | None = None,
+    speed_claimed: bool = True,
 ) -> list[Reason]:
-    """The reasons the parent's own facts give about one shape's timing (empty: the figures stand)."""
+    """The reasons the parent's own facts give about one shape's timing (empty: the figures stand).
+
+    ``speed_claimed`` False (the kernels run in Triton's interpreter on the CPU: their speed is never
+    a claim, kernelproof/measure/claims.py): a busy machine is no error, since nothing it could
+    distort is claimed; the timing goes on, flagged, as with ``--time-when-busy``."""
     cand, baselines = programs[0], programs[1:]
     cuda = ctx.device.type == "cuda"
     plan = cpus.plan(options.cpu_threads)
@@ -112,9 +118,10 @@ def judge(
             busy.Quiet(True, others, quiet.cores, quiet.aa_factor, why).message(),
             detail,
         )
-        if BUSY_IS_ERROR and not options.time_when_busy:
+        if BUSY_IS_ERROR and not options.time_when_busy and speed_claimed:
             return [reason]
-        notes.append(f"machine_busy: timed anyway (--time-when-busy): {why}")
+        anyway = "--time-when-busy" if options.time_when_busy or speed_claimed else NO_CLAIM_ANYWAY
+        notes.append(f"machine_busy: timed anyway ({anyway}): {why}")
     if CHECKS_OFF:
         return []
     cand_mean = float(np.mean(cand.samples_ms)) if cand.samples_ms else float("nan")

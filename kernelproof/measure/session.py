@@ -73,8 +73,10 @@ def time_variant(
     timeout_s: float,
     notes: list[str] | None = None,
     telemetry: Any = None,
+    speed_claimed: bool = True,
 ) -> tuple[ShapeTiming | None, list[Reason]]:
-    """Time one shape; baselines that fail are dropped with a note, a failing candidate is rejected."""
+    """Time one shape; baselines that fail are dropped with a note, a failing candidate is rejected.
+    ``speed_claimed`` False: no figure of it is a claim, so a busy machine is no error (parent_clock.judge)."""
     notes = notes if notes is not None else []
     spec, fixed_tensors = ctx.input_spec()
     base = {"op": "time", **spec}
@@ -205,7 +207,9 @@ def time_variant(
             cand_gaps, base_gaps, float(np.mean(cand_spans)) if cand_spans else float("nan")
         )
 
-    found = parent_clock.judge(ctx, programs, options, rng, timeout_s, stopped_how, check_fp, notes, confirm)
+    found = parent_clock.judge(
+        ctx, programs, options, rng, timeout_s, stopped_how, check_fp, notes, confirm, speed_claimed
+    )
     if any(r.code is ReasonCode.MACHINE_BUSY for r in found):
         return None, found
     reasons += found
