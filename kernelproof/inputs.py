@@ -238,16 +238,19 @@ def timed_input_batch(
     return [[column[i] for column in per_slot] for i in range(calls)]
 
 
+def slot_bytes(slot: InputSlot) -> int:
+    """Bytes of one call's tensor in ``slot`` (0 for a scalar)."""
+    if slot.kind == "scalar" or not slot.dtype:
+        return 0
+    n = 1
+    for d in slot.shape:
+        n *= int(d)
+    return n * torch.empty((), dtype=dtype_from_name(slot.dtype)).element_size()
+
+
 def input_bytes(slots: list[InputSlot]) -> int:
     """Bytes of one call's drawn (float) inputs."""
-    total = 0
-    for slot in slots:
-        if slot.kind == "float":
-            n = 1
-            for d in slot.shape:
-                n *= int(d)
-            total += n * torch.empty((), dtype=dtype_from_name(slot.dtype)).element_size()
-    return total
+    return sum(slot_bytes(slot) for slot in slots if slot.kind == "float")
 
 
 def fingerprints(outputs: list[torch.Tensor], seed: int, chunk_bytes: int = 64 << 20) -> list[list[float]]:
@@ -258,14 +261,13 @@ def fingerprints(outputs: list[torch.Tensor], seed: int, chunk_bytes: int = 64 <
     first = outputs[0]
     if any(t.shape != first.shape or t.device != first.device for t in outputs):
         return [fingerprint(t, seed) for t in outputs]
-    g = torch.Generator(device=first.device)
-    g.manual_seed(int(seed) & 0x7FFF_FFFF_FFFF_FFFF)
-    w = torch.randn(first.numel(), generator=g, device=first.device, dtype=torch.float32).to(torch.float64)
+    w = _projection(first.numel(), seed, first.device).to(torch.float64)
     rows = max(1, chunk_bytes // max(1, first.numel() * 8))
     out: list[list[float]] = []
     for at in range(0, len(outputs), rows):
-        x = torch.stack([t.detach().reshape(-1).to(torch.float64) for t in outputs[at : at + rows]])
-        x = torch.where(torch.isfinite(x), x, torch.full_like(x, float("nan")))
+        x = _finite_or_nan(
+            torch.stack([t.detach().reshape(-1).to(torch.float64) for t in outputs[at : at + rows]])
+        )
         dots, norms = (x @ w).tolist(), x.norm(dim=1).tolist()
         out.extend([float(d), float(n)] for d, n in zip(dots, norms))
     return out
@@ -278,9 +280,18 @@ def fingerprint(t: torch.Tensor, seed: int) -> list[float]:
     earlier call, or computed from stale inputs, lands far from it (B1, B3). A single random
     projection of an error e has |<w, e>| ~ ||e||, so the comparison inherits the normwise bound.
     """
-    g = torch.Generator(device=t.device)
-    g.manual_seed(int(seed) & 0x7FFF_FFFF_FFFF_FFFF)
-    w = torch.randn(t.numel(), generator=g, device=t.device, dtype=torch.float32)
-    x = t.detach().reshape(-1).to(torch.float64)
-    x = torch.where(torch.isfinite(x), x, torch.full_like(x, float("nan")))
+    w = _projection(t.numel(), seed, t.device)
+    x = _finite_or_nan(t.detach().reshape(-1).to(torch.float64))
     return [float((x * w.to(torch.float64)).sum()), float(x.norm())]
+
+
+def _projection(numel: int, seed: int, device: torch.device) -> torch.Tensor:
+    """The fingerprint's random direction: ``numel`` float32 normals drawn from ``seed`` on ``device``."""
+    g = torch.Generator(device=device)
+    g.manual_seed(int(seed) & 0x7FFF_FFFF_FFFF_FFFF)
+    return torch.randn(numel, generator=g, device=device, dtype=torch.float32)
+
+
+def _finite_or_nan(x: torch.Tensor) -> torch.Tensor:
+    """``x`` with every infinity made NaN: a fingerprint of an output holding one is wrong, never equal."""
+    return torch.where(torch.isfinite(x), x, torch.full_like(x, float("nan")))

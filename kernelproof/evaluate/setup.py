@@ -20,7 +20,7 @@ from kernelproof.evaluate import machine
 from kernelproof.evaluate.build import needs_build
 from kernelproof.evaluate.records import Setup, Solution, Stopped
 from kernelproof.evaluate.source import WorkerSource
-from kernelproof.inputs import dtype_from_name
+from kernelproof.inputs import slot_bytes
 from kernelproof.options import EvalOptions
 from kernelproof.solution import read_solution
 from kernelproof.store import db_path
@@ -258,20 +258,11 @@ def footprint_bytes(contexts, measured_parent_bytes: int) -> int:
     parent = worker = 0
     for ctx in contexts:
         w = sum(t.numel() * t.element_size() for t in ctx.weight_tensors)
-        inp = sum(_slot_bytes(s) for s in ctx.slots)
+        inp = sum(slot_bytes(s) for s in ctx.slots)
         out = sum(ctx.output_nbytes)
         parent = max(parent, 3 * (inp + w) + 5 * out)
         worker = max(worker, w + 2 * inp + 3 * out)
     return max(parent, measured_parent_bytes) + worker
-
-
-def _slot_bytes(slot) -> int:
-    if slot.kind == "scalar" or not slot.dtype:
-        return 0
-    n = 1
-    for d in slot.shape:
-        n *= d
-    return n * torch.empty((), dtype=dtype_from_name(slot.dtype)).element_size()
 
 
 PROBE_CASE_BYTES = 64 * 2**20  # a probed shape's case is made at most about this large (meta estimate)
