@@ -101,6 +101,26 @@ def test_copies_beyond_the_outputs_size_or_of_unknown_size_are_counted():
     assert _fails(_decide(unknown))
 
 
+def test_a_copy_the_profiler_gave_no_bytes_is_sized_from_the_op_that_launched_it():
+    """torch 2.11's profiler on an H200 recorded a clone's device-to-device copy without bytes: the
+    copy is sized from the launching op's largest input (elements) times the task's element size."""
+    copy = "Memcpy DtoD (Device -> Device)"
+    fits = OUT_BYTES // 4  # elements of the outputs' size in fp32
+    graph = [
+        ("_affine", "solution", 0.004, -1, -1),
+        (copy, "aten", 0.003, -1, fits),
+        (copy, "aten", 0.003, -1, fits),
+    ]
+    rows = classify(graph, 2 * OUT_BYTES, FLOOR, 0, 4)
+    assert [o for _, o, _ in rows] == ["solution", "movement", "movement"]
+    assert not _fails(_coverage(rows, "strict", FLOOR))
+    # beyond the budget, an op the worker could not size, or no element size known: counted
+    assert "movement" not in [o for _, o, _ in classify(graph, OUT_BYTES // 2, FLOOR, 0, 4)]
+    unsized = [("_affine", "solution", 0.004, -1, -1), (copy, "aten", 0.003, -1, 1 << 62)]
+    assert "movement" not in [o for _, o, _ in classify(unsized, 2 * OUT_BYTES, FLOOR, 0, 4)]
+    assert "movement" not in [o for _, o, _ in classify(graph, 2 * OUT_BYTES, FLOOR, 0, 0)]
+
+
 def test_decoy_host_computation_copied_up_fails():
     rows = [
         ("Memcpy HtoD (Pageable -> Device)", "aten", 0.050, OUT_BYTES),

@@ -75,7 +75,7 @@ def account(
         worker.kill()
         raise WorkerDied("crash", "the candidate's worker sent a malformed profile reply") from None
     small = input_elements(ctx) // EPILOGUE_INPUT_FRACTION
-    rows = classify(parsed, movement_budget(ctx), floor_us, small)
+    rows = classify(parsed, movement_budget(ctx), floor_us, small, element_bytes(ctx))
     total = sum(ms for _, _, ms in rows)
     share = shares(rows, floor_us)
     other = "library-ok" if policy == "strict" else "strict"
@@ -118,6 +118,13 @@ def movement_budget(ctx: VariantContext) -> int:
     output). Copies cannot compute, so no decoy gains own work from this."""
     outputs = sum(getattr(ctx, "output_nbytes", None) or [])
     return outputs + sum(n * dtype_from_name(dt).itemsize for n, dt in _tensor_inputs(ctx))
+
+
+def element_bytes(ctx: VariantContext) -> int:
+    """The smallest element size of the task's tensor inputs (0 without any): a copy whose bytes the
+    profiler did not record is sized as its op's largest input in these (never larger than it is)."""
+    sizes = [dtype_from_name(dt).itemsize for _, dt in _tensor_inputs(ctx)]
+    return min(sizes) if sizes else 0
 
 
 def gpu_ms(cov: Coverage) -> float:

@@ -13,7 +13,9 @@ Two kinds of device activity are neither the solution's work nor library work, a
   CUDA-graph solution copying its inputs in and returning ``out.clone()``, an output zeroed before
   an atomic reduction). A host-to-device
   copy stays counted: "compute on the host, copy up" must not pass; so does a copy beyond the
-  outputs' size, or one whose size the profiler did not give.
+  outputs' size, or one whose size is known neither from the profiler's record nor from the ATen op
+  that launched it (its largest input's elements times the task's smallest element size: the
+  profiler of torch 2.11 on an H200 gave no bytes for a ``clone``'s device-to-device copy).
 - *epilogue*: at most ``EPILOGUE_MAX_KERNELS`` ATen kernels, beside at least one of the
   solution's own, each either launched by an op whose every input is small (at most
   1/``EPILOGUE_INPUT_FRACTION`` of the task's inputs' elements: a reduction of partial sums, a
@@ -46,16 +48,23 @@ OWN_WORK_FLOORS = (
 )
 MOVEMENT = re.compile(r"^(Memcpy DtoD|Memset)")  # device-to-device copies and memsets (CUPTI's names)
 SET_ASIDE = ("movement", "epilogue")  # origins out of the deciding fractions
+UNSIZED = 1 << 62  # the worker's mark (worker/profiling.py) for an op input it could not size (a tensor list)
 
 
 def classify(
-    rows: Sequence[tuple], budget_bytes: int, floor_us: float | None, small_elements: int = 0
+    rows: Sequence[tuple],
+    budget_bytes: int,
+    floor_us: float | None,
+    small_elements: int = 0,
+    element_bytes: int = 0,
 ) -> list[tuple[str, str, float]]:
     """(name, origin, ms) with data movement and a small ATen epilogue given their own origins.
 
     `rows`: (name, origin, device ms, bytes moved or -1[, the largest input in elements of the ATen
     op that launched it, or -1]) as launch accounting attributed them. `small_elements`: an ATen op
     whose every input is at most this many elements works on a small tensor (0: none does).
+    `element_bytes`: the bytes of an element, to size a copy or memset whose bytes the profiler did
+    not give from its op's largest input (0: such a copy is not sized, and stays counted).
     """
     out: list[tuple[str, str, float]] = []
     sizes: list[int] = []
@@ -63,6 +72,8 @@ def classify(
     for row in rows:
         name, origin, ms, nbytes = row[0], row[1], row[2], row[3]
         sizes.append(int(row[4]) if len(row) > 4 else -1)
+        if nbytes < 0 and element_bytes > 0 and 0 < sizes[-1] < UNSIZED:
+            nbytes = sizes[-1] * element_bytes
         if origin == "aten" and MOVEMENT.match(name) and 0 <= nbytes <= budget:
             budget -= nbytes
             out.append((name, "movement", ms))
