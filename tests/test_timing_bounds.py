@@ -45,7 +45,7 @@ def test_a_gpu_candidate_may_hold_the_stream_for_its_host_time():
 
 def test_rejects_a_reported_time_below_the_parents_back_to_back_figure():
     cand = Differential(8, 5.0, (45.0, 85.0))
-    base = [(0.1, Differential(400, 0.09, (40.0, 76.0)))]
+    base = [(0.1, Differential(400, 0.09, (40.0, 76.0)), 0.0)]
     found = bounds.differential_reason(0.005, cand, base, [], cuda=False)
     assert found is not None and found.code.value == "timing_tamper"
     assert "0.005" in found.detail and "5" in found.detail  # reported and measured
@@ -60,11 +60,52 @@ def test_accepts_an_honest_report_and_a_launch_bound_gpu_call():
     assert bounds.differential_reason(0.002, launch_bound, [], [0.019], cuda=True) is None
 
 
-def test_the_allowed_factor_follows_the_baselines_own_ratio():
+def test_the_allowance_adds_the_baselines_harness_work_per_call():
     cand = Differential(8, 5.0, (45.0, 85.0))
-    noisy_base = [(0.1, Differential(400, 0.4, (40.0, 200.0)))]  # the baseline's own figure: 4x its report
-    assert bounds.differential_reason(1.0, cand, noisy_base, [], cuda=False) is None
-    assert bounds.differential_reason(1.0, cand, [], [], cuda=False) is not None
+    busy_harness = [(0.1, Differential(400, 2.1, (40.0, 200.0)), 0.0)]  # 2 ms of harness work a call
+    assert bounds.harness_per_call(busy_harness, cuda=False) == pytest.approx(2.0)
+    assert bounds.differential_reason(1.0, cand, busy_harness, [], cuda=False) is None  # 5 <= 2 + 4
+    assert bounds.differential_reason(1.0, cand, [], [], cuda=False) is not None  # 5 > 2
+
+
+# Recorded on an H200 (benchmarks/timing_bounds.py, 2026-12-02): (reported mean, the parent's figure,
+# reported host time) of the candidate, and of its eager baseline, per call in ms.
+H200_5MS_TRUE = (5.003, 4.987, 0.858)
+H200_5MS_TENTH = (0.5003, 5.025, 0.0774)  # its windows forged to a tenth
+H200_5MS_BASE = (0.00154, 0.04578, 0.061)  # x * 2 over 64 K floats
+H200_5US_TRUE = (0.008038, 0.1785, 0.0632)
+H200_5US_BASE = (0.008094, 0.1714, 0.0683)
+
+
+def _base(m, d, h):
+    return [(m, Differential(64, d, (1.0, 2.0)), h)]
+
+
+def test_a_long_kernel_claiming_a_tenth_beside_a_tiny_baseline_is_caught():
+    """The ratio the allowance once took from the baselines (30 for a 1.5 us op) let this through."""
+    base = _base(*H200_5MS_BASE)
+    m, d, h = H200_5MS_TENTH
+    found = bounds.differential_reason(m, Differential(64, d, (1.0, 2.0)), base, [h], cuda=True)
+    assert found is not None and found.code.value == "timing_tamper"
+    m, d, h = H200_5MS_TRUE
+    assert bounds.differential_reason(m, Differential(64, d, (1.0, 2.0)), base, [h], cuda=True) is None
+    assert not bounds.unbounded(Differential(64, d, (1.0, 2.0)), base, [h], cuda=True)
+
+
+def test_a_fused_kernel_beating_a_launch_bound_baseline_is_no_cheat():
+    # eager: ten launches, 0.05 ms of device time under 0.1 ms of host time; 0.1 ms of harness
+    # work a call in a batch. The fused kernel: 5 us on the device, 10 us of host time.
+    base = [(0.05, Differential(64, 0.2, (1.0, 2.0)), 0.1)]
+    fused = Differential(64, 0.11, (1.0, 2.0))
+    assert bounds.differential_reason(0.005, fused, base, [0.01], cuda=True) is None
+
+
+def test_a_call_within_the_harness_work_cannot_be_bounded_and_says_so():
+    base = _base(*H200_5US_BASE)
+    m, d, h = H200_5US_TRUE
+    cand = Differential(64, d, (1.0, 2.0))
+    assert bounds.differential_reason(m, cand, base, [h], cuda=True) is None
+    assert bounds.unbounded(cand, base, [h], cuda=True)  # any report would pass: speed not claimed
 
 
 def test_differential_cancels_fixed_costs_and_keeps_the_smaller_wall():

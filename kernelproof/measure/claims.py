@@ -85,8 +85,9 @@ def outside_flag(claims: Claims) -> str | None:
 
 
 UNCONFIRMED_NOTE = (
-    "withheld: the parent's clock saw work outside the timed windows once and could not confirm or "
-    "clear it (claims.speed_withheld; the timing_unconfirmed flag says why); the measured times are under timing"
+    "withheld: the parent's clock could not confirm the reported windows (work outside them seen once "
+    "and not cleared, or calls too short for its back-to-back bound: claims.speed_withheld; the "
+    "timing_unconfirmed flag says which); the measured times are under timing"
 )
 
 

@@ -233,7 +233,7 @@ def _differential_reasons(
                 _fitting(ctx, bounds.calls_for(float(np.mean(b.samples_ms)), _median(b.cycle_ms))),
             )
             if d is not None and b.samples_ms:
-                theirs.append((float(np.mean(b.samples_ms)), d))
+                theirs.append((float(np.mean(b.samples_ms)), d, _median(b.host_ms) if b.host_ms else 0.0))
         found = bounds.differential_reason(cand_mean, mine, theirs, cand.host_ms, cuda)
         attempts = 1
         # a neighbour's burst comes and goes; a forged window is there every time
@@ -251,8 +251,17 @@ def _differential_reasons(
             f"parent's back-to-back figure for {ctx.variant!r}: candidate {mine.per_call_ms:.4g} ms a call "
             f"(n = {mine.calls}, the smallest of {attempts} measurement{'s' if attempts > 1 else ''}), "
             f"reported mean {cand_mean:.4g} ms"
-            + "".join(f"; a baseline {d.per_call_ms:.4g} ms against {m:.4g} ms" for m, d in theirs)
+            + "".join(f"; a baseline {d.per_call_ms:.4g} ms against {m:.4g} ms" for m, d, _ in theirs)
+            + f"; the baselines' harness work {bounds.harness_per_call(theirs, cuda):.4g} ms a call"
         )
+        if found is None and bounds.unbounded(mine, theirs, cand.host_ms, cuda):
+            notes.append(
+                f"{UNCONFIRMED}: for {ctx.variant!r} the parent's back-to-back figure, {mine.per_call_ms:.4g} ms a call, "
+                f"is within {bounds.DIFF_HARNESS_SLACK:g} x the harness's own work per call "
+                f"({bounds.harness_per_call(theirs, cuda):.4g} ms, measured on the baselines): a call this short "
+                "cannot be bounded by the parent's clock, so any reported time would pass and the speedups are "
+                "withheld (a larger shape can be timed)"
+            )
     return [found] if found else []
 
 
