@@ -105,7 +105,17 @@ def test_a_call_within_the_harness_work_cannot_be_bounded_and_says_so():
     m, d, h = H200_5US_TRUE
     cand = Differential(64, d, (1.0, 2.0))
     assert bounds.differential_reason(m, cand, base, [h], cuda=True) is None
-    assert bounds.unbounded(cand, base, [h], cuda=True)  # any report would pass: speed not claimed
+    assert bounds.unbounded(cand, base, [h], cuda=True)  # any additive allowance would pass it
+    # there the baselines' ratio is the evidence: the honest report is as far below the parent's
+    # figure as eager's; the same call claiming half its time (as recorded) is not, and is withheld
+    assert not bounds.beyond_the_baselines_ratio(m, cand, base, [h], cuda=True)
+    half = Differential(64, 0.1969, (1.0, 2.0))
+    assert bounds.beyond_the_baselines_ratio(0.003989, half, base, [0.0358], cuda=True)
+
+
+def test_of_a_baselines_measurements_the_larger_figure_calibrates():
+    low, high = Differential(8, 0.005, (9.0, 9.04)), Differential(8, 0.17, (9.0, 10.4))
+    assert bounds.larger(low, high) is high and bounds.larger(None, low) is low
 
 
 def test_differential_cancels_fixed_costs_and_keeps_the_smaller_wall():
@@ -287,7 +297,7 @@ def test_a_task_whose_calls_do_not_fit_a_back_to_back_batch_is_not_given_the_dif
         variant = "default"
         device = torch.device("cpu")
         slots: list = []
-        output_nbytes = [steady_batch.BATCH_BYTES["cpu"] // 8]
+        output_nbytes = [steady_batch.BATCH_BYTES["cpu"] // 4]  # with the warm-up calls' inputs: not two
 
     notes: list[str] = []
     found = parent_clock._differential_reasons(
@@ -295,3 +305,31 @@ def test_a_task_whose_calls_do_not_fit_a_back_to_back_batch_is_not_given_the_dif
     )
     assert found == [] and asked == []
     assert any("back-to-back bound was not applied" in n and "would not fit" in n for n in notes), notes
+
+
+def test_calls_that_move_much_get_one_call_against_two(monkeypatch):
+    """Where 16 calls would not fit but two do (with the warm-up calls' inputs), the differential
+    is one call against two: a call that moves that much is long against the walls' noise."""
+    from kernelproof.measure import parent_clock, steady_batch
+
+    class Ctx:
+        device = torch.device("cpu")
+        slots: list = []
+        output_nbytes = [steady_batch.BATCH_BYTES["cpu"] // 6]
+
+    assert parent_clock._fitting(Ctx(), 20) == 1
+    assert steady_batch.calls_that_fit(Ctx(), 20) == 0  # the steady regime still needs eight
+
+
+def test_a_crashed_back_to_back_batch_withholds_the_speedups_and_a_wrong_one_fails():
+    from kernelproof.measure import parent_clock
+
+    class Ctx:
+        variant = "default"
+
+    notes: list[str] = []
+    crash = Reason(ReasonCode.CRASH, "a steady-state call raised OutOfMemoryError")
+    assert parent_clock._batch_failed(crash, Ctx(), notes) == []
+    assert notes[0].startswith("timing_unconfirmed:") and "OutOfMemoryError" in notes[0]
+    wrong = Reason(ReasonCode.MISMATCH, "a checked call's output was wrong")
+    assert parent_clock._batch_failed(wrong, Ctx(), []) == [wrong]

@@ -36,9 +36,12 @@
    The allowance is additive, not a ratio: the harness's work per call does not grow with the
    kernel's time. A ratio taken from the baselines let a 5 ms kernel claim a tenth of its time on
    an H200 beside a 1.5 us baseline (whose figure was 30 times its report), and would call a fused
-   kernel faster than eager on a small shape a cheat. The price is stated, not hidden: a call whose
-   whole cost on the parent's clock is within the harness's allowance (:func:`unbounded`) cannot
-   be bounded at all, and its speed is not claimed (``timing_unconfirmed``).
+   kernel faster than eager on a small shape a cheat. A call whose whole cost on the parent's clock
+   is within the harness's allowance (:func:`unbounded`) cannot be bounded that way at all. There
+   the baselines' own ratio of the two figures is the only evidence: a report further below the
+   parent's figure than ``DIFF_RATIO_SLACK`` times that ratio (:func:`beyond_the_baselines_ratio`)
+   is not a claim (``timing_unconfirmed``: the speedups are withheld), never ``timing_tamper``,
+   since an honest fused kernel that beats a launch-bound baseline looks the same.
 
 A gap beyond the calibration is ``timing_tamper`` only when seen again in a confirmation round on a
 machine still quiet (kernelproof/measure/parent_clock.py); else the speedups are withheld
@@ -71,6 +74,7 @@ DIFF_BUDGET_MS = 2_000.0  # the smaller batch at the parent's per-call cycle las
 DIFF_REPEATS = 2  # each batch size timed this often; the smallest wall is kept
 DIFF_MIN_FACTOR = 2.0  # a reported mean may fall this far below the parent's figure,
 DIFF_HARNESS_SLACK = 2.0  # ... plus this many times the baselines' harness work per call in a batch
+DIFF_RATIO_SLACK = 1.5  # where that cannot bound a call: this many times the baselines' ratio of the figures
 DIFF_CONFIRMS = 3  # timing_tamper only when this many measurements of the candidate's figure agree
 
 
@@ -154,6 +158,13 @@ Baseline = tuple[
 ]  # (reported mean, the parent's figure, reported host time) per call
 
 
+def larger(a: Differential | None, b: Differential | None) -> Differential | None:
+    """Of two measurements of a baseline's figure, the larger: it calibrates the harness's work."""
+    if a is None or b is None:
+        return a or b
+    return a if a.per_call_ms >= b.per_call_ms else b
+
+
 def harness_per_call(base: list[Baseline], cuda: bool) -> float:
     """The baselines' harness work per call in a back-to-back batch (the most of any): the parent's
     figure less the call's own reported cost, the larger of host and device time on a GPU."""
@@ -176,6 +187,18 @@ def unbounded(
         return False
     host = float(np.median(cand_host_ms)) if cuda and cand_host_ms else 0.0
     return cand_diff.per_call_ms - host <= allowed_ms(0.0, base, cuda)
+
+
+def beyond_the_baselines_ratio(
+    cand_mean_ms: float, cand_diff: Differential, base: list[Baseline], cand_host_ms: list[float], cuda: bool
+) -> bool:
+    """Whether the report is further below the parent's figure (less the reported host time) than
+    ``DIFF_RATIO_SLACK`` times the baselines' own ratio of the two figures (at least
+    ``DIFF_MIN_FACTOR``): evidence only where the call is too short to bound (:func:`unbounded`)."""
+    host = float(np.median(cand_host_ms)) if cuda and cand_host_ms else 0.0
+    ratios = [d.per_call_ms / m for m, d, _ in base if m > 0 and math.isfinite(m)]
+    factor = max(DIFF_MIN_FACTOR, DIFF_RATIO_SLACK * max(ratios, default=0.0))
+    return math.isfinite(cand_mean_ms) and cand_mean_ms * factor < cand_diff.per_call_ms - host
 
 
 def differential_reason(

@@ -17,9 +17,9 @@ batch honest without a message per call:
 
 Every call's inputs and outputs are held at once (and the warm-up calls' inputs), so a batch is as
 long as fits ``BATCH_BYTES`` on its device. Where not even ``MIN_CALLS`` fit (a task whose one call
-moves hundreds of MiB), the steady regime is not measured and the differential not applied, each
-with a note: before, four rotating input sets served any size. Such calls last long enough for the
-gap's calibration (kernelproof/measure/bounds.py) to see work outside the window.
+moves hundreds of MiB), the steady regime is not measured, with a note: before, four rotating input
+sets served any size. The differential needs fewer (two calls, one against two: such calls are long
+against the walls' noise) and is not applied, with a note, only where not even two fit.
 """
 
 from __future__ import annotations
@@ -28,11 +28,14 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from kernelproof.inputs import STEADY_WARMUP_CALLS, input_bytes
 from kernelproof.verify.cases import VariantContext
 
 STEADY_CHECKS = 3  # calls checked besides the last, picked after the reply
 BATCH_BYTES = {"cpu": 512 << 20, "cuda": 2 << 30}  # a batch's inputs and outputs held at once, at most
+DEVICE_SHARE = 16  # ... or this share of a GPU's memory, where that is more (8.7 GB of an H200's 140 GiB)
 MIN_CALLS = 8  # fewer calls than this measure nothing worth reporting
 
 
@@ -59,16 +62,29 @@ def new_batch(rng: random.Random, calls: int) -> SteadyBatch:
     return SteadyBatch(rng.getrandbits(62), rng.getrandbits(62), int(calls))
 
 
-def calls_that_fit(ctx: VariantContext, wanted: int) -> int:
+def batch_bytes(device: torch.device) -> int:
+    """The most a batch may hold on ``device``: ``BATCH_BYTES``, or on a GPU a ``DEVICE_SHARE`` of its
+    memory where that is more (a task whose one call moves a GiB still gets one call against two
+    for the differential on an H200: four evaluations in flight hold a quarter of it at most)."""
+    if device.type != "cuda":
+        return BATCH_BYTES["cpu"]
+    try:
+        total = int(torch.cuda.get_device_properties(device).total_memory)
+    except Exception:  # noqa: BLE001 - no properties: the fixed budget
+        total = 0
+    return max(BATCH_BYTES["cuda"], total // DEVICE_SHARE)
+
+
+def calls_that_fit(ctx: VariantContext, wanted: int, least: int = MIN_CALLS) -> int:
     """``wanted`` calls, fewer where their inputs and outputs (and the warm-up calls' inputs) would
-    not fit the device's ``BATCH_BYTES``; 0 where not even ``MIN_CALLS`` would."""
+    not fit the device's ``BATCH_BYTES``; 0 where not even ``least`` would."""
     per_call = input_bytes(ctx.slots) + sum(ctx.output_nbytes)
     if per_call <= 0:
         return int(wanted)
-    budget = BATCH_BYTES["cuda" if ctx.device.type == "cuda" else "cpu"]
+    budget = batch_bytes(ctx.device)
     most = budget // per_call - STEADY_WARMUP_CALLS
     n = int(min(wanted, most))
-    return n if n >= MIN_CALLS else 0
+    return n if n >= least else 0
 
 
 def picks(rng: random.Random, calls: int) -> list[int]:
