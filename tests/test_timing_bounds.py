@@ -333,3 +333,54 @@ def test_a_crashed_back_to_back_batch_withholds_the_speedups_and_a_wrong_one_fai
     assert notes[0].startswith("timing_unconfirmed:") and "OutOfMemoryError" in notes[0]
     wrong = Reason(ReasonCode.MISMATCH, "a checked call's output was wrong")
     assert parent_clock._batch_failed(wrong, Ctx(), []) == [wrong]
+
+
+def _with_a_baseline(monkeypatch, cand_ms: list[float], base_ms: list[float], reported: float):
+    """The differential of a candidate beside one baseline (reporting 0.01 ms a call), each program's
+    walls scripted per measurement: (found, notes)."""
+    import random
+
+    from kernelproof.measure import parent_clock
+
+    cand, base = _Cand(reported), _Cand(0.01)
+    seen = {id(cand): 0, id(base): 0}
+
+    def back_to_back(ctx, prog, rng, calls, timeout_s, check_fp):
+        script = cand_ms if prog is cand else base_ms
+        attempt = seen[id(prog)] // (2 * bounds.DIFF_REPEATS)
+        seen[id(prog)] += 1
+        return 5.0 + calls * script[min(attempt, len(script) - 1)], None
+
+    monkeypatch.setattr(parent_clock, "_back_to_back", back_to_back)
+    base.worker = cand.worker = _Frozen()
+
+    class Ctx:
+        variant = "default"
+        device = torch.device("cpu")
+        slots: list = []
+        output_nbytes = [4096]
+
+    notes: list[str] = []
+    found = parent_clock._differential_reasons(
+        Ctx(), cand, [base], random.Random(0), 10.0, lambda *a: None, notes, False
+    )
+    return found, notes
+
+
+def test_a_call_shorter_than_the_harness_work_is_withheld_when_its_report_is_far_below(monkeypatch):
+    # both calls cost about the harness's 0.18 ms: eager reports 0.01, the candidate 0.001
+    found, notes = _with_a_baseline(monkeypatch, [0.2], [0.19], 0.001)
+    assert found == [] and any(
+        n.startswith("timing_unconfirmed:") and "cannot be bounded" in n for n in notes
+    )
+    # reporting as far below as eager does: it stands, flagged
+    found, notes = _with_a_baseline(monkeypatch, [0.2], [0.19], 0.01)
+    assert found == [] and any(n.startswith("timing_unbounded:") for n in notes), notes
+    assert not any(n.startswith("timing_unconfirmed") for n in notes)
+
+
+def test_one_low_figure_of_a_baseline_cannot_make_an_honest_candidate_a_cheat(monkeypatch):
+    # eager's first measurement says no harness work (0.011 ms a call), its second 0.19 ms; the
+    # candidate's calls cost 0.25 ms for a 0.05 ms report, harness work included
+    found, notes = _with_a_baseline(monkeypatch, [0.25], [0.011, 0.19], 0.05)
+    assert found == [], notes
