@@ -153,9 +153,8 @@ def gap_reason(
     )
 
 
-Baseline = tuple[
-    float, Differential, float
-]  # (reported mean, the parent's figure, reported host time) per call
+# A baseline's (reported mean, the parent's figure, reported host time) per call
+Baseline = tuple[float, Differential, float]
 
 
 def larger(a: Differential | None, b: Differential | None) -> Differential | None:
@@ -177,6 +176,13 @@ def allowed_ms(cand_mean_ms: float, base: list[Baseline], cuda: bool) -> float:
     return DIFF_MIN_FACTOR * cand_mean_ms + DIFF_HARNESS_SLACK * harness_per_call(base, cuda)
 
 
+def _beyond_host(cand_diff: Differential, cand_host_ms: list[float], cuda: bool) -> float:
+    """The parent's per-call figure less the reported host time (on a GPU a back-to-back call costs
+    the larger of host and device time)."""
+    host = float(np.median(cand_host_ms)) if cuda and cand_host_ms else 0.0
+    return cand_diff.per_call_ms - host
+
+
 def unbounded(
     cand_diff: Differential | None, base: list[Baseline], cand_host_ms: list[float], cuda: bool
 ) -> bool:
@@ -185,8 +191,7 @@ def unbounded(
     the harness's own per-call work), and the speed is not a claim."""
     if cand_diff is None:
         return False
-    host = float(np.median(cand_host_ms)) if cuda and cand_host_ms else 0.0
-    return cand_diff.per_call_ms - host <= allowed_ms(0.0, base, cuda)
+    return _beyond_host(cand_diff, cand_host_ms, cuda) <= allowed_ms(0.0, base, cuda)
 
 
 def beyond_the_baselines_ratio(
@@ -195,10 +200,9 @@ def beyond_the_baselines_ratio(
     """Whether the report is further below the parent's figure (less the reported host time) than
     ``DIFF_RATIO_SLACK`` times the baselines' own ratio of the two figures (at least
     ``DIFF_MIN_FACTOR``): evidence only where the call is too short to bound (:func:`unbounded`)."""
-    host = float(np.median(cand_host_ms)) if cuda and cand_host_ms else 0.0
     ratios = [d.per_call_ms / m for m, d, _ in base if m > 0 and math.isfinite(m)]
     factor = max(DIFF_MIN_FACTOR, DIFF_RATIO_SLACK * max(ratios, default=0.0))
-    return math.isfinite(cand_mean_ms) and cand_mean_ms * factor < cand_diff.per_call_ms - host
+    return math.isfinite(cand_mean_ms) and cand_mean_ms * factor < _beyond_host(cand_diff, cand_host_ms, cuda)
 
 
 def differential_reason(
@@ -213,7 +217,7 @@ def differential_reason(
     if cand_diff is None or not math.isfinite(cand_mean_ms):
         return None
     host = float(np.median(cand_host_ms)) if cuda and cand_host_ms else 0.0
-    bound = cand_diff.per_call_ms - host
+    bound = _beyond_host(cand_diff, cand_host_ms, cuda)
     harness = harness_per_call(base, cuda)
     allowed = allowed_ms(cand_mean_ms, base, cuda)
     if bound <= 0 or bound <= allowed:

@@ -48,7 +48,6 @@ OWN_WORK_FLOORS = (
 )
 MOVEMENT = re.compile(r"^(Memcpy DtoD|Memset)")  # device-to-device copies and memsets (CUPTI's names)
 SET_ASIDE = ("movement", "epilogue")  # origins out of the deciding fractions
-UNSIZED = 1 << 62  # the worker's mark (worker/profiling.py) for an op input it could not size (a tensor list)
 
 
 def classify(
@@ -72,8 +71,8 @@ def classify(
     for row in rows:
         name, origin, ms, nbytes = row[0], row[1], row[2], row[3]
         sizes.append(int(row[4]) if len(row) > 4 else -1)
-        if nbytes < 0 and element_bytes > 0 and 0 < sizes[-1] < UNSIZED:
-            nbytes = sizes[-1] * element_bytes
+        if nbytes < 0 and element_bytes > 0 and sizes[-1] > 0:
+            nbytes = sizes[-1] * element_bytes  # an unsized op (the worker's 1 << 62) lands beyond any budget
         if origin == "aten" and MOVEMENT.match(name) and 0 <= nbytes <= budget:
             budget -= nbytes
             out.append((name, "movement", ms))

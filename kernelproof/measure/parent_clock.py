@@ -234,10 +234,10 @@ def _differential_reasons(
             """Each baseline's (mean, figure, host), the figure the larger of its measurements: its
             harness work calibrates the allowance, and a difference of two walls errs both ways."""
             for i, b in enumerate(baselines):
-                k = _fitting(
-                    ctx, bounds.calls_for(float(np.mean(b.samples_ms or [0.0])), _median(b.cycle_ms))
-                )
-                if not b.samples_ms or k == 0:
+                if not b.samples_ms:
+                    continue
+                k = _fitting(ctx, bounds.calls_for(float(np.mean(b.samples_ms)), _median(b.cycle_ms)))
+                if k == 0:
                     continue
                 d = bounds.differential(timed_by(b, cand.worker.frozen), k)
                 got = bounds.larger(figures.get(i), d)
@@ -264,15 +264,15 @@ def _differential_reasons(
     except WorkerDied as died:
         return [Reason(ReasonCode(died.code), died.message, died.detail)]
     if mine is not None:
+        harness = bounds.harness_per_call(theirs, cuda)
         notes.append(
             f"parent's back-to-back figure for {ctx.variant!r}: candidate {mine.per_call_ms:.4g} ms a call "
             f"(n = {mine.calls}, the smallest of {attempts} measurement{'s' if attempts > 1 else ''}), "
             f"reported mean {cand_mean:.4g} ms"
             + "".join(f"; a baseline {d.per_call_ms:.4g} ms against {m:.4g} ms" for m, d, _ in theirs)
-            + f"; the baselines' harness work {bounds.harness_per_call(theirs, cuda):.4g} ms a call"
+            + f"; the baselines' harness work {harness:.4g} ms a call"
         )
         if found is None and bounds.unbounded(mine, theirs, cand.host_ms, cuda):
-            harness = bounds.harness_per_call(theirs, cuda)
             short = (
                 f"for {ctx.variant!r} the parent's back-to-back figure, {mine.per_call_ms:.4g} ms a call, is within "
                 f"{bounds.DIFF_HARNESS_SLACK:g} x the harness's own work per call ({harness:.4g} ms, measured on the "

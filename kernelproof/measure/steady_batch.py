@@ -65,7 +65,7 @@ def new_batch(rng: random.Random, calls: int) -> SteadyBatch:
 def batch_bytes(device: torch.device) -> int:
     """The most a batch may hold on ``device``: ``BATCH_BYTES``, or on a GPU a ``DEVICE_SHARE`` of its
     memory where that is more (a task whose one call moves a GiB still gets one call against two
-    for the differential on an H200: four evaluations in flight hold a quarter of it at most)."""
+    for the differential on an H200). Timing holds the device alone, so one batch runs at a time."""
     if device.type != "cuda":
         return BATCH_BYTES["cpu"]
     try:
@@ -77,7 +77,7 @@ def batch_bytes(device: torch.device) -> int:
 
 def calls_that_fit(ctx: VariantContext, wanted: int, least: int = MIN_CALLS) -> int:
     """``wanted`` calls, fewer where their inputs and outputs (and the warm-up calls' inputs) would
-    not fit the device's ``BATCH_BYTES``; 0 where not even ``least`` would."""
+    not fit the device's :func:`batch_bytes`; 0 where not even ``least`` would."""
     per_call = input_bytes(ctx.slots) + sum(ctx.output_nbytes)
     if per_call <= 0:
         return int(wanted)
