@@ -271,3 +271,20 @@ def test_a_busy_machine_times_an_interpreted_kernel_anyway_but_refuses_to_time_a
     assert interpreted.speedup["eager"].median is None and not interpreted.claims.speed
     claimable = evaluate(TASK, sol("plain_torch"), TIMED)
     assert claimable.codes == ["machine_busy"], claimable.reasons
+
+
+def test_a_static_output_buffer_is_measured_back_to_back_and_passes():
+    """A solution returning one buffer from every call (CUDA-graph style, legitimate: B4) is seen in
+    the batch's warm-up, and each call's results are copied right after it: the calls the parent
+    picks are judged on what each returned, never on the last call's overwrite."""
+    from dataclasses import replace
+
+    exploits = Path(__file__).parent / "exploits"
+    v = evaluate(
+        str(exploits / "tasks" / "scale_shift.py"),
+        str(exploits / "solutions" / "b4_static_output_buffer.py"),
+        replace(TIMED, steady=True, time_when_busy=True),
+    )
+    assert v.passed, v.reasons
+    assert [s.regime for s in v.timing.shapes] == ["cold", "steady"], v.flags
+    assert any(f.startswith("output_reused:") for f in v.flags), v.flags
