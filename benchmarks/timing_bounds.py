@@ -3,7 +3,8 @@
 For each kernel the candidate is evaluated honestly, then with its worker's batch replies forged to
 claim a fraction of each measured window (1/2, 1/5, 1/10, 1/100, 1/1000), as a solution that writes
 its own reply or rebinds the harness's clock would. For each run the table shows the verdict's
-codes, which check fired (the calibrated gap, or the differential batch), the reported mean, the
+codes, which check fired (the calibrated gap, or the differential batch), whether the speedups
+are claimed (or withheld, or claimed where the call was too short to bound), the reported mean, the
 parent's back-to-back figure and the per-call gaps of candidate and baseline. The smallest forgery
 each check catches is the bound's resolution at that kernel size (docs/timing.md).
 
@@ -88,6 +89,17 @@ def forge(divide_by: float) -> None:
     WorkerProcess.request = forged
 
 
+def speed_claim(verdict) -> str:
+    """Whether the verdict claims the speedups: "claimed", "claimed, unbounded" (the call is shorter
+    than the harness's work in a batch: the parent's clock could not bound it), or why withheld."""
+    claims = verdict.claims
+    if claims is None:
+        return "-"
+    if not claims.speed:
+        return f"withheld ({claims.speed_withheld})"
+    return "claimed, unbounded" if any(f.startswith("timing_unbounded") for f in verdict.flags) else "claimed"
+
+
 def which_check(verdict) -> str:
     for r in verdict.reasons:
         if r.code.value == "timing_tamper":
@@ -100,7 +112,7 @@ def main() -> None:
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--time-budget", type=float, default=5.0)
+    ap.add_argument("--time-budget", type=float, default=2.0)
     ns = ap.parse_args()
     cuda = ns.device.startswith("cuda")
     parent_clock.BUSY_IS_ERROR = False  # measure anyway; the flags say whether the machine was busy
@@ -131,6 +143,7 @@ def main() -> None:
                         f"1/{factor:g}",
                         ",".join(v.codes) or "pass",
                         which_check(v),
+                        speed_claim(v),
                         f"{shape.candidate.mean_ms:.4g}" if shape else "-",
                         f"{over.get('candidate', {}).get('gap', float('nan')):.4g}",
                         f"{over.get('eager', {}).get('gap', float('nan')):.4g}",
@@ -140,9 +153,20 @@ def main() -> None:
                     {"kernel": name, "claims": 1 / factor, "verdict": v.to_json(), "differential_note": diff}
                 )
                 print(rows[-1], diff, flush=True)
-    header = ["kernel", "claims", "codes", "caught by", "reported mean ms", "gap ms (cand)", "gap ms (eager)"]
+                # after each run: a run cut short keeps what it measured
+                write_json("timing_bounds.json", doc)
+    header = [
+        "kernel",
+        "claims",
+        "codes",
+        "caught by",
+        "speed",
+        "reported mean ms",
+        "gap ms (cand)",
+        "gap ms (eager)",
+    ]
     print(table(rows, header))
-    print(f"written: {write_json('timing_bounds', doc)}")
+    print(f"written: {write_json('timing_bounds.json', doc)}")
 
 
 if __name__ == "__main__":

@@ -278,14 +278,17 @@ def _differential_reasons(
                 f"{bounds.DIFF_HARNESS_SLACK:g} x the harness's own work per call ({harness:.4g} ms, measured on the "
                 "baselines): a call this short cannot be bounded by the parent's clock"
             )
-            if bounds.beyond_the_baselines_ratio(cand_mean, mine, theirs, cand.host_ms, cuda):
+            if bounds.beyond_the_baselines_work(cand_mean, mine, theirs, cand.host_ms, cuda):
                 notes.append(
-                    f"{UNCONFIRMED}: {short}, and the reported {cand_mean:.4g} ms is further below that figure than "
-                    "the baselines' own reports are below theirs: the speedups are withheld (a larger shape can be timed)"
+                    f"{UNCONFIRMED}: {short}, and beyond the reported {cand_mean:.4g} ms it leaves more than "
+                    f"{bounds.DIFF_UNBOUNDED_SLACK:g} x that harness work: the speedups are withheld (a larger "
+                    "shape can be timed)"
                 )
             else:
                 notes.append(
-                    f"timing_unbounded: {short}; the reported time is as far below it as the baselines' are"
+                    f"timing_unbounded: {short}; beyond the reported time it leaves no more harness work than "
+                    f"{bounds.DIFF_UNBOUNDED_SLACK:g} x the baselines'. The speedups rest on the worker's report "
+                    "there (docs/timing.md, the bounds' resolution)"
                 )
     return [found] if found else []
 
