@@ -166,11 +166,15 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def checksum(args: list[object]) -> float:
-    """Sum of every float input in float64: both sides must have drawn the same values."""
+    """Sum of every float input in float64: both sides must have drawn the same values. A chunk
+    at a time (``FINGERPRINT_CHUNK`` elements), as the fingerprint is: a whole float64 copy of a
+    6.4 GB input is 12.8 GB."""
     total = 0.0
     for a in args:
         if isinstance(a, torch.Tensor) and a.is_floating_point():
-            total += float(a.detach().to(torch.float64).sum())
+            flat = a.detach().reshape(-1)
+            for at in range(0, flat.numel(), FINGERPRINT_CHUNK):
+                total += float(flat[at : at + FINGERPRINT_CHUNK].to(torch.float64).sum())
     return total
 
 
@@ -253,13 +257,18 @@ def input_bytes(slots: list[InputSlot]) -> int:
     return sum(slot_bytes(slot) for slot in slots if slot.kind == "float")
 
 
+FINGERPRINT_CHUNK = 1 << 24  # elements of one output projected at once (float64 temporaries of 128 MiB)
+
+
 def fingerprints(outputs: list[torch.Tensor], seed: int, chunk_bytes: int = 64 << 20) -> list[list[float]]:
     """:func:`fingerprint` of many same-shaped outputs at once (the calls of one batch, one output
     index): one projection drawn, and a matrix product per chunk instead of a pass per call."""
     if not outputs:
         return []
     first = outputs[0]
-    if any(t.shape != first.shape or t.device != first.device for t in outputs):
+    if first.numel() > FINGERPRINT_CHUNK or any(
+        t.shape != first.shape or t.device != first.device for t in outputs
+    ):
         return [fingerprint(t, seed) for t in outputs]
     w = _projection(first.numel(), seed, first.device).to(torch.float64)
     rows = max(1, chunk_bytes // max(1, first.numel() * 8))
@@ -279,10 +288,35 @@ def fingerprint(t: torch.Tensor, seed: int) -> list[float]:
     The parent computes the same projection of its reference output; an output replayed from an
     earlier call, or computed from stale inputs, lands far from it (B1, B3). A single random
     projection of an error e has |<w, e>| ~ ||e||, so the comparison inherits the normwise bound.
+
+    An output of more than ``FINGERPRINT_CHUNK`` elements is projected a chunk at a time, each
+    chunk's part of w drawn from a seed of its own (:func:`_chunk_seed`; the first chunk's is
+    ``seed``, so a smaller output's fingerprint is what it always was): its float64 copy, w and
+    their product exist one chunk at a time. Whole, they took about 45 GB of device memory for a
+    6.4 GB output (KernelBench level 1's 20_LeakyReLU on an H200), more than the case itself.
     """
-    w = _projection(t.numel(), seed, t.device)
-    x = _finite_or_nan(t.detach().reshape(-1).to(torch.float64))
-    return [float((x * w.to(torch.float64)).sum()), float(x.norm())]
+    flat = t.detach().reshape(-1)
+    n = flat.numel()
+    if n <= FINGERPRINT_CHUNK:
+        w = _projection(n, seed, t.device)
+        x = _finite_or_nan(flat.to(torch.float64))
+        return [float((x * w.to(torch.float64)).sum()), float(x.norm())]
+    dot = torch.zeros((), dtype=torch.float64, device=t.device)
+    squares = torch.zeros((), dtype=torch.float64, device=t.device)
+    for index, at in enumerate(range(0, n, FINGERPRINT_CHUNK)):
+        x = _finite_or_nan(flat[at : at + FINGERPRINT_CHUNK].to(torch.float64))
+        w = _projection(x.numel(), _chunk_seed(seed, index), t.device).to(torch.float64)
+        dot += (x * w).sum()
+        squares += x.square().sum()
+    return [float(dot), float(squares.sqrt())]
+
+
+def _chunk_seed(seed: int, index: int) -> int:
+    """The seed of chunk ``index``'s part of the projection: ``seed`` itself for the first chunk,
+    then one of its own per chunk (a stream drawn in parts does not equal one drawn whole)."""
+    if index == 0:
+        return int(seed)
+    return (int(seed) * 1_000_003 + index * 0x9E37_79B9_7F4A_7C15) & 0x7FFF_FFFF_FFFF_FFFF
 
 
 def _projection(numel: int, seed: int, device: torch.device) -> torch.Tensor:
@@ -293,5 +327,6 @@ def _projection(numel: int, seed: int, device: torch.device) -> torch.Tensor:
 
 
 def _finite_or_nan(x: torch.Tensor) -> torch.Tensor:
-    """``x`` with every infinity made NaN: a fingerprint of an output holding one is wrong, never equal."""
-    return torch.where(torch.isfinite(x), x, torch.full_like(x, float("nan")))
+    """``x`` with every infinity made NaN: a fingerprint of an output holding one is wrong, never equal.
+    In place of a full tensor of NaN beside it (one more float64 copy of the output)."""
+    return torch.where(torch.isfinite(x), x, float("nan"))

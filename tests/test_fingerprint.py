@@ -1,0 +1,46 @@
+"""The output fingerprint: [<w, t>, ||t||] in float64, a large output projected a chunk at a time."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernelproof import inputs
+from kernelproof.inputs import fingerprint, fingerprints
+
+
+def _whole(t: torch.Tensor, w: torch.Tensor) -> list[float]:
+    x = t.reshape(-1).to(torch.float64)
+    return [float((x * w.to(torch.float64)).sum()), float(x.norm())]
+
+
+def test_an_output_within_one_chunk_is_projected_on_the_seeds_own_direction():
+    t = torch.randn(7, 11)
+    want = _whole(t, inputs._projection(t.numel(), 42, t.device))
+    assert fingerprint(t, 42) == want  # bit for bit: what fingerprints were before chunks existed
+
+
+def test_a_large_output_is_projected_chunk_by_chunk_on_one_direction(monkeypatch):
+    monkeypatch.setattr(inputs, "FINGERPRINT_CHUNK", 64)
+    t = torch.randn(1000)
+    parts = [
+        inputs._projection(min(64, 1000 - at), inputs._chunk_seed(9, k), t.device)
+        for k, at in enumerate(range(0, 1000, 64))
+    ]
+    want = _whole(t, torch.cat(parts))
+    got = fingerprint(t, 9)
+    assert got == pytest.approx(want, rel=1e-12, abs=1e-12)
+    assert len({inputs._chunk_seed(9, k) for k in range(16)}) == 16  # no chunk repeats another's direction
+    # the batch form agrees, and an error in the last chunk moves the projection
+    assert fingerprints([t, t], 9) == [got, got]
+    bad = t.clone()
+    bad[-1] += 1.0
+    assert abs(fingerprint(bad, 9)[0] - got[0]) > 1e-6
+
+
+def test_an_infinity_in_any_chunk_makes_the_fingerprint_nan(monkeypatch):
+    monkeypatch.setattr(inputs, "FINGERPRINT_CHUNK", 64)
+    t = torch.randn(300)
+    t[250] = float("-inf")
+    dot, norm = fingerprint(t, 3)
+    assert dot != dot and norm != norm  # NaN never equals the reference's
