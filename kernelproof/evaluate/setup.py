@@ -252,8 +252,10 @@ def footprint_bytes(contexts, measured_parent_bytes: int) -> int:
     The parent's share is what setup measured while the reference and the float64 oracle ran
     (activations included), floored by what its correctness cases hold at once: the inputs, the
     weights and the outputs of the reference, the same in float64 for the oracle, and two runs of
-    the candidate's outputs. The worker's share is estimated: the weights, the inputs and their
-    saved copies, two runs of outputs and the poisoned blocks of their size.
+    the candidate's outputs. The worker's share is estimated: the weights, the inputs three times
+    (this case's, their saved copies, and the previous case's first-run inputs that its second run
+    reuses: B1), two runs of outputs and a spare poisoned block of their size (kernelproof/worker/
+    cases.py; its fingerprints and checksums take a chunk at a time).
     """
     parent = worker = 0
     for ctx in contexts:
@@ -261,7 +263,7 @@ def footprint_bytes(contexts, measured_parent_bytes: int) -> int:
         inp = sum(slot_bytes(s) for s in ctx.slots)
         out = sum(ctx.output_nbytes)
         parent = max(parent, 3 * (inp + w) + 5 * out)
-        worker = max(worker, w + 2 * inp + 3 * out)
+        worker = max(worker, w + 3 * inp + 3 * out)
     return max(parent, measured_parent_bytes) + worker
 
 
