@@ -159,10 +159,10 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     the test that an input came back unchanged."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    return torch.equal(
-        a.detach().contiguous().reshape(-1).view(torch.uint8),
-        b.detach().contiguous().reshape(-1).view(torch.uint8),
-    )
+    x = a.detach().contiguous().reshape(-1).view(torch.uint8)
+    y = b.detach().contiguous().reshape(-1).view(torch.uint8)
+    step = 8 * FINGERPRINT_CHUNK  # bytes compared at once: a whole comparison's mask is a byte per byte
+    return all(torch.equal(x[at : at + step], y[at : at + step]) for at in range(0, x.numel(), step))
 
 
 def checksum(args: list[object]) -> float:
@@ -266,10 +266,10 @@ def fingerprints(outputs: list[torch.Tensor], seed: int, chunk_bytes: int = 64 <
     if not outputs:
         return []
     first = outputs[0]
-    if first.numel() > FINGERPRINT_CHUNK or any(
-        t.shape != first.shape or t.device != first.device for t in outputs
-    ):
+    if any(t.shape != first.shape or t.device != first.device for t in outputs):
         return [fingerprint(t, seed) for t in outputs]
+    if first.numel() > FINGERPRINT_CHUNK:
+        return _chunked_fingerprints(outputs, seed)
     w = _projection(first.numel(), seed, first.device).to(torch.float64)
     rows = max(1, chunk_bytes // max(1, first.numel() * 8))
     out: list[list[float]] = []
@@ -309,6 +309,26 @@ def fingerprint(t: torch.Tensor, seed: int) -> list[float]:
         dot += (x * w).sum()
         squares += x.square().sum()
     return [float(dot), float(squares.sqrt())]
+
+
+def _chunked_fingerprints(outputs: list[torch.Tensor], seed: int) -> list[list[float]]:
+    """:func:`fingerprint` of same-shaped large outputs, chunk by chunk: each chunk's part of the
+    projection drawn once for all of them, not once per output (a batch's harness work per call
+    is what the parent's back-to-back bound must see past)."""
+    first = outputs[0]
+    n = first.numel()
+    flats = [t.detach().reshape(-1) for t in outputs]
+    dots = torch.zeros(len(outputs), dtype=torch.float64, device=first.device)
+    squares = torch.zeros(len(outputs), dtype=torch.float64, device=first.device)
+    for index, at in enumerate(range(0, n, FINGERPRINT_CHUNK)):
+        w = _projection(min(FINGERPRINT_CHUNK, n - at), _chunk_seed(seed, index), first.device).to(
+            torch.float64
+        )
+        for i, flat in enumerate(flats):
+            x = _finite_or_nan(flat[at : at + FINGERPRINT_CHUNK].to(torch.float64))
+            dots[i] += (x * w).sum()
+            squares[i] += x.square().sum()
+    return [[float(d), float(q)] for d, q in zip(dots.tolist(), squares.sqrt().tolist())]
 
 
 def _chunk_seed(seed: int, index: int) -> int:

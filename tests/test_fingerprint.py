@@ -44,3 +44,17 @@ def test_an_infinity_in_any_chunk_makes_the_fingerprint_nan(monkeypatch):
     t[250] = float("-inf")
     dot, norm = fingerprint(t, 3)
     assert dot != dot and norm != norm  # NaN never equals the reference's
+
+
+def test_inputs_are_compared_bit_for_bit_a_chunk_at_a_time(monkeypatch):
+    from kernelproof.inputs import checksum, same_bits
+
+    monkeypatch.setattr(inputs, "FINGERPRINT_CHUNK", 16)  # 128 bytes compared at once
+    a = torch.randn(1000)
+    assert same_bits(a, a.clone()) and same_bits(a[:0], a[:0].clone())
+    b = a.clone()
+    b[999] = -b[999]  # a change in the last chunk only
+    assert not same_bits(a, b)
+    zero = torch.zeros(300)
+    assert not same_bits(zero, -zero)  # signed zeros differ in their bits
+    assert checksum([a, 3]) == pytest.approx(float(a.double().sum()), rel=1e-12)
