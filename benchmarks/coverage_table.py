@@ -7,6 +7,10 @@ applied (the flags that name its gap check and back-to-back bound), for every bu
 
     kernelproof bench suite --solutions examples --device cuda --json bench.json --exit-zero
     python benchmarks/coverage_table.py bench.json
+    python benchmarks/coverage_table.py results.sqlite native.json   # a store, and one eval's JSON
+
+A results store serves where a run was cut before its JSON was written: every verdict is stored as
+it is decided.
 """
 
 from __future__ import annotations
@@ -57,11 +61,22 @@ def rows(verdicts: list[dict]) -> list[list[str]]:
     return out
 
 
+def load(path: Path) -> list[dict]:
+    """Verdicts from a bench run's JSON list, one eval's JSON object, or a results store."""
+    if path.suffix in (".sqlite", ".db"):
+        import sqlite3
+
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+            return [json.loads(doc) for (doc,) in db.execute("SELECT doc FROM verdicts ORDER BY task_path")]
+    doc = json.loads(path.read_text())
+    return doc if isinstance(doc, list) else [doc]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("bench_json", type=Path)
+    parser.add_argument("sources", type=Path, nargs="+", help="bench JSON, eval JSON or results.sqlite")
     args = parser.parse_args()
-    verdicts = json.loads(args.bench_json.read_text())
+    verdicts = [v for path in args.sources for v in load(path)]
     header = ["task", "verdict", "codes", "speedup (eager)", "raw", "deciding", "policy", "floor us", "clock"]
     print(table(rows(verdicts), header))
 

@@ -113,7 +113,7 @@ def test_a_call_within_the_harness_work_cannot_be_bounded_and_says_so():
     assert bounds.beyond_the_baselines_work(0.003989, half, base, [0.0358], cuda=True)
 
 
-# Recorded on an H200 (scripts/gpu-check clock, 2026-12-02, third session): built-in examples faster
+# Recorded on an H200 (the built-in examples timed with a 1 s budget, 2026-12-02, third session): built-in examples faster
 # than eager whose calls are shorter than the harness's work in a batch. (reported mean, the parent's
 # figure, reported host time) of the candidate, then of eager. The ratio of the figures withheld
 # all four; each leaves the harness work eager leaves.
