@@ -58,3 +58,16 @@ def test_inputs_are_compared_bit_for_bit_a_chunk_at_a_time(monkeypatch):
     zero = torch.zeros(300)
     assert not same_bits(zero, -zero)  # signed zeros differ in their bits
     assert checksum([a, 3]) == pytest.approx(float(a.double().sum()), rel=1e-12)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_large_output_is_projected_chunk_by_chunk_and_the_batch_agrees():
+    t = torch.randn(inputs.FINGERPRINT_CHUNK + 1000, device="cuda")
+    parts = [
+        inputs._projection(inputs.FINGERPRINT_CHUNK, 5, t.device),
+        inputs._projection(1000, inputs._chunk_seed(5, 1), t.device),
+    ]
+    want = _whole(t, torch.cat(parts))
+    got = fingerprint(t, 5)
+    assert got == pytest.approx(want, rel=1e-9)
+    assert fingerprints([t, t.clone()], 5) == [got, got]

@@ -23,7 +23,7 @@ from kernelproof.errors import TaskError
 from kernelproof.inputs import DOMAIN_DISTRIBUTIONS, InputSlot, case_inputs, draw, dtype_name, same_bits
 from kernelproof.task import Task, TaskModule, eval_expr, instantiate
 from kernelproof.torch_globals import seeded
-from kernelproof.verify import steps
+from kernelproof.verify import fastpath, steps
 from kernelproof.verify.chunks import batch_of, batch_separable, chunks_for, oracle_in_chunks
 from kernelproof.verify.compare import tolerance_for
 from kernelproof.verify.oracle import (
@@ -225,20 +225,14 @@ def make_inputs(ctx: VariantContext, distribution: str, seed: int) -> list[Any]:
 def _make_inputs(ctx: VariantContext, distribution: str, seed: int) -> list[Any]:
     """The inputs of one case: floats in the contract dtype, integers untouched.
 
-    ``get_inputs()`` (the task's own code, on the CPU, as KernelBench runs it) is called for the
+    ``get_inputs()`` (the task's own code, :func:`_task_inputs`: on the device where it can be) is called for the
     "task" distribution and whenever the task has integer or fixed inputs; otherwise the shapes are
     known from an earlier call and every float input is drawn directly on the device, which keeps
     multi-GB cases from spending seconds in the CPU's random number generator.
     """
     if drawable(ctx, distribution):
         return case_inputs(ctx.slots, ctx.scalars, distribution, seed, ctx.device)
-    try:
-        with seeded(seed):
-            raw = ctx.module.get_inputs()
-    except (TaskError, torch.OutOfMemoryError):  # TaskError: what it returned is not a list
-        raise
-    except Exception as exc:
-        raise TaskError(f"get_inputs() raised {type(exc).__name__}: {exc}", path=ctx.task.path) from None
+    raw = _task_inputs(ctx, seed)
     args: list[Any] = []
     slots: list[InputSlot] = []
     for i, x in enumerate(raw):
@@ -260,6 +254,30 @@ def _make_inputs(ctx: VariantContext, distribution: str, seed: int) -> list[Any]
         ctx.fixed = {s.index: args[s.index] for s in slots if s.kind == "fixed"}
         ctx.scalars = {s.index: args[s.index] for s in slots if s.kind == "scalar"}
     return args
+
+
+def _task_inputs(ctx: VariantContext, seed: int) -> list[Any]:
+    """``get_inputs()``'s own values for ``seed``. On a GPU it runs first with the device as
+    torch's default, so that its ``torch.randn(...)`` draws there: KernelBench's level-1 tasks draw
+    gigabytes a tensor, and the CPU's generator took 12-15 s a call on the H200 host (40 s of a
+    95 s evaluation of 4_Matrix_vector_multiplication). The values follow the seed on that device
+    as they do on the CPU; a task whose ``get_inputs()`` fails there (numpy, a CPU-only op, the
+    device's memory) runs again as written, on the CPU."""
+    if ctx.device.type == "cuda" and fastpath.ENABLED:
+        try:
+            with seeded(seed), torch.device(ctx.device):
+                return ctx.module.get_inputs()
+        except TaskError:  # what it returned is not a list: the same on any device
+            raise
+        except Exception:  # noqa: BLE001 - the CPU decides whether get_inputs() itself fails
+            pass
+    try:
+        with seeded(seed):
+            return ctx.module.get_inputs()
+    except (TaskError, torch.OutOfMemoryError):  # TaskError: what it returned is not a list
+        raise
+    except Exception as exc:
+        raise TaskError(f"get_inputs() raised {type(exc).__name__}: {exc}", path=ctx.task.path) from None
 
 
 def to_device(args: list[Any], device: torch.device, dtype: torch.dtype | None = None) -> list[Any]:

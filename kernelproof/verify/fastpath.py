@@ -1,15 +1,20 @@
 """The sweep's speed-ups that keep every check: on and off (a switch for tests and benchmarks only).
 
-Setup's probe inputs (one ``get_inputs()`` call on the CPU, GBs at KernelBench's level-1 sizes)
+Setup's probe inputs (one ``get_inputs()`` call, GBs at KernelBench's level-1 sizes)
 are the audit's first "task" inputs on their variant, instead of a call of its own
 (kernelproof/evaluate/setup.py): the same secret seed source, the same controls.
 
 Where every element of a slice is finite, the comparisons (kernelproof/verify/compare.py) skip
 the masks that only matter for NaN and Inf: the same arithmetic on the same values in the same
 order, so the same numbers and the same verdict, in about half the passes over memory. A slice
-with any non-finite element takes the full path. ``ENABLED = False`` turns both off:
-benchmarks/sweep_costs.py measures the difference in one run, and the tests show the two paths
-agree. It is never reachable from the command line or the stored verdict.
+with any non-finite element takes the full path.
+
+On a GPU a task's own ``get_inputs()`` runs with the device as torch's default (the CPU's
+generator took 12-15 s a call at level-1 sizes), and as written on the CPU where that fails
+(kernelproof/verify/cases.py, ``_task_inputs``): values that follow the same seed, drawn elsewhere.
+
+``ENABLED = False`` turns all three off: benchmarks/sweep_costs.py measures the difference in one
+run, and the tests show the two paths agree. It is never reachable from the command line or the stored verdict.
 """
 
 from __future__ import annotations
