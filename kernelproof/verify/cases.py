@@ -262,11 +262,14 @@ def _task_inputs(ctx: VariantContext, seed: int) -> list[Any]:
     gigabytes a tensor, and the CPU's generator took 12-15 s a call on the H200 host (40 s of a
     95 s evaluation of 4_Matrix_vector_multiplication). The values follow the seed on that device
     as they do on the CPU; a task whose ``get_inputs()`` fails there (numpy, a CPU-only op, the
-    device's memory) runs again as written, on the CPU."""
+    device's memory) runs again as written, on the CPU. What it drew comes back to the CPU (a copy
+    at the bus's speed), so the case's memory is what it was: the device holds only the copies
+    each step makes, as before."""
     if ctx.device.type == "cuda" and fastpath.ENABLED:
         try:
             with seeded(seed), torch.device(ctx.device):
-                return ctx.module.get_inputs()
+                raw = ctx.module.get_inputs()
+            return [x.cpu() if isinstance(x, torch.Tensor) else x for x in raw]
         except TaskError:  # what it returned is not a list: the same on any device
             raise
         except Exception:  # noqa: BLE001 - the CPU decides whether get_inputs() itself fails
