@@ -414,3 +414,15 @@ def test_one_low_figure_of_a_baseline_cannot_make_an_honest_candidate_a_cheat(mo
     # candidate's calls cost 0.25 ms for a 0.05 ms report, harness work included
     found, notes = _with_a_baseline(monkeypatch, [0.25], [0.011, 0.19], 0.05)
     assert found == [], notes
+
+
+def test_an_unbounded_call_says_how_far_its_report_is_from_the_parents_roofline_floor():
+    from kernelproof.evaluate.timing import with_floor
+    from kernelproof.verdict import Roofline
+
+    flag = "timing_unbounded: for 'default' the parent's back-to-back figure, 7.05 ms a call, ..."
+    roof = Roofline(1e9, 1.6e9, 0.3734, None, 4.2, 0.98, "datasheet")
+    said = with_floor(flag, roof)
+    assert said.startswith(flag) and "0.3734 ms" in said and "1.02 x" in said
+    assert with_floor(flag, None) == flag  # no floor known: nothing to add
+    assert with_floor("timing_unconfirmed: ...", roof) == "timing_unconfirmed: ..."

@@ -41,6 +41,7 @@ from kernelproof.verdict import (
     Coverage,
     Reason,
     ReasonCode,
+    Roofline,
     ShapeTiming,
     Speedup,
     Timing,
@@ -133,6 +134,7 @@ def time_candidate(
             claims = cpu_claims(backend, coverage, reference_ops(ctx, rng.getrandbits(62)))
             flags += [f for f in (outside_flag(claims),) if f]
             reasons += [reason] if reason else []
+    flags = [with_floor(f, roof) for f in flags]
     if per_shape:
         coverage, reason = _deciding_coverage(per_shape)
         reasons += [reason] if reason else []
@@ -148,6 +150,19 @@ def time_candidate(
         tuple(reasons),
         tuple(flags),
         claims,
+    )
+
+
+def with_floor(flag: str, roof: Roofline | None) -> str:
+    """A ``timing_unbounded`` flag with the bound that does hold for such a call: the parent's own
+    roofline floor, below which no report can go (``below_physical_floor``). A call reported near
+    its floor leaves a forged window little to claim; one far from it leaves that distance
+    (docs/timing.md, the bounds' resolution)."""
+    if not flag.startswith("timing_unbounded:") or roof is None or not roof.floor_ms or not roof.sol_fraction:
+        return flag
+    return (
+        f"{flag}; the parent's roofline floor for the call is {roof.floor_ms:.4g} ms (datasheet peaks), "
+        f"and the report {1 / roof.sol_fraction:.3g} x that: no report can fall below it"
     )
 
 
