@@ -99,3 +99,13 @@ def test_a_task_refused_runs_its_oracle_whole(tmp_path, monkeypatch):
     monkeypatch.setattr("kernelproof.verify.cases.oracle_in_chunks", lambda *a: pytest.fail("chunked"))
     _, orc = reference_and_oracle(ctx, args)
     assert orc[0].shape == (24,)
+
+
+def test_the_rooflines_bytes_from_recorded_sizes_equal_those_of_a_case(tmp_path):
+    path = tmp_path / "task.py"
+    path.write_text(TASK.format(forward="x @ self.w"))
+    ctx = build_variant(load_task(path), "default", torch.device("cpu"), "eval", 3)
+    assert ctx.min_bytes_known() is None  # nothing recorded before a case
+    args = make_inputs(ctx, "normal", 1)
+    ref, _ = reference_and_oracle(ctx, args)
+    assert ctx.min_bytes_known() == ctx.min_bytes(args, ref) == float((16 * 24 + 24 * 24 + 16 * 24) * 4)

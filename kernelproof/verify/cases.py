@@ -20,7 +20,15 @@ import torch
 
 from kernelproof import flags as numeric_flags
 from kernelproof.errors import TaskError
-from kernelproof.inputs import DOMAIN_DISTRIBUTIONS, InputSlot, case_inputs, draw, dtype_name, same_bits
+from kernelproof.inputs import (
+    DOMAIN_DISTRIBUTIONS,
+    InputSlot,
+    case_inputs,
+    draw,
+    dtype_name,
+    same_bits,
+    slot_bytes,
+)
 from kernelproof.task import Task, TaskModule, eval_expr, instantiate
 from kernelproof.torch_globals import seeded
 from kernelproof.verify import fastpath, steps
@@ -97,6 +105,17 @@ class VariantContext:
     def flops(self) -> float | None:
         expr = self.task.meta.flops
         return eval_expr(expr, self.constants()) if expr else None
+
+    def min_bytes_known(self) -> float | None:
+        """:meth:`min_bytes` from the sizes a case has already recorded (the input slots and the
+        reference's output bytes), without drawing or running anything; None before a case ran."""
+        if self.task.meta.bytes:
+            return eval_expr(self.task.meta.bytes, self.constants())
+        if not self.slots or not self.output_nbytes:
+            return None
+        n = sum(slot_bytes(s) for s in self.slots)
+        n += sum(t.numel() * t.element_size() for t in self.weight_tensors)
+        return float(n + sum(self.output_nbytes))
 
     def min_bytes(self, inputs: list[Any], outputs: list[torch.Tensor]) -> float:
         if self.task.meta.bytes:
