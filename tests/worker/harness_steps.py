@@ -16,6 +16,7 @@ from kernelproof.inputs import (
     checksum,
     draw,
     fingerprint,
+    fingerprints,
     same_bits,
     timed_inputs,
 )
@@ -46,6 +47,16 @@ def run_all(device: str = "cpu") -> None:
     for dtype in OTHERS:
         t = draw((6,), "uniform01", "unit", 2, dev, torch.float32).to(dtype)
         _output_steps(t, [t.clone()])
+    # large outputs and inputs take chunks (fingerprints, checksums, the input check): the same
+    # steps with chunks of 8 elements
+    import kernelproof.inputs as inputs
+
+    chunk, inputs.FINGERPRINT_CHUNK = inputs.FINGERPRINT_CHUNK, 8
+    try:
+        big = draw((4, 5), "normal", "any", 9, dev, torch.float32)
+        _output_steps(big, [big.clone()])
+    finally:
+        inputs.FINGERPRINT_CHUNK = chunk
     flush = torch.empty(64, dtype=torch.uint8, device=dev)
     flush.zero_()  # the clock's L2 flush
     torch.empty(64, dtype=torch.uint8, device=dev).fill_(POISON_BYTE)  # poison.fill's blocks
@@ -61,6 +72,7 @@ def _output_steps(out: torch.Tensor, args: list) -> None:
     same_bits(out, out.clone())
     checksum(tensors)
     fingerprint(out, 5)
+    fingerprints([out, out.clone()], 5)  # a back-to-back batch's outputs
     reuse.shared_with([out], [[out.clone()]])
     addresses.earlier([t.clone() for t in args if isinstance(t, torch.Tensor)], tensors)
     out.detach().to("cpu")

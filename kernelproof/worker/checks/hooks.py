@@ -47,7 +47,8 @@ from kernelproof.worker.checks import builtins_watch, modules, signals
 # Every aten operator the harness's own steps call, by exact overload: drawing inputs
 # (kernelproof.inputs.draw, timed_inputs, case_inputs), fingerprints, checksums, the input check
 # (same_bits), the copy to the parent (protocol), the handoff, poisoning, the L2 flush and the
-# reused-address inputs, the copies kept of reused outputs. tests/worker/test_harness_hooks.py
+# reused-address inputs, the copies kept of reused outputs, a batch's fingerprints and the chunked
+# paths of large tensors. tests/worker/test_harness_hooks.py
 # runs each of those steps under torch's profiler and a recording dispatch mode, and fails when
 # one calls an operator missing here (operators called inside another's kernel are listed with
 # every overload). Overloads this torch does not register are skipped at the snapshot.
@@ -56,10 +57,14 @@ HARNESS_OPS = (
     "aten::_to_copy",
     "aten::abs",
     "aten::add.Tensor",
+    "aten::add_.Tensor",
+    "aten::addmv_",
     "aten::all",
     "aten::all.dim",
     "aten::all.dims",
     "aten::as_strided",
+    "aten::cat",
+    "aten::cat.names",
     "aten::clamp",
     "aten::clamp_",
     "aten::clamp_min_",
@@ -78,7 +83,9 @@ HARNESS_OPS = (
     "aten::item",
     "aten::linalg_vector_norm",
     "aten::lt.Scalar",
+    "aten::matmul",
     "aten::mul.Tensor",
+    "aten::mv",
     "aten::ne.Scalar",
     "aten::normal_",
     "aten::pow.Tensor_Scalar",
@@ -89,12 +96,12 @@ HARNESS_OPS = (
     "aten::random_.from",
     "aten::random_.to",
     "aten::reshape",
+    "aten::resize_",
     "aten::resolve_conj",
     "aten::resolve_neg",
     "aten::result_type.Scalar",
     "aten::result_type.Scalar_Scalar",
     "aten::result_type.Scalar_Tensor",
-    "aten::resize_",
     "aten::result_type.Tensor",
     "aten::scalar_tensor",
     "aten::scatter_.reduce",
@@ -102,7 +109,12 @@ HARNESS_OPS = (
     "aten::scatter_.value",
     "aten::scatter_.value_reduce",
     "aten::scatter_reduce_.two",
+    "aten::select.int",
     "aten::sign",
+    "aten::slice.Tensor",
+    "aten::sqrt",
+    "aten::square",
+    "aten::stack",
     "aten::sub.Tensor",
     "aten::sum",
     "aten::to.device",
@@ -113,6 +125,7 @@ HARNESS_OPS = (
     "aten::view.dtype",
     "aten::where.self",
     "aten::zero_",
+    "aten::zeros",
 )
 
 # Bound at import, before any solution runs (the worker imports this module at start-up).
