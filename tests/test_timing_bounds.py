@@ -364,7 +364,7 @@ def test_a_crashed_back_to_back_batch_withholds_the_speedups_and_a_wrong_one_fai
     assert parent_clock._batch_failed(wrong, Ctx(), []) == [wrong]
 
 
-def _with_a_baseline(monkeypatch, cand_ms: list[float], base_ms: list[float], reported: float):
+def _with_a_baseline(monkeypatch, cand_ms: list[float], base_ms: list[float], reported: float, cuda=False):
     """The differential of a candidate beside one baseline (reporting 0.01 ms a call), each program's
     walls scripted per measurement: (found, notes)."""
     import random
@@ -391,7 +391,7 @@ def _with_a_baseline(monkeypatch, cand_ms: list[float], base_ms: list[float], re
 
     notes: list[str] = []
     found = parent_clock._differential_reasons(
-        Ctx(), cand, [base], random.Random(0), 10.0, lambda *a: None, notes, False
+        Ctx(), cand, [base], random.Random(0), 10.0, lambda *a: None, notes, cuda
     )
     return found, notes
 
@@ -399,10 +399,14 @@ def _with_a_baseline(monkeypatch, cand_ms: list[float], base_ms: list[float], re
 def test_a_call_shorter_than_the_harness_work_is_withheld_when_it_leaves_more_harness_work(monkeypatch):
     # eager: 0.19 ms a call back to back for a 0.01 ms report (0.18 ms of harness work); the
     # candidate's 0.33 ms, within 2 x that, for a 0.001 ms report leaves 0.329 ms: withheld
-    found, notes = _with_a_baseline(monkeypatch, [0.33], [0.19], 0.001)
+    found, notes = _with_a_baseline(monkeypatch, [0.33], [0.19], 0.001, cuda=True)
     assert found == [] and any(
         n.startswith("timing_unconfirmed:") and "cannot be bounded" in n for n in notes
     ), notes
+    # on the CPU the candidate's worker does harness work a baseline's does not (its audit hook):
+    # the same figures stand there, flagged
+    found, notes = _with_a_baseline(monkeypatch, [0.33], [0.19], 0.001)
+    assert found == [] and any(n.startswith("timing_unbounded:") for n in notes), notes
     # a fused call ten times faster than eager leaving eager's harness work: it stands, flagged
     found, notes = _with_a_baseline(monkeypatch, [0.2], [0.19], 0.001)
     assert found == [] and any(n.startswith("timing_unbounded:") for n in notes), notes

@@ -77,9 +77,12 @@ DIFF_BUDGET_MS = 2_000.0  # the smaller batch at the parent's per-call cycle las
 DIFF_REPEATS = 2  # each batch size timed this often; the smallest wall is kept
 DIFF_MIN_FACTOR = 2.0  # a reported mean may fall this far below the parent's figure,
 DIFF_HARNESS_SLACK = 2.0  # ... plus this many times the baselines' harness work per call in a batch
-DIFF_UNBOUNDED_SLACK = (
-    1.5  # where that cannot bound a call: harness work beyond this many times the baselines'
-)
+# where that cannot bound a call: harness work beyond this many times the baselines' withholds. On
+# an H200 the built-in examples' harness work was 0.82-1.17 x eager's; on the CPU the candidate's
+# worker does work a baseline's does not (its audit hook sees every event: GAP_RATIO's reasons), and
+# an honest plain-torch call under CI's load was withheld at 1.5
+DIFF_UNBOUNDED_SLACK = 1.5
+DIFF_UNBOUNDED_SLACK_CPU = GAP_RATIO
 DIFF_CONFIRMS = 3  # timing_tamper only when this many measurements of the candidate's figure agree
 
 
@@ -203,7 +206,7 @@ def beyond_the_baselines_work(
     cand_mean_ms: float, cand_diff: Differential, base: list[Baseline], cand_host_ms: list[float], cuda: bool
 ) -> bool:
     """Whether the parent's figure leaves more harness work a call beyond the reported cost (on a
-    GPU the larger of the reported mean and host time) than ``DIFF_UNBOUNDED_SLACK`` times the
+    GPU the larger of the reported mean and host time) than :func:`unbounded_slack` times the
     baselines' (:func:`harness_per_call`): evidence only where the call is too short to bound
     (:func:`unbounded`). Additive, like the bound: a fused kernel far faster than eager leaves
     the same harness work as eager does, however small its report."""
@@ -211,7 +214,12 @@ def beyond_the_baselines_work(
         return False
     host = float(np.median(cand_host_ms)) if cuda and cand_host_ms else 0.0
     own = max(cand_mean_ms, host) if cuda else cand_mean_ms
-    return cand_diff.per_call_ms - own > DIFF_UNBOUNDED_SLACK * harness_per_call(base, cuda)
+    return cand_diff.per_call_ms - own > unbounded_slack(cuda) * harness_per_call(base, cuda)
+
+
+def unbounded_slack(cuda: bool) -> float:
+    """How many times the baselines' harness work an unbounded call may leave (see the constants)."""
+    return DIFF_UNBOUNDED_SLACK if cuda else DIFF_UNBOUNDED_SLACK_CPU
 
 
 def differential_reason(

@@ -281,13 +281,13 @@ def _differential_reasons(
             if bounds.beyond_the_baselines_work(cand_mean, mine, theirs, cand.host_ms, cuda):
                 notes.append(
                     f"{UNCONFIRMED}: {short}, and beyond the reported {cand_mean:.4g} ms it leaves more than "
-                    f"{bounds.DIFF_UNBOUNDED_SLACK:g} x that harness work: the speedups are withheld (a larger "
+                    f"{bounds.unbounded_slack(cuda):g} x that harness work: the speedups are withheld (a larger "
                     "shape can be timed)"
                 )
             else:
                 notes.append(
                     f"timing_unbounded: {short}; beyond the reported time it leaves no more harness work than "
-                    f"{bounds.DIFF_UNBOUNDED_SLACK:g} x the baselines'. The speedups rest on the worker's report "
+                    f"{bounds.unbounded_slack(cuda):g} x the baselines'. The speedups rest on the worker's report "
                     "there (docs/timing.md, the bounds' resolution)"
                 )
     return [found] if found else []
