@@ -18,6 +18,7 @@ from kernelproof.options import EvalOptions
 from kernelproof.verdict import (
     REFERENCE_OPS_OUTSIDE,
     SPEED_WITHHELD_INTERPRETER,
+    SPEED_WITHHELD_UNCONFIRMED,
     Coverage,
     Outcome,
     Speedup,
@@ -123,8 +124,11 @@ def test_plain_torch_passes_on_the_cpu_flagged_plain_torch_with_its_speed_a_clai
     v = _timed(DATA / "tasks" / "scale_relu.py", DATA / "solutions" / "plain_torch.py")
     assert _passed_unless_busy(v) and "no_custom_kernel" not in v.codes, v.reasons
     assert any(f.startswith("plain_torch") for f in v.flags)
-    assert v.claims is not None and v.claims.speed and not v.claims.coverage_judged
-    assert v.speedup["eager"].median is not None
+    assert v.claims is not None and not v.claims.coverage_judged
+    # its speed is a claim; only the parent's clock may withhold it (a gap seen once on a loaded
+    # machine and not confirmed: CI once), never its being plain torch
+    assert v.claims.speed or v.claims.speed_withheld == SPEED_WITHHELD_UNCONFIRMED, v.claims
+    assert v.speedup["eager"].median is not None or not v.claims.speed
     assert any(f.startswith(f"{REFERENCE_OPS_OUTSIDE}: ") for f in v.flags)
 
 
