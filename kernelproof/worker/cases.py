@@ -39,7 +39,6 @@ def run(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
         state.keep = []
     case = _Case(state, h, tensors)
     for repeat in range(int(h.get("repeats", 2))):
-        originals = []  # the last run's saved copies go before this run's are made
         try:
             args, originals = case.inputs(repeat)
         except _Unmapped as exc:  # the parent sends them again over the wire
