@@ -295,24 +295,15 @@ def fingerprint(t: torch.Tensor, seed: int) -> list[float]:
     their product exist one chunk at a time. Whole, they took about 45 GB of device memory for a
     6.4 GB output (KernelBench level 1's 20_LeakyReLU on an H200), more than the case itself.
     """
-    flat = t.detach().reshape(-1)
-    n = flat.numel()
-    if n <= FINGERPRINT_CHUNK:
-        w = _projection(n, seed, t.device)
-        x = _finite_or_nan(flat.to(torch.float64))
-        return [float((x * w.to(torch.float64)).sum()), float(x.norm())]
-    dot = torch.zeros((), dtype=torch.float64, device=t.device)
-    squares = torch.zeros((), dtype=torch.float64, device=t.device)
-    for index, at in enumerate(range(0, n, FINGERPRINT_CHUNK)):
-        x = _finite_or_nan(flat[at : at + FINGERPRINT_CHUNK].to(torch.float64))
-        w = _projection(x.numel(), _chunk_seed(seed, index), t.device).to(torch.float64)
-        dot += (x * w).sum()
-        squares += x.square().sum()
-    return [float(dot), float(squares.sqrt())]
+    if t.numel() > FINGERPRINT_CHUNK:
+        return _chunked_fingerprints([t], seed)[0]
+    w = _projection(t.numel(), seed, t.device)
+    x = _finite_or_nan(t.detach().reshape(-1).to(torch.float64))
+    return [float((x * w.to(torch.float64)).sum()), float(x.norm())]
 
 
 def _chunked_fingerprints(outputs: list[torch.Tensor], seed: int) -> list[list[float]]:
-    """:func:`fingerprint` of same-shaped large outputs, chunk by chunk: each chunk's part of the
+    """:func:`fingerprint` of same-shaped large outputs (one or a batch's), chunk by chunk: each chunk's part of the
     projection drawn once for all of them, not once per output (a batch's harness work per call
     is what the parent's back-to-back bound must see past)."""
     first = outputs[0]

@@ -174,8 +174,14 @@ def larger(a: Differential | None, b: Differential | None) -> Differential | Non
 def harness_per_call(base: list[Baseline], cuda: bool) -> float:
     """The baselines' harness work per call in a back-to-back batch (the most of any): the parent's
     figure less the call's own reported cost, the larger of host and device time on a GPU."""
-    own = (lambda m, h: max(m, h)) if cuda else (lambda m, h: m)
-    return max((max(0.0, d.per_call_ms - own(m, h)) for m, d, h in base if math.isfinite(m)), default=0.0)
+    return max(
+        (max(0.0, d.per_call_ms - _own_cost(m, h, cuda)) for m, d, h in base if math.isfinite(m)), default=0.0
+    )
+
+
+def _own_cost(mean_ms: float, host_ms: float, cuda: bool) -> float:
+    """A call's own cost back to back: on a GPU the larger of its device and host time."""
+    return max(mean_ms, host_ms) if cuda else mean_ms
 
 
 def allowed_ms(cand_mean_ms: float, base: list[Baseline], cuda: bool) -> float:
@@ -212,7 +218,7 @@ def beyond_the_baselines_work(
     if not math.isfinite(cand_mean_ms):
         return False
     host = float(np.median(cand_host_ms)) if cuda and cand_host_ms else 0.0
-    own = max(cand_mean_ms, host) if cuda else cand_mean_ms
+    own = _own_cost(cand_mean_ms, host, cuda)
     return cand_diff.per_call_ms - own > unbounded_slack(cuda) * harness_per_call(base, cuda)
 
 

@@ -109,21 +109,22 @@ class VariantContext:
     def min_bytes_known(self) -> float | None:
         """:meth:`min_bytes` from the sizes a case has already recorded (the input slots and the
         reference's output bytes), without drawing or running anything; None before a case ran."""
-        if self.task.meta.bytes:
-            return eval_expr(self.task.meta.bytes, self.constants())
-        if not self.slots or not self.output_nbytes:
+        if not self.task.meta.bytes and (not self.slots or not self.output_nbytes):
             return None
-        n = sum(slot_bytes(s) for s in self.slots)
-        n += sum(t.numel() * t.element_size() for t in self.weight_tensors)
-        return float(n + sum(self.output_nbytes))
+        return self._min_bytes(sum(slot_bytes(s) for s in self.slots), sum(self.output_nbytes))
 
     def min_bytes(self, inputs: list[Any], outputs: list[torch.Tensor]) -> float:
+        return self._min_bytes(
+            sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor)),
+            sum(t.numel() * t.element_size() for t in outputs),
+        )
+
+    def _min_bytes(self, input_bytes: int, output_bytes: int) -> float:
+        """The task's own ``bytes`` expression, else each input, weight and output moved once."""
         if self.task.meta.bytes:
             return eval_expr(self.task.meta.bytes, self.constants())
-        n = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
-        n += sum(t.numel() * t.element_size() for t in self.weight_tensors)
-        n += sum(t.numel() * t.element_size() for t in outputs)
-        return float(n)
+        weights = sum(t.numel() * t.element_size() for t in self.weight_tensors)
+        return float(input_bytes + weights + output_bytes)
 
 
 def build_variant(

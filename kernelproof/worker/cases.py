@@ -83,9 +83,8 @@ class _Case:
         self.keep: list[tuple[list[Any], Any]] = []  # (args, out) of each run: kept alive (B1)
         self.sent: dict[int, torch.Tensor] | None = None
         self.first_inputs: list[Any] = []
-        self.drawn: tuple[list[Any], list[tuple[int, torch.Tensor]]] | None = (
-            None  # run 1's values, its saved copies
-        )
+        # a large case's run 1: its arguments (tensors left out) and their saved copies
+        self.drawn: tuple[list[Any], list[tuple[int, torch.Tensor]]] | None = None
         self.steps: dict[str, float] = {}  # where this request's time went, for the cost benchmark
         self.t = time.perf_counter()
 
