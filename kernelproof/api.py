@@ -190,9 +190,15 @@ def _judged(task: str, solution: str, options: EvalOptions, device: str, pool: L
     except (UsageError, KeyboardInterrupt):
         raise
     except torch.OutOfMemoryError as exc:
-        return too_large_verdict(task, solution, device, exc)
+        verdict = too_large_verdict(task, solution, device, exc)
     except Exception as exc:  # a harness bug must not lose the run: it becomes an error verdict
-        return internal_error_verdict(task, solution, device, exc)
+        verdict = internal_error_verdict(task, solution, device, exc)
+    # The failed evaluation's tensors died with its traceback, but its blocks stay in the parent's
+    # caching allocator, where the workers (other processes) and the re-run alone cannot use them.
+    if device.startswith("cuda"):
+        with pool.gate(device).shared():
+            torch.cuda.empty_cache()
+    return verdict
 
 
 def evaluation_key(task: str, solution: str, options: EvalOptions, device: str) -> str:

@@ -62,6 +62,10 @@ def test_the_estimate_counts_inputs_weights_outputs_and_the_oracles_float64_ones
     assert (est.input_bytes, est.weight_bytes, est.output_bytes) == (inp, w, out)
     assert est.parent_bytes() == inp + w + out + 2 * (w + out)  # float64 weights and outputs: twice fp32
     assert est.case_bytes() == est.parent_bytes() + inp + w + out
+    # what the device's admission reserves: the whole evaluation, parent and worker together
+    assert est.evaluation_bytes() == (3 * (inp + w) + 5 * out) + (w + 3 * inp + 3 * out)
+    need = footprint.case_need(task, ("default",), "cpu")
+    assert (need.case_bytes, need.evaluation_bytes) == (est.case_bytes(), est.evaluation_bytes())
 
 
 def test_a_task_beyond_this_machine_is_too_large_without_allocating(tmp_path):

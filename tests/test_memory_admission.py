@@ -146,6 +146,52 @@ def test_a_new_arrival_waits_behind_a_reservation_waiting_to_grow():
     assert order == ["grown", "holder out", "grown again", "arrival in"], order
 
 
+def test_a_newer_grower_does_not_overtake_an_older_one_that_waits():
+    """Else a stream of small evaluations could keep a large one waiting for ever."""
+    mem = DeviceMemory(capacity_bytes=100)
+    order: list[str] = []
+    holder_in, release = threading.Event(), threading.Event()
+    a_waiting = threading.Event()
+
+    def holder():
+        with mem.hold(60):
+            holder_in.set()
+            release.wait(5)
+            order.append("holder out")
+
+    def grower(name: str, need: int, started: threading.Event | None, hold_s: float) -> None:
+        with mem.hold(0) as held:
+            if started is not None:
+                started.set()
+            held.grow(need)
+            order.append(f"{name} grown")
+            time.sleep(hold_s)
+        order.append(f"{name} out")
+
+    h = _in_thread(holder)
+    holder_in.wait(5)
+    a = _in_thread(lambda: grower("a", 80, a_waiting, 0.2))  # 60 + 80 > 100: waits
+    a_waiting.wait(5)
+    time.sleep(0.1)
+    b = _in_thread(lambda: grower("b", 30, None, 0.0))  # 60 + 30 fits, but not beside a's 80
+    time.sleep(0.2)
+    assert order == [], "the newer, smaller grower went ahead of the older one"
+    release.set()
+    for t in (h, a, b):
+        t.join(10)
+    assert order == ["holder out", "a grown", "a out", "b grown", "b out"], order
+
+
+def test_a_newer_grower_goes_beside_an_older_one_where_both_fit():
+    mem = DeviceMemory(capacity_bytes=100)
+    grown: list[str] = []
+    with mem.hold(0) as a, mem.hold(0) as b:
+        a.grow(60)
+        b.grow(40)
+        grown.append("both")
+    assert grown == ["both"] and mem.reserved_bytes() == 0
+
+
 def test_an_evaluation_holds_the_estimate_before_setup_and_its_footprint_before_the_worker(monkeypatch):
     """The parent's setup allocates inside the evaluation's reservation, never beside it."""
     from kernelproof.executors import memory as memory_module
@@ -174,9 +220,11 @@ def test_an_evaluation_holds_the_estimate_before_setup_and_its_footprint_before_
     from kernelproof.verify.footprint import case_need
 
     task = load_task(DATA / "tasks" / "scale_relu.py")
-    estimate = case_need(task, variants_for(task, "cpu"), "cpu").case_bytes  # the meta device's, of one case
-    assert estimate and grows == [estimate, v.environment["memory"]["footprint_bytes"]]
-    assert grows[1] >= grows[0]  # what setup measured is at least the floor
+    need = case_need(task, variants_for(task, "cpu"), "cpu")  # the meta device's estimate
+    estimate = need.evaluation_bytes  # the whole evaluation's, not the floor of one case
+    assert estimate and need.case_bytes and estimate > need.case_bytes
+    assert grows == [estimate, v.environment["memory"]["footprint_bytes"]]
+    assert grows[1] >= grows[0]  # what setup measured is at least the estimate from the same sizes
     assert {"setup/admission", "admission"} <= set(v.environment["steps"])
 
 

@@ -70,7 +70,9 @@ def prepare(
 ) -> Setup | Stopped:
     """The task ready and the cases planned from `seed`, or the early verdict (task_error,
     compile_error, degenerate_task). `admit(nbytes)` holds that much of the device's memory for
-    the evaluation before setup allocates any (the meta device's estimate of one case)."""
+    the evaluation before setup allocates any: the meta device's estimate of what the whole
+    evaluation holds (kernelproof/verify/footprint.py, ``evaluation_bytes``), not the floor of one
+    case, so that evaluations that cannot fit together do not set up together."""
     try:
         task = load_task(task_path)
     except TaskError as exc:
@@ -100,7 +102,7 @@ def prepare(
         pending = workers.build(solution.ref.path, solution.file.sha256, device, options)
     if admit is not None:
         with steps.step("admission"):
-            admit(need.case_bytes or 0)
+            admit(need.evaluation_bytes or need.case_bytes or 0)
     rng = random.Random(seed)
     init_seed = rng.getrandbits(31)
     mode = "eval" if options.eval_mode else task.meta.mode
@@ -262,8 +264,8 @@ def footprint_bytes(contexts, measured_parent_bytes: int) -> int:
         w = sum(t.numel() * t.element_size() for t in ctx.weight_tensors)
         inp = sum(slot_bytes(s) for s in ctx.slots)
         out = sum(ctx.output_nbytes)
-        parent = max(parent, 3 * (inp + w) + 5 * out)
-        worker = max(worker, w + 3 * inp + 3 * out)
+        parent = max(parent, case_memory.parent_share(inp, w, out))
+        worker = max(worker, case_memory.worker_share(inp, w, out))
     return max(parent, measured_parent_bytes) + worker
 
 

@@ -64,6 +64,39 @@ class Estimate:
         """The least one case needs in the memory parent and worker share (a floor: no activations)."""
         return self.parent_bytes() + self.worker_bytes()
 
+    def evaluation_bytes(self) -> int:
+        """What the whole evaluation is expected to hold at once, parent and worker together
+        (:func:`evaluation_bytes`): what it reserves of the device before setup allocates."""
+        return evaluation_bytes(self.input_bytes, self.weight_bytes, self.output_bytes)
+
+
+def evaluation_bytes(input_bytes: int, weight_bytes: int, output_bytes: int) -> int:
+    """An evaluation's device memory, parent and worker together, from one case's sizes.
+
+    The parent holds the inputs and the weights three times (the case's, the reference's copies
+    and the oracle's chunk of them) and the outputs five times (the reference's, the float64
+    oracle's at twice the size, and two runs of the candidate's coming back). The worker holds the
+    weights, the inputs three times (this case's, their saved copies, and the previous case's
+    first-run inputs that its second run reuses) and the outputs three times (two runs and a spare
+    poisoned block; kernelproof/worker/cases.py). Unlike :meth:`Estimate.case_bytes` this is not a
+    floor: it is what the device's admission reserves (kernelproof/executors/memory.py), so that
+    evaluations that would not fit together never start together. Measured on an H200 for a task
+    of 6.4 GB a tensor: 90.2 GB by this count, the parent's allocator peaking at 38.7 GB and the
+    worker at 52.3 GB."""
+    return parent_share(input_bytes, weight_bytes, output_bytes) + worker_share(
+        input_bytes, weight_bytes, output_bytes
+    )
+
+
+def parent_share(input_bytes: int, weight_bytes: int, output_bytes: int) -> int:
+    """The parent's part of :func:`evaluation_bytes`."""
+    return 3 * (input_bytes + weight_bytes) + 5 * output_bytes
+
+
+def worker_share(input_bytes: int, weight_bytes: int, output_bytes: int) -> int:
+    """The candidate's worker's part of :func:`evaluation_bytes`."""
+    return weight_bytes + 3 * input_bytes + 3 * output_bytes
+
 
 @dataclass(frozen=True)
 class Need:
@@ -73,6 +106,7 @@ class Need:
     available_bytes: int | None  # the device's memory (CPU: available RAM) (None: unknown)
     variant: str = ""  # the shape variant of the largest case
     why_unknown: str = ""  # why there is no estimate
+    evaluation_bytes: int | None = None  # what the evaluation is expected to hold (admission)
 
     @property
     def too_large(self) -> bool:
@@ -98,7 +132,9 @@ def case_need(task: Task, variants: tuple[str, ...], device: str | torch.device)
             best = est
     if best is None:
         return Need(None, available_bytes(device), "", "no shape variant to estimate")
-    return Need(best.case_bytes(), available_bytes(device), best.variant)
+    return Need(
+        best.case_bytes(), available_bytes(device), best.variant, evaluation_bytes=best.evaluation_bytes()
+    )
 
 
 def case_need_of(task_path: str, device: str) -> Need:
