@@ -33,6 +33,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -120,6 +121,12 @@ def main() -> int:
     ap.add_argument("--time-limit", type=float, default=0, help="stop submitting after this many seconds")
     ap.add_argument("--timeout", type=float, default=300, help="per worker phase")
     ap.add_argument("--out", type=Path, default=None, help="folder for the table (default: $OUT or /tmp)")
+    ap.add_argument(
+        "--heartbeat",
+        type=float,
+        default=60,
+        help="every this many seconds, the evaluations in flight, their steps and the memory (0: never)",
+    )
     ns = ap.parse_args()
     if ns.prepare:
         if not ns.clone:
@@ -157,6 +164,9 @@ def sweep(pairs: list[tuple[Path, Path]], root: Path, ns) -> int:
     # named after the levels asked for, not those reached: a resumed run rewrites the same files
     tag = "-".join(sorted({pair[0].relative_to(root).parts[0] for pair in pairs})) or "none"
     results = evaluate_many(pairs, options)
+    stop_beat = threading.Event()
+    if ns.heartbeat > 0:
+        threading.Thread(target=_heartbeat, args=(ns.heartbeat, started, stop_beat), daemon=True).start()
     for v in results:
         name = str(Path(v.task.path).relative_to(root))
         first = v.reasons[0].message if v.reasons else ""
@@ -182,6 +192,7 @@ def sweep(pairs: list[tuple[Path, Path]], root: Path, ns) -> int:
             print(f"time limit {ns.time_limit:.0f} s reached: the rest waits for the next run", flush=True)
             results.close()  # evaluations in flight finish and are stored; nothing new starts
             break
+    stop_beat.set()
     wall = time.monotonic() - started
     _write(out, tag, rows, len(pairs), wall, arrivals)
     summary = collections.Counter(r["codes"][0] if r["codes"] else r["outcome"] for r in rows)
@@ -189,6 +200,42 @@ def sweep(pairs: list[tuple[Path, Path]], root: Path, ns) -> int:
     for code, n in summary.most_common():
         print(f"  {code:24s} {n}")
     return 0
+
+
+def _heartbeat(every_s: float, started: float, stop: threading.Event) -> None:
+    """Lines starting ``..`` every `every_s`: each evaluation in flight with the step it is in, the
+    device admissions' reservations, and the device's memory as the driver sees it. A sweep that
+    goes minutes without a verdict shows where its evaluations wait."""
+    from kernelproof.executors.memory import admissions
+    from kernelproof.verify.steps import live
+
+    while not stop.wait(every_s):
+        at = time.monotonic() - started
+        for o in live():
+            print(
+                f".. {at:5.0f}s  {Path(o.label).name:50s} {o.elapsed_s:6.0f}s in; {o.step or '-'} "
+                f"for {o.step_s:.0f}s",
+                flush=True,
+            )
+        for a in admissions():
+            print(f".. {at:5.0f}s  {a.describe()}", flush=True)
+        device = _device_memory()
+        if device:
+            print(f".. {at:5.0f}s  {device}", flush=True)
+
+
+def _device_memory() -> str:
+    """The driver's view of the first GPU, and this process's share ("" without one)."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return ""
+        free, total = torch.cuda.mem_get_info(0)
+        mine = torch.cuda.memory_reserved(0)
+    except Exception:  # noqa: BLE001 - a heartbeat never stops the sweep
+        return ""
+    return f"cuda:0 in use {(total - free) / 1e9:.1f} of {total / 1e9:.1f} GB; this process's allocator {mine / 1e9:.1f} GB"
 
 
 def _write(

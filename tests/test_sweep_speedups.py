@@ -3,6 +3,8 @@ get_inputs() again (one call fewer on the CPU), and the verdict carries the cost
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -60,3 +62,27 @@ def test_the_verdict_says_what_each_step_cost(monkeypatch, enabled):
     cases_run = v.correctness.cases_run
     assert steps["correctness/case_worker"]["n"] == steps["correctness/case_compare"]["n"] == cases_run
     assert steps["setup"]["s"] >= steps["setup/audit"]["s"]  # a nested step is part of its parent
+
+
+def test_an_evaluation_in_progress_says_which_step_it_is_in():
+    """A sweep's heartbeat lists the evaluations in flight and where each is (verify/steps.py)."""
+    from kernelproof.verify import steps as step_clock
+
+    inside, leave = threading.Event(), threading.Event()
+
+    def evaluation():
+        with step_clock.recording("level1/20_LeakyReLU.py"), step_clock.step("setup"):
+            with step_clock.step("audit"):
+                inside.set()
+                leave.wait(5)
+
+    t = threading.Thread(target=evaluation, daemon=True)
+    t.start()
+    assert inside.wait(5)
+    time.sleep(0.05)
+    now = [o for o in step_clock.live() if o.label == "level1/20_LeakyReLU.py"]
+    leave.set()
+    t.join(5)
+    assert len(now) == 1 and now[0].step == "setup/audit" and now[0].step_s >= 0.04
+    assert now[0].elapsed_s >= now[0].step_s
+    assert not [o for o in step_clock.live() if o.label == "level1/20_LeakyReLU.py"]  # closed: gone

@@ -73,7 +73,7 @@ def evaluate_pair(
     # One reservation of the device's memory for the whole evaluation, from before setup allocates
     # (kernelproof/executors/memory.py): setup's reference, oracle and audit are the parent's
     # largest allocations, and four of them at once took an H200 past its memory.
-    with steps.recording() as clock, workers.memory(device).hold(0) as held:
+    with steps.recording(task_path) as clock, workers.memory(device).hold(0) as held:
         return _evaluate(task_path, solution_path, options, device, workers, clock, held)
 
 

@@ -8,12 +8,15 @@ opened inside another is named after it (``setup/audit/oracle``), and each name 
 seconds and how many times it ran, so a nested step's seconds are part of its parent's.
 
 The evaluation opens a clock for its own context (a context variable: other evaluations in other
-threads keep theirs); with no clock open, a step costs one lookup and records nothing.
+threads keep theirs); with no clock open, a step costs one lookup and records nothing. The clocks
+open now can be listed (:func:`live`) with the step each is in: a sweep that goes minutes without
+a verdict says where its evaluations are.
 """
 
 from __future__ import annotations
 
 import contextvars
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,9 +40,20 @@ class StepClock:
     """The totals of one evaluation's steps. ``totals`` is JSON-ready and updated in place, so the
     verdict's environment can hold it from the start and a verdict stopped early still has it."""
 
-    def __init__(self) -> None:
+    def __init__(self, label: str = "") -> None:
+        self.label = label  # what is evaluated, for :func:`live`
+        self.started = time.monotonic()
         self.totals: dict[str, dict[str, float | int]] = {}
         self._stack: list[str] = []
+        self._entered: list[float] = []  # when each open step began
+
+    def where(self, now: float) -> tuple[str, float]:
+        """The innermost open step (its full name; "" before the first) and its seconds at `now`
+        (time.monotonic)."""
+        stack, entered = list(self._stack), list(self._entered)  # another thread may be stepping
+        if not stack or len(entered) != len(stack):
+            return "", 0.0
+        return "/".join(stack), now - entered[-1]
 
     def add(self, name: str, seconds: float) -> None:
         entry = self.totals.setdefault(name, {"s": 0.0, "n": 0})
@@ -50,15 +64,41 @@ class StepClock:
 _clock: contextvars.ContextVar[StepClock | None] = contextvars.ContextVar("kernelproof_steps", default=None)
 
 
+_live: dict[int, StepClock] = {}
+_live_lock = threading.Lock()
+
+
 @contextmanager
-def recording() -> Iterator[StepClock]:
-    """Within the block, steps are recorded into the clock it yields."""
-    clock = StepClock()
+def recording(label: str = "") -> Iterator[StepClock]:
+    """Within the block, steps are recorded into the clock it yields (listed by :func:`live`)."""
+    clock = StepClock(label)
     token = _clock.set(clock)
+    with _live_lock:
+        _live[id(clock)] = clock
     try:
         yield clock
     finally:
+        with _live_lock:
+            _live.pop(id(clock), None)
         _clock.reset(token)
+
+
+@dataclass(frozen=True)
+class Open:
+    """An evaluation in progress: where it is now."""
+
+    label: str
+    step: str  # the innermost open step, full name ("" before the first)
+    step_s: float  # seconds in that step so far
+    elapsed_s: float  # seconds since the evaluation began
+
+
+def live() -> list[Open]:
+    """Every clock open now in this process, oldest first."""
+    with _live_lock:
+        clocks = sorted(_live.values(), key=lambda c: c.started)
+    now = time.monotonic()
+    return [Open(c.label, *c.where(now), now - c.started) for c in clocks]
 
 
 @contextmanager
@@ -69,11 +109,13 @@ def step(name: str) -> Iterator[None]:
         yield
         return
     clock._stack.append(name)
+    clock._entered.append(time.monotonic())
     full = "/".join(clock._stack)
     started = time.perf_counter()
     try:
         yield
     finally:
+        clock._entered.pop()
         clock._stack.pop()
         clock.add(full, time.perf_counter() - started)
 
