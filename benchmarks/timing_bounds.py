@@ -91,7 +91,10 @@ def forge(divide_by: float) -> None:
 
 def speed_claim(verdict) -> str:
     """Whether the verdict claims the speedups: "claimed", "claimed, unbounded" (the call is shorter
-    than the harness's work in a batch: the parent's clock could not bound it), or why withheld."""
+    than the harness's work in a batch: the parent's clock could not bound it), or why withheld. A
+    verdict that does not pass claims no speed, whatever its claims record says: "none (fails)"."""
+    if not verdict.passed:
+        return "none (fails)"
     claims = verdict.claims
     if claims is None:
         return "-"
