@@ -13,12 +13,16 @@ by the evaluation, not here.
 A reservation that grows keeps what it holds while it waits (its setup's tensors exist). Two
 evaluations that each wait to grow would wait for each other forever, so when every other holder
 is itself waiting to grow, the oldest grower goes ahead: the device may then be over-committed, and
-what fails for memory runs again alone (kernelproof/blame.py). Growth is served before new arrivals,
-and growers keep their order: a newer one grows while an older one waits only where both fit, so
-that a stream of small evaluations cannot keep a large one waiting for ever. Setup reserves what the whole evaluation is expected to hold from the start (the meta
-device's estimate), not the floor of one case: with the floor, four of KernelBench's 6.4 GB-a-tensor
-tasks set up together, each then waited to grow to its 90 GB, and an H200 sweep went 400 s without
-a verdict.
+what fails for memory runs again alone (kernelproof/blame.py). Growth is served before new arrivals.
+A newer grower may go beside those holding now while an older one still waits for more room (a
+small evaluation beside a large one, instead of behind the next large one), but each waiting
+grower lets at most ``OVERTAKE_LIMIT`` others past it; after that, newer ones grow only where it
+fits too, so a stream of small evaluations cannot keep a large one waiting for ever.
+
+Setup reserves what the whole evaluation is expected to hold from the start (the meta device's
+sizes, kernelproof/verify/footprint.py ``evaluation_bytes``), not the floor of one case: with the
+floor, three of KernelBench's 6.4 GB-a-tensor tasks set up together, each then waited to grow to
+its 90 GB, and an H200 sweep went 408 s without a verdict (results/h200-2026-12-02-d).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 HEADROOM = 0.92  # of the device's total memory: CUDA contexts, the allocators' caches, fragmentation
+OVERTAKE_LIMIT = 8  # newer evaluations that may grow past one still waiting for room
 
 
 class Held:
@@ -58,6 +63,7 @@ class DeviceMemory:
         self._cond = threading.Condition()
         self._next = 0
         self._queue: list[int] = []  # tickets waiting, in arrival order
+        self._overtaken: dict[int, int] = {}  # ticket waiting to grow -> newer ones grown past it
 
     @contextmanager
     def hold(self, nbytes: int) -> Iterator[Held]:
@@ -70,7 +76,7 @@ class DeviceMemory:
             ticket = self._next
             self._next += 1
             self._queue.append(ticket)
-            while self._queue[0] != ticket or not self._fits(nbytes):
+            while self._queue[0] != ticket or not self._fits(ticket, nbytes):
                 self._cond.wait()
             self._queue.pop(0)
             self._reserved[ticket] = nbytes
@@ -97,22 +103,41 @@ class DeviceMemory:
                 self._reserved[ticket] = nbytes
             finally:
                 del self._growing[ticket]
+                self._overtaken.pop(ticket, None)
                 self._cond.notify_all()
         return time.monotonic() - t0
 
     def _may_grow(self, ticket: int, nbytes: int) -> bool:
-        others = [t for t in self._reserved if t != ticket]
-        held = sum(self._reserved[t] for t in others)
-        # what older growers still wait for is theirs: a newer one may use only the room beside it
-        ahead = sum(max(0, n - self._reserved[t]) for t, n in self._growing.items() if t < ticket)
-        if held + ahead + nbytes <= self.capacity_bytes:
+        if self._room(ticket, nbytes):
             return True
         # every other holder waits to grow too: none of them releases first, the oldest goes on
+        others = [t for t in self._reserved if t != ticket]
         return all(t in self._growing for t in others) and ticket == min(self._growing)
 
-    def _fits(self, nbytes: int) -> bool:
-        held = sum(self._reserved.values()) + sum(n - self._reserved[t] for t, n in self._growing.items())
-        return not self._reserved or held + nbytes <= self.capacity_bytes
+    def _fits(self, ticket: int, nbytes: int) -> bool:
+        """An arrival: alone, or holding nothing yet (it grows in turn), or with room for it."""
+        return not self._reserved or nbytes == 0 or self._room(ticket, nbytes)
+
+    def _room(self, ticket: int, nbytes: int) -> bool:
+        """Room for `ticket` to hold `nbytes`: beside the others' reservations and what older
+        growers still wait for, or beside the reservations alone where no older grower could grow
+        now and each has let fewer than ``OVERTAKE_LIMIT`` others past it (then counted one more)."""
+        held = sum(n for t, n in self._reserved.items() if t != ticket)
+        older = [t for t in self._growing if t < ticket]
+        ahead = sum(max(0, self._growing[t] - self._reserved[t]) for t in older)
+        if held + ahead + nbytes <= self.capacity_bytes:
+            return True
+        total = sum(self._reserved.values())
+        stuck = all(total - self._reserved[t] + self._growing[t] > self.capacity_bytes for t in older)
+        if (
+            held + nbytes <= self.capacity_bytes
+            and stuck
+            and all(self._overtaken.get(t, 0) < OVERTAKE_LIMIT for t in older)
+        ):
+            for t in older:
+                self._overtaken[t] = self._overtaken.get(t, 0) + 1
+            return True
+        return False
 
     def reserved_bytes(self) -> int:
         with self._cond:
