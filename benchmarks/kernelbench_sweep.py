@@ -122,6 +122,14 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=300, help="per worker phase")
     ap.add_argument("--out", type=Path, default=None, help="folder for the table (default: $OUT or /tmp)")
     ap.add_argument(
+        "--order",
+        choices=("spread", "listed"),
+        default="spread",
+        help="spread: on a GPU, the tasks too large to share the device (by the meta device's sizes) "
+        "spread among the others, largest first, so that small tasks run beside a large one instead "
+        "of behind a run of them; listed: level and number order",
+    )
+    ap.add_argument(
         "--heartbeat",
         type=float,
         default=60,
@@ -138,7 +146,85 @@ def main() -> int:
     root = checked_root(ns.kernelbench)
     levels = [f"level{n.strip()}" for n in ns.levels.split(",") if n.strip()]
     pairs = identity_solutions(root, levels, ns.kernelbench / "identity", ns.only)
+    if ns.order == "spread":
+        pairs = spread_large(pairs, ns.device, ns.per_device)
     return sweep(pairs, root, ns)
+
+
+def spread_large(pairs: list[tuple[Path, Path]], device: str, per_device: int) -> list[tuple[Path, Path]]:
+    """The pairs reordered so that no run of large tasks keeps the device to one at a time.
+
+    A task is large when what its evaluation is expected to hold (the meta device's sizes,
+    kernelproof/verify/footprint.py ``evaluation_bytes``) is more than the device's admitted memory
+    shared among ``per_device`` evaluations. Level 1 has dozens of them next to each other (19_-39_
+    at 4-9 GB a tensor), and the device's memory admission runs them one or two at a time: in the
+    listed order every slot then waits behind them. Spread out, largest first, each large task
+    runs beside small ones. Only on a GPU (the CPU has no admission by memory); the order of the
+    verdicts changes, not which tasks run or how."""
+    capacity = _admitted_bytes(device)
+    if capacity is None or per_device < 2 or len(pairs) < 2:
+        return pairs
+    sizes = _sizes([task for task, _ in pairs])
+    share = capacity / per_device
+    large = sorted((p for p in pairs if sizes[p[0]] > share), key=lambda p: -sizes[p[0]])
+    small = [p for p in pairs if sizes[p[0]] <= share]
+    print(
+        f"order: {len(large)} of {len(pairs)} tasks hold more than {share / 1e9:.1f} GB "
+        f"(the admitted {capacity / 1e9:.1f} GB over {per_device} in flight): spread among the rest",
+        flush=True,
+    )
+    return interleave(large, small)
+
+
+def interleave(large: list, small: list) -> list:
+    """Each of `large` followed by an even share of `small` (the remainder spread from the front)."""
+    if not large:
+        return list(small)
+    out: list = []
+    per, extra = divmod(len(small), len(large))
+    at = 0
+    for i, item in enumerate(large):
+        take = per + (1 if i < extra else 0)
+        out += [item, *small[at : at + take]]
+        at += take
+    return out
+
+
+def _admitted_bytes(device: str) -> float | None:
+    """What the device's memory admission allows in all (None: the CPU, no admission)."""
+    import torch
+
+    from kernelproof.executors.memory import HEADROOM
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if not device.startswith("cuda"):
+        return None
+    return torch.cuda.get_device_properties(torch.device(device)).total_memory * HEADROOM
+
+
+def _sizes(tasks: list[Path]) -> dict[Path, int]:
+    """Each task's :func:`_evaluation_bytes`, several processes at once (a second per task or so
+    for level 3's models, on one core). Spawned, not forked: the parent may hold a CUDA context."""
+    import concurrent.futures
+    import multiprocessing
+
+    workers = max(1, min(8, (os.cpu_count() or 2) - 1))
+    spawn = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=spawn) as pool:
+        return dict(zip(tasks, pool.map(_evaluation_bytes, tasks, chunksize=8), strict=True))
+
+
+def _evaluation_bytes(task: Path) -> int:
+    """The meta device's estimate of what an evaluation of `task` holds on a GPU (0: none)."""
+    from kernelproof.task import load_task, variants_for
+    from kernelproof.verify.footprint import case_need
+
+    try:
+        loaded = load_task(str(task))
+    except Exception:  # noqa: BLE001 - a task that does not load is the evaluation's to report
+        return 0
+    return case_need(loaded, variants_for(loaded, "cuda"), "meta").evaluation_bytes or 0
 
 
 def sweep(pairs: list[tuple[Path, Path]], root: Path, ns) -> int:

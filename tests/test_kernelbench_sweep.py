@@ -121,3 +121,34 @@ def test_the_cost_table_ranks_evaluated_tasks_and_times_each_level(monkeypatch):
     assert list(doc["steps_total_s"]) == ["setup", "correctness"] and doc["steps_total_s"]["setup"] == 91.0
     md = costs.markdown(doc)
     assert "| level1/7_T.py (median) | 7.0 | 5.25 | 1.75 |" in md
+
+
+def test_large_tasks_are_spread_among_the_small_ones_largest_first(monkeypatch, sweep_module):
+    """Level 1's large tasks sit next to each other; in that order every slot waits behind them."""
+    assert sweep_module.interleave(["L1", "L2"], list("abcde")) == ["L1", "a", "b", "c", "L2", "d", "e"]
+    assert sweep_module.interleave([], ["a"]) == ["a"]
+    assert sweep_module.interleave(["L1", "L2", "L3"], ["a"]) == ["L1", "a", "L2", "L3"]
+
+    pairs = [(Path(f"level1/{n}.py"), Path(f"sol/{n}.py")) for n in ("1", "2", "3", "4", "5", "6")]
+    sizes = {"1": 10, "2": 90, "3": 10, "4": 120, "5": 60, "6": 10}  # GB
+    monkeypatch.setattr(sweep_module, "_admitted_bytes", lambda device: 138e9)
+    monkeypatch.setattr(sweep_module, "_sizes", lambda tasks: {t: sizes[t.stem] * 10**9 for t in tasks})
+    order = [t.stem for t, _ in sweep_module.spread_large(pairs, "cuda", 4)]
+    # more than 138/4 = 34.5 GB: 4 (120), 2 (90), 5 (60), largest first, each followed by small ones
+    assert order == ["4", "1", "2", "3", "5", "6"]
+    assert sorted(order) == sorted(t.stem for t, _ in pairs)  # the same tasks, only reordered
+    assert [t.stem for t, _ in sweep_module.spread_large(pairs, "cuda", 1)] == [str(n) for n in range(1, 7)]
+    monkeypatch.setattr(sweep_module, "_admitted_bytes", lambda device: None)  # the CPU: as listed
+    assert [t.stem for t, _ in sweep_module.spread_large(pairs, "cpu", 4)] == [str(n) for n in range(1, 7)]
+
+
+def test_the_sizes_come_from_the_meta_device_in_other_processes(tmp_path, sweep_module):
+    small, wide = tmp_path / "1_small.py", tmp_path / "2_wide.py"
+    small.write_text(TASK.format(dim=32))
+    wide.write_text(TASK.format(dim=96))
+    broken = tmp_path / "3_broken.py"
+    broken.write_text("this is not python")
+    sizes = sweep_module._sizes([small, wide, broken])
+    inp = out = 8 * 32 * 4  # batch 8, fp32; no weights
+    assert sizes[small] == (3 * inp + 5 * out) + (3 * inp + 3 * out)
+    assert sizes[wide] == 3 * sizes[small] and sizes[broken] == 0
