@@ -21,10 +21,10 @@ def _evaluate_counting_task_draws(monkeypatch, enabled: bool):
     calls = {"task": 0}
     real = cases._make_inputs
 
-    def counted(ctx, distribution, seed):
+    def counted(ctx, distribution, seed, on_device=False):
         if distribution == "task":
             calls["task"] += 1
-        return real(ctx, distribution, seed)
+        return real(ctx, distribution, seed, on_device)
 
     monkeypatch.setattr(cases, "_make_inputs", counted)
     monkeypatch.setattr(fastpath, "ENABLED", enabled)

@@ -92,3 +92,51 @@ def test_on_a_gpu_the_task_draws_there_and_the_seed_decides(tmp_path):
     )
     got = cases._task_inputs(replace(numpy_task, device=torch.device("cuda")), 11)
     assert got[0].shape == (8, 4)  # built on the CPU by numpy: taken as it comes
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_setups_draws_stay_there_with_the_same_values(tmp_path):
+    """Setup's probe and the audit keep get_inputs()'s tensors on the device (no copy to the host
+    and back for every reference run); the values are the seed's, as on the host; the fixed
+    tensors the context keeps for the whole evaluation stay on the host."""
+    ctx = _ctx(tmp_path, "return [torch.randn(8, 4), torch.randint(0, 8, (3,))]")
+    gpu = replace(ctx, device=torch.device("cuda"))
+    kept = make_inputs(gpu, "task", 11, on_device=True)
+    back = make_inputs(gpu, "task", 11)
+    assert [t.device.type for t in kept] == ["cuda", "cuda"]
+    assert [t.device.type for t in back] == ["cpu", "cpu"]
+    assert all(torch.equal(k.cpu(), b) for k, b in zip(kept, back))
+    assert all(t.device.type == "cpu" for t in gpu.fixed.values()) and gpu.fixed
+
+
+def test_only_setups_draws_are_kept_on_the_device(monkeypatch):
+    """The probe and the audit ask for device-resident draws; correctness's cases do not (their
+    inputs live beside the worker, where a large task has no room for another copy)."""
+    from pathlib import Path
+
+    from kernelproof import api
+    from kernelproof.options import EvalOptions
+
+    asked: list[bool] = []
+    real = cases._task_inputs
+
+    def spy(ctx, seed, on_device=False):
+        import inspect
+
+        caller = inspect.stack()[3].function  # _task_inputs <- _make_inputs <- make_inputs <- caller
+        asked.append((caller, on_device))
+        return real(ctx, seed, on_device)
+
+    monkeypatch.setattr(cases, "_task_inputs", spy)
+    data = Path(__file__).parent / "data"
+    v = api.evaluate(
+        str(data / "tasks" / "scale_relu.py"),
+        str(data / "solutions" / "plain_torch.py"),
+        EvalOptions(device="cpu", db="", correctness_only=True, seeds_per_case=1, shape_variants="task"),
+    )
+    assert v.passed, v.reasons
+    by_caller = {}
+    for caller, on_device in asked:
+        by_caller.setdefault(caller, set()).add(on_device)
+    # setup's probe, the audit's draws, and correctness's cases (kernelproof/evaluate/correctness.py)
+    assert by_caller == {"prepare": {True}, "_audit_distribution": {True}, "_finite_case": {False}}, by_caller

@@ -127,7 +127,7 @@ def prepare(
                 contexts = {v: build_variant(task, v, dev, mode, init_seed) for v in variants}
             first = contexts[probe_variant(task, variants)]
             with steps.step("probe"):
-                probe = make_inputs(first, "task", rng.getrandbits(62))
+                probe = make_inputs(first, "task", rng.getrandbits(62), on_device=True)
             with steps.step("inplace"):
                 flags += inplace_findings(first, probe)
             with steps.step("randomness"):

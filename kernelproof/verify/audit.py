@@ -146,7 +146,7 @@ def _audit_distribution(
     """Every control on one distribution, each compared and freed before the next is made: at the
     published sizes of KernelBench's level 1 (6.4 GB a tensor) the audit holds the case's inputs,
     reference and oracle, plus one control at a time. Nothing for an output that is not a float."""
-    args = list(given) if given is not None else make_inputs(ctx, dist, seed)
+    args = list(given) if given is not None else make_inputs(ctx, dist, seed, on_device=True)
     ref, orc = reference_and_oracle(ctx, args)
     r, o = ref[0], orc[0]
     del ref, orc  # other outputs (and arguments updated in place) are not audited
@@ -187,7 +187,7 @@ def _audit_distribution(
         del low
     del args  # the other seed's inputs take their place
     with steps.step("other_seed"):
-        other_args = make_inputs(ctx, dist, seed + 7919)
+        other_args = make_inputs(ctx, dist, seed + 7919, on_device=True)
         other = run_model(ctx.reference, to_device(other_args, ctx.device), ctx.precision, ctx.inplace)[0]
     del other_args
     record("other_seed", other)

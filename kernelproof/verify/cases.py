@@ -236,13 +236,16 @@ def drawable(ctx: VariantContext, distribution: str) -> bool:
     )
 
 
-def make_inputs(ctx: VariantContext, distribution: str, seed: int) -> list[Any]:
-    """The inputs of one case (timed as the step "inputs"): see :func:`_make_inputs`."""
+def make_inputs(ctx: VariantContext, distribution: str, seed: int, *, on_device: bool = False) -> list[Any]:
+    """The inputs of one case (timed as the step "inputs"): see :func:`_make_inputs`. With
+    `on_device`, what ``get_inputs()`` drew on a GPU stays there instead of coming back to the
+    host: for setup's probe and the audit, which copy their inputs to the device again and again
+    and run before the evaluation's worker exists (kernelproof/evaluate/setup.py)."""
     with steps.step("inputs"):
-        return _make_inputs(ctx, distribution, seed)
+        return _make_inputs(ctx, distribution, seed, on_device)
 
 
-def _make_inputs(ctx: VariantContext, distribution: str, seed: int) -> list[Any]:
+def _make_inputs(ctx: VariantContext, distribution: str, seed: int, on_device: bool = False) -> list[Any]:
     """The inputs of one case: floats in the contract dtype, integers untouched.
 
     ``get_inputs()`` (the task's own code, :func:`_task_inputs`: on the device where it can be) is called for the
@@ -252,7 +255,7 @@ def _make_inputs(ctx: VariantContext, distribution: str, seed: int) -> list[Any]
     """
     if drawable(ctx, distribution):
         return case_inputs(ctx.slots, ctx.scalars, distribution, seed, ctx.device)
-    raw = _task_inputs(ctx, seed)
+    raw = _task_inputs(ctx, seed, on_device)
     args: list[Any] = []
     slots: list[InputSlot] = []
     for i, x in enumerate(raw):
@@ -271,12 +274,13 @@ def _make_inputs(ctx: VariantContext, distribution: str, seed: int) -> list[Any]
         args.append(x)
     if not ctx.slots:
         ctx.slots = slots
-        ctx.fixed = {s.index: args[s.index] for s in slots if s.kind == "fixed"}
+        # on the host, wherever this call drew them: they live as long as the evaluation
+        ctx.fixed = {s.index: args[s.index].cpu() for s in slots if s.kind == "fixed"}
         ctx.scalars = {s.index: args[s.index] for s in slots if s.kind == "scalar"}
     return args
 
 
-def _task_inputs(ctx: VariantContext, seed: int) -> list[Any]:
+def _task_inputs(ctx: VariantContext, seed: int, on_device: bool = False) -> list[Any]:
     """``get_inputs()``'s own values for ``seed``. On a GPU it runs first with the device as
     torch's default, so that its ``torch.randn(...)`` draws there: KernelBench's level-1 tasks draw
     gigabytes a tensor, and the CPU's generator took 12-15 s a call on the H200 host (40 s of a
@@ -284,11 +288,15 @@ def _task_inputs(ctx: VariantContext, seed: int) -> list[Any]:
     as they do on the CPU; a task whose ``get_inputs()`` fails there (numpy, a CPU-only op, the
     device's memory) runs again as written, on the CPU. What it drew comes back to the CPU (a copy
     at the bus's speed), so the case's memory is what it was: the device holds only the copies
-    each step makes, as before."""
+    each step makes, as before. With `on_device` it stays on the device: on an H200 the copy back
+    to the host took 3.6-4.2 s of a 6.4 GB-a-tensor draw, and each later step copied it up again
+    (0.7 s a time; setup's randomness check alone runs the reference six times)."""
     if ctx.device.type == "cuda" and fastpath.ENABLED:
         try:
             with seeded(seed), torch.device(ctx.device):
                 raw = ctx.module.get_inputs()
+            if on_device:
+                return list(raw)
             return [x.cpu() if isinstance(x, torch.Tensor) else x for x in raw]
         except TaskError:  # what it returned is not a list: the same on any device
             raise
