@@ -128,6 +128,9 @@ def test_only_setups_draws_are_kept_on_the_device(monkeypatch):
         return real(ctx, seed, on_device)
 
     monkeypatch.setattr(cases, "_task_inputs", spy)
+    from kernelproof.verify import audit
+
+    monkeypatch.setattr(audit, "_CACHE", {})  # the audit runs here, not served from an earlier test's
     data = Path(__file__).parent / "data"
     v = api.evaluate(
         str(data / "tasks" / "scale_relu.py"),

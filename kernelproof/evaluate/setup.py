@@ -183,7 +183,13 @@ def prepare(
                 probe_dists = tuple(d for d in ("normal", "task") if d in dists)[:1] or dists[:1]
                 probe_cases = plan_cases(shapes_probed, set(), probe_dists, 1, rng)
             # Reserved once for the whole evaluation (chain.py): its largest case, never the sum.
-            footprint = max(footprint_bytes(contexts.values(), peak.bytes()), need.case_bytes or 0)
+            # never below the reservation made from the meta device's sizes: a variant whose
+            # inputs setup never drew (its audit served from the store) has no slots to count yet
+            footprint = max(
+                footprint_bytes(contexts.values(), peak.bytes()),
+                need.evaluation_bytes or 0,
+                need.case_bytes or 0,
+            )
         except TaskError as exc:
             return Stopped(Outcome.ERROR, Reason(ReasonCode.TASK_ERROR, str(exc)), tuple(flags), task.sha256)
     return Setup(
