@@ -77,6 +77,7 @@ CASES = (
     L("autotuned_gelu_pruned", TASKS / "gelu_tanh.py", device="cuda", timing=True),
     L("triton_asserts_cuda_inputs", TASKS / "gelu_tanh.py", device="cuda", timing=True),
     L("cuda_extension_published_flags", DATA_TASKS / "scale_relu.py", device="cuda", timing=True),
+    L("lazy_cuda_extension", DATA_TASKS / "scale_relu.py", device="cuda", timing=True),  # CUDA-L1's pattern
 )
 
 
