@@ -438,8 +438,9 @@ def reference_randomness(ctx: VariantContext, args: list[Any]) -> Randomness:
     Weighed against the correctness tolerance of this case (verify/oracle.py's rule)."""
 
     # The copies to the device are made before the seeded block: it holds the process-wide lock
-    # (torch_globals), and a copy from the host is synchronous (0.7 s for 6.4 GB on an H200, while
-    # every other evaluation in flight waited for the lock).
+    # (torch_globals), and a copy from the host is synchronous: on an H200 a reference run at 6.4 GB
+    # a tensor took about 0.7 s, nearly all of it that copy, while every other evaluation in flight
+    # waited for the lock.
     def run(seed: int) -> list[torch.Tensor]:
         on_device = to_device(args, ctx.device)
         with seeded(seed), steps.step("reference"):
