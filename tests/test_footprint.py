@@ -136,3 +136,19 @@ def test_a_reference_that_cannot_run_on_meta_is_unknown_never_too_large(tmp_path
 
 def test_cpu_memory_available_is_known_on_linux():
     assert (footprint.available_bytes("cpu") or 0) > 0
+
+
+def test_what_an_evaluation_reserves_is_never_below_the_floor_of_one_case():
+    """The evaluation's count assumes float32 (the float64 oracle at twice the outputs); in float16,
+    with large weights, the floor of one case is the larger, and the reservation follows it."""
+    half = footprint.Estimate(
+        variant="default",
+        input_bytes=10,
+        input_float_elems=5,
+        weight_bytes=1000,
+        weight_float_elems=500,
+        output_bytes=10,
+        output_float_elems=5,
+    )
+    assert footprint.evaluation_bytes(10, 1000, 10) < half.case_bytes() == 6080
+    assert half.evaluation_bytes() == half.case_bytes()

@@ -102,7 +102,7 @@ def prepare(
         pending = workers.build(solution.ref.path, solution.file.sha256, device, options)
     if admit is not None:
         with steps.step("admission"):
-            admit(need.evaluation_bytes or need.case_bytes or 0)
+            admit(need.evaluation_bytes or 0)
     rng = random.Random(seed)
     init_seed = rng.getrandbits(31)
     mode = "eval" if options.eval_mode else task.meta.mode
@@ -185,11 +185,7 @@ def prepare(
             # Reserved once for the whole evaluation (chain.py): its largest case, never the sum.
             # never below the reservation made from the meta device's sizes: a variant whose
             # inputs setup never drew (its audit served from the store) has no slots to count yet
-            footprint = max(
-                footprint_bytes(contexts.values(), peak.bytes()),
-                need.evaluation_bytes or 0,
-                need.case_bytes or 0,
-            )
+            footprint = max(footprint_bytes(contexts.values(), peak.bytes()), need.evaluation_bytes or 0)
         except TaskError as exc:
             return Stopped(Outcome.ERROR, Reason(ReasonCode.TASK_ERROR, str(exc)), tuple(flags), task.sha256)
     return Setup(

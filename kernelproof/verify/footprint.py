@@ -66,8 +66,12 @@ class Estimate:
 
     def evaluation_bytes(self) -> int:
         """What the whole evaluation is expected to hold at once, parent and worker together
-        (:func:`evaluation_bytes`): what it reserves of the device before setup allocates."""
-        return evaluation_bytes(self.input_bytes, self.weight_bytes, self.output_bytes)
+        (:func:`evaluation_bytes`): what it reserves of the device before setup allocates. Never
+        below :meth:`case_bytes`: that count assumes a float32 contract, and for float16 or bfloat16
+        the float64 oracle's share is four times the outputs, not twice."""
+        return max(
+            evaluation_bytes(self.input_bytes, self.weight_bytes, self.output_bytes), self.case_bytes()
+        )
 
 
 def evaluation_bytes(input_bytes: int, weight_bytes: int, output_bytes: int) -> int:
