@@ -33,6 +33,7 @@ from kernelproof import blame
 from kernelproof.blame import internal_error_verdict, too_large_verdict
 from kernelproof.errors import UsageError
 from kernelproof.evaluate import compare_pair, evaluate_pair
+from kernelproof.evaluate.chain import give_back_cached
 from kernelproof.evaluate.progress import reporting  # noqa: F401  (the CLI's phase lines)
 from kernelproof.evaluate.requests import device_name
 from kernelproof.executors.local import LocalPool, default_pool, resolve_devices, run_many
@@ -194,10 +195,8 @@ def _judged(task: str, solution: str, options: EvalOptions, device: str, pool: L
     except Exception as exc:  # a harness bug must not lose the run: it becomes an error verdict
         verdict = internal_error_verdict(task, solution, device, exc)
     # The failed evaluation's tensors died with its traceback, but its blocks stay in the parent's
-    # caching allocator, where the workers (other processes) and the re-run alone cannot use them.
-    if device.startswith("cuda"):
-        with pool.gate(device).shared():
-            torch.cuda.empty_cache()
+    # caching allocator, where the workers and the re-run alone cannot use them.
+    give_back_cached(pool, device)
     return verdict
 
 

@@ -96,12 +96,10 @@ def _evaluate(
         setup = prepare(task_path, solution, options, seed, device, workers, admit=held.grow)
     if isinstance(setup, Stopped):
         return stopped_verdict(setup, FileRef(str(task_path), setup.task_sha256), solution.ref, envelope)
-    if device.startswith("cuda"):
-        # Setup's temporaries (the audit's controls, the shape probes) stay reserved in the parent's
-        # caching allocator, where the candidate's worker, another process, cannot use them: a
-        # 4.3 GB-a-tensor task's setup peaked near 70 GB on an H200.
-        with workers.gate(device).shared():
-            torch.cuda.empty_cache()
+    # Setup's temporaries (the audit's controls, the shape probes) stay reserved in the parent's
+    # caching allocator, where the candidate's worker, another process, cannot use them: a
+    # 4.3 GB-a-tensor task's setup peaked near 70 GB on an H200.
+    give_back_cached(workers, device)
     policy = options.policy or setup.task.meta.policy  # the kernel policy that applies (--policy overrides)
     env.update(precision=setup.task.meta.precision, policy=policy, mode=setup.mode)
     phases.mark("setup_s")
@@ -128,10 +126,17 @@ def _evaluate(
         env["sandbox"] = ran.sandbox
     verdict = verdict_of(setup, ran.built, ran.checked, ran.timed, ran.probed, ran.died, envelope)
     del setup, ran  # the parent's references and oracles: the last of them
-    if device.startswith("cuda"):
-        with workers.gate(device).shared():  # the parent's frees touch the GPU too
-            torch.cuda.empty_cache()  # give the memory back to the device, for the workers
+    give_back_cached(workers, device)
     return verdict
+
+
+def give_back_cached(workers: WorkerSource, device: str) -> None:
+    """The parent's caching allocator gives its free blocks back to the device, where the workers
+    (other processes) can use them; under the device's shared gate, since the frees touch the GPU.
+    Nothing on the CPU."""
+    if device.startswith("cuda"):
+        with workers.gate(device).shared():
+            torch.cuda.empty_cache()
 
 
 class _Watchdog:
