@@ -194,13 +194,11 @@ def _admitted_bytes(device: str) -> float | None:
     """What the device's memory admission allows in all (None: the CPU, no admission)."""
     import torch
 
-    from kernelproof.executors.memory import HEADROOM
+    from kernelproof.executors.memory import for_device
 
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    if not device.startswith("cuda"):
-        return None
-    return torch.cuda.get_device_properties(torch.device(device)).total_memory * HEADROOM
+    return getattr(for_device(device), "capacity_bytes", None)
 
 
 def _sizes(tasks: list[Path]) -> dict[Path, int]:
