@@ -112,6 +112,78 @@ def test_two_reservations_that_each_wait_to_grow_do_not_wait_forever():
     assert grown == ["a", "b"]
 
 
+def test_the_older_grower_goes_on_when_the_last_holder_starts_to_wait_for_growth():
+    """The older waits first (the newer still holds and runs), then the newer waits to grow too:
+    that change must wake the older, the one allowed to go on. On an H200 four evaluations each
+    waited for one of the others to be woken, for six minutes."""
+    mem = DeviceMemory(capacity_bytes=100)
+    a_holds, b_holds = threading.Event(), threading.Event()
+    grown: list[str] = []
+
+    def older():
+        with mem.hold(0) as held:
+            held.grow(30)
+            a_holds.set()
+            b_holds.wait(5)
+            held.grow(80)  # 30 + 80 > 100 and the newer is not growing: waits
+            grown.append("older")
+            time.sleep(0.1)
+
+    def newer():
+        a_holds.wait(5)
+        with mem.hold(0) as held:
+            held.grow(30)
+            b_holds.set()
+            time.sleep(0.3)  # the older is waiting by now
+            held.grow(80)
+            grown.append("newer")
+
+    threads = [_in_thread(older), _in_thread(newer)]
+    for t in threads:
+        t.join(10)
+    assert not any(t.is_alive() for t in threads), f"deadlocked: {mem.describe()}"
+    assert grown == ["older", "newer"] and mem.reserved_bytes() == 0
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_evaluations_that_hold_and_grow_in_any_order_all_finish(seed):
+    """Four evaluations as the sweep runs them on one device (hold nothing, grow to setup's
+    estimate, grow to the footprint, run, leave), with sizes and pauses drawn at random: each
+    finishes."""
+    import random
+
+    rng = random.Random(seed)
+    capacity = 138
+    mem = DeviceMemory(capacity_bytes=capacity)
+    finished: list[int] = []
+    plans = [
+        (
+            rng.uniform(0, 0.05),
+            rng.randint(0, 110),
+            rng.randint(0, 40),
+            rng.uniform(0, 0.05),
+            rng.uniform(0, 0.05),
+        )
+        for _ in range(4)
+    ]
+
+    def evaluation(k: int) -> None:
+        start, estimate, more, setup_s, run_s = plans[k]
+        time.sleep(start)
+        with mem.hold(0) as held:
+            held.grow(estimate)
+            time.sleep(setup_s)
+            held.grow(estimate + more)
+            time.sleep(run_s)
+        finished.append(k)
+
+    threads = [_in_thread(lambda k=k: evaluation(k)) for k in range(4)]
+    for t in threads:
+        t.join(20)
+    assert sorted(finished) == [0, 1, 2, 3], f"stalled ({plans}): {mem.describe()}"
+    assert mem.reserved_bytes() == 0
+
+
 def test_a_new_arrival_waits_behind_a_reservation_waiting_to_grow():
     mem = DeviceMemory(capacity_bytes=100)
     order: list[str] = []

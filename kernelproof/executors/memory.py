@@ -97,6 +97,10 @@ class DeviceMemory:
             if nbytes <= self._reserved[ticket]:
                 return 0.0
             self._growing[ticket] = nbytes
+            # Another grower's test reads who grows: the oldest may go on now that every other
+            # holder waits to grow, a newer one may go past this one. Without this wake-up four
+            # evaluations on an H200 each waited for another to be woken (results/h200-2026-12-03-e).
+            self._cond.notify_all()
             try:
                 while not self._may_grow(ticket, nbytes):
                     self._cond.wait()
