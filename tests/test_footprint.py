@@ -152,3 +152,16 @@ def test_what_an_evaluation_reserves_is_never_below_the_floor_of_one_case():
     )
     assert footprint.evaluation_bytes(10, 1000, 10) < half.case_bytes() == 6080
     assert half.evaluation_bytes() == half.case_bytes()
+
+
+def test_the_shipped_task_beyond_any_device_is_too_large(tmp_path):
+    """The task the H200 run times (benchmarks/memory_trace.py): refused from the meta device's
+    sizes (get_inputs at full size would ask for 1.6 TB), nothing run, nothing stored."""
+    task = str(DATA / "tasks" / "beyond_any_device.py")
+    need = footprint.case_need_of(task, "cpu")
+    assert need.too_large and need.case_bytes >= 2 * 2**32 * 96 * 4
+    v = api.evaluate(
+        task, SOL, EvalOptions(device="cpu", db=str(tmp_path / "r.sqlite"), correctness_only=True)
+    )
+    assert v.codes == ["too_large"] and v.correctness is None, v.reasons
+    assert f"needs at least {need.case_bytes / 1e9:.1f} GB" in v.reasons[0].message
