@@ -262,7 +262,8 @@ def sweep(pairs: list[tuple[Path, Path]], root: Path, ns) -> int:
                 "codes": v.codes,
                 "seconds": round(v.elapsed_s, 1),
                 "stored": stored,
-                "message": first[:300],
+                "message": first,  # whole: an error's cause must survive the run (the table cuts it)
+                "detail": v.reasons[0].detail if v.reasons else "",
                 "flags": [f.split(":", 1)[0] for f in v.flags if not f.startswith("triage ")],
                 "steps": row_steps(v.environment),
             }

@@ -109,7 +109,8 @@ def trace(task: str, device: str) -> dict:
         "task": task,
         "verdict": v.verdict.value,
         "codes": list(v.codes),
-        "message": v.reasons[0].message[:300] if v.reasons else "",
+        "message": v.reasons[0].message if v.reasons else "",
+        "detail": v.reasons[0].detail if v.reasons else "",
         "seconds": round(seconds, 1),
         "footprint_gb": round(((v.environment.get("memory") or {}).get("footprint_bytes") or 0) / GB, 1),
         "device_idle_gb": round(idle / GB, 1),
@@ -165,6 +166,8 @@ def main() -> None:
         )
         if row["message"]:
             print(f"   {row['message']}")
+            if row.get("detail"):
+                print("   " + row["detail"][-1500:].replace("\n", "\n   "))
         for s in row["steps"]:
             print(
                 f"   {s['step']:34} alloc {s['allocated_gb']:7.2f}  reserved {s['reserved_gb']:7.2f}  peak {s['peak_gb']:7.2f}"
