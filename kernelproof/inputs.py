@@ -71,6 +71,9 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
+DRAW_CHUNK = 2**22  # elements a draw transforms at a time: its temporaries stay this small
+
+
 def draw(
     shape: tuple[int, ...],
     distribution: str,
@@ -79,7 +82,13 @@ def draw(
     device: torch.device | str,
     dtype: torch.dtype,
 ) -> torch.Tensor:
-    """Draw a float tensor from ``distribution`` restricted to ``domain``; deterministic in ``seed``."""
+    """Draw a float tensor from ``distribution`` restricted to ``domain``; deterministic in ``seed``.
+
+    Memory: the float32 tensor drawn, plus temporaries of at most ``DRAW_CHUNK`` elements. The
+    transforms run in place or a chunk at a time, so a 17 GB input is drawn in about 17 GB: drawn
+    with whole-size temporaries (an int64 sign, then float copies) KernelBench's
+    45_Average_Pooling_2D asked for 32 GiB more in the worker and was called too large on an H200.
+    """
     device = torch.device(device)
     gen = torch.Generator(device=device)
     gen.manual_seed(int(seed) & 0x7FFF_FFFF_FFFF_FFFF)
@@ -87,21 +96,22 @@ def draw(
     if distribution == "normal":
         x = torch.randn(shape, **kw)
     elif distribution == "uniform":
-        x = torch.rand(shape, **kw) * 2 - 1
+        x = torch.rand(shape, **kw).mul_(2).sub_(1)
     elif distribution == "uniform01":
         x = torch.rand(shape, **kw)
     elif distribution == "shifted":
-        x = torch.randn(shape, **kw) + 3.0
+        x = torch.randn(shape, **kw).add_(3.0)
     elif distribution == "small":
-        x = torch.randn(shape, **kw) * 1e-3
+        x = torch.randn(shape, **kw).mul_(1e-3)
     elif distribution == "large":
-        x = torch.randn(shape, **kw) * 1e3
+        x = torch.randn(shape, **kw).mul_(1e3)
     elif distribution == "heavy":
         # Pareto tail (alpha = 2) with a random sign: the mean exists, the variance does not,
         # which breaks closed-form and subsampling shortcuts on reductions and losses.
-        u = torch.rand(shape, **kw).clamp_min_(1e-12)
-        sign = torch.randint(0, 2, shape, generator=gen, device=device).to(torch.float32) * 2 - 1
-        x = (sign * (u.pow(-0.5) - 1.0)).clamp_(-HEAVY_CLIP, HEAVY_CLIP)
+        x = torch.rand(shape, **kw)
+        for part in _chunks(x):
+            sign = torch.randint(0, 2, part.shape, **kw).mul_(2).sub_(1)
+            part.clamp_min_(1e-12).pow_(-0.5).sub_(1.0).mul_(sign).clamp_(-HEAVY_CLIP, HEAVY_CLIP)
     elif distribution == "spiky":
         x = torch.randn(shape, **kw)
         n = x.numel()
@@ -119,14 +129,22 @@ def draw(
     return x.to(dtype)
 
 
+def _chunks(x: torch.Tensor) -> list[torch.Tensor]:
+    """Views of a contiguous tensor, ``DRAW_CHUNK`` elements each: what in-place transforms walk."""
+    return list(x.view(-1).split(DRAW_CHUNK)) if x.numel() else []
+
+
 def apply_domain(x: torch.Tensor, domain: str) -> torch.Tensor:
+    """`x` restricted to `domain`, in place (a drawn tensor is the only holder of its values)."""
     if domain == "positive":
-        return x.abs() + POSITIVE_FLOOR
+        return x.abs_().add_(POSITIVE_FLOOR)
     if domain == "nonzero":
-        tiny = x.abs() < NONZERO_GAP
-        return torch.where(tiny, torch.where(x < 0, -NONZERO_GAP, NONZERO_GAP), x)
+        for part in _chunks(x):
+            tiny = part.abs() < NONZERO_GAP
+            part.copy_(torch.where(tiny, torch.where(part < 0, -NONZERO_GAP, NONZERO_GAP), part))
+        return x
     if domain == "unit":
-        return x.clamp(0.0, 1.0 - 2.0**-24)
+        return x.clamp_(0.0, 1.0 - 2.0**-24)
     return x
 
 
