@@ -8,22 +8,13 @@ whole-size temporary fails, on the CPU, with nothing else to measure.
 
 from __future__ import annotations
 
-import resource
-
 import pytest
 import torch
+from address_space import capped
 
 from kernelproof.inputs import DOMAIN_DISTRIBUTIONS, draw
 
 ROWS, COLS = 2**13, 2**13  # 256 MiB of float32
-
-
-def _address_space() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 PAIRS = sorted({(d, dom) for dom, ds in DOMAIN_DISTRIBUTIONS.items() for d in ds if d != "task"})
@@ -34,14 +25,9 @@ def test_a_draw_holds_its_tensor_and_chunk_sized_temporaries_only(distribution, 
     torch.set_num_threads(1)  # each thread's arena would count against the cap
     small = draw((64, 64), distribution, domain, 7, "cpu", torch.float32)  # warm the code paths
     tensor_bytes = ROWS * COLS * 4
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     # the tensor, half of it again for the allocator's slack: any whole-size temporary breaks this
-    cap = _address_space() + tensor_bytes + tensor_bytes // 2
-    resource.setrlimit(resource.RLIMIT_AS, (min(cap, hard) if hard != resource.RLIM_INFINITY else cap, hard))
-    try:
+    with capped(tensor_bytes + tensor_bytes // 2):
         x = draw((ROWS, COLS), distribution, domain, 7, "cpu", torch.float32)
-    finally:
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
     assert x.shape == (ROWS, COLS) and x.dtype == torch.float32 and bool(torch.isfinite(x).all())
     assert small.shape == (64, 64)
 

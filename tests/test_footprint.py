@@ -7,10 +7,10 @@ a too_large took about 70 s. Here a task far beyond any machine is refused from 
 
 from __future__ import annotations
 
-import resource
 from pathlib import Path
 
 import pytest
+from address_space import capped
 
 from kernelproof import api
 from kernelproof.options import EvalOptions
@@ -72,14 +72,10 @@ def test_a_task_beyond_this_machine_is_too_large_without_allocating(tmp_path):
     """2**40 rows of 96 floats (384 TiB a tensor): get_inputs on the CPU would never return. An
     address-space limit of 8 GiB for the duration makes any real allocation of it fail loudly."""
     task = _task(tmp_path, 2**40)
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     need = footprint.case_need(load_task(task), ("default",), "cpu")
     assert need.too_large and need.case_bytes > 2**50
-    resource.setrlimit(resource.RLIMIT_AS, (min(8 * 2**30 + _address_space(), hard), hard))
-    try:
+    with capped(8 * 2**30):
         need = footprint.case_need(load_task(task), ("default",), "cpu")
-    finally:
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
     assert need.too_large
     v = api.evaluate(
         task, SOL, EvalOptions(device="cpu", db=str(tmp_path / "r.sqlite"), correctness_only=True)
@@ -93,15 +89,6 @@ def test_a_task_beyond_this_machine_is_too_large_without_allocating(tmp_path):
     from kernelproof.store import Store
 
     assert Store(str(tmp_path / "r.sqlite")).count() == 0  # never stored
-
-
-def _address_space() -> int:
-    """This process's current virtual size (what the limit must leave room for)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 def test_a_task_that_fits_is_not_refused(tmp_path):
