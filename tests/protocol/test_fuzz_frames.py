@@ -10,11 +10,11 @@ raises (an internal_error verdict), and its memory stays far below what any head
 
 from __future__ import annotations
 
-import resource
 import shutil
 from pathlib import Path
 
 import pytest
+from resident import peak_mib, reset_peak
 
 from kernelproof.api import evaluate
 from kernelproof.options import EvalOptions
@@ -31,10 +31,11 @@ PEAK_GROWTH_MIB = 1024  # the parent's peak may grow by this much at most (a 60 
 def test_hostile_frames_end_the_worker_and_never_the_parent(tmp_path, strategy, place):
     solution = tmp_path / f"fuzz__{strategy}__{place}.py"
     shutil.copyfile(HERE / "solutions" / "fuzz_frames.py", solution)
-    before_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    reset_peak()  # the growth of this evaluation, not under an earlier test's peak
+    before_mib = peak_mib()
     options = EvalOptions(device="cpu", db="", seed=3, correctness_only=True, seeds_per_case=1, timeout_s=120)
     v = evaluate(SCALE_RELU, str(solution), options)
-    grown_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before_mib
+    grown_mib = peak_mib() - before_mib
     assert "internal_error" not in v.codes, v.reasons
     assert v.passed or v.codes == ["protocol_violation"], v.reasons
     assert grown_mib < PEAK_GROWTH_MIB, grown_mib

@@ -209,16 +209,16 @@ def test_a_reply_nested_deeper_than_the_parser_goes_ends_the_worker(tmp_path):
 
 # The parent's peak resident memory across one reply that declares an inline tensor it never sends.
 HUGE = """
-import json, resource, sys, tempfile
+import json, sys, tempfile
 from pathlib import Path
-sys.path.insert(0, "tests/sandbox")
+sys.path[:0] = ["tests/sandbox", "tests/support"]
+from resident import peak_mib
 from scripted_worker import frame, reply_to, scripted
 from kernelproof.errors import WorkerDied
 from kernelproof.sandbox import process
 
 nbytes, process.REPLY_CHECKS = int(sys.argv[1]), sys.argv[2] == "on"
 declared = [{"dtype": "uint8", "shape": [nbytes], "nbytes": nbytes}]
-peak_mib = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 with scripted(Path(tempfile.mkdtemp()), lambda req: frame(reply_to(req), declared)) as w:
     w.wait_ready()
     before = peak_mib()
