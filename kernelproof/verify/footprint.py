@@ -27,6 +27,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from kernelproof.task import Task, instantiate
+from kernelproof.verify.meta_recurrent import RECURRENT, recurrent_outputs
 
 META = torch.device("meta")
 FLOAT64_BYTES = 8
@@ -274,6 +275,9 @@ class _OnMeta(TorchFunctionMode):
         kwargs = dict(kwargs or {})
         if func in self._MOVES:
             return args[0]
+        shaped = recurrent_outputs(func, args) if func in RECURRENT else None
+        if shaped is not None:  # its meta path unrolls every time step in Python
+            return shaped
         if "device" in kwargs:
             kwargs["device"] = META
         if func is torch.Tensor.to:
