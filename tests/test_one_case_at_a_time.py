@@ -44,9 +44,9 @@ def test_correctness_frees_a_case_before_it_draws_the_next(monkeypatch):
     alive = Alive()
     make, both = correctness.make_inputs, correctness.reference_and_oracle
 
-    def drawn(ctx, dist, seed):
+    def drawn(ctx, dist, seed, **kw):
         alive.check()
-        args = make(ctx, dist, seed)
+        args = make(ctx, dist, seed, **kw)
         alive.watch(args)
         return args
 
@@ -68,9 +68,9 @@ def test_correctness_held_cases_before_the_fix_would_be_seen(monkeypatch):
     kept = []
     make = correctness.make_inputs
 
-    def drawn(ctx, dist, seed):
+    def drawn(ctx, dist, seed, **kw):
         alive.check()
-        args = make(ctx, dist, seed)
+        args = make(ctx, dist, seed, **kw)
         alive.watch(args)
         kept.append(args)
         return args

@@ -239,8 +239,8 @@ def drawable(ctx: VariantContext, distribution: str) -> bool:
 def make_inputs(ctx: VariantContext, distribution: str, seed: int, *, on_device: bool = False) -> list[Any]:
     """The inputs of one case (timed as the step "inputs"): see :func:`_make_inputs`. With
     `on_device`, what ``get_inputs()`` drew on a GPU stays there instead of coming back to the
-    host: for setup's probe and the audit, which copy their inputs to the device again and again
-    and run before the evaluation's worker exists (kernelproof/evaluate/setup.py)."""
+    host: every step copies a case's inputs to the device again (the reference, the oracle, the
+    audit's controls, the worker's handoff), as it does a case drawn from a seed."""
     with steps.step("inputs"):
         return _make_inputs(ctx, distribution, seed, on_device)
 
@@ -286,11 +286,12 @@ def _task_inputs(ctx: VariantContext, seed: int, on_device: bool = False) -> lis
     gigabytes a tensor, and the CPU's generator took 12-15 s a call on the H200 host (40 s of a
     95 s evaluation of 4_Matrix_vector_multiplication). The values follow the seed on that device
     as they do on the CPU; a task whose ``get_inputs()`` fails there (numpy, a CPU-only op, the
-    device's memory) runs again as written, on the CPU. What it drew comes back to the CPU (a copy
-    at the bus's speed), so the case's memory is what it was: the device holds only the copies
-    each step makes, as before. With `on_device` it stays on the device: on an H200 the copy back
-    to the host took 3.6-4.2 s of a 6.4 GB-a-tensor draw, and each later step copied it up again
-    (0.7 s a time; setup's randomness check alone runs the reference six times)."""
+    device's memory) runs again as written, on the CPU. Without `on_device` what it drew comes
+    back to the CPU (a copy at the bus's speed). With it, it stays on the device, where a case
+    drawn from a seed lives too (setup's probe, the audit and correctness's cases ask for it): on
+    an H200 the copy back to the host took 3.6-4.2 s of a 6.4 GB-a-tensor draw, and each later
+    step copied it up again (0.7 s a time; setup's randomness check alone runs the reference six
+    times)."""
     if ctx.device.type == "cuda" and fastpath.ENABLED:
         try:
             with seeded(seed), torch.device(ctx.device):
