@@ -25,6 +25,7 @@ from kernelproof.verify import steps
 from kernelproof.verify.audit_store import AuditStore
 from kernelproof.verify.cases import (
     VariantContext,
+    build_reference,
     build_variant,
     make_inputs,
     reference_and_oracle,
@@ -207,8 +208,8 @@ def _bf16_reference(ctx: VariantContext, args: list[Any]) -> tuple[torch.Tensor 
 def _other_weights_model(task: Task, ctx: VariantContext, seed: int) -> torch.nn.Module | None:
     if not any(p.is_floating_point() for p in ctx.reference.parameters()):
         return None
-    other = build_variant(task, ctx.variant, ctx.device, ctx.mode, (ctx.init_seed + 104729) & 0x7FFFFFFF)
-    return other.reference  # the rest of that variant (its float64 oracle) is freed here
+    seed = (ctx.init_seed + 104729) & 0x7FFFFFFF
+    return build_reference(task, ctx.module, ctx.init_args, ctx.device, ctx.mode, seed)
 
 
 def audit_task(task: Task, device: torch.device, variants: tuple[str, ...], seed: int) -> list[AuditReport]:

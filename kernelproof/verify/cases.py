@@ -136,27 +136,19 @@ def build_variant(
     try:
         with seeded(init_seed):
             init_args = module.get_init_inputs()
-        with seeded(init_seed):
-            reference = module.Model(*init_args)
     except torch.OutOfMemoryError:
-        raise  # the device's memory, not the task: the evaluation is retried alone (blame.worth_running_alone)
+        raise
     except Exception as exc:
         raise TaskError(
             f"constructing the reference Model failed: {type(exc).__name__}: {exc}", path=task.path
         ) from None
-    reference.to(device)
-    for p in list(reference.parameters()) + list(reference.buffers()):
-        if p.is_floating_point():
-            p.data = p.data.to(dtype)
-    convert_attributes(reference, dtype, device)
-    _perturb_constant_parameters(reference, init_seed)
-    reference.train(mode == "train")
+    reference = build_reference(task, module, init_args, device, mode, init_seed)
     oracle = copy.deepcopy(reference).to(torch.float64)
     convert_attributes(oracle, torch.float64, device)
     oracle.train(mode == "train")
     state = reference.state_dict()
     names = list(state)
-    tensors = [t.detach().to("cpu").clone() for t in state.values()]
+    tensors = [t.detach().to("cpu", copy=True) for t in state.values()]
     attributes = plain_attributes(reference)
     return VariantContext(
         task=task,
@@ -173,8 +165,56 @@ def build_variant(
         weight_names=names,
         weight_tensors=tensors,
         attribute_names=list(attributes),
-        attribute_tensors=[t.detach().to("cpu").clone() for t in attributes.values()],
+        attribute_tensors=[t.detach().to("cpu", copy=True) for t in attributes.values()],
     )
+
+
+def build_reference(
+    task: Task, module: TaskModule, init_args: list[Any], device: torch.device, mode: str, init_seed: int
+) -> torch.nn.Module:
+    """The task's Model from `init_seed`, on `device` in the contract dtype, constant parameters
+    perturbed: the reference alone (the audit's other-weights control needs no oracle and no
+    host copy of its weights)."""
+    dtype = CONTRACT_DTYPE[task.meta.precision]
+    try:
+        reference = _construct(module, init_args, init_seed, device)
+    except torch.OutOfMemoryError:
+        raise  # the device's memory, not the task: the evaluation is retried alone (blame.worth_running_alone)
+    except Exception as exc:
+        raise TaskError(
+            f"constructing the reference Model failed: {type(exc).__name__}: {exc}", path=task.path
+        ) from None
+    reference.to(device)
+    for p in list(reference.parameters()) + list(reference.buffers()):
+        if p.is_floating_point():
+            p.data = p.data.to(dtype)
+    convert_attributes(reference, dtype, device)
+    _perturb_constant_parameters(reference, init_seed)
+    reference.train(mode == "train")
+    return reference
+
+
+def _construct(
+    module: TaskModule, init_args: list[Any], init_seed: int, device: torch.device
+) -> torch.nn.Module:
+    """``Model(*init_args)`` under `init_seed`. On a GPU it runs first with the device as torch's
+    default, so that its parameters are initialised there: a Linear of 32768 x 32768 took 14 s
+    of the CPU's generator on one core (8 s on another host), each time the reference or the
+    audit's other-weights model was built, holding the seeding lock every evaluation's draws
+    wait for. The weights follow the seed on that device (the same initialisers, the same
+    distributions, other values than the CPU's). A Model whose construction fails there (numpy,
+    a CPU generator, a CPU-only op) is built again as written, on the CPU, which decides whether
+    it fails (kernelproof/verify/fastpath.py)."""
+    if device.type == "cuda" and fastpath.ENABLED:
+        try:
+            with seeded(init_seed), torch.device(device):
+                return module.Model(*init_args)
+        except torch.OutOfMemoryError:
+            raise
+        except Exception:  # noqa: BLE001 - the CPU decides whether Model() itself fails
+            pass
+    with seeded(init_seed):
+        return module.Model(*init_args)
 
 
 PERTURB_SCALE = 0.1  # constant-initialised parameters get this much random spread

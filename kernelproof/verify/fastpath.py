@@ -13,7 +13,12 @@ On a GPU a task's own ``get_inputs()`` runs with the device as torch's default (
 generator took 12-15 s a call at level-1 sizes), and as written on the CPU where that fails
 (kernelproof/verify/cases.py, ``_task_inputs``): values that follow the same seed, drawn elsewhere.
 
-``ENABLED = False`` turns all three off: benchmarks/sweep_costs.py measures the difference in one
+On a GPU the task's ``Model`` is built with the device as torch's default, so that its
+parameters are initialised there (a 32768 x 32768 Linear took 8-14 s of the CPU's generator), and
+as written on the CPU where that fails (kernelproof/verify/cases.py, ``_construct``): the same
+initialisers from the same seed, drawn elsewhere.
+
+``ENABLED = False`` turns all four off: benchmarks/sweep_costs.py measures the difference in one
 run, and the tests show the two paths agree. It is never reachable from the command line or the stored verdict.
 """
 
