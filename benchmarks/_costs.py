@@ -85,7 +85,8 @@ def markdown(doc: dict[str, Any], title: str = "Sweep cost table") -> str:
         f"# {title}",
         "",
         f"Wall time {doc['wall_s']} s for {doc['tasks']} tasks ({doc['evaluated']} evaluated, "
-        f"{doc['evaluation_s']} s of evaluation time summed).",
+        f"{doc['evaluation_s']} s of evaluation time summed)"
+        + (f", after {doc['order_s']} s listing and ordering the tasks." if doc.get("order_s") else "."),
         "",
     ]
     out += ["| level | tasks | served | wall s | evaluation s | median s |", "|---|---|---|---|---|---|"]

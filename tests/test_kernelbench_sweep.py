@@ -46,7 +46,9 @@ def sweep_module(monkeypatch):
     return importlib.import_module("kernelbench_sweep")
 
 
-def test_a_sweep_writes_its_table_as_it_goes_and_a_rerun_is_served(tmp_path, monkeypatch, sweep_module):
+def test_a_sweep_writes_its_table_as_it_goes_and_a_rerun_is_served(
+    tmp_path, monkeypatch, sweep_module, capsys
+):
     kb = tmp_path / "kb"
     (kb / "level1").mkdir(parents=True)
     (kb / "level1" / "1_Relu_Scale.py").write_text(TASK.format(dim=32))
@@ -57,8 +59,8 @@ def test_a_sweep_writes_its_table_as_it_goes_and_a_rerun_is_served(tmp_path, mon
     written: list[int] = []
     real_write = sweep_module._write
 
-    def spy(out_, tag, rows, tasks, wall, arrivals):
-        real_write(out_, tag, rows, tasks, wall, arrivals)
+    def spy(out_, tag, rows, tasks, wall, arrivals, order_s=0.0):
+        real_write(out_, tag, rows, tasks, wall, arrivals, order_s)
         written.append(len(json.loads((out_ / f"kernelbench-sweep-{tag}.json").read_text())["rows"]))
 
     monkeypatch.setattr(sweep_module, "_write", spy)
@@ -67,10 +69,12 @@ def test_a_sweep_writes_its_table_as_it_goes_and_a_rerun_is_served(tmp_path, mon
     monkeypatch.setattr(sys, "argv", argv)
 
     assert sweep_module.main() == 0
+    assert "listed and ordered 2 tasks in" in capsys.readouterr().out
     assert written[:2] == [1, 2]  # after each verdict, not only at the end
     doc = json.loads((out / "kernelbench-sweep-level1.json").read_text())
     assert [r["outcome"] for r in doc["rows"]] == ["pass", "pass"] and doc["tasks"] == 2
     assert not any(r["stored"] for r in doc["rows"])
+    assert doc["order_s"] >= 0  # listing and ordering, before the first evaluation's clock starts
     assert "level1/2_Relu_Scale_Wide.py | pass" in (out / "kernelbench-sweep-level1.md").read_text()
     costs = json.loads((out / "kernelbench-sweep-costs-level1.json").read_text())
     assert costs["levels"]["level1"]["tasks"] == 2 and costs["evaluated"] == 2
