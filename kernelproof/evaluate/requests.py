@@ -29,7 +29,11 @@ def load_program(
     "candidate") or the task's Model (a baseline), with the reference's init arguments and weights."""
     header, tensors = load_request(ctx, path)
     limit = options.timeout_s if limit_s is None else limit_s
-    worker.pin(cpus.plan(options.cpu_threads).cores(role))  # before any code of the program runs
+    # before any code of the program runs; a candidate's worker on cores of its own (cpus.py)
+    if role == "candidate":
+        worker.pin_candidate(options.cpu_threads)
+    else:
+        worker.pin(cpus.plan(options.cpu_threads).cores(role))
     header["threads"] = options.cpu_threads
     reply, _ = worker.request({**header, **extra}, tensors, limit)
     return reply

@@ -92,7 +92,7 @@ def judge(
         others = busy.others_runnable()
     quiet = busy.judge(others, plan.threads, [p.round_ms for p in baselines], cuda)
     notes.append(
-        f"cpu: {plan.describe()}; {_held(cand.worker)}; the candidate's worker "
+        f"cpu: {plan.describe(cand.worker.cores or None)}; {_held(cand.worker)}; the candidate's worker "
         + (
             f"stood still while baselines were timed ({how})"
             if how
@@ -107,7 +107,8 @@ def judge(
             w
             for w in (
                 why,
-                f"candidate and baselines share cores ({plan.describe()}) and the candidate's worker could not be "
+                f"candidate and baselines share cores ({plan.describe(cand.worker.cores or None)}) and the "
+                "candidate's worker could not be "
                 "stopped while the baselines were timed",
             )
             if w

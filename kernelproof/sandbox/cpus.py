@@ -15,6 +15,12 @@ at a time, so they share theirs), and thread counts to match:
   worker's environment (the user's own value no longer reaches it) and the worker calls
   ``torch.set_num_threads(threads)``.
 
+Evaluations in flight together (``--per-device``, several devices) each give their candidate's
+worker a set of cores of its own where the machine has them (:func:`take_candidate_cores`): the
+last ``threads`` cores for the first, the ``threads`` before them for the next, never the
+baselines'. With one set for all, four workers on an H200 host built their ModelNew (a
+32768 x 32768 Linear's initialisation on the CPU) and ran their cases on one core of sixteen.
+
 Where the machine has fewer than twice ``threads`` cores the two sides cannot be separated
 (:attr:`CpuPlan.separated` is False): the verdict says so, and the candidate's worker is then
 only timed against baselines if its whole cgroup can be frozen while they run (else the timing is
@@ -23,7 +29,11 @@ only timed against baselines if its whole cgroup can be frozen while they run (e
 
 from __future__ import annotations
 
+import collections
+import itertools
 import os
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 CPUS_ENV = "KERNELPROOF_CPUS"  # the cores the worker pins itself to, e.g. "0,1"
@@ -50,8 +60,10 @@ class CpuPlan:
             **dict.fromkeys(THREAD_VARS, n),
         }
 
-    def describe(self) -> str:
-        both = f"{self.threads} core(s) each: candidate {_list(self.candidate)}, baselines {_list(self.baseline)}"
+    def describe(self, candidate: tuple[int, ...] | None = None) -> str:
+        """The plan as the verdict says it; `candidate`: the cores a candidate's worker was given."""
+        cand = self.candidate if candidate is None else candidate
+        both = f"{self.threads} core(s) each: candidate {_list(cand)}, baselines {_list(self.baseline)}"
         if self.separated:
             return both
         return both + " (too few cores to separate them)"
@@ -68,6 +80,47 @@ def plan(threads: int) -> CpuPlan:
         return CpuPlan(threads, tuple(usable[-threads:]), tuple(usable[:threads]), True)
     shared = tuple(usable[:threads])
     return CpuPlan(min(threads, len(usable)), shared, shared, False)
+
+
+def candidate_sets(threads: int) -> list[tuple[int, ...]]:
+    """The disjoint sets of ``threads`` cores a candidate's worker may be given, the last cores
+    first (the first is :func:`plan`'s ``candidate``); none overlaps the baselines' where the plan
+    separates them, and where it cannot there is one set, shared."""
+    p = plan(threads)
+    if not p.separated:
+        return [p.candidate]
+    usable = sorted(os.sched_getaffinity(0))
+    rest = usable[p.threads :]
+    return [
+        tuple(rest[len(rest) - (i + 1) * p.threads : len(rest) - i * p.threads])
+        for i in range(len(rest) // p.threads)
+    ]
+
+
+_holders: dict[int, tuple[tuple[int, ...], Callable[[], bool]]] = {}  # lease -> (cores, still held?)
+_holders_lock = threading.Lock()
+_leases = itertools.count(1)
+
+
+def take_candidate_cores(threads: int, alive: Callable[[], bool]) -> tuple[int, tuple[int, ...]]:
+    """A lease on cores for a candidate's worker: the set fewest live candidate workers of this
+    process hold (the last cores on a tie). `alive` says whether the holder still runs: a worker
+    that ended without giving its lease back (:func:`give_back_candidate_cores`) no longer counts."""
+    sets = candidate_sets(threads)
+    with _holders_lock:
+        for lease, (_, held) in list(_holders.items()):
+            if not held():
+                del _holders[lease]
+        counts = collections.Counter(cores for cores, _ in _holders.values())
+        chosen = min(sets, key=lambda cores: counts[cores])
+        lease = next(_leases)
+        _holders[lease] = (chosen, alive)
+    return lease, chosen
+
+
+def give_back_candidate_cores(lease: int) -> None:
+    with _holders_lock:
+        _holders.pop(lease, None)
 
 
 def pin_from_env() -> str:

@@ -401,6 +401,7 @@ class WorkerProcess(Scheduling):
             except Exception:  # noqa: BLE001 - the worker is going away either way
                 pass
         self.kill()
+        self.give_back_cores()
         if self._inbox is not None:  # the worker, and with it every mapping of these buffers, is gone
             self._inbox.close()
             self._inbox = None

@@ -17,10 +17,11 @@ import signal
 import subprocess
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from kernelproof.sandbox import limits, members, zygote
+from kernelproof.sandbox import cpus, limits, members, zygote
 
 # Tests only: False stops only the worker's process group, as kernelproof once did, to show what a
 # child that left the group does meanwhile (never the CLI, never a stored verdict).
@@ -38,6 +39,7 @@ class Scheduling:
         """The state of a worker that runs, unpinned, with nothing stopped yet."""
         self.paused = False  # stopped by pause() until resume()
         self.cores: tuple[int, ...] = ()  # the cores pin() gave it
+        self._cores_lease: tuple[int, tuple[int, ...]] | None = None  # a candidate's own set (cpus.py)
         self.pinned = ""  # how they hold: "affinity", "affinity+cpuset", or "" (not pinned)
         self._stopped_s = 0.0  # seconds spent stopped, over the worker's life
         self._paused_at = 0.0
@@ -59,6 +61,25 @@ class Scheduling:
                 return
             if STOP_MEMBERS and members_too:
                 self._stopped_members = members.stop(self.proc.pid, self.cgroup)
+
+    def pin_candidate(self, threads: int) -> str:
+        """Pin a candidate's worker to a set of cores no other live candidate worker holds, where
+        there are enough (kernelproof/sandbox/cpus.py); the same set at every later load."""
+        if self._cores_lease is None:
+            me = weakref.ref(self)
+
+            def alive() -> bool:
+                worker = me()
+                return worker is not None and worker.proc.poll() is None
+
+            self._cores_lease = cpus.take_candidate_cores(threads, alive)
+        return self.pin(self._cores_lease[1])
+
+    def give_back_cores(self) -> None:
+        """The candidate's set is free for the next worker (this one has ended)."""
+        lease, self._cores_lease = self._cores_lease, None
+        if lease is not None:
+            cpus.give_back_candidate_cores(lease[0])
 
     def pin(self, cores: tuple[int, ...]) -> str:
         """Pin every thread of the worker to `cores` (and its cgroup, where cpusets can be written):
