@@ -137,3 +137,39 @@ def test_on_a_gpu_a_model_built_only_as_written_still_builds(tmp_path, how):
     ctx = build_variant(task, "default", torch.device("cuda:0"), "eval", 5)
     assert ctx.reference.fc.weight.device.type == "cuda"
     assert ctx.module.module.SEEN[-1] == "cpu"  # the device's attempt failed; the CPU built it
+
+
+GIVEN_WEIGHTS = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+
+
+    class Model(nn.Module):
+        def __init__(self, weight):
+            super().__init__()
+            self.weight = nn.Parameter(weight.clone())
+
+        def forward(self, x):
+            return x @ self.weight
+
+
+    def get_inputs():
+        return [torch.randn(4, 8)]
+
+
+    def get_init_inputs():
+        return [torch.randn(8, 8)]
+    """
+)
+
+
+def test_a_model_given_its_weights_gets_other_ones_for_the_other_weights_control(tmp_path):
+    """get_init_inputs() runs again under the control's seed: with the reference's arguments the
+    control would hold the reference's weights, and the audit would call the task degenerate."""
+    path = tmp_path / "given_weights.py"
+    path.write_text(GIVEN_WEIGHTS)
+    task = load_task(str(path))
+    ctx = build_variant(task, "default", torch.device("cpu"), "eval", 5)
+    other = audit._other_weights_model(task, ctx, 0)
+    assert not torch.equal(other.weight.detach(), ctx.reference.weight.detach())
