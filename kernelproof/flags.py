@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from kernelproof.torch_globals import LOCK
+from kernelproof.torch_globals import held
 
 # Settings that choose among algorithms at the same precision: cuDNN's benchmark mode picks the
 # fastest of its kernels for the shapes seen, deterministic restricts it to reproducible ones. A
@@ -121,7 +121,7 @@ def pinned(precision: str) -> Iterator[dict[str, Any]]:
 
     The flags are the process's: the block holds torch_globals.LOCK, so another thread's pin
     neither changes them under it nor restores over it."""
-    with LOCK:
+    with held():
         yield from _pinned(precision)
 
 

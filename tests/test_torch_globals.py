@@ -131,3 +131,39 @@ def test_references_built_in_parallel_threads_get_their_seeds_weights(tmp_path):
     assert sorted(together) == list(range(4))  # every thread built its reference
     for seed in range(4):
         assert all(torch.equal(a, b) for a, b in zip(alone[seed], together[seed]))
+
+
+def test_a_wait_for_the_lock_is_recorded_under_the_step_that_waited():
+    """Evaluations in flight queue here for every reference run: the verdict's steps say how long."""
+    from kernelproof.verify import steps
+
+    holding, released = threading.Event(), threading.Event()
+    recorded: list[dict] = []
+
+    def holder():  # another evaluation's pinned reference run
+        with flags.pinned("fp32"):
+            holding.set()
+            released.wait(WAIT_S)
+
+    def waiter():
+        holding.wait()
+        with steps.recording("task.py") as clock, steps.step("setup"), steps.step("randomness"):
+            threading.Timer(0.1, released.set).start()  # the holder leaves while this one waits
+            with seeded(1):
+                torch.randn(3)
+            with seeded(2):  # nobody holds it now: no wait worth a line
+                torch.randn(3)
+        recorded.append(dict(clock.totals))
+
+    _run_together(threading.Thread(target=holder), threading.Thread(target=waiter))
+    waits = recorded[0]["setup/randomness/lock_wait"]
+    assert waits["n"] == 1 and waits["s"] > 0.01
+    assert set(recorded[0]) == {"setup", "setup/randomness", "setup/randomness/lock_wait"}
+
+
+def test_outside_an_evaluation_nothing_observes_the_waits():
+    from kernelproof import torch_globals
+
+    assert torch_globals._wait_observer.get() is None
+    with seeded(3):
+        assert torch.randn(2).shape == (2,)

@@ -22,6 +22,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from kernelproof import torch_globals
+
+LOCK_WAIT_MIN_S = 0.001
+
 
 @dataclass(frozen=True)
 class StepCost:
@@ -55,6 +59,12 @@ class StepClock:
             return "", 0.0
         return "/".join(stack), now - entered[-1]
 
+    def lock_waited(self, seconds: float) -> None:
+        """A wait for the parent's torch state (kernelproof/torch_globals.py), as a ``lock_wait``
+        step under the step that waited; waits under a millisecond are not worth a line."""
+        if seconds >= LOCK_WAIT_MIN_S:
+            self.add("/".join([*self._stack, "lock_wait"]), seconds)
+
     def add(self, name: str, seconds: float) -> None:
         entry = self.totals.setdefault(name, {"s": 0.0, "n": 0})
         entry["s"] = round(float(entry["s"]) + seconds, 4)
@@ -73,6 +83,7 @@ def recording(label: str = "") -> Iterator[StepClock]:
     """Within the block, steps are recorded into the clock it yields (listed by :func:`live`)."""
     clock = StepClock(label)
     token = _clock.set(clock)
+    waits = torch_globals.observe_waits(clock.lock_waited)
     with _live_lock:
         _live[id(clock)] = clock
     try:
@@ -80,6 +91,7 @@ def recording(label: str = "") -> Iterator[StepClock]:
     finally:
         with _live_lock:
             _live.pop(id(clock), None)
+        torch_globals.stop_observing(waits)
         _clock.reset(token)
 
 
