@@ -20,15 +20,14 @@ from typing import Any
 import torch
 
 from kernelproof import jsonsafe
-from kernelproof.errors import TaskError
 from kernelproof.task import Task
-from kernelproof.torch_globals import seeded
 from kernelproof.verify import steps
 from kernelproof.verify.audit_store import AuditStore
 from kernelproof.verify.cases import (
     VariantContext,
     build_reference,
     build_variant,
+    init_inputs,
     make_inputs,
     reference_and_oracle,
     run_model,
@@ -213,13 +212,7 @@ def _other_weights_model(task: Task, ctx: VariantContext, seed: int) -> torch.nn
     seed = (ctx.init_seed + 104729) & 0x7FFFFFFF
     # get_init_inputs() again under the other seed: a Model whose weights come from tensors it is
     # given gets other ones too (with the same arguments its weights would be the reference's)
-    try:
-        with seeded(seed):
-            init_args = ctx.module.get_init_inputs()
-    except torch.OutOfMemoryError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - it ran under the reference's seed: the task's own doing
-        raise TaskError(f"get_init_inputs() raised {type(exc).__name__}: {exc}", path=task.path) from None
+    init_args = init_inputs(task, ctx.module, seed)
     return build_reference(task, ctx.module, init_args, ctx.device, ctx.mode, seed)
 
 

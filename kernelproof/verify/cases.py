@@ -133,15 +133,7 @@ def build_variant(
     module = instantiate(task, variant)
     precision = task.meta.precision
     dtype = CONTRACT_DTYPE[precision]
-    try:
-        with seeded(init_seed):
-            init_args = module.get_init_inputs()
-    except torch.OutOfMemoryError:
-        raise
-    except Exception as exc:
-        raise TaskError(
-            f"constructing the reference Model failed: {type(exc).__name__}: {exc}", path=task.path
-        ) from None
+    init_args = init_inputs(task, module, init_seed)
     reference = build_reference(task, module, init_args, device, mode, init_seed)
     oracle = copy.deepcopy(reference).to(torch.float64)
     convert_attributes(oracle, torch.float64, device)
@@ -167,6 +159,20 @@ def build_variant(
         attribute_names=list(attributes),
         attribute_tensors=[t.detach().to("cpu", copy=True) for t in attributes.values()],
     )
+
+
+def init_inputs(task: Task, module: TaskModule, init_seed: int) -> list[Any]:
+    """``get_init_inputs()`` under `init_seed`: the reference's construction arguments (the
+    audit's other-weights control draws its own under its seed)."""
+    try:
+        with seeded(init_seed):
+            return module.get_init_inputs()
+    except torch.OutOfMemoryError:
+        raise
+    except Exception as exc:
+        raise TaskError(
+            f"constructing the reference Model failed: {type(exc).__name__}: {exc}", path=task.path
+        ) from None
 
 
 def build_reference(
