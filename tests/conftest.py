@@ -99,3 +99,20 @@ def _time_when_busy(monkeypatch):
     from kernelproof.measure import parent_clock
 
     monkeypatch.setattr(parent_clock, "BUSY_IS_ERROR", False)
+
+
+@pytest.fixture
+def seeds_tried(monkeypatch) -> list[int]:
+    """Every seed kernelproof/verify/cases.py seeds torch with from now on, in order: a fallback from
+    the device to the CPU shows as the same seed twice."""
+    from kernelproof.verify import cases
+
+    tried: list[int] = []
+    real = cases.seeded
+
+    def seeded(seed):
+        tried.append(seed)
+        return real(seed)
+
+    monkeypatch.setattr(cases, "seeded", seeded)
+    return tried

@@ -77,21 +77,15 @@ def test_on_the_cpu_the_model_is_built_as_written_and_the_seed_decides(tmp_path)
     assert a.weight_tensors[0].data_ptr() != a.reference.fc.weight.data_ptr()
 
 
-def test_where_the_device_cannot_build_it_the_cpu_does_with_the_same_seed(tmp_path, monkeypatch):
+def test_where_the_device_cannot_build_it_the_cpu_does_with_the_same_seed(tmp_path, monkeypatch, seeds_tried):
     """A GPU default whose device fails inside Model() (here: no CUDA at all; on a GPU, numpy or a
     CPU generator) falls back to the task as written: the CPU's values for the same seed."""
     if torch.cuda.is_available():
         pytest.skip("a CUDA machine builds there: the fallback is for models that fail on it")
     task = _task(tmp_path, "plain")
     ctx = build_variant(task, "default", torch.device("cpu"), "eval", 5)
-    tried = []
-    real = cases.seeded
-
-    def seeded(seed):
-        tried.append(seed)
-        return real(seed)
-
-    monkeypatch.setattr(cases, "seeded", seeded)
+    tried = seeds_tried
+    tried.clear()
     model = cases._construct(ctx.module, ctx.init_args, 5, torch.device("cuda"))
     assert tried == [5, 5]  # the device first, then the CPU, each seeded afresh
     assert all(torch.equal(x, y) for x, y in zip(_params(model), _params(ctx.reference)))

@@ -45,19 +45,13 @@ def test_on_the_cpu_the_task_draws_as_written_and_the_seed_decides(tmp_path):
     assert not torch.equal(a[0], make_inputs(ctx, "task", 12)[0])
 
 
-def test_where_the_device_cannot_draw_them_the_task_runs_on_the_cpu(tmp_path, monkeypatch):
+def test_where_the_device_cannot_draw_them_the_task_runs_on_the_cpu(tmp_path, monkeypatch, seeds_tried):
     """A GPU context whose device fails inside get_inputs() (here: no CUDA at all; on a GPU, numpy
     or a CPU-only op) falls back to the task as written, with the same seed's values."""
     ctx = _ctx(tmp_path, "return [torch.randn(8, 4), torch.randint(0, 8, (3,))]")
     want = make_inputs(ctx, "task", 11)
-    tried = []
-    real = cases.seeded
-
-    def seeded(seed):
-        tried.append(seed)
-        return real(seed)
-
-    monkeypatch.setattr(cases, "seeded", seeded)
+    tried = seeds_tried
+    tried.clear()
     gpu = replace(ctx, device=torch.device("cuda")) if not torch.cuda.is_available() else None
     if gpu is None:
         pytest.skip("a CUDA machine draws there: the fallback is for tasks that fail on it")
