@@ -24,12 +24,14 @@ TASK, SOL = str(DATA / "tasks" / "scale_relu.py"), str(DATA / "solutions" / "pla
 
 
 def _counting(monkeypatch) -> list[str]:
-    """Each distribution the audit really runs (not served) is recorded."""
+    """Each distribution the whole audit really runs is recorded (not one served, nor the check of
+    a served report under the evaluation's own weights, tests/test_audit_these_weights.py)."""
     ran: list[str] = []
     real = audit._audit_distribution
 
     def counted(ctx, dist, *rest):
-        ran.append(dist)
+        if len(rest) < 5 or rest[4] == audit.CONTROLS:
+            ran.append(dist)
         return real(ctx, dist, *rest)
 
     monkeypatch.setattr(audit, "_audit_distribution", counted)

@@ -7,7 +7,14 @@ inputs, the reference built with other weights, and (under an fp32 contract) a b
 Each must be rejected on at least one audit distribution; a variant where one is not is
 degenerate and is not scored. Results are cached per (task hash, variant, device type), since
 degeneracy depends on size, in this process and, in the results store, across runs
-(kernelproof/verify/audit_store.py). Each control is compared and freed before the next is made:
+(kernelproof/verify/audit_store.py). A served report was made under another evaluation's weights,
+and whether a task can tell right from wrong can depend on them: KernelBench's level-2 task 58
+subtracts a scalar drawn by ``torch.randn`` and clamps to [-1, 1], so for about a third of the
+draws every output is clamped and a constant is correct. The controls that need no other model
+(zeros, the mean, an input passed through, another seed's inputs) are therefore run again under
+this evaluation's own weights whenever the report is served (:func:`check_these_weights`); a
+constant output would otherwise pass on a task whose stored audit was sound. Each control is
+compared and freed before the next is made:
 at KernelBench's published sizes one output is 6.4 GB. Each control's cost (its run and its
 comparison) is a step of the verdict's ``environment["steps"]`` (kernelproof/verify/steps.py).
 """
@@ -39,6 +46,9 @@ from kernelproof.verify.precision import lower_precision_outputs
 # Version 1: the first with a version; non-finite errors are the strings "inf", "-inf", "nan".
 AUDIT_SCHEMA = "kernelproof.audit/1"
 AUDIT_DISTRIBUTIONS = ("task", "normal")  # KernelBench's own inputs, and zero-mean ones
+# The controls a served report is checked with under this evaluation's weights: those that need
+# no model but the reference (other_weights builds a second model, bf16_reference a third).
+WEIGHTS_CONTROLS = ("zeros", "mean", "passthrough", "other_seed")
 CONTROLS = ("zeros", "mean", "passthrough", "other_seed", "other_weights", "bf16_reference")  # report order
 _CACHE: dict[tuple[str, str, str, str, str], AuditReport] = {}  # the persisted key, less the source
 
@@ -57,10 +67,20 @@ class AuditReport:
     variant: str
     degenerate: bool
     controls: tuple[Control, ...] = field(default_factory=tuple)
+    # True for check_these_weights's report: the controls ran under this evaluation's weights only,
+    # after a stored audit (under other weights) had rejected every control. Never persisted.
+    these_weights: bool = False
 
     def summary(self) -> str:
         bad = [c.name for c in self.controls if not c.failed_as_it_should]
-        return "controls that passed the comparison: " + ", ".join(bad) if bad else "all controls rejected"
+        text = "controls that passed the comparison: " + ", ".join(bad) if bad else "all controls rejected"
+        if self.these_weights and bad:
+            text += (
+                " under this evaluation's weights (drawn from its secret seed; the task's audit under "
+                "other weights rejected every control): with these weights its outputs do not depend "
+                "enough on its inputs to tell a correct kernel from a constant one"
+            )
+        return text
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON. A control's error is often infinite (a zero oracle makes any other
@@ -110,13 +130,17 @@ def audit_variant(
     KernelBench's level-1 sizes one call draws GBs in the CPU's generator. Its other-seed control
     still draws its own."""
     key = (task.sha256, ctx.variant, ctx.mode, ctx.device.type, ctx.precision)
-    if key in _CACHE:
-        return _CACHE[key]
-    with steps.step("stored"):
-        stored = persist.get(task, ctx) if persist is not None else None
-    if stored is not None:
-        _CACHE[key] = stored
-        return stored
+    served = _CACHE.get(key)
+    if served is None:
+        with steps.step("stored"):
+            served = persist.get(task, ctx) if persist is not None else None
+        if served is not None:
+            _CACHE[key] = served
+    if served is not None:
+        if served.degenerate:
+            return served
+        with steps.step("these_weights"):
+            return check_these_weights(task, ctx, seed, task_inputs) or served
     results: dict[str, list[tuple[bool, float, str]]] = {}
     with steps.step("other_weights"):
         other_weights = _other_weights_model(task, ctx, seed)
@@ -124,17 +148,40 @@ def audit_variant(
         given = task_inputs if dist == "task" else None
         _audit_distribution(ctx, dist, seed + i, other_weights, results, given)
     del other_weights
-    controls = tuple(
-        Control(
-            name, any(ok for ok, _, _ in rs), max(e for _, e, _ in rs), next((n for _, _, n in rs if n), "")
-        )
-        for name, rs in sorted(results.items(), key=lambda kv: CONTROLS.index(kv[0]))
-    )
+    controls = _controls(results)
     report = AuditReport(task.path, ctx.variant, any(not c.failed_as_it_should for c in controls), controls)
     _CACHE[key] = report
     if persist is not None:
         persist.put(task, ctx, report)
     return report
+
+
+def check_these_weights(
+    task: Task, ctx: VariantContext, seed: int, task_inputs: list[Any] | None = None
+) -> AuditReport | None:
+    """The controls of :data:`WEIGHTS_CONTROLS` under `ctx`'s weights (this evaluation's), on the
+    audit's distributions: a report saying the variant is degenerate with these weights, or None
+    when every control is rejected on at least one of them (the audit's own rule). Run when the
+    task's audit is served from an earlier evaluation, whose weights were drawn from another seed.
+    Its cost is, a distribution, one case's reference and oracle and one more reference run."""
+    results: dict[str, list[tuple[bool, float, str]]] = {}
+    for i, dist in enumerate(AUDIT_DISTRIBUTIONS):
+        given = task_inputs if dist == "task" else None
+        _audit_distribution(ctx, dist, seed + i, None, results, given, WEIGHTS_CONTROLS)
+    controls = _controls(results)
+    if all(c.failed_as_it_should for c in controls):
+        return None
+    return AuditReport(task.path, ctx.variant, True, controls, these_weights=True)
+
+
+def _controls(results: dict[str, list[tuple[bool, float, str]]]) -> tuple[Control, ...]:
+    """One Control a name, in report order: rejected if it was on any distribution."""
+    return tuple(
+        Control(
+            name, any(ok for ok, _, _ in rs), max(e for _, e, _ in rs), next((n for _, _, n in rs if n), "")
+        )
+        for name, rs in sorted(results.items(), key=lambda kv: CONTROLS.index(kv[0]))
+    )
 
 
 def _audit_distribution(
@@ -144,10 +191,12 @@ def _audit_distribution(
     other_weights: torch.nn.Module | None,
     results: dict[str, list[tuple[bool, float, str]]],
     given: list[Any] | None = None,
+    only: tuple[str, ...] = CONTROLS,
 ) -> None:
-    """Every control on one distribution, each compared and freed before the next is made: at the
-    published sizes of KernelBench's level 1 (6.4 GB a tensor) the audit holds the case's inputs,
-    reference and oracle, plus one control at a time. Nothing for an output that is not a float."""
+    """The controls named in `only` on one distribution, each compared and freed before the next is
+    made: at the published sizes of KernelBench's level 1 (6.4 GB a tensor) the audit holds the
+    case's inputs, reference and oracle, plus one control at a time. Nothing for an output that is
+    not a float."""
     args = list(given) if given is not None else make_inputs(ctx, dist, seed, on_device=True)
     ref, orc = reference_and_oracle(ctx, args)
     r, o = ref[0], orc[0]
@@ -175,14 +224,15 @@ def _audit_distribution(
     note = "" if same else "no input of the output's size"
     record("passthrough", same[0].reshape(r.shape) if same else None, note)
     del same
-    if other_weights is not None:
-        with steps.step("other_weights"):
-            out = run_model(other_weights, to_device(args, ctx.device), ctx.precision, ctx.inplace)[0]
-        record("other_weights", out)
-        del out
-    else:
-        record("other_weights", None, "the model has no floating parameters")
-    if ctx.precision == "fp32":
+    if "other_weights" in only:
+        if other_weights is not None:
+            with steps.step("other_weights"):
+                out = run_model(other_weights, to_device(args, ctx.device), ctx.precision, ctx.inplace)[0]
+            record("other_weights", out)
+            del out
+        else:
+            record("other_weights", None, "the model has no floating parameters")
+    if "bf16_reference" in only and ctx.precision == "fp32":
         with steps.step("bf16_reference"):
             low, note = _bf16_reference(ctx, args)
         record("bf16_reference", low, note)

@@ -1,0 +1,107 @@
+"""A served audit is checked again under the evaluation's own weights.
+
+The audit is kept across evaluations (in this process and in the results store), but whether a
+task can tell right from wrong can depend on the weights its evaluation draws:
+tests/data/tasks/clamped_offset.py clamps every output to one bound when its drawn offset is
+large. An audit made under small-offset weights rejects every control; an evaluation that draws a
+large offset, served that audit, would pass a kernel that never reads its input. These run on the
+CPU with the small task.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelproof import api
+from kernelproof.evaluate import setup as evaluate_setup
+from kernelproof.options import EvalOptions
+from kernelproof.task import load_task
+from kernelproof.verify import audit
+from kernelproof.verify.audit_store import AuditStore
+from kernelproof.verify.cases import build_variant
+
+DATA = Path(__file__).parent / "data"
+TASK = str(DATA / "tasks" / "clamped_offset.py")
+IDENTITY = str(DATA / "solutions" / "clamped_offset_identity.py")
+IGNORES_X = str(DATA / "solutions" / "clamped_offset_ignores_x.py")
+CPU = torch.device("cpu")
+
+
+def _offset(seed: int) -> float:
+    return float(build_variant(load_task(TASK), "default", CPU, "eval", seed).reference.offset.detach())
+
+
+def _init_seed(sound: bool) -> int:
+    """An init seed whose offset leaves outputs inside the clamp (sound) or clamps every one."""
+    for seed in range(200):
+        off = abs(_offset(seed))
+        if (off < 0.3) if sound else (off > 2.0):
+            return seed
+    raise AssertionError("no such seed in 200")
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(monkeypatch):
+    monkeypatch.setattr(audit, "_CACHE", {})
+
+
+def test_a_served_audit_is_degenerate_under_weights_that_clamp_every_output(tmp_path):
+    task = load_task(TASK)
+    sound = build_variant(task, "default", CPU, "eval", _init_seed(sound=True))
+    clamped = build_variant(task, "default", CPU, "eval", _init_seed(sound=False))
+    store = AuditStore(str(tmp_path / "r.sqlite"))
+    first = audit.audit_variant(task, sound, 5, store)
+    assert not first.degenerate and not first.these_weights, first.summary()
+
+    served = audit.audit_variant(task, clamped, 6, store)  # from this process's memory
+    assert served.degenerate and served.these_weights
+    passed = {c.name for c in served.controls if not c.failed_as_it_should}
+    assert {"mean", "other_seed"} <= passed, served.summary()
+    assert "this evaluation's weights" in served.summary()
+    assert {c.name for c in served.controls} == set(audit.WEIGHTS_CONTROLS)
+
+    audit._CACHE.clear()  # a new process: served from the store, checked all the same
+    assert audit.audit_variant(task, clamped, 7, store).degenerate
+    assert audit.audit_variant(task, sound, 8, store) == first  # sound weights: the stored report
+
+
+def test_the_check_agrees_with_a_full_audit_under_the_same_weights():
+    task = load_task(TASK)
+    clamped = build_variant(task, "default", CPU, "eval", _init_seed(sound=False))
+    full = audit.audit_variant(task, clamped, 5)  # nothing served: all six controls run
+    assert full.degenerate and not full.these_weights
+    check = audit.check_these_weights(task, clamped, 5)
+    assert check is not None and check.degenerate
+    full_passed = {c.name for c in full.controls if not c.failed_as_it_should}
+    check_passed = {c.name for c in check.controls if not c.failed_as_it_should}
+    assert check_passed == full_passed & set(audit.WEIGHTS_CONTROLS)
+    sound = build_variant(task, "default", CPU, "eval", _init_seed(sound=True))
+    assert audit.check_these_weights(task, sound, 5) is None
+
+
+def _force_init_seed(monkeypatch, seed: int) -> None:
+    """Every context the evaluation's setup builds uses `seed` for its weights."""
+
+    def built(task, variant, device, mode, _init_seed):
+        return build_variant(task, variant, device, mode, seed)
+
+    monkeypatch.setattr(evaluate_setup, "build_variant", built)
+
+
+def test_a_kernel_that_ignores_its_input_does_not_pass_on_a_served_audit(tmp_path, monkeypatch):
+    options = EvalOptions(device="cpu", db=str(tmp_path / "r.sqlite"), correctness_only=True, fresh=True)
+    _force_init_seed(monkeypatch, _init_seed(sound=True))
+    assert api.evaluate(TASK, IDENTITY, options).passed  # the audit is made, and stored
+    rejected = api.evaluate(TASK, IGNORES_X, options)  # the same weights: the cases reject it
+    assert not rejected.passed and "degenerate_task" not in rejected.codes
+
+    _force_init_seed(monkeypatch, _init_seed(sound=False))
+    for fresh_process in (False, True):
+        if fresh_process:
+            audit._CACHE.clear()
+        v = api.evaluate(TASK, IGNORES_X, options)
+        assert not v.passed and v.codes == ["degenerate_task"], v.reasons
+        assert "this evaluation's weights" in v.reasons[0].message
