@@ -74,12 +74,38 @@ def test_the_check_agrees_with_a_full_audit_under_the_same_weights():
     full = audit.audit_variant(task, clamped, 5)  # nothing served: all six controls run
     assert full.degenerate and not full.these_weights
     check = audit.check_these_weights(task, clamped, 5)
-    assert check is not None and check.degenerate
+    assert check.degenerate and check.these_weights
     full_passed = {c.name for c in full.controls if not c.failed_as_it_should}
     check_passed = {c.name for c in check.controls if not c.failed_as_it_should}
     assert check_passed == full_passed & set(audit.WEIGHTS_CONTROLS)
     sound = build_variant(task, "default", CPU, "eval", _init_seed(sound=True))
-    assert audit.check_these_weights(task, sound, 5) is None
+    assert not audit.check_these_weights(task, sound, 5).degenerate
+
+
+def test_a_degenerate_report_is_served_without_a_check(tmp_path, monkeypatch):
+    """A parameter the output never reads: the other-weights control passes under every draw. A
+    degenerate report is final, and nothing runs again."""
+    path = tmp_path / "unused_weight.py"
+    path.write_text(
+        "import torch\nimport torch.nn as nn\n\n"
+        "class Model(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.w = nn.Parameter(torch.randn(8))\n\n"
+        "    def forward(self, x):\n"
+        "        return torch.tanh(x) * 2 + 1\n\n"
+        "def get_inputs():\n    return [torch.randn(4, 8)]\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    task = load_task(str(path))
+    store = AuditStore(str(tmp_path / "r.sqlite"))
+    first = audit.audit_variant(task, build_variant(task, "default", CPU, "eval", 1), 5, store)
+    assert [c.name for c in first.controls if not c.failed_as_it_should] == ["other_weights"]
+    checked: list[str] = []
+    monkeypatch.setattr(audit, "check_these_weights", lambda *a, **k: checked.append("ran"))
+    audit._CACHE.clear()
+    assert audit.audit_variant(task, build_variant(task, "default", CPU, "eval", 2), 6, store) == first
+    assert checked == []
 
 
 def _force_init_seed(monkeypatch, seed: int) -> None:

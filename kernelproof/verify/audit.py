@@ -12,9 +12,11 @@ and whether a task can tell right from wrong can depend on them: KernelBench's l
 subtracts a scalar drawn by ``torch.randn`` and clamps to [-1, 1], so for about a third of the
 draws every output is clamped and a constant is correct. The controls that need no other model
 (zeros, the mean, an input passed through, another seed's inputs) are therefore run again under
-this evaluation's own weights whenever the report is served (:func:`check_these_weights`); a
-constant output would otherwise pass on a task whose stored audit was sound. Each control is
-compared and freed before the next is made:
+this evaluation's own weights whenever a sound report is served (:func:`check_these_weights`):
+a constant output would otherwise pass on a task whose stored audit was sound. A degenerate
+report is served as it is: under clamping weights the other-weights and bf16 controls pass too,
+so which draw made it degenerate cannot be told apart without a whole audit, and refusing is the
+safe side. Each control is compared and freed before the next is made:
 at KernelBench's published sizes one output is 6.4 GB. Each control's cost (its run and its
 comparison) is a step of the verdict's ``environment["steps"]`` (kernelproof/verify/steps.py).
 """
@@ -67,8 +69,8 @@ class AuditReport:
     variant: str
     degenerate: bool
     controls: tuple[Control, ...] = field(default_factory=tuple)
-    # True for check_these_weights's report: the controls ran under this evaluation's weights only,
-    # after a stored audit (under other weights) had rejected every control. Never persisted.
+    # True for a report of this evaluation's weights: the controls of WEIGHTS_CONTROLS ran again
+    # under them, the report served having been made under another draw's. Never persisted.
     these_weights: bool = False
 
     def summary(self) -> str:
@@ -76,9 +78,9 @@ class AuditReport:
         text = "controls that passed the comparison: " + ", ".join(bad) if bad else "all controls rejected"
         if self.these_weights and bad:
             text += (
-                " under this evaluation's weights (drawn from its secret seed; the task's audit under "
-                "other weights rejected every control): with these weights its outputs do not depend "
-                "enough on its inputs to tell a correct kernel from a constant one"
+                " under this evaluation's weights (drawn from its secret seed; the task's stored audit "
+                "was made under another draw's): with these weights the comparison cannot tell a "
+                "correct output from these stand-ins"
             )
         return text
 
@@ -140,7 +142,8 @@ def audit_variant(
         if served.degenerate:
             return served
         with steps.step("these_weights"):
-            return check_these_weights(task, ctx, seed, task_inputs) or served
+            check = check_these_weights(task, ctx, seed, task_inputs)
+        return check if check.degenerate else served
     results: dict[str, list[tuple[bool, float, str]]] = {}
     with steps.step("other_weights"):
         other_weights = _other_weights_model(task, ctx, seed)
@@ -158,20 +161,19 @@ def audit_variant(
 
 def check_these_weights(
     task: Task, ctx: VariantContext, seed: int, task_inputs: list[Any] | None = None
-) -> AuditReport | None:
+) -> AuditReport:
     """The controls of :data:`WEIGHTS_CONTROLS` under `ctx`'s weights (this evaluation's), on the
-    audit's distributions: a report saying the variant is degenerate with these weights, or None
-    when every control is rejected on at least one of them (the audit's own rule). Run when the
-    task's audit is served from an earlier evaluation, whose weights were drawn from another seed.
-    Its cost is, a distribution, one case's reference and oracle and one more reference run."""
+    audit's distributions, judged by the audit's own rule (each must be rejected on at least one).
+    Run when the task's audit is served from an earlier evaluation, whose weights were drawn from
+    another seed. Its cost is, a distribution, one case's reference and oracle and one more
+    reference run."""
     results: dict[str, list[tuple[bool, float, str]]] = {}
     for i, dist in enumerate(AUDIT_DISTRIBUTIONS):
         given = task_inputs if dist == "task" else None
         _audit_distribution(ctx, dist, seed + i, None, results, given, WEIGHTS_CONTROLS)
     controls = _controls(results)
-    if all(c.failed_as_it_should for c in controls):
-        return None
-    return AuditReport(task.path, ctx.variant, True, controls, these_weights=True)
+    degenerate = any(not c.failed_as_it_should for c in controls)
+    return AuditReport(task.path, ctx.variant, degenerate, controls, these_weights=True)
 
 
 def _controls(results: dict[str, list[tuple[bool, float, str]]]) -> tuple[Control, ...]:
