@@ -27,9 +27,11 @@ def row_steps(environment) -> dict[str, dict[str, float]]:
 def cost_table(rows: list[dict[str, Any]], wall_s: float, arrivals: dict[str, float]) -> dict[str, Any]:
     """The cost table of a sweep's rows (each with "task", "seconds", "stored", "steps").
 
-    `arrivals`: each task's verdict time in seconds since the sweep began. A level's wall time is
-    from the previous level's last verdict (or the start) to its own last, since the sweep submits
-    level by level: with evaluations in flight across the boundary it is an estimate."""
+    `arrivals`: each task's verdict time in seconds since the sweep began. A level's `in_flight_s`
+    is the time during which at least one of its evaluations in this run was under way (from its
+    verdict less its seconds to its verdict, waits for memory included). The sweep's order mixes
+    the levels (large tasks spread among the others), so these overlap: they add up to more than
+    the sweep's wall time, and no level's share of it can be read off its verdicts' times."""
     fresh = [r for r in rows if not r.get("stored")]
     ranked = sorted(fresh, key=lambda r: -r["seconds"])
     median = None
@@ -45,20 +47,19 @@ def cost_table(rows: list[dict[str, Any]], wall_s: float, arrivals: dict[str, fl
             totals[name] = totals.get(name, 0.0) + c["s"]
     evaluated_s = sum(r["seconds"] for r in fresh)
     levels: dict[str, dict[str, Any]] = {}
-    last_end = 0.0
     for level in sorted({_level(r["task"]) for r in rows}):
         mine = [r for r in rows if _level(r["task"]) == level]
-        ends = [arrivals.get(r["task"], 0.0) for r in mine]
-        end = max(ends, default=last_end)
+        ran = [r for r in mine if not r.get("stored") and r["task"] in arrivals]
         secs = [r["seconds"] for r in mine if not r.get("stored")]
         levels[level] = {
             "tasks": len(mine),
             "served": sum(1 for r in mine if r.get("stored")),
-            "wall_s": round(max(0.0, end - last_end), 1),
+            "in_flight_s": round(
+                _union([(arrivals[r["task"]] - r["seconds"], arrivals[r["task"]]) for r in ran]), 1
+            ),
             "evaluation_s": round(sum(secs), 1),
             "median_s": round(statistics.median(secs), 1) if secs else 0.0,
         }
-        last_end = max(last_end, end)
     return {
         "wall_s": round(wall_s, 1),
         "tasks": len(rows),
@@ -69,6 +70,16 @@ def cost_table(rows: list[dict[str, Any]], wall_s: float, arrivals: dict[str, fl
         "median": _shown(median) if median is not None else None,
         "steps_total_s": {k: round(v, 2) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])},
     }
+
+
+def _union(spans: list[tuple[float, float]]) -> float:
+    """The length of the union of [start, end] spans."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
 
 
 def _shown(r: dict[str, Any]) -> dict[str, Any]:
@@ -89,12 +100,20 @@ def markdown(doc: dict[str, Any], title: str = "Sweep cost table") -> str:
         + (f", after {doc['order_s']} s listing and ordering the tasks." if doc.get("order_s") else "."),
         "",
     ]
-    out += ["| level | tasks | served | wall s | evaluation s | median s |", "|---|---|---|---|---|---|"]
+    out += [
+        "| level | tasks | served | s with one of its evaluations under way | evaluation s | median s |",
+        "|---|---|---|---|---|---|",
+    ]
     for level, lv in doc["levels"].items():
         out.append(
-            f"| {level} | {lv['tasks']} | {lv['served']} | {lv['wall_s']} | {lv['evaluation_s']} | "
+            f"| {level} | {lv['tasks']} | {lv['served']} | {lv['in_flight_s']} | {lv['evaluation_s']} | "
             f"{lv['median_s']} |"
         )
+    out += [
+        "",
+        "The order mixes the levels, so their seconds under way overlap and add up to more than the "
+        "wall time.",
+    ]
     out += ["", "## Steps over all evaluated tasks (nested steps are part of their parent's)", ""]
     out += ["| step | s | share of evaluation time |", "|---|---|---|"]
     whole = max(doc["evaluation_s"], 1e-9)

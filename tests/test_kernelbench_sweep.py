@@ -117,14 +117,32 @@ def test_the_cost_table_ranks_evaluated_tasks_and_times_each_level(monkeypatch):
     assert doc["levels"]["level1"] == {
         "tasks": 15,
         "served": 0,
-        "wall_s": 15.0,
+        "in_flight_s": 15.0,  # the spans [k + 1 - i, k + 1] all start at 0: the longest, 15 s
         "evaluation_s": 120.0,
         "median_s": 8.0,
     }
-    assert doc["levels"]["level2"]["wall_s"] == 2.0 and doc["levels"]["level2"]["served"] == 1
+    # the served row has no span in this run; 2_X ran from 14 s to its verdict at 17 s
+    assert doc["levels"]["level2"]["in_flight_s"] == 3.0 and doc["levels"]["level2"]["served"] == 1
     assert list(doc["steps_total_s"]) == ["setup", "correctness"] and doc["steps_total_s"]["setup"] == 91.0
     md = costs.markdown(doc)
     assert "| level1/7_T.py (median) | 7.0 | 5.25 | 1.75 |" in md
+
+
+def test_a_level_under_way_counts_its_evaluations_overlapping_spans_once(monkeypatch):
+    """Interleaved levels: each level's seconds under way is the union of its evaluations' spans."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    costs = importlib.import_module("_costs")
+    rows = [
+        _row("level1/a.py", 10.0),
+        _row("level2/b.py", 2.0),
+        _row("level1/c.py", 4.0),
+        _row("level2/d.py", 3.0),
+    ]
+    arrivals = {"level1/a.py": 10.0, "level2/b.py": 4.0, "level1/c.py": 20.0, "level2/d.py": 5.0}
+    doc = costs.cost_table(rows, 20.0, arrivals)
+    assert doc["levels"]["level1"]["in_flight_s"] == 14.0  # [0, 10] and [16, 20]
+    assert doc["levels"]["level2"]["in_flight_s"] == 3.0  # [2, 4] and [2, 5] overlap
+    assert costs._union([(0.0, 1.0), (0.5, 2.0), (3.0, 4.0)]) == 3.0 and costs._union([]) == 0.0
 
 
 def test_large_tasks_are_spread_among_the_small_ones_largest_first(monkeypatch, sweep_module):
