@@ -98,6 +98,24 @@ def test_a_degenerate_report_is_served_without_a_check(tmp_path, monkeypatch):
         "def get_init_inputs():\n    return []\n"
     )
     task = load_task(str(path))
+    # through an evaluation: a second draw passes the reference's controls, its whole audit fails
+    # other_weights again, and the task is degenerate (the report kept is the second draw's)
+    solution = tmp_path / "unused_weight_solution.py"
+    solution.write_text(path.read_text().replace("class Model(", "class ModelNew("))
+    refreshed: list[bool] = []
+    real = audit.audit_variant
+
+    def spied(*args, **kwargs):
+        refreshed.append(kwargs.get("refresh", False))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(audit, "audit_variant", spied)
+    v = api.evaluate(str(path), str(solution), EvalOptions(device="cpu", db=str(tmp_path / "e.sqlite")))
+    monkeypatch.setattr(audit, "audit_variant", real)
+    assert v.codes == ["degenerate_task"] and "other_weights" in v.reasons[0].message, v.reasons
+    assert refreshed[:2] == [False, True], refreshed  # the first draw's audit, then the second's whole
+    assert not any(f.startswith("weights drawn again") for f in v.flags)
+    audit._CACHE.clear()
     store = AuditStore(str(tmp_path / "r.sqlite"))
     first = audit.audit_variant(task, build_variant(task, "default", CPU, "eval", 1), 5, store)
     assert [c.name for c in first.controls if not c.failed_as_it_should] == ["other_weights"]
@@ -124,10 +142,71 @@ def test_a_kernel_that_ignores_its_input_does_not_pass_on_a_served_audit(tmp_pat
     rejected = api.evaluate(TASK, IGNORES_X, options)  # the same weights: the cases reject it
     assert not rejected.passed and "degenerate_task" not in rejected.codes
 
-    _force_init_seed(monkeypatch, _init_seed(sound=False))
+    _force_init_seed(monkeypatch, _init_seed(sound=False))  # every draw, the ones drawn again too
     for fresh_process in (False, True):
         if fresh_process:
             audit._CACHE.clear()
         v = api.evaluate(TASK, IGNORES_X, options)
         assert not v.passed and v.codes == ["degenerate_task"], v.reasons
-        assert "this evaluation's weights" in v.reasons[0].message
+        assert f"each of {evaluate_setup.WEIGHT_DRAWS} draws of the weights" in v.reasons[0].message
+
+
+def _first_draw_clamped(monkeypatch) -> None:
+    """The evaluation's own draw of the weights clamps every output; any draw after it does not."""
+    clamped, sound = _init_seed(sound=False), _init_seed(sound=True)
+    first: list[int] = []
+
+    def built(task, variant, device, mode, init_seed):
+        first[:] = first or [init_seed]
+        return build_variant(task, variant, device, mode, clamped if init_seed == first[0] else sound)
+
+    monkeypatch.setattr(evaluate_setup, "build_variant", built)
+
+
+def test_weights_that_leave_the_task_degenerate_are_drawn_again(tmp_path, monkeypatch):
+    options = EvalOptions(device="cpu", db=str(tmp_path / "r.sqlite"), correctness_only=True, fresh=True)
+    _force_init_seed(monkeypatch, _init_seed(sound=True))
+    assert api.evaluate(TASK, IDENTITY, options).passed  # the audit is made, sound, and stored
+    audit._CACHE.clear()
+
+    _first_draw_clamped(monkeypatch)
+    cheat = api.evaluate(TASK, IGNORES_X, options)
+    assert not cheat.passed and cheat.codes == ["mismatch"], cheat.reasons  # judged under the next draw
+    _first_draw_clamped(monkeypatch)
+    honest = api.evaluate(TASK, IDENTITY, options)
+    assert honest.passed, honest.reasons
+    said = [f for f in honest.flags if f.startswith("weights drawn again")]
+    assert said and "judged under draw 2" in said[0] and "mean" in said[0], honest.flags
+
+
+def test_a_task_whose_first_audit_drew_clamping_weights_is_audited_again_under_the_next(
+    tmp_path, monkeypatch
+):
+    """The first audit of the task, under the evaluation's own clamping draw, is degenerate (the
+    mean, the other seed and bf16 pass). The weights are drawn again; the draw that passes the
+    reference's controls is audited whole, and its sound report replaces the kept one."""
+    db = str(tmp_path / "r.sqlite")
+    _first_draw_clamped(monkeypatch)
+    v = api.evaluate(TASK, IDENTITY, EvalOptions(device="cpu", db=db, correctness_only=True, fresh=True))
+    assert v.passed, v.reasons
+    said = [f for f in v.flags if f.startswith("weights drawn again")]
+    assert said and "bf16_reference" in said[0] and "judged under draw 2" in said[0], v.flags
+    task = load_task(TASK)
+    kept = AuditStore(db).get(task, build_variant(task, "small", CPU, task.meta.mode, 0))
+    assert kept is not None and not kept.degenerate  # the sound audit replaced the degenerate one
+
+
+def test_a_probed_shape_degenerate_under_every_draw_is_neither_probed_nor_judged(monkeypatch):
+    """A probed shape whose audit fails is dropped with a flag; it used to fall into the contract
+    and have cases of its own planned on a shape that cannot tell right from wrong."""
+    clamped, sound = _init_seed(sound=False), _init_seed(sound=True)
+
+    def built(task, variant, device, mode, _init_seed):
+        return build_variant(task, variant, device, mode, clamped if variant.startswith("auto_") else sound)
+
+    monkeypatch.setattr(evaluate_setup, "build_variant", built)
+    v = api.evaluate(TASK, IDENTITY, EvalOptions(device="cpu", db="", correctness_only=True))
+    assert v.passed, v.reasons
+    dropped = [f for f in v.flags if f.startswith("auto shape variant") and "not probed" in f]
+    assert dropped, v.flags
+    assert v.settings["cases"] and not any(c.startswith("auto_") for c in v.settings["cases"])

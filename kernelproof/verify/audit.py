@@ -15,8 +15,9 @@ draws every output is clamped and a constant is correct. The controls that need 
 this evaluation's own weights whenever a sound report is served (:func:`check_these_weights`):
 a constant output would otherwise pass on a task whose stored audit was sound. A degenerate
 report is served as it is: under clamping weights the other-weights and bf16 controls pass too,
-so which draw made it degenerate cannot be told apart without a whole audit, and refusing is the
-safe side. Each control is compared and freed before the next is made:
+so only a whole audit under another draw can tell the draw from the task (the evaluation's setup
+draws the weights again and asks for one, ``refresh``). Each control is compared and freed before
+the next is made:
 at KernelBench's published sizes one output is 6.4 GB. Each control's cost (its run and its
 comparison) is a step of the verdict's ``environment["steps"]`` (kernelproof/verify/steps.py).
 """
@@ -72,15 +73,21 @@ class AuditReport:
     # True for a report of this evaluation's weights: the controls of WEIGHTS_CONTROLS ran again
     # under them, the report served having been made under another draw's. Never persisted.
     these_weights: bool = False
+    draws: int = 1  # draws of the weights, all degenerate (kernelproof/evaluate/setup.py draws again)
 
     def summary(self) -> str:
         bad = [c.name for c in self.controls if not c.failed_as_it_should]
         text = "controls that passed the comparison: " + ", ".join(bad) if bad else "all controls rejected"
-        if self.these_weights and bad:
+        if self.these_weights and bad and self.draws == 1:
             text += (
                 " under this evaluation's weights (drawn from its secret seed; the task's stored audit "
                 "was made under another draw's): with these weights the comparison cannot tell a "
                 "correct output from these stand-ins"
+            )
+        elif self.these_weights and bad:
+            text += (
+                f" under each of {self.draws} draws of the weights (from the evaluation's secret seed): "
+                "under none of them can the comparison tell a correct output from these stand-ins"
             )
         return text
 
@@ -123,6 +130,7 @@ def audit_variant(
     seed: int,
     persist: AuditStore | None = None,
     task_inputs: list[Any] | None = None,
+    refresh: bool = False,
 ) -> AuditReport:
     """The audit of one variant: served from this process's memory, else from `persist` (an
     earlier run's, same task content, variant, mode, device type and kernelproof), else run.
@@ -130,10 +138,11 @@ def audit_variant(
     `task_inputs`: inputs of this variant already drawn by ``get_inputs()`` from a secret seed
     (setup's probe), used as the "task" distribution's first inputs instead of a new call: at
     KernelBench's level-1 sizes one call draws GBs in the CPU's generator. Its other-seed control
-    still draws its own."""
+    still draws its own. `refresh`: run it whatever is kept, and keep this one instead (weights
+    drawn again after a degenerate report, kernelproof/evaluate/setup.py)."""
     key = (task.sha256, ctx.variant, ctx.mode, ctx.device.type, ctx.precision)
-    served = _CACHE.get(key)
-    if served is None:
+    served = None if refresh else _CACHE.get(key)
+    if served is None and not refresh:
         with steps.step("stored"):
             served = persist.get(task, ctx) if persist is not None else None
         if served is not None:
