@@ -259,12 +259,14 @@ def sweep(pairs: list[tuple[Path, Path]], root: Path, ns) -> int:
         name = str(Path(v.task.path).relative_to(root))
         first = v.reasons[0].message if v.reasons else ""
         stored = bool(getattr(v, "stored", None))
+        arrivals[name] = round(time.monotonic() - started, 2)
         rows.append(
             {
                 "task": name,
                 "outcome": v.verdict.value,
                 "codes": v.codes,
                 "seconds": round(v.elapsed_s, 1),
+                "arrived_s": arrivals[name],  # on the sweep's clock: spans can be rebuilt from the JSON
                 "stored": stored,
                 "message": first,  # whole: an error's cause must survive the run (the table cuts it)
                 "detail": v.reasons[0].detail if v.reasons else "",
@@ -272,7 +274,6 @@ def sweep(pairs: list[tuple[Path, Path]], root: Path, ns) -> int:
                 "steps": row_steps(v.environment),
             }
         )
-        arrivals[name] = round(time.monotonic() - started, 2)
         codes = ",".join(v.codes) or "-"
         print(f"{name:58s} {v.verdict.value:5s} {codes:22s} {v.elapsed_s:6.1f}s {first[:90]}", flush=True)
         # after every verdict: a run cut short by its caller's timeout still leaves its table

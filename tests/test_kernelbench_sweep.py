@@ -74,6 +74,8 @@ def test_a_sweep_writes_its_table_as_it_goes_and_a_rerun_is_served(
     doc = json.loads((out / "kernelbench-sweep-level1.json").read_text())
     assert [r["outcome"] for r in doc["rows"]] == ["pass", "pass"] and doc["tasks"] == 2
     assert not any(r["stored"] for r in doc["rows"])
+    arrived = [r["arrived_s"] for r in doc["rows"]]
+    assert arrived == sorted(arrived) and 0 <= arrived[0] <= doc["wall_s"] + 0.1
     assert doc["order_s"] >= 0  # listing and ordering, before the first evaluation's clock starts
     assert "level1/2_Relu_Scale_Wide.py | pass" in (out / "kernelbench-sweep-level1.md").read_text()
     costs = json.loads((out / "kernelbench-sweep-costs-level1.json").read_text())
