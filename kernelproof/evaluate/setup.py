@@ -162,23 +162,23 @@ def prepare(
                     report = task_audit.audit_variant(task, contexts[v], rng.getrandbits(62), audits, shared)
                 if report.degenerate:
                     # the first draw's reference and oracle are let go before another is built
-                    order, was_first = list(contexts), contexts[v] is first
-                    first = None if was_first else first
+                    # (`first` is read only for this variant's audit, done)
+                    order = list(contexts)
+                    first = None if contexts[v] is first else first
                     report, redrawn = _draw_weights_again(
                         task, v, contexts.pop(v), report, rng, audits, flags
                     )
                     if redrawn is not None:
                         contexts[v] = redrawn
                         contexts = {k: contexts[k] for k in order}
-                        first = redrawn if was_first else first
                 if report.degenerate and v in shapes_probed and options.shape_variants == "probe":
                     flags.append(
                         f"auto shape variant {v!r} not probed: it fails its audit ({report.summary()})"
                     )
-                    # neither probed nor part of the contract: no case is planned for it
+                    # neither probed nor part of the contract: no case is planned for it (its
+                    # context went with its last draw)
                     shapes_probed = tuple(x for x in shapes_probed if x != v)
                     variants = tuple(x for x in variants if x != v)
-                    contexts.pop(v, None)
                     continue
                 if report.degenerate:
                     reason = Reason(
@@ -250,7 +250,7 @@ def _draw_weights_again(
     flags say that the weights were drawn again. `ctx` (the first draw's) is released here,
     before the next draw is built: at KernelBench's sizes a reference and its float64 oracle can
     hold GBs of weights."""
-    why = report.summary().split(" under this evaluation", 1)[0]
+    why = "controls that passed the comparison: " + ", ".join(report.passed())
     stored_sound = report.these_weights  # the task's kept audit is sound, this draw was not
     device, mode, noise, separable = ctx.device, ctx.mode, ctx.noise, ctx.batch_separable
     del ctx

@@ -75,8 +75,12 @@ class AuditReport:
     these_weights: bool = False
     draws: int = 1  # draws of the weights, all degenerate (kernelproof/evaluate/setup.py draws again)
 
+    def passed(self) -> list[str]:
+        """The controls that passed the comparison (that should have failed it)."""
+        return [c.name for c in self.controls if not c.failed_as_it_should]
+
     def summary(self) -> str:
-        bad = [c.name for c in self.controls if not c.failed_as_it_should]
+        bad = self.passed()
         text = "controls that passed the comparison: " + ", ".join(bad) if bad else "all controls rejected"
         if self.these_weights and bad and self.draws == 1:
             text += (
@@ -153,15 +157,11 @@ def audit_variant(
         with steps.step("these_weights"):
             check = check_these_weights(task, ctx, seed, task_inputs)
         return check if check.degenerate else served
-    results: dict[str, list[tuple[bool, float, str]]] = {}
     with steps.step("other_weights"):
         other_weights = _other_weights_model(task, ctx, seed)
-    for i, dist in enumerate(AUDIT_DISTRIBUTIONS):
-        given = task_inputs if dist == "task" else None
-        _audit_distribution(ctx, dist, seed + i, other_weights, results, given)
+    controls = _run_controls(ctx, seed, task_inputs, other_weights, CONTROLS)
     del other_weights
-    controls = _controls(results)
-    report = AuditReport(task.path, ctx.variant, any(not c.failed_as_it_should for c in controls), controls)
+    report = AuditReport(task.path, ctx.variant, _any_passed(controls), controls)
     _CACHE[key] = report
     if persist is not None:
         persist.put(task, ctx, report)
@@ -176,23 +176,34 @@ def check_these_weights(
     Run when the task's audit is served from an earlier evaluation, whose weights were drawn from
     another seed. Its cost is, a distribution, one case's reference and oracle and one more
     reference run."""
+    controls = _run_controls(ctx, seed, task_inputs, None, WEIGHTS_CONTROLS)
+    return AuditReport(task.path, ctx.variant, _any_passed(controls), controls, these_weights=True)
+
+
+def _run_controls(
+    ctx: VariantContext,
+    seed: int,
+    task_inputs: list[Any] | None,
+    other_weights: torch.nn.Module | None,
+    only: tuple[str, ...],
+) -> tuple[Control, ...]:
+    """The controls in `only` on every audit distribution (the "task" one starting from
+    `task_inputs` where given), one Control a name in report order: rejected if it was on any."""
     results: dict[str, list[tuple[bool, float, str]]] = {}
     for i, dist in enumerate(AUDIT_DISTRIBUTIONS):
         given = task_inputs if dist == "task" else None
-        _audit_distribution(ctx, dist, seed + i, None, results, given, WEIGHTS_CONTROLS)
-    controls = _controls(results)
-    degenerate = any(not c.failed_as_it_should for c in controls)
-    return AuditReport(task.path, ctx.variant, degenerate, controls, these_weights=True)
-
-
-def _controls(results: dict[str, list[tuple[bool, float, str]]]) -> tuple[Control, ...]:
-    """One Control a name, in report order: rejected if it was on any distribution."""
+        _audit_distribution(ctx, dist, seed + i, other_weights, results, given, only)
     return tuple(
         Control(
             name, any(ok for ok, _, _ in rs), max(e for _, e, _ in rs), next((n for _, _, n in rs if n), "")
         )
         for name, rs in sorted(results.items(), key=lambda kv: CONTROLS.index(kv[0]))
     )
+
+
+def _any_passed(controls: tuple[Control, ...]) -> bool:
+    """Degenerate: a control that should have failed the comparison passed it."""
+    return any(not c.failed_as_it_should for c in controls)
 
 
 def _audit_distribution(
