@@ -75,7 +75,7 @@ def evaluate_many(
     """Evaluate many (task, solution) pairs over the per-device workers; yield verdicts as they finish.
 
     ``options.per_device`` evaluations run at once on each device (one by default); their
-    untimed stretches share the GPU and each timing has it alone (sandbox/gate.py). With N
+    untimed stretches share the GPU and each timing has it alone (host/gate.py). With N
     GPUs, N times as many run at once. The builds of CUDA and native solutions are submitted up
     front to the pool's builders (on the CPU cores), and a device takes the next pair whose build
     is done.

@@ -250,7 +250,7 @@ class Provenance:
 
     Why (I10): the candidate shares its process with the harness that measures it, and pure Python
     can read and change that harness's state (docs/threat-model.md). What the worker reports is
-    checked for form (kernelproof/worker/schemas.py) and cross-checked where the parent can, but
+    checked for form (kernelproof/wire/schemas.py) and cross-checked where the parent can, but
     it is evidence, never fact; a reader of the verdict must be able to tell which is which.
     """
 

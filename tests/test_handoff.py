@@ -1,4 +1,4 @@
-"""Large outputs handed over on the GPU (kernelproof.worker.handoff).
+"""Large outputs handed over on the GPU (kernelproof.wire.handoff).
 
 The CPU tests cover what the parent accepts from a worker's reply and when each side stays on the
 wire; the `gpu` tests move real bytes between two processes through CUDA IPC and run the pipeline
@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelproof.worker import handoff
-from kernelproof.worker.expected import Expected
-from kernelproof.worker.handoff import Inbox, Outbox
-from kernelproof.worker.protocol import ProtocolError
+from kernelproof.wire import handoff
+from kernelproof.wire.expected import Expected
+from kernelproof.wire.handoff import Inbox, Outbox
+from kernelproof.wire.protocol import ProtocolError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -66,7 +66,7 @@ def test_it_can_be_switched_off(monkeypatch):
 
 CHILD = """
 import json, sys, torch
-from kernelproof.worker.handoff import Outbox
+from kernelproof.wire.handoff import Outbox
 into, lent = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 box = Outbox(torch.device("cuda", 0))
 borrowed = box.borrow(lent[0])  # the parent's input, cloned into this process's memory
@@ -140,7 +140,7 @@ def test_the_pipeline_judges_outputs_handed_over_on_the_device(monkeypatch):
 
 
 def test_a_parent_that_cannot_read_its_buffers_asks_again_over_the_wire(monkeypatch):
-    from kernelproof.sandbox.process import WorkerProcess
+    from kernelproof.host.process import WorkerProcess
 
     class Broken(Inbox):
         def offer(self, like):
@@ -170,7 +170,7 @@ def test_a_parent_that_cannot_read_its_buffers_asks_again_over_the_wire(monkeypa
 
 
 def test_lent_inputs_leave_empty_stand_ins_on_the_wire_and_a_failed_borrow_asks_again(monkeypatch):
-    from kernelproof.sandbox.process import WorkerProcess
+    from kernelproof.host.process import WorkerProcess
 
     class Lending(Inbox):
         def offer(self, like):

@@ -11,7 +11,7 @@ import struct
 import pytest
 import torch
 
-from kernelproof.worker import protocol
+from kernelproof.wire import protocol
 
 
 def _pair():

@@ -26,7 +26,7 @@ from kernelproof.build import BuilderPool, CacheTamperError
 from kernelproof.build import requests as build_requests
 from kernelproof.build import sources as build_sources
 from kernelproof.errors import BuildRequestError
-from kernelproof.sandbox import admission
+from kernelproof.host import admission
 
 DOCS = "docs/builds.md#builds-requested-at-run-time"
 

@@ -19,6 +19,7 @@ from kernelproof import flags as numeric_flags
 from kernelproof.evaluate.records import Checked, Setup, Timed
 from kernelproof.evaluate.requests import device_name, load_candidate, load_program
 from kernelproof.evaluate.source import WorkerSource
+from kernelproof.host.process import WorkerDied, WorkerProcess
 from kernelproof.measure import roofline as physics
 from kernelproof.measure import stats, steady_batch
 from kernelproof.measure.accounting import account, account_cpu, gpu_ms
@@ -35,7 +36,6 @@ from kernelproof.measure.floor import for_device as launch_floor
 from kernelproof.measure.parent_clock import UNCONFIRMED
 from kernelproof.measure.session import Program, time_steady, time_variant
 from kernelproof.options import EvalOptions
-from kernelproof.sandbox.process import WorkerDied, WorkerProcess
 from kernelproof.task import variant_source
 from kernelproof.verdict import (
     Coverage,
@@ -47,7 +47,7 @@ from kernelproof.verdict import (
     Timing,
 )
 from kernelproof.verify.cases import VariantContext, make_inputs, reference_and_oracle
-from kernelproof.worker.replies import reason_of
+from kernelproof.wire.replies import reason_of
 
 STEADY_ONLY = ("compile:reduce-overhead", "compile:max-autotune")  # baselines of the steady regime
 

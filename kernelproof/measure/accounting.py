@@ -22,13 +22,13 @@ from __future__ import annotations
 import math
 import re
 
+from kernelproof.host.process import WorkerDied, WorkerProcess
 from kernelproof.inputs import dtype_from_name
 from kernelproof.measure.coverage import EPILOGUE_INPUT_FRACTION, SET_ASIDE, classify, shares
-from kernelproof.sandbox.process import WorkerDied, WorkerProcess
 from kernelproof.verdict import Coverage, Reason, ReasonCode
 from kernelproof.verify.cases import VariantContext
-from kernelproof.worker.protocol import ProtocolError
-from kernelproof.worker.replies import reason_of
+from kernelproof.wire.protocol import ProtocolError
+from kernelproof.wire.replies import reason_of
 
 # Vendor-library kernels (cuBLAS/cuBLASLt, cuDNN, cuFFT, CUTLASS, cuTENSOR) by name. cuDNN may pick
 # an FFT algorithm for a convolution (seen on an H200: DSE::regular_fft_*, vector_fft,

@@ -19,11 +19,11 @@ import torch
 
 from kernelproof.inputs import timed_inputs
 from kernelproof.verdict import ReasonCode
+from kernelproof.wire.replies import failure
 from kernelproof.worker import calls, checks
 from kernelproof.worker.checks import hooks
 from kernelproof.worker.clock import kernels_of_call
 from kernelproof.worker.launches import PREFIX
-from kernelproof.worker.replies import failure
 from kernelproof.worker.state import WorkerState
 from kernelproof.worker.timing import input_spec
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from kernelproof.api import evaluate
 from kernelproof.evaluate.provenance import provenance_of
+from kernelproof.host import process
 from kernelproof.options import EvalOptions
-from kernelproof.sandbox import process
 from kernelproof.verdict import Coverage
 
 HERE = Path(__file__).resolve().parent

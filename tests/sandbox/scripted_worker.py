@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from kernelproof.sandbox.process import WorkerProcess
-from kernelproof.worker import protocol
+from kernelproof.host.process import WorkerProcess
+from kernelproof.wire import protocol
 
 # (request header) -> the bytes to write back; None writes nothing more.
 Script = Callable[[dict[str, Any]], "bytes | None"]

@@ -15,9 +15,9 @@ from scripted_worker import frame, reply_to, scripted
 from kernelproof.api import evaluate_many
 from kernelproof.errors import UsageError
 from kernelproof.executors.local import LocalPool
+from kernelproof.host.gate import DeviceGate
 from kernelproof.measure.quiet import QuietGpu, quiet_probe
 from kernelproof.options import EvalOptions
-from kernelproof.sandbox.gate import DeviceGate
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TASK = str(DATA / "tasks" / "scale_relu.py")

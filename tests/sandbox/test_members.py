@@ -1,5 +1,5 @@
 """A stop reaches every process a worker started, also one that left its process group
-(kernelproof.sandbox.members): found through /proc's parent links where there is no cgroup."""
+(kernelproof.host.members): found through /proc's parent links where there is no cgroup."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from kernelproof.sandbox import members
+from kernelproof.host import members
 
 # A parent that forks a child which leaves the parent's session and process group, then spins;
 # the parent prints the child's pid and sleeps.

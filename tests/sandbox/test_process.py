@@ -4,8 +4,8 @@ import shutil
 
 import pytest
 
-from kernelproof.sandbox import process
-from kernelproof.sandbox.process import SpawnSpec, WorkerProcess
+from kernelproof.host import process
+from kernelproof.host.process import SpawnSpec, WorkerProcess
 
 
 def test_worker_exits_with_status_zero_when_told_bye():

@@ -20,12 +20,12 @@ import pytest
 import torch
 
 from kernelproof.errors import WorkerDied
+from kernelproof.host import process
 from kernelproof.measure.session import Program, time_variant
 from kernelproof.options import EvalOptions
-from kernelproof.sandbox import process
 from kernelproof.task import load_task
 from kernelproof.verify.cases import build_variant, make_inputs
-from kernelproof.worker.expected import Expected
+from kernelproof.wire.expected import Expected
 
 sys.path.insert(0, str(Path(__file__).parent))
 from scripted_worker import frame, reply_to, scripted  # noqa: E402
@@ -215,7 +215,7 @@ sys.path[:0] = ["tests/sandbox", "tests/support"]
 from resident import peak_mib
 from scripted_worker import frame, reply_to, scripted
 from kernelproof.errors import WorkerDied
-from kernelproof.sandbox import process
+from kernelproof.host import process
 
 nbytes, process.REPLY_CHECKS = int(sys.argv[1]), sys.argv[2] == "on"
 declared = [{"dtype": "uint8", "shape": [nbytes], "nbytes": nbytes}]

@@ -8,8 +8,8 @@ import socket
 
 import pytest
 
-from kernelproof.sandbox import zygote
-from kernelproof.sandbox.process import SpawnSpec, WorkerProcess
+from kernelproof.host import zygote
+from kernelproof.host.process import SpawnSpec, WorkerProcess
 
 
 def _worker(monkeypatch, forked: bool, role: str = "candidate") -> WorkerProcess:
@@ -97,7 +97,7 @@ def test_switched_off_no_zygote_is_asked(monkeypatch):
 
 def test_cpu_candidates_and_baselines_share_one_zygote_the_heap_set_by_mallopt(monkeypatch):
     """The candidates' perturbed heap (exploit zoo a2 fails without it) is set in the child."""
-    from kernelproof.sandbox.process import CPU_MALLOC_TUNABLES
+    from kernelproof.host.process import CPU_MALLOC_TUNABLES
 
     start, calls = zygote._split_tunables({"GLIBC_TUNABLES": CPU_MALLOC_TUNABLES, "LANG": "C"})
     assert start == {"LANG": "C"} and calls == [(-6, 128), (-3, 33554432)]
@@ -147,7 +147,7 @@ def test_a_zygote_whose_parent_is_gone_removes_its_folder():
 def test_both_sides_agree_on_each_entrys_descriptors():
     """The parent may not import the worker's program (import-linter), so each side spells the
     descriptors out: the same numbers, and as many places as the parent sends descriptors."""
-    from kernelproof.sandbox import zygote as parent
+    from kernelproof.host import zygote as parent
     from kernelproof.worker import zygote as child
 
     assert (parent.SOCK_FD, parent.REPORT_FD) == (child.SOCK_FD, child.REPORT_FD)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelproof.worker.expected import Expected, Spec, refusal, refuse_reply
+from kernelproof.wire.expected import Expected, Spec, refusal, refuse_reply
 
 REPO = Path(__file__).resolve().parents[2]
 REF = [torch.zeros(8, 64), torch.zeros(8, dtype=torch.int64)]
@@ -64,8 +64,8 @@ def test_a_reply_with_extra_outputs_is_refused_from_its_header():
 # across the read, with whatever was read still held.
 FORGED = """
 import fcntl, json, os, socket, struct, sys, torch
-from kernelproof.worker import protocol
-from kernelproof.worker.expected import Expected, refuse_reply
+from kernelproof.wire import protocol
+from kernelproof.wire.expected import Expected, refuse_reply
 
 EXTRA_BYTES = 64 * 2**20
 a, b = socket.socketpair()

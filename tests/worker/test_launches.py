@@ -73,7 +73,7 @@ def test_a_range_named_as_the_harness_names_a_launch_is_forbidden():
 def test_replacing_the_wrapped_load_inline_is_forbidden_at_load():
     from worker_session import load_header
 
-    from kernelproof.sandbox.process import SpawnSpec, WorkerProcess
+    from kernelproof.host.process import SpawnSpec, WorkerProcess
     from kernelproof.task import load_task
     from kernelproof.verify.cases import build_variant, make_inputs
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from kernelproof.host.process import SpawnSpec, WorkerDied, WorkerProcess
 from kernelproof.measure import accounting, session
-from kernelproof.sandbox.process import SpawnSpec, WorkerDied, WorkerProcess
 from kernelproof.verdict import ReasonCode
 
 WORKER = Path(__file__).resolve().parents[2] / "kernelproof" / "worker"

@@ -3,7 +3,7 @@
 The candidate shares the worker's process and can write its socket, so the parent reads each reply
 as hostile input (I10): the nonce and op of the request in flight, the kind's keys and types,
 finite numbers in range, lists as long as the request asked, and no tensors where the kind carries
-none. These tests drive kernelproof.worker.schemas directly with the replies the worker sends and
+none. These tests drive kernelproof.wire.schemas directly with the replies the worker sends and
 with forgeries of each kind.
 """
 
@@ -13,7 +13,7 @@ import math
 
 import pytest
 
-from kernelproof.worker import schemas
+from kernelproof.wire import schemas
 
 NONCE = 12345
 SEEDS = [1, 2, 3]

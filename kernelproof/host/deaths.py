@@ -1,6 +1,6 @@
 """Why a worker died, as a reason code and a sentence: from the parent's facts, its log shown.
 
-Split from :mod:`kernelproof.sandbox.process`, which notices the death (a closed socket, a
+Split from :mod:`kernelproof.host.process`, which notices the death (a closed socket, a
 timeout, a broken frame); this says what it was. The exit status, the audit hook's violation line
 and the cgroup's own out-of-memory count decide; the log the solution writes is shown, and decides
 only what only a crash of its kernel prints. Whether a lack of GPU memory was kernelproof's is not
@@ -14,7 +14,7 @@ import signal
 from kernelproof.errors import WorkerDied
 from kernelproof.sandbox.guards import EXIT_VIOLATION, VIOLATION_PREFIX
 from kernelproof.sandbox.limits import Cgroup
-from kernelproof.worker import protocol
+from kernelproof.wire import protocol
 
 
 def explain(rc: int | None, log: str, cgroup: Cgroup | None) -> WorkerDied:

@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 from kernelproof.inputs import dtype_name
-from kernelproof.worker.protocol import _DTYPES, BULK_MIN_BYTES, ProtocolError
+from kernelproof.wire.protocol import _DTYPES, BULK_MIN_BYTES, ProtocolError
 
 
 def available() -> bool:

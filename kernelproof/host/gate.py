@@ -15,7 +15,7 @@ not hold the timing up for its whole timeout. Once that reply has been awaited `
 a waiting timing stops the worker (SIGSTOP: a stopped process submits nothing) and asks the device whether it has gone
 quiet; if so the holder counts as absent until the timing ends, when the worker is resumed. Its
 reply is held back until then, so its evaluation does no GPU work of its own meanwhile, and the
-stopped time does not count towards its timeout (sandbox/scheduling.py). A stopped process's
+stopped time does not count towards its timeout (host/scheduling.py). A stopped process's
 kernels already on the GPU keep running, hence the check: on a GPU, NVML's utilisation samples
 taken after the stop must read 0 twice in a row (``QuietGpu``); on the CPU a stopped process
 uses nothing.

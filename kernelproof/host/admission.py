@@ -9,7 +9,7 @@ slot lets another evaluation in, and when its build is done it comes back at onc
 waiting, so that no evaluation holding GPU memory ever waits for a slot (a slot taken by one
 waiting for that memory would never come free). For that moment more than ``per_device``
 evaluations may be running: the slots are a throttle. What keeps timing honest is the device's
-gate (kernelproof/sandbox/gate.py), which every evaluation passes whatever its admission, and what
+gate (kernelproof/host/gate.py), which every evaluation passes whatever its admission, and what
 keeps memory in bounds is the memory admission (kernelproof/executors/memory.py).
 
 An evaluation that needs the device alone (the re-run of a failure with nothing beside it,

@@ -1,6 +1,6 @@
 """What a worker is started with: its spec, containment plan, command line and environment.
 
-Split from :mod:`kernelproof.sandbox.process`, which owns a worker's life once it runs; this only
+Split from :mod:`kernelproof.host.process`, which owns a worker's life once it runs; this only
 decides what it starts from. The environment is scrubbed (no API keys; a private HOME, TMPDIR and
 cache dirs out of /tmp), the interpreter keeps the working directory off ``sys.path``, and the
 containment plan its bootstrap applies before torch is imported is written here (I1, I8).
@@ -43,7 +43,7 @@ PASSED_ENV = (
     "NVIDIA_DRIVER_CAPABILITIES",
     "CC",
     "CXX",
-)  # thread counts are the parent's (kernelproof.sandbox.cpus), never the user's OMP_NUM_THREADS
+)  # thread counts are the parent's (kernelproof.host.cpus), never the user's OMP_NUM_THREADS
 
 
 @dataclass

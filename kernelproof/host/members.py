@@ -5,7 +5,7 @@ solution forked through a torch helper (``torch.multiprocessing.start_processes`
 torch's fork by the audit hook), its children called ``os.setsid`` and spun on the CPU while the
 baselines were timed, with the worker "stopped" (issue 28). Cores do not always hold them apart:
 where the machine has too few to separate the two sides, candidate and baselines share them, and
-the stop is then the only defence (kernelproof.sandbox.cpus).
+the stop is then the only defence (kernelproof.host.cpus).
 
 So a stop also reaches, one signal each:
 

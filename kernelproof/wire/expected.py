@@ -25,7 +25,7 @@ import torch
 
 from kernelproof.inputs import dtype_name
 from kernelproof.verdict import ReasonCode
-from kernelproof.worker.replies import failure
+from kernelproof.wire.replies import failure
 
 # The verdict flag for outputs of different calls that share storage (kernelproof.worker.checks.reuse).
 OUTPUT_REUSED = "output_reused"
@@ -86,7 +86,7 @@ class Expected:
 
     def on_wire(self, delivered: Sequence[int] = ()) -> list[Spec]:
         """The tensors the reply itself carries: every run's results, less those of the first run
-        delivered into the parent's device buffers (kernelproof.worker.handoff)."""
+        delivered into the parent's device buffers (kernelproof.wire.handoff)."""
         first = [s for i, s in enumerate(self.outputs) if i not in set(delivered)]
         return first + list(self.outputs) * (self.runs - 1)
 

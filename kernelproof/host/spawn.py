@@ -5,7 +5,7 @@ limit), planned by the caller, applied by the child's entry point (kernelproof.s
 and reported back on a pipe. The command runs in its own session, so a timeout or its end kills
 everything it started: compilers, daemons and grandchildren. A command that is one of a zygote's
 entries (``python -m MODULE ARGS``) is forked from the zygote, as a worker is
-(kernelproof.sandbox.zygote): the same arguments, environment, descriptors and session, without
+(kernelproof.host.zygote): the same arguments, environment, descriptors and session, without
 an interpreter's start and torch's import.
 """
 
@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelproof.sandbox import contain, zygote
+from kernelproof.host import zygote
+from kernelproof.sandbox import contain
 from kernelproof.sandbox.plan import Layer, Plan
 
 # Interpreter flags a zygote's children have as well: the zygote itself runs with -P.

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelproof.verdict import Reason, ReasonCode
-from kernelproof.worker.protocol import ProtocolError
+from kernelproof.wire.protocol import ProtocolError
 
 
 def failure(code: ReasonCode, message: str, detail: str = "", **extra: Any) -> dict[str, Any]:

@@ -1,13 +1,13 @@
 """When and where a worker runs: stopped or going, and on which cores.
 
-Split from :mod:`kernelproof.sandbox.process`, which spawns a worker and talks to it; this is the
+Split from :mod:`kernelproof.host.process`, which spawns a worker and talks to it; this is the
 parent's hold on its CPU time. A worker is stopped (:meth:`Scheduling.pause`) half-way through
 starting, frozen while a baseline is timed or the machine's load is read (:meth:`Scheduling.frozen`),
 and lent to the device gate while its request waits for the GPU (:meth:`Scheduling.lend`,
-sandbox/gate.py); a stop reaches the processes it started that left its group
-(:mod:`kernelproof.sandbox.members`), so no child of the solution runs while the baselines are
+host/gate.py); a stop reaches the processes it started that left its group
+(:mod:`kernelproof.host.members`), so no child of the solution runs while the baselines are
 timed. Time stopped is counted (:meth:`Scheduling.stopped_s`) and never charged to a request's
-timeout. :meth:`Scheduling.pin` keeps the worker on its own cores (kernelproof.sandbox.cpus).
+timeout. :meth:`Scheduling.pin` keeps the worker on its own cores (kernelproof.host.cpus).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from kernelproof.sandbox import cpus, limits, members, zygote
+from kernelproof.host import cpus, members, zygote
+from kernelproof.sandbox import limits
 
 # Tests only: False stops only the worker's process group, as kernelproof once did, to show what a
 # child that left the group does meanwhile (never the CLI, never a stored verdict).
@@ -29,7 +30,7 @@ STOP_MEMBERS = True
 
 
 class Scheduling:
-    """The stop, freeze, lend and pin of one worker; :class:`~kernelproof.sandbox.process.WorkerProcess`
+    """The stop, freeze, lend and pin of one worker; :class:`~kernelproof.host.process.WorkerProcess`
     has them, with the process and cgroup it spawned."""
 
     proc: subprocess.Popen | zygote.Forked  # the worker (its process group's leader)
@@ -51,7 +52,7 @@ class Scheduling:
     def pause(self, members_too: bool = True) -> None:
         """Stop the worker's processes (SIGSTOP) where they are, e.g. half-way through starting:
         its process group, and (`members_too`) every process it started that left the group
-        (:mod:`kernelproof.sandbox.members`), which a frozen cgroup holds already."""
+        (:mod:`kernelproof.host.members`), which a frozen cgroup holds already."""
         if not self.paused and self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGSTOP)
@@ -64,7 +65,7 @@ class Scheduling:
 
     def pin_candidate(self, threads: int) -> str:
         """Pin a candidate's worker to a set of cores no other live candidate worker holds, where
-        there are enough (kernelproof/sandbox/cpus.py); the same set at every later load."""
+        there are enough (kernelproof/host/cpus.py); the same set at every later load."""
         if self._cores_lease is None:
             me = weakref.ref(self)
 
@@ -146,7 +147,7 @@ class Scheduling:
 
     def lend(self, min_wait_s: float) -> bool:
         """Stop the worker if a request of ours has waited at least `min_wait_s` for its reply, so
-        that another evaluation can time the device meanwhile (sandbox/gate.py). Until
+        that another evaluation can time the device meanwhile (host/gate.py). Until
         :meth:`give_back` its reply is held back from the caller, and the stopped time does not
         count towards the request's timeout. False if no request is waiting that long."""
         with self._lending:

@@ -1,8 +1,8 @@
 """The parent's reading of a worker's frame: is it the reply to the request in flight (I10)?
 
-Split from kernelproof.sandbox.process, which owns the worker's life: this only reads. A frame is
+Split from kernelproof.host.process, which owns the worker's life: this only reads. A frame is
 the reply when it carries the request's nonce and op, passes its kind's schema
-(:mod:`kernelproof.worker.schemas`), and declares exactly the tensors the request expects, all
+(:mod:`kernelproof.wire.schemas`), and declares exactly the tensors the request expects, all
 before any tensor byte is read or allocated. The first way it is not is returned as a sentence;
 the caller ends the worker with it (``protocol_violation``).
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelproof.worker import protocol, schemas
-from kernelproof.worker.expected import Expected, refuse_reply
+from kernelproof.wire import protocol, schemas
+from kernelproof.wire.expected import Expected, refuse_reply
 
 
 def violation(

@@ -7,9 +7,9 @@ imported (kernelproof.sandbox.contain: own uid, Landlock, mounts, seccomp; :attr
 what held), and a socket the parent reads with strict framing (I1, I8). Whatever the worker does,
 the parent gets either a well-formed reply or a :class:`WorkerDied` with a reason code and a sentence.
 
-What it starts from is decided in :mod:`kernelproof.sandbox.launch`, when it runs and on which
-cores in :mod:`kernelproof.sandbox.scheduling`, and what its death was in
-:mod:`kernelproof.sandbox.deaths`; this module spawns it and carries its requests and replies.
+What it starts from is decided in :mod:`kernelproof.host.launch`, when it runs and on which
+cores in :mod:`kernelproof.host.scheduling`, and what its death was in
+:mod:`kernelproof.host.deaths`; this module spawns it and carries its requests and replies.
 """
 
 from __future__ import annotations
@@ -30,14 +30,15 @@ from typing import Any
 import torch
 
 from kernelproof.errors import SandboxError, WorkerDied  # WorkerDied: defined in the one tree, raised here
-from kernelproof.sandbox import contain, deaths, launch, limits, members, replies, zygote
+from kernelproof.host import deaths, inbox, launch, members, zygote
+from kernelproof.host.launch import CPU_MALLOC_TUNABLES, SAFE_PATH, SpawnSpec  # noqa: F401  (importable here)
+from kernelproof.host.scheduling import Scheduling
+from kernelproof.sandbox import contain, limits
 from kernelproof.sandbox import plan as sandbox_plan
-from kernelproof.sandbox.launch import CPU_MALLOC_TUNABLES, SAFE_PATH, SpawnSpec  # noqa: F401  (importable here)
 from kernelproof.sandbox.plan import Layer
 from kernelproof.sandbox.private import PrivateDir
-from kernelproof.sandbox.scheduling import Scheduling
-from kernelproof.worker import handoff, protocol, schemas
-from kernelproof.worker.expected import Expected
+from kernelproof.wire import handoff, protocol, schemas
+from kernelproof.wire.expected import Expected
 
 # Tests only switch this off, to show an attack's effect without the reply checks (never the CLI,
 # never a stored verdict): every reply is then taken as it comes, as before nonces and schemas.
@@ -114,7 +115,7 @@ class WorkerProcess(Scheduling):
         self.handoff_failed = False  # reading them failed once: outputs take the wire from then on
         # Answers a build message the worker sends mid-request (kernelproof.build.requests); None: refused.
         self.build_handler: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-        self._init_scheduling()  # running, unpinned, nothing stopped (sandbox/scheduling.py)
+        self._init_scheduling()  # running, unpinned, nothing stopped (host/scheduling.py)
 
     @property
     def layers(self) -> list[Layer]:
@@ -182,10 +183,10 @@ class WorkerProcess(Scheduling):
         """One request and its reply. With `expect` (the reference's outputs), the worker compares
         what the call returned before it sends anything (a mismatch is its failed reply,
         ``wrong_shape`` or ``wrong_dtype``), and this process compares the reply's header before it
-        reads any tensor data (:mod:`kernelproof.worker.expected`). The request carries a fresh
+        reads any tensor data (:mod:`kernelproof.wire.expected`). The request carries a fresh
         nonce; a reply that is not the one to this request, in its kind's schema, with the tensors
         `expect` allows (none without it), ends the worker as ``protocol_violation``
-        (:mod:`kernelproof.sandbox.replies`)."""
+        (:mod:`kernelproof.host.inbox`)."""
         self.wait_ready()
         self._raise_if_violated()
         if REPLY_CHECKS:
@@ -211,7 +212,7 @@ class WorkerProcess(Scheduling):
     ) -> tuple[dict[str, Any], list[torch.Tensor]]:
         """A request whose reply returns outputs shaped like ``like`` (the reference's).
 
-        Large ones come back on the device where both sides can (:mod:`kernelproof.worker.handoff`),
+        Large ones come back on the device where both sides can (:mod:`kernelproof.wire.handoff`),
         the others over the wire; either way the list is in the worker's order. With `lend`, the
         request's large tensors go to the worker the same way (a run's inputs).
         """
@@ -265,7 +266,7 @@ class WorkerProcess(Scheduling):
                 protocol.send(self.sock, self._built(incoming.header))
                 self._await_reply(timeout_s)  # the build's time is --build-timeout's, not the request's
                 incoming = protocol.recv_header(self.sock, schemas.MAX_REPLY_HEADER_BYTES)
-            found = replies.violation(request, nonce, incoming, expect) if REPLY_CHECKS else None
+            found = inbox.violation(request, nonce, incoming, expect) if REPLY_CHECKS else None
             if found is not None:
                 incoming.drop()
                 raise self._violated(found)
@@ -313,7 +314,7 @@ class WorkerProcess(Scheduling):
         """The answer to a build message: the handler's, or a refusal where none is set.
 
         While the build runs the worker only waits for this answer: it gives up its GPU slot as a
-        worker awaiting a reply does (:meth:`lend`, sandbox/gate.py). A timing waiting for the
+        worker awaiting a reply does (:meth:`lend`, host/gate.py). A timing waiting for the
         device may stop it and go ahead once the device is quiet; the answer is still sent, and the
         request's reply is held back until the worker is given back, as any lent worker's is."""
         if self.build_handler is None:
@@ -348,7 +349,7 @@ class WorkerProcess(Scheduling):
             self._busy_since = None
 
     def _death(self) -> WorkerDied:
-        """The worker's end, explained once it is reaped (sandbox/deaths.py)."""
+        """The worker's end, explained once it is reaped (host/deaths.py)."""
         try:
             rc = self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
