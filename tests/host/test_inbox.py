@@ -211,7 +211,7 @@ def test_a_reply_nested_deeper_than_the_parser_goes_ends_the_worker(tmp_path):
 HUGE = """
 import json, sys, tempfile
 from pathlib import Path
-sys.path[:0] = ["tests/sandbox", "tests/support"]
+sys.path[:0] = ["tests/host", "tests/support"]
 from resident import peak_mib
 from scripted_worker import frame, reply_to, scripted
 from kernelproof.errors import WorkerDied

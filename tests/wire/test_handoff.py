@@ -20,7 +20,7 @@ from kernelproof.wire.expected import Expected
 from kernelproof.wire.handoff import Inbox, Outbox
 from kernelproof.wire.protocol import ProtocolError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def offered(*slots: int) -> list[dict]:
