@@ -239,14 +239,19 @@ def kernelbench_command(
 
     with Progress("kernelbench", total, console=out) as shown, keeping(kept):
 
-        def show(sample, v, note: str = "") -> None:
+        def show(sample, v, again: str = "") -> None:
+            """A sample's verdict: a finished item the first time, a line of its own when judged again."""
             judged[(sample.problem, sample.sample)] = v
             served = f" (stored verdict from {v.stored.at[:16]})" if v.stored is not None else ""
-            shown.finished(
+            text = (
                 f"{v.verdict.value:5s} {sample.path.name}{served}"
                 + (f" {','.join(v.codes)}" if v.codes else "")
-                + (f" ({note})" if note else "")
+                + (f" ({again})" if again else "")
             )
+            if again:
+                shown.note(f"again: {text}")
+            else:
+                shown.finished(text)
 
         if executor == "local":
             for sample, v in _infeasible(run, device, shown):
@@ -460,7 +465,7 @@ def _report(out, run, judged, ks, correctness_only: bool, write: bool, notes=Non
     ]
     title = f"kernelproof kernelbench: level {run.level}, run {run.run_dir.resolve().name}"
     if run.sizes != kb.PUBLISHED:
-        title += f", sizes {run.sizes} (reduced)"
+        title += f", sizes {run.sizes}"
     out.print(kernelbench_table(rows, title=title, width=out.width))
     results = kb.eval_results(run, docs)
     for (pid, sid), note in (notes or {}).items():
@@ -488,11 +493,13 @@ def _report(out, run, judged, ks, correctness_only: bool, write: bool, notes=Non
         } | files
         ours = _ours(run.run_dir / "eval_results.json")  # decided before any file is written
         other_sizes = _sizes_of(run.run_dir / "eval_results.json") if ours else None
+        if other_sizes is not None and other_sizes != run.sizes:  # every file of that run, written now or not
+            for name in ["eval_results.json", "pass_at_k_results.json"] + [
+                f"{stem}.json" for stem in kb.BASELINE_FILES.values()
+            ]:
+                _keep_sizes(out, run.run_dir / name, other_sizes)
         for name, doc in files.items():
-            path = run.run_dir / name
-            if other_sizes is not None and other_sizes != run.sizes:
-                _keep_sizes(out, path, other_sizes)
-            _write(out, path, doc, keep=not ours)
+            _write(out, run.run_dir / name, doc, keep=not ours)
 
 
 def _print_unjudged(out, judged) -> None:
