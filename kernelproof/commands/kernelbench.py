@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -55,7 +54,6 @@ from kernelproof.usage import require_writable
 
 KEEP_SUFFIX = ".before-kernelproof.json"  # where a results file kernelproof did not write is kept
 QUIET_WAIT_S = 60.0  # how long a busy machine is waited for before its untimed samples are judged again
-QUIET_POLL_S = 2.0
 # KernelBench's --backend values (scripts/generate_samples.py) and what kernelproof makes of each.
 JUDGED_BACKENDS = ("cuda", "triton")
 KERNELBENCH_BACKENDS = ("cuda", "triton", "cute", "tilelang", "thunderkittens")
@@ -365,13 +363,9 @@ def _check_timing_method(method: str | None) -> None:
 
 def _say_backends(out, run, backend: str) -> None:
     """Name the samples whose source holds no kernel of the run's backend (judged all the same)."""
-    from kernelproof.solution import read_solution
+    from kernelproof.report.kernelbench import sample_backends
 
-    found: dict[str, int] = {}
-    for _, path in run.pairs():
-        other = read_solution(str(path)).triage.backend
-        if other != backend:
-            found[other] = found.get(other, 0) + 1
+    found = {b: n for b, n in sample_backends(run).items() if b != backend}
     if found:
         what = ", ".join(f"{n} {'plain PyTorch' if b == 'torch' else b}" for b, n in sorted(found.items()))
         say_wrapped(
@@ -384,37 +378,19 @@ def _say_backends(out, run, backend: str) -> None:
 
 def _infeasible(run, device: str, shown):
     """(sample, error verdict) of each sample this machine cannot judge, as soon as it is known."""
-    from kernelproof.blame import error_verdict
-    from kernelproof.executors.local import resolve_devices
-    from kernelproof.report.feasibility import infeasible
+    from kernelproof.api import kernelbench_infeasible
 
-    dev = resolve_devices(device)[0]
-    by_path = {s.path: s for s in run.samples if s.path is not None}
-    for found in infeasible(run.pairs(), dev, lambda task: shown.state(f"sizing {task.name} on meta")):
-        yield by_path[found.solution], error_verdict(str(found.task), str(found.solution), dev, found.reason)
+    yield from kernelbench_infeasible(run, device, lambda task: shown.state(f"sizing {task.name} on meta"))
     shown.state("")
-
-
-def wait_quiet(max_s: float) -> bool:
-    """Wait up to ``max_s`` for the machine to be quiet (fewer other runnable tasks than its cores
-    less one: measure/busy.py's reading); whether it became so."""
-    from kernelproof.measure import busy
-
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    deadline = time.monotonic() + max_s
-    while True:
-        if busy.others_runnable() <= max(0, cores - 1):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(QUIET_POLL_S)
 
 
 def _judge_busy_again(run, busy, options, executor, address, shown, show, notes, judged) -> None:
     """The samples a busy machine could not time, judged again one at a time once it is quiet
     (waiting at most QUIET_WAIT_S); those still untimed are judged on correctness alone, so that a
     correct sample is never counted incorrect for the machine's load. Bounded: two runs each."""
-    quiet = wait_quiet(QUIET_WAIT_S)
+    from kernelproof.report.feasibility import quiet_within
+
+    quiet = quiet_within(QUIET_WAIT_S)
     shown.note(
         f"{len(busy)} sample(s) could not be timed: the machine was busy; judging them again one at a "
         + ("time, now that it is quieter" if quiet else f"time (it stayed busy for {QUIET_WAIT_S:.0f} s)"),

@@ -20,6 +20,8 @@ evaluation, which reports it in its own terms.
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,7 @@ from pathlib import Path
 import torch
 
 from kernelproof.evaluate.machine import missing_device, missing_toolkit
+from kernelproof.measure import busy
 from kernelproof.solution import read_solution
 from kernelproof.verdict import Reason, ReasonCode
 
@@ -89,3 +92,21 @@ def infeasible(
             sized[task] = oversize(task, device)
         if sized[task] is not None:
             yield Infeasible(task, solution, sized[task])
+
+
+QUIET_POLL_S = 2.0
+
+
+def quiet_within(max_s: float) -> bool:
+    """Whether the machine became quiet enough to time within ``max_s`` seconds: fewer other
+    runnable tasks than its cores less one, by the reading a timing's own busy check makes
+    (kernelproof/measure/busy.py). What a sample a busy machine could not time waits for before it
+    is judged again."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    deadline = time.monotonic() + max_s
+    while True:
+        if busy.others_runnable() <= max(0, cores - 1):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(QUIET_POLL_S)

@@ -357,6 +357,18 @@ def needs_a_build(path: Path | None) -> bool:
     return needs_build(read_solution(str(path)).triage.backend)
 
 
+def sample_backends(run: KernelBenchRun) -> dict[str, int]:
+    """How many of the run's sample files hold each backend, by kernelproof's triage of each
+    source (triton | cuda | native | torch)."""
+    from kernelproof.solution import read_solution
+
+    found: dict[str, int] = {}
+    for _, path in run.pairs():
+        backend = read_solution(str(path)).triage.backend
+        found[backend] = found.get(backend, 0) + 1
+    return found
+
+
 Judged = Mapping[tuple[int, int], Mapping[str, Any]]  # (problem id, sample id) -> verdict document
 
 
