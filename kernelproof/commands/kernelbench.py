@@ -121,8 +121,9 @@ def kernelbench_command(
         int | None,
         typer.Option(
             "--num-samples",
-            help="Samples per problem, as the run was made (default: the highest sample id found + 1); "
-            "a sample below it without a file is judged missing (incorrect).",
+            help="Samples per problem, as the run was made (default: generation_config.yaml's "
+            "num_samples, else the highest sample id found + 1); a sample below it without a file is "
+            "judged missing (incorrect).",
         ),
     ] = None,
     pass_at_k: Annotated[
