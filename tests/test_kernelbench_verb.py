@@ -411,3 +411,14 @@ def test_a_cuda_sample_built_and_timed_on_the_gpu_is_compiled_with_kernelbench_r
     assert entry["compiled"] and entry["correctness"], entry
     assert entry["metadata"]["kernelproof"]["speed_claimed"] and entry["runtime"] > 0, entry
     assert entry["runtime_stats"]["std"] >= 0 and entry["runtime_stats"]["hardware"].startswith("NVIDIA")
+
+
+def test_time_stats_record_the_standard_deviation_kernelbench_writes_as_std():
+    import numpy as np
+
+    from kernelproof.measure.stats import summarize
+
+    samples = [1.0, 1.5, 2.0, 4.0]
+    assert summarize(samples).std_ms == pytest.approx(float(np.std(samples)))  # KernelBench: np.std
+    entry = kb.sample_entry(kb.Sample(1, 0, None), make_verdict("pass", candidate_ms=2.0).to_json())
+    assert set(entry["runtime_stats"]) >= {"mean", "std", "min", "max", "num_trials", "hardware", "device"}

@@ -266,7 +266,7 @@ def kernelbench_command(
             run, samples=tuple(s for s in run.samples if (s.problem, s.sample) not in judged)
         )
         if rest.pairs():
-            for sample, v in judge(rest, options, executor=executor, address=address):
+            for sample, v in _judge(rest, options, executor=executor, address=address):
                 show(sample, v)
         busy = [s for s in run.samples if _busy(judged.get((s.problem, s.sample)))]
         if busy and not correctness_only:
@@ -281,7 +281,8 @@ def kernelbench_command(
     raise typer.Exit(exits.EXIT_PASS if exit_zero else exit_code(judged.values()))
 
 
-def judge(run, options, **kwargs):
+def _judge(run, options, **kwargs):
+    """The api's kernelbench (house rule 10), looked up at each call."""
     from kernelproof.api import kernelbench
 
     return kernelbench(run, options, **kwargs)
@@ -398,7 +399,7 @@ def _judge_busy_again(run, busy, options, executor, address, shown, show, notes,
         style="dim",
     )
     again = dataclasses.replace(run, samples=tuple(busy))
-    for sample, v in judge(
+    for sample, v in _judge(
         again, dataclasses.replace(options, per_device=1), executor=executor, address=address
     ):
         show(sample, v, "judged again")
@@ -411,7 +412,7 @@ def _judge_busy_again(run, busy, options, executor, address, shown, show, notes,
         style="dim",
     )
     alone = dataclasses.replace(options, correctness_only=True, per_device=1)
-    for sample, v in judge(
+    for sample, v in _judge(
         dataclasses.replace(run, samples=tuple(still)), alone, executor=executor, address=address
     ):
         notes[(sample.problem, sample.sample)] = (
