@@ -491,7 +491,9 @@ def _print_unjudged(out, judged) -> None:
     if not by:
         return
     say_wrapped(
-        out, f"{sum(by.values())} sample(s) not judged on their merits (never counted as incorrect here):"
+        out,
+        f"{sum(by.values())} sample(s) reached no verdict on their merits (the machine's or "
+        "kernelproof's errors, apart from any rejection); what to do:",
     )
     for code, n in sorted(by.items()):
         say_wrapped(out, f"  {code} {n}: {REMEDY.get(code, 'see the verdict reasons (--json)')}", style="dim")
