@@ -387,28 +387,32 @@ def _infeasible(run, device: str, shown):
 
 
 def _judge_busy_again(run, busy, options, executor, address, shown, show, notes, judged) -> None:
-    """The samples a busy machine could not time, judged again one at a time once it is quiet
-    (waiting at most QUIET_WAIT_S); those still untimed are judged on correctness alone, so that a
-    correct sample is never counted incorrect for the machine's load. Bounded: two runs each."""
+    """The samples a busy machine could not time, judged again: timed, one at a time, if the
+    machine is quiet within QUIET_WAIT_S; those it still could not time (or all of them, when it
+    stayed busy) on correctness alone, so that a correct sample is never counted incorrect for the
+    machine's load. Bounded: at most two more evaluations each."""
     from kernelproof.report.feasibility import quiet_within
 
     quiet = quiet_within(QUIET_WAIT_S)
+    still = list(busy)
+    if quiet:
+        shown.note(
+            f"{len(busy)} sample(s) could not be timed: the machine was busy; judging them again one at "
+            "a time, now that it is quieter",
+            style="dim",
+        )
+        again = dataclasses.replace(run, samples=tuple(busy))
+        for sample, v in _judge(
+            again, dataclasses.replace(options, per_device=1), executor=executor, address=address
+        ):
+            show(sample, v, "judged again")
+        still = [s for s in busy if _busy(judged.get((s.problem, s.sample)))]
+        if not still:
+            return
     shown.note(
-        f"{len(busy)} sample(s) could not be timed: the machine was busy; judging them again one at a "
-        + ("time, now that it is quieter" if quiet else f"time (it stayed busy for {QUIET_WAIT_S:.0f} s)"),
-        style="dim",
-    )
-    again = dataclasses.replace(run, samples=tuple(busy))
-    for sample, v in _judge(
-        again, dataclasses.replace(options, per_device=1), executor=executor, address=address
-    ):
-        show(sample, v, "judged again")
-    still = [s for s in busy if _busy(judged.get((s.problem, s.sample)))]
-    if not still:
-        return
-    shown.note(
-        f"{len(still)} sample(s) still could not be timed; judging their correctness alone "
-        "(KernelBench's runtime: -1.0, not measured)",
+        f"{len(still)} sample(s) could not be timed: the machine "
+        + ("was busy again" if quiet else f"stayed busy for {QUIET_WAIT_S:.0f} s")
+        + "; judging their correctness alone (KernelBench's runtime: -1.0, not measured)",
         style="dim",
     )
     alone = dataclasses.replace(options, correctness_only=True, per_device=1)
@@ -416,7 +420,7 @@ def _judge_busy_again(run, busy, options, executor, address, shown, show, notes,
         dataclasses.replace(run, samples=tuple(still)), alone, executor=executor, address=address
     ):
         notes[(sample.problem, sample.sample)] = (
-            "correctness judged alone: the machine was too busy to time this sample twice"
+            "correctness judged alone: the machine was too busy to time this sample"
         )
         show(sample, v, "correctness alone: the machine was too busy to time it")
 
