@@ -2,7 +2,8 @@
 
 KernelBench's scripts write ``runs/<run>/level_<L>_problem_<P>_sample_<S>_kernel.py`` (several
 samples per problem) and read ``runs/<run>/eval_results.json``; the problem is
-``KernelBench/level<L>/<P>_<Name>.py``. Problem ids come from the number before the first
+``KernelBench/level<L>/<P>_<Name>.py`` (or ``level<L>/<P>_<Name>.py`` in a folder prepared by
+benchmarks/kernelbench_sweep.py). Problem ids come from the number before the first
 underscore of the problem file's name, as KernelBench's own dataset reads them
 (``src/kernelbench/dataset.py``), never from a position in a listing: level 1 sorted by name
 starts 1, 10, 100, 11.
@@ -11,15 +12,18 @@ What is written, so that KernelBench's analysis (``scripts/benchmark_eval_analys
 it unchanged:
 
 - ``eval_results.json``: ``{"<problem_id>": [{"sample_id", "compiled", "correctness", "metadata",
-  "runtime", "runtime_stats"}, ...]}`` sorted by problem id; ``runtime`` is the candidate's mean
-  milliseconds per call at the task's own shape (-1.0 when not timed), kernelproof's verdict under
-  ``metadata["kernelproof"]`` and the reference's time of the same session under
-  ``metadata["ref_runtime"]`` (KernelBench's own field name).
+  "runtime", "runtime_stats"}, ...]}`` sorted by problem id, each field in KernelBench's meaning:
+  ``compiled`` where a build ran and succeeded or none was needed; ``runtime`` the candidate's mean
+  milliseconds per call at the task's own shape only where its speed is a claim, else -1.0 (not
+  measured); kernelproof's verdict and the sizes judged at under ``metadata["kernelproof"]``, the
+  reference's time of the same session under ``metadata["ref_runtime"]`` (KernelBench's own
+  field name).
 - ``baseline_time_torch.json`` (eager) and, when measured,
   ``baseline_time_torch_compile_inductor_default.json``: ``{"level<L>": {"<P>_<Name>.py":
   {"mean": ms, ...}}}``, the file the analysis takes as ``baseline_file=``; the reference's time
-  of a problem is the median over its timed samples of the reference's mean, and ``null`` for a
-  problem none of whose samples was timed (the analysis reads it only for correct samples).
+  of a problem is the median over its timed samples of the reference's mean, and
+  :data:`NOT_TIMED_MEAN` for a problem none of whose samples was timed as a claim
+  (:func:`baseline_times` says why).
 
 The scores follow KernelBench: a problem without a correct sample is incorrect, and fast_p's
 denominator is every problem of the level (docs/kernelbench.md).
