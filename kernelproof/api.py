@@ -333,6 +333,23 @@ def kernelbench(
         yield here, v
 
 
+def kernelbench_infeasible(
+    run: KernelBenchRun, device: str, progress: Any = None
+) -> Iterator[tuple[Sample, Verdict]]:
+    """(sample, error verdict) of each sample of a KernelBench run this machine cannot judge
+    (``environment``, ``too_large``; kernelproof/report/feasibility.py), decided before any
+    evaluation, as soon as each is known; ``progress(task)`` is told before each size estimate.
+    Never stored, as the evaluation's own verdicts of these codes are not."""
+    from kernelproof.executors.local import resolve_devices
+    from kernelproof.report.feasibility import infeasible
+
+    dev = resolve_devices(device)[0]
+    by_path = {s.path: s for s in run.samples if s.path is not None}
+    for found in infeasible(run.pairs(), dev, progress):
+        verdict = blame.error_verdict(str(found.task), str(found.solution), dev, found.reason)
+        yield by_path[found.solution], verdict
+
+
 def _sha256(path: PathLike) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 

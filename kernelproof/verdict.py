@@ -131,6 +131,7 @@ class TimeStats:
     iqr_ms: float  # interquartile range
     ci95_ms: tuple[float, float]  # bootstrap CI of the median
     outliers: int = 0  # samples beyond 1.5 IQR of the quartiles
+    std_ms: float | None = None  # population standard deviation (KernelBench's "std"); None: not recorded
 
 
 @dataclass(frozen=True)
