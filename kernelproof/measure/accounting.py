@@ -2,19 +2,21 @@
 
 A decoy kernel that is defined but never launched, a try/except that falls back to torch, or a
 "custom" kernel that calls cuBLAS all look fine statically. One hidden timed call runs under the
-profiler; every device activity it caused is listed with its GPU time and attributed by name: the
-kernels the solution defines (Triton ``@triton.jit`` functions, CUDA ``__global__`` functions),
-library GEMM/convolution kernels (cuBLAS, cuDNN, CUTLASS), and everything else (ATen). The share
-in the submission's kernels, against the task's kernel policy, decides ``no_custom_kernel`` /
-``low_kernel_coverage``.
+profiler; every device activity it caused is listed with its GPU time and attributed: the
+solution's kernels by identity, never by the text of a name (what the parent built for it and the
+Triton kernels its code defines: kernelproof/measure/attribution.py), library GEMM/convolution
+kernels (cuBLAS, cuDNN, CUTLASS), and everything else (ATen). The profile is the worker's report;
+its GPU time must fit the parent's clock (:func:`reconcile`). The share in the submission's
+kernels, against the task's kernel policy, decides ``no_custom_kernel`` / ``low_kernel_coverage``.
 
 On the CPU (:func:`account_cpu`) there are no device kernels. The solution's launches are marked
 and counted by the worker's harness (kernelproof/worker/launches.py) in two hidden forwards, one
 unwatched as a timed call is and one under the CPU profiler. The decision is per forward: a forward
 that launched no kernel of the solution's own is ``no_custom_kernel``, as on the GPU, and the ATen
-ops the profiled forward ran outside its launches are listed by name. Only the presence of a launch
-is judged there: Triton's interpreter is orders of magnitude slower than ATen, so a time share
-would say nothing.
+ops the profiled forward ran outside its launches are listed by name, with the reference's own
+ops that ran inside a launch (ATen work wherever it runs: such a launch is not the solution's
+kernel). Only the presence of a launch is judged there: Triton's interpreter is orders of
+magnitude slower than ATen, so a time share would say nothing.
 """
 
 from __future__ import annotations
