@@ -244,3 +244,38 @@ def test_a_profile_reporting_more_gpu_time_than_the_call_had_is_timing_tamper():
     unprofiled = Coverage(None, (), "strict", "profiling failed (crash): ...")
     assert reconcile(unprofiled, 0.1, "small") is None
     assert accounting.RECONCILE_STREAMS >= 2  # two streams side by side are an honest pattern
+
+
+def _profiled_kernels(fn, *args) -> list[str]:
+    """The device kernels one call of `fn` ran, as the worker's profiler lists them."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from kernelproof.worker.clock import kernels_of_call
+
+    fn(*args)  # warm: a compile, an algorithm choice
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn(*args)
+        torch.cuda.synchronize()
+    return [row[0] for row in kernels_of_call(prof)]
+
+
+@pytest.mark.gpu
+def test_real_eager_and_compile_profiles_are_never_a_name_matching_solutions():
+    """On the device: the kernels eager PyTorch and torch.compile run for GELU, a sum and a matmul
+    are never the solution's for a comment naming ``native`` or Triton kernels named after ATen's;
+    the compiled GELU's kernel is the baseline's even for a Triton kernel of its very name."""
+    x = torch.randn(4096, 4096, device="cuda")
+    eager = _profiled_kernels(lambda t: (torch.nn.functional.gelu(t), t.sum(dim=-1), t @ t), x)
+    compiled_gelu = torch.compile(torch.nn.functional.gelu)
+    compiled = _profiled_kernels(compiled_gelu, x)
+    assert eager and compiled, (eager, compiled)
+    for identity in (
+        KernelIdentity(jitted=frozenset(triage(COMMENT_NAMES_NATIVE).kernel_names)),
+        _triton("native"),
+        _triton("vectorized_elementwise_kernel"),
+        _triton("GeluCUDAKernelImpl"),
+    ):
+        assert [n for n in eager + compiled if origin_of(n, identity) == "solution"] == []
+    same_name = _triton(qualified_name(compiled[0])).with_baseline(compiled)
+    assert [n for n in compiled if origin_of(n, same_name) == "solution"] == []
