@@ -125,9 +125,10 @@ def time_candidate(
         policy = options.policy or setup.task.meta.policy
         if device.startswith("cuda"):  # every timed shape profiled; the largest decides (below)
             floor = launch_floor(device)
-            seed = rng.getrandbits(62)
-            for b in baselines:  # what the task's own reference runs is never the solution's
-                identity = identity.with_baseline(baseline_kernels(b.worker, ctx, seed, limit))
+            if identity.own:  # what the task's own reference runs is never the solution's
+                seed = rng.getrandbits(62)
+                for b in baselines:
+                    identity = identity.with_baseline(baseline_kernels(b.worker, ctx, seed, limit))
             cov = account(worker, ctx, rng.getrandbits(62), identity, policy, limit, floor.us)
             if floor.us is None and not any(f.startswith("coverage_floor") for f in flags):
                 flags.append(f"coverage_floor: {floor.how}; kernels counted whole")
