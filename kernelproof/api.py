@@ -7,7 +7,7 @@ broken task comes back as an ``error`` verdict with ``task_error``.
 Every verb of the command line goes through a function here (the CLI parses, calls, prints and
 picks the exit code): ``evaluate``, ``bench`` with ``suite_pairs``, ``kernelbench`` with
 ``find_run``, ``audit``, ``results``, ``compare``, ``ceilings``. The options are checked in one
-place (:func:`kernelproof.usage.checked_options`), the device in one
+place (:func:`kernelproof.preflight.checked_options`), the device in one
 (``executors.local.resolve_devices``) and the store is chosen by one rule
 (``kernelproof.store.db_path``: ``--db``, else ``$KERNELPROOF_DB``, else the default).
 
@@ -31,6 +31,7 @@ import torch
 
 from kernelproof import blame
 from kernelproof.blame import internal_error_verdict, too_large_verdict
+from kernelproof.code_identity import this_source
 from kernelproof.errors import UsageError
 from kernelproof.evaluate import compare_pair, evaluate_pair
 from kernelproof.evaluate.chain import give_back_cached
@@ -38,8 +39,8 @@ from kernelproof.evaluate.progress import reporting  # noqa: F401  (the CLI's ph
 from kernelproof.evaluate.requests import device_name
 from kernelproof.executors.local import LocalPool, default_pool, resolve_devices, run_many
 from kernelproof.options import EvalOptions
+from kernelproof.preflight import SHAPE_VARIANTS, PathLike, checked_options, require_files  # noqa: F401
 from kernelproof.report.kernelbench import KernelBenchRun, Sample, find_run  # noqa: F401  (kernelbench's)
-from kernelproof.source import this_source
 from kernelproof.store import as_requested, db_path, open_store, served  # noqa: F401  (db_path: the CLI's)
 from kernelproof.survey import (  # noqa: F401  (the verbs that judge no solution, re-exported)
     DeviceCeilings,
@@ -50,7 +51,6 @@ from kernelproof.survey import (  # noqa: F401  (the verbs that judge no solutio
     ceilings,
     results,
 )
-from kernelproof.usage import SHAPE_VARIANTS, PathLike, checked_options, require_files  # noqa: F401
 from kernelproof.verdict import ReasonCode, Verdict
 
 EXECUTORS = ("local", "ray")

@@ -46,8 +46,8 @@ from kernelproof.certificate import (
     sha256_file,
     write_certificate,
 )
+from kernelproof.code_identity import source_tree_sha256
 from kernelproof.options import EvalOptions
-from kernelproof.source import source_tree_sha256
 from kernelproof.verdict import Verdict
 
 __all__ = [

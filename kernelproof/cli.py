@@ -1,4 +1,4 @@
-"""The ``kernelproof`` command: a thin layer over :mod:`kernelproof.api` (house rule 10).
+"""The ``kernelproof`` command: a thin layer over :mod:`kernelproof.api` (docs/architecture.md, house rule 10).
 
 Each verb parses its options, calls one function of the API, prints what it returns, and exits
 with a code from the one table (kernelproof/exits.py; ``--help`` prints it):
@@ -60,7 +60,7 @@ from kernelproof.commands.streams import ClosedPipeSafe
 from kernelproof.console import WHOLE_LINE_CHARS, make_console, print_error, say, say_wrapped
 from kernelproof.errors import KernelproofError, UsageError
 from kernelproof.options import EvalOptions
-from kernelproof.usage import require_files, require_writable
+from kernelproof.preflight import require_files, require_writable
 
 EXIT_HELP = exits.help_text()
 

@@ -1,4 +1,4 @@
-"""Exceptions: for harness bugs and misuse only (house rule 5). Every one kernelproof raises on purpose.
+"""Exceptions: for harness bugs and misuse only (docs/architecture.md, house rule 5). Every one kernelproof raises on purpose.
 
 A candidate that fails never raises: it gets a verdict with a reason code. These exceptions are
 for the user's own mistakes (a task that does not load, a bad option), for kernelproof's own

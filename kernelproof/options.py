@@ -1,4 +1,4 @@
-"""What an evaluation is asked to do: one typed options object for every verb (house rule 1)."""
+"""What an evaluation is asked to do: one typed options object for every verb (docs/architecture.md, house rule 1)."""
 
 from __future__ import annotations
 

@@ -276,7 +276,7 @@ def _end_children() -> None:
             if ppid != me:
                 continue
             with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if b"kernelproof.worker.zygote" in f.read():
+                if b"kernelproof.worker.zygote_main" in f.read():
                     continue
             pid = int(entry)
             if os.getpgid(pid) == pid:

@@ -3,7 +3,7 @@
 
 Split from :mod:`kernelproof.api`, which evaluates solutions; these look at what an evaluation
 stands on instead. :mod:`kernelproof.api` re-exports each, so the command line and other callers
-keep one namespace. Their options are checked as every verb's are (:mod:`kernelproof.usage`).
+keep one namespace. Their options are checked as every verb's are (:mod:`kernelproof.preflight`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import torch
 from kernelproof.errors import UsageError
 from kernelproof.executors.local import resolve_devices
 from kernelproof.options import EvalOptions
+from kernelproof.preflight import PathLike, checked_options
 from kernelproof.store import db_path
-from kernelproof.usage import PathLike, checked_options
 from kernelproof.verdict import Outcome, ReasonCode
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ import torch
 LOCK = threading.RLock()
 
 # Bound once, as the worker binds it (worker/loading.py): torch rebinds torch.manual_seed when
-# torch._dynamo is first imported, and the worker, which imports this module through flags.py,
+# torch._dynamo is first imported, and the worker, which imports this module through numeric_flags.py,
 # identity-checks every name its harness reads from a module.
 _manual_seed = torch.manual_seed
 

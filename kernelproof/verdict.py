@@ -3,7 +3,7 @@
 One evaluation of a (task, solution) pair produces one :class:`Verdict`. It is decided in the
 trusted parent (invariant I1) and serialised as a JSON document with a schema version, so stores,
 reports, agents and RL trainers read the same thing. Records are frozen dataclasses with a unit in
-every numeric name; there is no free-form metadata dict (house rule 4).
+every numeric name; there is no free-form metadata dict (docs/architecture.md, house rule 4).
 
 Reason codes are stable: they may be added, never renamed or removed (I9). docs/verdict.md lists
 each with the defence it belongs to.

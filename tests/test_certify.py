@@ -23,8 +23,8 @@ from kernelproof.certify import (
     verify,
     write_certificate,
 )
+from kernelproof.code_identity import source_tree_sha256
 from kernelproof.options import EvalOptions
-from kernelproof.source import source_tree_sha256
 from kernelproof.verdict import Outcome, ReasonCode
 
 DATA = Path(__file__).parent / "report" / "data"

@@ -39,7 +39,7 @@ CLI_MAY_IMPORT = {
     "kernelproof.commands.streams",  # stdout when its reader goes away
     "kernelproof.progress",  # live lines, per-item lines and Ctrl-C
     "kernelproof.sandbox.identity",  # main() makes the parent process non-dumpable, never the api
-    "kernelproof.usage",  # require_files: a mistyped path refused before the api (and torch) loads
+    "kernelproof.preflight",  # require_files: a mistyped path refused before the api (and torch) loads
     "kernelproof._version",  # --version, without importing the api
 }
 

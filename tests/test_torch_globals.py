@@ -7,7 +7,7 @@ import threading
 
 import torch
 
-from kernelproof import flags
+from kernelproof import numeric_flags
 from kernelproof.task import load_task
 from kernelproof.torch_globals import seeded
 from kernelproof.verify.cases import build_variant
@@ -27,7 +27,7 @@ def _run_together(*threads: threading.Thread, timeout_s: float = 10) -> None:
 def test_a_pin_in_another_thread_waits_and_the_flags_end_as_they_began():
     def legacy() -> dict:
         """The flags pinned writes (torch's newer fp32_precision reads back "ieee", not "none")."""
-        return {k: v for k, v in flags.read().items() if k in flags.target("fp32")}
+        return {k: v for k, v in numeric_flags.read().items() if k in numeric_flags.target("fp32")}
 
     original = legacy()
     order: list[str] = []
@@ -36,16 +36,16 @@ def test_a_pin_in_another_thread_waits_and_the_flags_end_as_they_began():
     pinned_second: list[dict] = []
 
     def first():  # the downgrade check's TF32 pin
-        with flags.pinned("tf32"):
+        with numeric_flags.pinned("tf32"):
             order.append("first in")
             inside.set()
             entered.wait(WAIT_S)  # the second must not get in while this is open
-            seen_inside_first.append(flags.read())
+            seen_inside_first.append(numeric_flags.read())
             order.append("first out")
 
     def second():  # another evaluation's float32 reference
         inside.wait()
-        with flags.pinned("fp32") as pinned:
+        with numeric_flags.pinned("fp32") as pinned:
             order.append("second in")
             entered.set()
             pinned_second.append(pinned)
@@ -80,7 +80,7 @@ def test_a_seeded_draw_is_not_moved_by_another_threads_seed():
 
 
 def test_a_seeded_block_may_run_a_pinned_forward():
-    with seeded(1), flags.pinned("fp32") as pinned:  # reentrant: reference_randomness does this
+    with seeded(1), numeric_flags.pinned("fp32") as pinned:  # reentrant: reference_randomness does this
         assert pinned["float32_matmul_precision"] == "highest"
 
 
@@ -141,7 +141,7 @@ def test_a_wait_for_the_lock_is_recorded_under_the_step_that_waited():
     recorded: list[dict] = []
 
     def holder():  # another evaluation's pinned reference run
-        with flags.pinned("fp32"):
+        with numeric_flags.pinned("fp32"):
             holding.set()
             released.wait(WAIT_S)
 

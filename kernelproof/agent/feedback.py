@@ -1,6 +1,6 @@
 """Turn a verdict into feedback a model (or a person) can act on: what failed, where, by how much.
 
-Only the verdict is read (house rule 3). What matters comes first and long evidence is trimmed:
+Only the verdict is read (docs/architecture.md, house rule 3). What matters comes first and long evidence is trimmed:
 a compiler log is cut to its error lines, a traceback to its last frames and exception, a failed
 correctness run to its first failing cases with their error sizes, and a passing one to its
 times, speedups with confidence intervals per baseline, speed-of-light fraction, kernel coverage

@@ -1,4 +1,4 @@
-"""What an optimisation run is asked to do: one typed options object (house rule 1)."""
+"""What an optimisation run is asked to do: one typed options object (docs/architecture.md, house rule 1)."""
 
 from __future__ import annotations
 

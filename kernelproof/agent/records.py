@@ -1,6 +1,6 @@
 """Records the agent passes between its modules: prompts, completions, requests and candidates.
 
-Frozen dataclasses with a unit in every numeric name (house rule 4). A candidate's judgement is
+Frozen dataclasses with a unit in every numeric name (docs/architecture.md, house rule 4). A candidate's judgement is
 the evaluator's :class:`~kernelproof.verdict.Verdict`, never a score of the agent's own making;
 the only judgement the agent makes itself is that an answer holds no usable solution file
 (:class:`Rejection`), and such a candidate is never evaluated and never selected.

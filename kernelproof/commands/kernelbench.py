@@ -1,7 +1,7 @@
 """``kernelproof kernelbench RUN_DIR``: judge a KernelBench run folder as it is, registered by
 ``kernelproof.cli``.
 
-A thin layer over :func:`kernelproof.api.kernelbench` (house rule 10): it finds the samples, decides
+A thin layer over :func:`kernelproof.api.kernelbench` (docs/architecture.md, house rule 10): it finds the samples, decides
 first what this machine cannot judge (kernelproof/report/feasibility.py: a CUDA sample without CUDA,
 a problem too large for the device) and prints it at once, runs the rest as ``bench`` does (in
 parallel over the GPUs, served from the store when judged before), judges again what a busy machine
@@ -50,7 +50,7 @@ from kernelproof.commands.options import (  # noqa: F401 - typer reads the signa
 )
 from kernelproof.console import display_path, kernelbench_table, make_console, say, say_wrapped
 from kernelproof.options import EvalOptions
-from kernelproof.usage import require_writable
+from kernelproof.preflight import require_writable
 
 KEEP_SUFFIX = ".before-kernelproof.json"  # where a results file kernelproof did not write is kept
 QUIET_WAIT_S = 60.0  # how long a busy machine is waited for before its untimed samples are judged again
@@ -282,7 +282,7 @@ def kernelbench_command(
 
 
 def _judge(run, options, **kwargs):
-    """The api's kernelbench (house rule 10), looked up at each call."""
+    """The api's kernelbench (docs/architecture.md, house rule 10), looked up at each call."""
     from kernelproof.api import kernelbench
 
     return kernelbench(run, options, **kwargs)

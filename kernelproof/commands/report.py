@@ -1,7 +1,7 @@
 """Command-line verbs for reports and certificates, registered by ``kernelproof.cli``.
 
 Thin layers over :mod:`kernelproof.report`, :mod:`kernelproof.certify` and
-:mod:`kernelproof.signing` (house rule 10). Everything printed that a certificate, a verdict or a
+:mod:`kernelproof.signing` (docs/architecture.md, house rule 10). Everything printed that a certificate, a verdict or a
 path can carry goes through :func:`kernelproof.text.terminal`. Exit codes, from the one table
 (kernelproof/exits.py):
 
@@ -36,7 +36,7 @@ def _writable(*outputs: tuple[Path | None, str]) -> None:
     """Refuse (exit 2) an output path whose folder does not exist, before anything runs: a
     report or certificate is not lost to a mistyped path at the end (a traceback, exit 3)."""
     from kernelproof.errors import UsageError
-    from kernelproof.usage import require_writable
+    from kernelproof.preflight import require_writable
 
     for path, option in outputs:
         try:

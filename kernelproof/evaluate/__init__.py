@@ -8,6 +8,6 @@ executors call is :func:`evaluate_pair` and :func:`compare_pair`; what they impl
 
 from kernelproof.evaluate.chain import evaluate_pair
 from kernelproof.evaluate.compare import ComparePair, compare_pair
-from kernelproof.evaluate.source import WorkerSource
+from kernelproof.evaluate.workers import WorkerSource
 
 __all__ = ["ComparePair", "WorkerSource", "compare_pair", "evaluate_pair"]

@@ -28,8 +28,8 @@ from kernelproof.evaluate.records import Built, Checked, Probed, Setup, Stopped,
 from kernelproof.evaluate.sanitizer import sanitize_first_case
 from kernelproof.evaluate.setup import prepare, read
 from kernelproof.evaluate.shapes import probe_shapes
-from kernelproof.evaluate.source import WorkerSource
 from kernelproof.evaluate.timing import time_candidate
+from kernelproof.evaluate.workers import WorkerSource
 from kernelproof.host.process import WorkerDied, WorkerProcess
 from kernelproof.options import EvalOptions
 from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode, Verdict

@@ -16,7 +16,7 @@ import torch
 from kernelproof.evaluate.build import failure, needs_build, provide
 from kernelproof.evaluate.chain import evaluate_pair
 from kernelproof.evaluate.requests import load_candidate
-from kernelproof.evaluate.source import WorkerSource
+from kernelproof.evaluate.workers import WorkerSource
 from kernelproof.host.process import WorkerDied, WorkerProcess
 from kernelproof.measure.session import Program, time_variant
 from kernelproof.options import EvalOptions

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from kernelproof import flags as numeric_flags
+from kernelproof import numeric_flags
 from kernelproof.evaluate import progress
 from kernelproof.evaluate.records import Checked, Setup
 from kernelproof.evaluate.requests import encode_args, load_candidate, named_timeout

@@ -20,13 +20,13 @@ from typing import Any
 import torch
 
 from kernelproof._version import __version__
+from kernelproof.code_identity import this_source
 from kernelproof.evaluate import machine
 from kernelproof.evaluate.build import with_worker_report
 from kernelproof.evaluate.provenance import provenance_of
 from kernelproof.evaluate.records import Built, Checked, Probed, Setup, Stopped, Timed
 from kernelproof.evaluate.requests import device_name
 from kernelproof.options import EvalOptions
-from kernelproof.source import this_source
 from kernelproof.verdict import (
     Correctness,
     FileRef,

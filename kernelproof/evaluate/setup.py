@@ -19,7 +19,7 @@ from kernelproof.errors import TaskError
 from kernelproof.evaluate import machine
 from kernelproof.evaluate.build import needs_build
 from kernelproof.evaluate.records import Setup, Solution, Stopped
-from kernelproof.evaluate.source import WorkerSource
+from kernelproof.evaluate.workers import WorkerSource
 from kernelproof.inputs import slot_bytes
 from kernelproof.options import EvalOptions
 from kernelproof.solution import read_solution

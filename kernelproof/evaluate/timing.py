@@ -15,10 +15,10 @@ from dataclasses import replace
 
 import torch
 
-from kernelproof import flags as numeric_flags
+from kernelproof import numeric_flags
 from kernelproof.evaluate.records import Checked, Setup, Timed
 from kernelproof.evaluate.requests import device_name, load_candidate, load_program
-from kernelproof.evaluate.source import WorkerSource
+from kernelproof.evaluate.workers import WorkerSource
 from kernelproof.host.process import WorkerDied, WorkerProcess
 from kernelproof.measure import roofline as physics
 from kernelproof.measure import stats, steady_batch

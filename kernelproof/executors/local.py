@@ -35,7 +35,7 @@ from kernelproof.build import (
 from kernelproof.errors import UsageError
 from kernelproof.evaluate.build import PendingBuild, needs_build
 from kernelproof.evaluate.machine import missing_toolkit
-from kernelproof.evaluate.source import WorkerSource
+from kernelproof.evaluate.workers import WorkerSource
 from kernelproof.executors.memory import DeviceMemory, Unlimited
 from kernelproof.executors.memory import for_device as memory_for
 from kernelproof.host.admission import Admission

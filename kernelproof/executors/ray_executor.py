@@ -24,8 +24,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
+from kernelproof.code_identity import this_source
 from kernelproof.options import EvalOptions
-from kernelproof.source import this_source
 from kernelproof.store import as_requested, served
 from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode, Verdict, from_json
 

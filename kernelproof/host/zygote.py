@@ -3,7 +3,7 @@
 Starting a worker meant starting Python and importing torch and Triton, about 1.5 s of CPU for a
 process that serves one evaluation; with spares started ahead, that cost left the critical path
 but not the machine, and on a busy one it was most of an evaluation's CPU. A zygote
-(:mod:`kernelproof.worker.zygote`) imports them once and forks each worker, which then applies its
+(:mod:`kernelproof.worker.zygote_main`) imports them once and forks each worker, which then applies its
 containment and serves exactly as an exec'd one (same arguments, environment, descriptors,
 session, containment report); a builder (kernelproof.build.builder_main) is forked from one the
 same way. One zygote serves every worker whose interpreter starts the same way
@@ -36,8 +36,8 @@ from kernelproof.errors import SandboxError
 from kernelproof.sandbox.private import PrivateDir, package_link
 
 ENV_SWITCH = "KERNELPROOF_ZYGOTE"  # "0": every worker is its own interpreter
-SOCK_FD = 3  # kernelproof.worker.zygote.SOCK_FD: where a forked worker finds its socket
-REPORT_FD = 4  # kernelproof.worker.zygote.REPORT_FD: where it finds its containment report's pipe
+SOCK_FD = 3  # kernelproof.worker.zygote_main.SOCK_FD: where a forked worker finds its socket
+REPORT_FD = 4  # kernelproof.worker.zygote_main.REPORT_FD: where it finds its containment report's pipe
 # Read by the interpreter or the dynamic loader only when a process starts: workers that differ in
 # one of these need a zygote of their own. Everything else is set in the forked child.
 START_ENV = (
@@ -59,7 +59,7 @@ START_ENV = (
     "TRITON_INTERPRET",
 )
 # What a zygote can become: the module it stands for (``python -m MODULE``) and its descriptors in
-# the order `spawn` takes them (kernelproof.worker.zygote.ENTRIES places them).
+# the order `spawn` takes them (kernelproof.worker.zygote_main.ENTRIES places them).
 ENTRIES = {
     "worker": ("kernelproof.worker", ("socket", "report", "log")),
     "builder": ("kernelproof.build.builder_main", ("report", "log")),
@@ -206,7 +206,7 @@ class Zygote:
             "CUDA_VISIBLE_DEVICES": "",  # never initialised here; each child sets its own
         }
         safe_path = ("-P",) if sys.version_info >= (3, 11) else ()
-        cmd = [sys.executable, *safe_path, "-m", "kernelproof.worker.zygote", "--fd", str(theirs.fileno())]
+        cmd = [sys.executable, *safe_path, "-m", "kernelproof.worker.zygote_main", "--fd", str(theirs.fileno())]
         cmd += ["--folder", str(self.dirs.root)]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(

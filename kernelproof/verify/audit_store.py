@@ -4,7 +4,7 @@ At KernelBench's published sizes a task's audit (six negative controls on two di
 most of its setup time, and a sweep resumed over several runs repeated it for every task. A
 report depends on the task's content, the shape variant, the mode (dropout on or off), the device
 type, the precision and the judging code, so those are its key; the kernelproof source hash
-(kernelproof/source.py) means a report from other judging code is never served.
+(kernelproof/code_identity.py) means a report from other judging code is never served.
 
 The reports are rows of their own table (``audits``) in the results store's SQLite file, so they
 travel with it (a sweep carries its store from one run to the next). Like every row there, each
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernelproof import store_key
+from kernelproof.code_identity import this_source
 from kernelproof.errors import StoreError
-from kernelproof.source import this_source
 from kernelproof.store import open_connection, refuse_foreign_objects
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from kernelproof import flags as numeric_flags
+from kernelproof import numeric_flags
 from kernelproof.errors import TaskError
 from kernelproof.inputs import (
     DOMAIN_DISTRIBUTIONS,

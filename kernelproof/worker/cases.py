@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from kernelproof import flags as numeric_flags
+from kernelproof import numeric_flags
 from kernelproof.inputs import InputSlot, case_inputs, checksum, fingerprint
 from kernelproof.verdict import ReasonCode
 from kernelproof.wire.expected import Expected, Spec, refusal

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from kernelproof import flags as numeric_flags
+from kernelproof import numeric_flags
 from kernelproof.inputs import dtype_from_name
 from kernelproof.sandbox import guards
 from kernelproof.verdict import ReasonCode
@@ -118,7 +118,7 @@ def _configure(state: WorkerState, h: dict[str, Any]) -> None:
     state.precision = h["precision"]
     state.inplace = tuple(int(i) for i in h.get("inplace", ()))
     state.solution_path = h.get("path", "")
-    # The cuDNN modes a solution chose (kernelproof.flags.NEUTRAL) stay its own across loads once its
+    # The cuDNN modes a solution chose (kernelproof.numeric_flags.NEUTRAL) stay its own across loads once its
     # code ran here; a baseline worker is given the candidate's benchmark mode by the parent.
     now = numeric_flags.read()
     kept = numeric_flags.neutral_settings(state.precision, now) if state.armed else {}

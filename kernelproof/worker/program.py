@@ -1,7 +1,7 @@
 """Loading the program a worker runs: the candidate's ModelNew, or the task's Model as a baseline.
 
 Compile and construction errors come back as values with the solution's own line numbers and the
-compiler's relevant lines, because they are the feedback an agent needs (house rule 5).
+compiler's relevant lines, because they are the feedback an agent needs (docs/architecture.md, house rule 5).
 """
 
 from __future__ import annotations

@@ -260,7 +260,7 @@ def test_a_build_is_forked_from_a_zygote_and_contained_as_a_started_one(tmp_path
     assert forked.ok, forked.log
     parent, argv = json.loads((tmp_path / "forked" / "home" / "who.json").read_text())
     zygotes = {int(v.split()[1]) for v in zygote.status().values() if v.startswith("pid ")}
-    assert parent in zygotes and "kernelproof.worker.zygote" in argv, (parent, zygotes, argv)
+    assert parent in zygotes and "kernelproof.worker.zygote_main" in argv, (parent, zygotes, argv)
 
     monkeypatch.setenv("KERNELPROOF_ZYGOTE", "0")
     started = build_solution(sol, tmp_path / "started", "cpu", 120, CPU_UNGUARDED)

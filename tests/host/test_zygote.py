@@ -148,7 +148,7 @@ def test_both_sides_agree_on_each_entrys_descriptors():
     """The parent may not import the worker's program (import-linter), so each side spells the
     descriptors out: the same numbers, and as many places as the parent sends descriptors."""
     from kernelproof.host import zygote as parent
-    from kernelproof.worker import zygote as child
+    from kernelproof.worker import zygote_main as child
 
     assert (parent.SOCK_FD, parent.REPORT_FD) == (child.SOCK_FD, child.REPORT_FD)
     assert set(parent.ENTRIES) == set(child.ENTRIES)

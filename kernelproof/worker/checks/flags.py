@@ -3,7 +3,7 @@
 TF32 or reduced-precision reductions switched on by the solution speed it up at a precision the
 task did not allow, and change what later code computes. The flags are read back after each call
 and compared with the contract's targets. cuDNN's benchmark and deterministic modes choose among
-algorithms at the same precision: they are the solution's to set (kernelproof.flags.NEUTRAL), and
+algorithms at the same precision: they are the solution's to set (kernelproof.numeric_flags.NEUTRAL), and
 the parent flags them from the load reply.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelproof import flags as numeric_flags
+from kernelproof import numeric_flags
 from kernelproof.verdict import ReasonCode
 from kernelproof.wire.replies import failure
 

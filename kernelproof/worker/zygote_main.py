@@ -1,4 +1,4 @@
-"""``python -m kernelproof.worker.zygote --fd N``: import the worker once, fork every worker from it.
+"""``python -m kernelproof.worker.zygote_main --fd N``: import the worker once, fork every worker from it.
 
 A worker's start was mostly the import of torch and Triton (about 1.5 s of CPU on a 2-core
 machine, every time, for a process used by one evaluation). The zygote pays it once: it imports
@@ -58,7 +58,7 @@ def preload() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="kernelproof.worker.zygote")
+    ap = argparse.ArgumentParser(prog="kernelproof.worker.zygote_main")
     ap.add_argument("--fd", type=int, required=True)
     ap.add_argument("--folder", default="", help="its private folder, removed when it ends")
     ns = ap.parse_args(argv)

@@ -2,7 +2,7 @@
 
 PyTorch's defaults are not neutral: cuDNN convolutions run TF32 by default while fp32 matmuls do
 not, so an "fp32" comparison silently mixes precisions unless the flags are set. Library code
-never writes these flags (house rule 9); only :func:`pinned` (used by the worker bootstrap and the
+never writes these flags (docs/architecture.md, house rule 9); only :func:`pinned` (used by the worker bootstrap and the
 parent's reference runs) does, and :func:`read` reports them for the verdict and the re-check.
 """
 
