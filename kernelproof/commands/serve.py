@@ -25,6 +25,7 @@ from kernelproof.commands.options import (  # noqa: F401 - typer reads the signa
     SeedsPerCase,
     ShapeVariants,
     Timeout,
+    TimeWhenBusy,
 )
 from kernelproof.errors import UsageError
 from kernelproof.options import EvalOptions
@@ -94,6 +95,7 @@ def serve_command(
     ] = 20.0,
     max_rounds: Annotated[int, typer.Option("--max-rounds", help="Most interleaved timing rounds.")] = 50,
     seed: Seed = None,
+    time_when_busy: TimeWhenBusy = False,
     device: Device = "auto",
     baselines: Baselines = "eager",
     correctness_only: CorrectnessOnly = False,
@@ -120,6 +122,7 @@ def serve_command(
             correctness_only=correctness_only,
             seeds_per_case=seeds_per_case,
             seed=seed,
+            time_when_busy=time_when_busy,
             time_budget_s=time_budget,
             min_rounds=min(5, max_rounds),
             max_rounds=max_rounds,

@@ -28,6 +28,7 @@ def serve(config: ServeConfig) -> None:
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((config.host, config.port))
+    sock.listen(2048)  # listening before the line is printed: a client that reads it may connect at once
     service = Service(config)
     app = build_app(service)
     server = uvicorn.Server(
