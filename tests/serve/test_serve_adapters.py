@@ -153,9 +153,11 @@ def test_verl_compute_score(server):
     good = rl.compute_score("kernelbench", answer(GOOD), "scale_relu", extra)
     wrong = rl.compute_score("kernelbench", answer(WRONG), "scale_relu", extra)
     empty = rl.compute_score("kernelbench", "nothing", "scale_relu", extra)
+    by_kwarg = rl.compute_score("kernelbench", answer(GOOD), "scale_relu", None, url=server.url)
     assert good == {"score": 0.5, "judged": True, "pass": True, "code": ""}
     assert wrong["score"] == 0.0 and wrong["code"] == "mismatch"
     assert empty["score"] == 0.0 and empty["code"] == "no_solution"
+    assert by_kwarg == good
 
 
 def test_a_client_reference_is_judged_when_the_operator_trusts_client_tasks(tmp_path, servers):
