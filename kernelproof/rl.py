@@ -139,14 +139,23 @@ def _column(columns: dict[str, Any], name: str) -> list[str]:
 
 
 def compute_score(
-    data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None
+    data_source: str,
+    solution_str: str,
+    ground_truth: str,
+    extra_info: dict | None = None,
+    url: str | None = None,
+    token: str | None = None,
 ) -> dict:
-    """verl's custom reward function: the task id is ``ground_truth``."""
+    """verl's custom reward function: the task id is ``ground_truth``; the service's URL from
+    ``url`` (verl's ``custom_reward_function.reward_kwargs``), else ``extra_info["kernelproof_url"]``,
+    else ``$KERNELPROOF_SERVE_URL``."""
     extra_info = extra_info or {}
     got = extract_solution(solution_str)
     if got.source is None:
         return {"score": 0.0, "judged": True, "pass": False, "code": "no_solution"}
-    client = RewardClient(extra_info.get("kernelproof_url"), extra_info.get("kernelproof_token"))
+    client = RewardClient(
+        url or extra_info.get("kernelproof_url"), token or extra_info.get("kernelproof_token")
+    )
     (answer,) = client.evaluate([(str(ground_truth), got.source)])
     reward = answer.get("reward")
     verdict = answer.get("verdict") or {}

@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from kernelproof.serve.book import QUEUED, RUNNING
 from kernelproof.serve.guard import Guard
 from kernelproof.serve.jobs import QueueFull
 from kernelproof.serve.requests import RequestError, parse_batch
@@ -121,15 +122,26 @@ def _submit(service: Service):
 
 
 def _stream_of(service: Service, jobs, request: Request, head: dict | None):
+    """NDJSON of the jobs as they finish. A stream closed before its last line (the client went
+    away: Starlette then cancels this generator) cancels those of its jobs still queued."""
+
     async def lines():
-        if head is not None:
-            yield json.dumps(head) + "\n"
-        pending = [j for j in jobs if j.state in ("queued", "running")]
-        for j in jobs:
-            if j not in pending:
-                yield json.dumps(service.answer(j)) + "\n"
-        async for job in service.finished(pending):  # a disconnect cancels this generator
-            yield json.dumps(service.answer(job)) + "\n"
+        delivered: set[str] = set()
+        try:
+            if head is not None:
+                yield json.dumps(head) + "\n"
+            pending = [j for j in jobs if j.state in (QUEUED, RUNNING)]
+            for j in jobs:
+                if j.state not in (QUEUED, RUNNING):
+                    delivered.add(j.id)
+                    yield json.dumps(service.answer(j)) + "\n"
+            async for job in service.finished(pending):
+                delivered.add(job.id)
+                yield json.dumps(service.answer(job)) + "\n"
+        finally:
+            left = [j.id for j in jobs if j.id not in delivered]
+            if left:
+                service.scheduler.cancel(left)
 
     return StreamingResponse(lines(), media_type=NDJSON)
 

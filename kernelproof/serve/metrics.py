@@ -105,7 +105,7 @@ class Metrics:
                 "kernelproof_in_flight",
                 "gauge",
                 "Evaluations in flight per device.",
-                [(_labels(device=d), n) for d, n in sorted(_per_device(self._in_flight).items())],
+                [(_labels(device=d), n) for d, n in sorted(self._in_flight.items())],
             )
             metric(
                 "kernelproof_evaluations_per_second",
@@ -158,10 +158,6 @@ class Metrics:
                 "kernelproof_cancelled_total", "counter", "Queued jobs cancelled.", [("", self._cancelled)]
             )
         return "\n".join(lines) + "\n"
-
-
-def _per_device(slots: dict[str, int]) -> dict[str, int]:
-    return dict(slots)
 
 
 def _labels(**labels: str) -> str:

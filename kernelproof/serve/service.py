@@ -17,7 +17,7 @@ from typing import Any
 from kernelproof.agent.feedback import describe_verdict
 from kernelproof.rewards import reward_terms
 from kernelproof.serve.backends import Backend, LocalBackend, RayBackend
-from kernelproof.serve.book import CANCELLED, DONE, Job, JobBook
+from kernelproof.serve.book import DONE, Job, JobBook
 from kernelproof.serve.config import ServeConfig
 from kernelproof.serve.jobs import QueueFull, Scheduler, Submission  # noqa: F401 (QueueFull: the app's)
 from kernelproof.serve.metrics import Metrics
@@ -141,7 +141,3 @@ class Service:
         if len(got) < len(jobs):
             return None
         return [got[j.id] for j in jobs]
-
-
-def is_settled(job: Job) -> bool:
-    return job.state in (DONE, CANCELLED)
