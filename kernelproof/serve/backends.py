@@ -13,7 +13,6 @@ repeated request costs no evaluation.
 
 from __future__ import annotations
 
-import threading
 from typing import Protocol
 
 from kernelproof import api
@@ -39,18 +38,21 @@ class LocalBackend:
         self._per_device = options.per_device
         self._pool = LocalPool()
         self._store = open_store(options.db) if options.db != "" else None
-        self._store_lock = threading.Lock()
 
     def slots(self) -> list[str]:
         return [d for d in self._devices for _ in range(self._per_device)]
 
     def stored(self, task: str, solution: str, options: EvalOptions) -> Verdict | None:
+        """A verdict the store holds for this evaluation on any of the service's devices (the key
+        names the device: a verdict reached on one GPU answers for that GPU's model)."""
         if self._store is None or options.fresh:
             return None
-        key = api.evaluation_key(task, solution, options, self._devices[0])
-        with self._store_lock:
+        for device in self._devices:
+            key = api.evaluation_key(task, solution, options, device)
             found = served(self._store, key, options.serving_conditions())
-        return as_requested(found, task, solution) if found is not None else None
+            if found is not None:
+                return as_requested(found, task, solution)
+        return None
 
     def evaluate(self, task: str, solution: str, options: EvalOptions, slot: str) -> Verdict:
         return api.evaluate(task, solution, options.replace(device=slot), pool=self._pool)
