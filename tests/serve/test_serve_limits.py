@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import httpx
+import pytest
 from serving import FAST, GOOD, ROOT, WRONG, start, wait_for
 
 TOKEN = "s3cret-token-for-the-tests-0123456789"
@@ -94,6 +96,21 @@ def test_a_client_that_goes_away_cancels_its_queued_jobs(tmp_path, servers):
             time.sleep(0.3)
     assert sorted(states.values()) == ["cancelled", "cancelled", "done"], states
 
+    # a client of the synchronous endpoint that stops waiting: its queued jobs are cancelled too
+    waiting = [{"task": "scale_relu", "solution": GOOD + f"\n# impatient {i}\n"} for i in range(5)]
+    with s.client(timeout=2) as c, pytest.raises(httpx.ReadTimeout):
+        c.post("/v1/evaluate", json={"items": waiting})
+    with s.client() as c:
+        deadline = time.monotonic() + 60
+        while (cancelled := _metric(c.get("/metrics").text, "kernelproof_cancelled_total")) < 3:
+            assert time.monotonic() < deadline, f"{cancelled} cancelled"
+            time.sleep(0.3)
+        time.sleep(1.0)
+        metrics = c.get("/metrics").text
+    # those still queued when it went away (those judged or running by then finish)
+    assert _metric(metrics, "kernelproof_cancelled_total") >= 3
+    assert _metric(metrics, "kernelproof_queue_depth") == 0
+
 
 def test_a_restart_mid_batch_serves_what_was_judged_and_reruns_what_was_in_flight(tmp_path, servers):
     s = start(tmp_path, *FAST)  # one slot, so the batch is judged one job after the other
@@ -117,3 +134,10 @@ def test_a_restart_mid_batch_serves_what_was_judged_and_reruns_what_was_in_fligh
     assert kept["verdict"]["created_at"] == first["verdict"]["created_at"], "a judged verdict was lost"
     assert [answers[j]["verdict"]["verdict"] for j in batch["jobs"]] == ["pass", "fail"]
     assert all(answers[j]["state"] == "done" for j in batch["jobs"])
+
+
+def _metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"no {name} in the metrics")
