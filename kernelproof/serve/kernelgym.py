@@ -54,8 +54,8 @@ def routes(service: Service) -> list[Route]:
     return [
         Route("/evaluate", _evaluate(service), methods=["POST"]),
         Route("/evaluate/batch", _evaluate_batch(service), methods=["POST"]),
-        Route("/status/{task_id}", _status(service), methods=["GET"]),
-        Route("/results/{task_id}", _results(service), methods=["GET"]),
+        Route("/status/{task_id:path}", _status(service), methods=["GET"]),
+        Route("/results/{task_id:path}", _results(service), methods=["GET"]),
     ]
 
 

@@ -17,10 +17,10 @@ from kernelproof.errors import UsageError
 
 class TaskCatalog:
     def __init__(self, folders: Iterable[Path]):
+        folders = [Path(f) for f in folders]
         self._by_id: dict[str, Path] = {}
         stems: dict[str, list[Path]] = {}
         for folder in folders:
-            folder = Path(folder)
             if not folder.is_dir():
                 raise UsageError(f"--tasks {folder} is not a folder")
             for path in sorted(folder.rglob("*.py")):
@@ -35,6 +35,9 @@ class TaskCatalog:
                     )
                 self._by_id[task_id] = path.resolve()
                 stems.setdefault(path.stem, []).append(path.resolve())
+        if not self._by_id:
+            shown = ", ".join(str(f) for f in folders) or "(none)"
+            raise UsageError(f"no task file (*.py) under --tasks {shown}")
         self._by_stem = {stem: paths[0] for stem, paths in stems.items() if len(paths) == 1}
         self._by_digest: dict[str, str] = {}
         for task_id, path in self._by_id.items():
