@@ -497,6 +497,12 @@ def _register_optional() -> None:
     except ImportError:  # pragma: no cover - part of the core install
         pass
     try:
+        from kernelproof.commands.serve import serve_command
+
+        app.command("serve", epilog=EXIT_HELP)(serve_command)
+    except ImportError:
+        pass
+    try:
         from kernelproof.commands.cache import cache_app
 
         app.add_typer(cache_app, name="cache", epilog=EXIT_HELP)

@@ -33,6 +33,7 @@ CLI_MAY_IMPORT = {
     "kernelproof.commands.optimize",
     "kernelproof.commands.cache",
     "kernelproof.commands.kernelbench",
+    "kernelproof.commands.serve",
     "kernelproof.commands.failures",  # an exception that reached the top, printed and mapped
     "kernelproof.commands.help",  # the verbs' lines in --help
     "kernelproof.commands.options",  # the options the evaluating verbs share

@@ -1,0 +1,169 @@
+"""``kernelproof serve``: the evaluator as an HTTP reward service, registered by ``kernelproof.cli``.
+
+A thin layer (house rule 10): it reads the options into a :class:`~kernelproof.serve.config.ServeConfig`
+and runs :func:`kernelproof.serve.main.serve` until stopped. docs/serve.md shows the endpoints.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kernelproof.commands.options import (  # noqa: F401 - typer reads the signature's names here
+    Baselines,
+    BuildCacheOpt,
+    BuildWorkers,
+    CorrectnessOnly,
+    CpuThreads,
+    Db,
+    Device,
+    EvaluationTimeout,
+    Policy,
+    Seed,
+    SeedsPerCase,
+    ShapeVariants,
+    Timeout,
+    TimeWhenBusy,
+)
+from kernelproof.errors import UsageError
+from kernelproof.options import EvalOptions
+from kernelproof.rewards import RewardWeights
+
+
+def serve_command(
+    tasks: Annotated[
+        list[Path],
+        typer.Option(
+            "--tasks",
+            help="A folder of tasks served by id (repeatable): suite/, a prepared KernelBench folder, any folder.",
+        ),
+    ],
+    host: Annotated[
+        str,
+        typer.Option("--host", help="Address to bind (loopback by default; any other needs --token-file)."),
+    ] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", help="Port to bind (0: any free one, printed on stdout).")
+    ] = 8000,
+    token_file: Annotated[
+        Path | None,
+        typer.Option("--token-file", help="A file holding the bearer token every request must carry."),
+    ] = None,
+    trust_client_tasks: Annotated[
+        bool,
+        typer.Option(
+            "--trust-client-tasks",
+            help="Accept a client's own reference source (it runs in the trusted parent): only for clients you trust.",
+        ),
+    ] = False,
+    per_device: Annotated[
+        int, typer.Option("--per-device", help="Evaluations in flight on each device.")
+    ] = 1,
+    queue_limit: Annotated[
+        int, typer.Option("--queue-limit", help="Jobs queued or running before 429.")
+    ] = 256,
+    max_body_bytes: Annotated[
+        int, typer.Option("--max-body-bytes", help="Largest request body (413 above).")
+    ] = 1_000_000,
+    executor: Annotated[str, typer.Option("--executor", help="local | ray")] = "local",
+    address: Annotated[
+        str | None, typer.Option("--address", help="Ray cluster address (--executor ray).")
+    ] = None,
+    ray_slots: Annotated[
+        int, typer.Option("--ray-slots", help="Ray: evaluations in flight (0: the cluster's slots).")
+    ] = 0,
+    state_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--state-dir", help="Where the job book and request files live (default: beside the store)."
+        ),
+    ] = None,
+    reward_correct: Annotated[
+        float, typer.Option("--reward-correct", help="Weight of a pass (docs/rewards.md).")
+    ] = 0.5,
+    reward_speed: Annotated[float, typer.Option("--reward-speed", help="Weight of the speed term.")] = 1.0,
+    reward_coverage: Annotated[
+        float, typer.Option("--reward-coverage", help="Weight of the coverage term.")
+    ] = 0.5,
+    reward_speed_cap: Annotated[
+        float, typer.Option("--reward-speed-cap", help="Lower-bound speedup earning the whole speed term.")
+    ] = 4.0,
+    time_budget: Annotated[
+        float, typer.Option("--time-budget", help="Timing budget in seconds per timed shape.")
+    ] = 20.0,
+    max_rounds: Annotated[int, typer.Option("--max-rounds", help="Most interleaved timing rounds.")] = 50,
+    seed: Seed = None,
+    time_when_busy: TimeWhenBusy = False,
+    device: Device = "auto",
+    baselines: Baselines = "eager",
+    correctness_only: CorrectnessOnly = False,
+    seeds_per_case: SeedsPerCase = 2,
+    shape_variants: ShapeVariants = "probe",
+    policy: Policy = None,
+    cpu_threads: CpuThreads = 1,
+    timeout: Timeout = 600.0,
+    evaluation_timeout: EvaluationTimeout = 3600.0,
+    db: Db = None,
+    build_cache: BuildCacheOpt = None,
+    build_workers: BuildWorkers = 0,
+) -> int:
+    """Serve verdicts, rewards and feedback over HTTP to RL trainers (docs/serve.md)."""
+    from kernelproof.preflight import checked_options
+    from kernelproof.serve.config import ServeConfig, read_token
+    from kernelproof.serve.main import serve
+    from kernelproof.store import db_path
+
+    options = checked_options(
+        EvalOptions(
+            device=device,
+            baselines=tuple(b for b in baselines.split(",") if b.strip()),
+            correctness_only=correctness_only,
+            seeds_per_case=seeds_per_case,
+            seed=seed,
+            time_when_busy=time_when_busy,
+            time_budget_s=time_budget,
+            min_rounds=min(5, max_rounds),
+            max_rounds=max_rounds,
+            shape_variants=shape_variants,
+            policy=policy,
+            cpu_threads=cpu_threads,
+            timeout_s=timeout,
+            evaluation_timeout_s=evaluation_timeout,
+            db=db,
+            build_cache=build_cache,
+            build_workers=build_workers,
+            per_device=per_device,
+        )
+    )
+    if executor == "ray" and per_device != 1:
+        raise UsageError(
+            "--per-device applies to the local executor; a Ray actor evaluates one at a time (--ray-slots)"
+        )
+    store = db_path(options.db)
+    if state_dir is None:
+        if store is None:
+            raise UsageError("with no store (--db ''), give --state-dir for the job book")
+        state_dir = Path(store).parent / "serve"
+    try:
+        weights = RewardWeights(reward_correct, reward_speed, reward_coverage, reward_speed_cap)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    config = ServeConfig(
+        task_dirs=tuple(tasks),
+        options=options,
+        state_dir=state_dir,
+        host=host,
+        port=port,
+        token=read_token(token_file) if token_file is not None else None,
+        trust_client_tasks=trust_client_tasks,
+        max_body_bytes=max_body_bytes,
+        queue_limit=queue_limit,
+        executor=executor,
+        address=address,
+        ray_slots=ray_slots,
+        weights=weights,
+    )
+    serve(config)
+    return 0

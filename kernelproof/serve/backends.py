@@ -1,0 +1,94 @@
+"""Where the service's evaluations run: the existing executors, reused, never rewritten.
+
+- :class:`LocalBackend`: :func:`kernelproof.api.evaluate` on this host's devices, ``per_device``
+  evaluations in flight on each (the local executor's admission, gate and builders: their
+  untimed stretches overlap, their timings never do, as ``evaluate_many`` runs a sweep).
+- :class:`RayBackend`: :func:`kernelproof.executors.ray_executor.evaluate_many_ray`, one pair per
+  call, from as many service threads as the cluster has slots; the bytes travel to the node and
+  the node runs ``api.evaluate`` in its own sandboxed workers.
+
+Both answer from the results store first (the content hash of task, solution and settings), so a
+repeated request costs no evaluation.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from kernelproof import api
+from kernelproof.executors.local import LocalPool, resolve_devices
+from kernelproof.options import EvalOptions
+from kernelproof.store import as_requested, open_store, served
+from kernelproof.verdict import Verdict
+
+
+class Backend(Protocol):
+    def slots(self) -> list[str]: ...  # one entry (a device name) per evaluation in flight at once
+
+    def stored(self, task: str, solution: str, options: EvalOptions) -> Verdict | None: ...
+
+    def evaluate(self, task: str, solution: str, options: EvalOptions, slot: str) -> Verdict: ...
+
+    def close(self) -> None: ...
+
+
+class LocalBackend:
+    def __init__(self, options: EvalOptions):
+        self._devices = resolve_devices(options.device)
+        self._per_device = options.per_device
+        self._pool = LocalPool()
+        self._store = open_store(options.db) if options.db != "" else None
+
+    def slots(self) -> list[str]:
+        return [d for d in self._devices for _ in range(self._per_device)]
+
+    def stored(self, task: str, solution: str, options: EvalOptions) -> Verdict | None:
+        """A verdict the store holds for this evaluation on any of the service's devices (the key
+        names the device: a verdict reached on one GPU answers for that GPU's model)."""
+        if self._store is None or options.fresh:
+            return None
+        for device in self._devices:
+            key = api.evaluation_key(task, solution, options, device)
+            found = served(self._store, key, options.serving_conditions())
+            if found is not None:
+                return as_requested(found, task, solution)
+        return None
+
+    def evaluate(self, task: str, solution: str, options: EvalOptions, slot: str) -> Verdict:
+        return api.evaluate(task, solution, options.replace(device=slot), pool=self._pool)
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+class RayBackend:
+    """Evaluations on a Ray cluster; the service joins it once (``ray.init``) and stays joined."""
+
+    def __init__(self, options: EvalOptions, address: str | None, slots: int = 0):
+        from kernelproof.executors.ray_executor import RayOptions, _import_ray
+
+        self._ray = _import_ray()
+        if not self._ray.is_initialized():
+            kwargs = {"address": address} if address else {"include_dashboard": False}
+            self._ray.init(**kwargs)
+        self._ray_options = RayOptions(address=address)
+        cluster = self._ray.cluster_resources()
+        gpus, cpus = int(cluster.get("GPU", 0)), int(cluster.get("CPU", 0))
+        count = slots or (gpus if gpus and options.device != "cpu" else max(1, cpus))
+        self._slots = ["ray"] * count
+
+    def slots(self) -> list[str]:
+        return list(self._slots)
+
+    def stored(self, task: str, solution: str, options: EvalOptions) -> Verdict | None:
+        return None  # the Ray executor answers from the driver's store itself
+
+    def evaluate(self, task: str, solution: str, options: EvalOptions, slot: str) -> Verdict:
+        from kernelproof.executors.ray_executor import evaluate_many_ray
+
+        return next(
+            iter(evaluate_many_ray([(task, solution)], options, self._ray_options, evaluate=api.evaluate))
+        )
+
+    def close(self) -> None:
+        pass
