@@ -20,7 +20,8 @@ from kernelproof.evaluate.workers import WorkerSource
 from kernelproof.host.process import WorkerDied, WorkerProcess
 from kernelproof.measure.session import Program, time_variant
 from kernelproof.options import EvalOptions
-from kernelproof.solution import read_solution
+from kernelproof.solution import SolutionFile, solution_of
+from kernelproof.submission import Submitted, read_submitted
 from kernelproof.task import load_task
 from kernelproof.verdict import Reason, Speedup
 from kernelproof.verify.cases import build_variant, make_inputs, reference_and_oracle
@@ -53,19 +54,22 @@ def not_compared(message: str) -> ComparePair:
 def compare_pair(
     task_path: str, a: str, b: str, options: EvalOptions, device: str, workers: WorkerSource
 ) -> ComparePair:
-    """Paired timing of two verified candidates, interleaved in one session."""
-    for path in (a, b):
-        v = evaluate_pair(task_path, path, options.replace(correctness_only=True), device, workers)
+    """Paired timing of two verified candidates, interleaved in one session. Each file is read
+    once: the bytes verified are the bytes timed (kernelproof/submission.py)."""
+    task = read_submitted(task_path, "task")
+    files = {path: read_submitted(path, "solution") for path in (a, b)}
+    for path, file in files.items():
+        v = evaluate_pair(task, file, options.replace(correctness_only=True), device, workers)
         if not v.passed:
             return not_compared(f"{path} does not pass: {'; '.join(r.message for r in v.reasons)}")
     with workers.gate(device).exclusive():  # set up and timed with the GPU to this comparison alone
-        return _paired_timing(task_path, a, b, options, device, workers)
+        return _paired_timing(task, files[a], files[b], options, device, workers)
 
 
 def _paired_timing(
-    task_path: str, a: str, b: str, options: EvalOptions, device: str, workers: WorkerSource
+    task_file: Submitted, a: Submitted, b: Submitted, options: EvalOptions, device: str, workers: WorkerSource
 ) -> ComparePair:
-    task = load_task(task_path)
+    task = load_task(task_file.path, task_file.data)
     seed = options.seed if options.seed is not None else secrets.randbits(62)
     rng = random.Random(seed)
     dev = torch.device(device)
@@ -79,14 +83,15 @@ def _paired_timing(
     wa, wb = workers.candidate(device, timed=False), workers.candidate(device, timed=False)  # no baseline
     try:
         programs = []
-        for name, w, path in (("candidate", wb, b), ("A", wa, a)):
-            failed = _provide_build(path, w, device, options, workers)
+        for name, w, file in (("candidate", wb, b), ("A", wa, a)):
+            sol = solution_of(file.path, file.data)
+            failed = _provide_build(sol, w, device, options, workers)
             if failed is not None:
-                return not_compared(f"{path}: {failed.message}")
-            staged = w.stage_solution(path)
+                return not_compared(f"{file.path}: {failed.message}")
+            staged = w.stage_solution(sol.path, sol.data)
             reply = load_candidate(w, ctx, staged, task.path, options)
             if not reply.get("ok"):
-                return not_compared(f"{path}: {reply.get('message')}")
+                return not_compared(f"{file.path}: {reply.get('message')}")
             programs.append(Program(name, w))
         timing, reasons = time_variant(ctx, programs, options, rng, tol, options.timeout_s)
     except WorkerDied as died:
@@ -101,14 +106,13 @@ def _paired_timing(
 
 
 def _provide_build(
-    path: str, worker: WorkerProcess, device: str, options: EvalOptions, workers: WorkerSource
+    sol: SolutionFile, worker: WorkerProcess, device: str, options: EvalOptions, workers: WorkerSource
 ) -> Reason | None:
     """A CUDA or native solution's build, into a worker that has not loaded it yet (a cache hit
     after its evaluation); the reason when it cannot be provided."""
-    sol = read_solution(path)
     if not needs_build(sol.triage.backend):
         return None
-    pending = workers.build(str(path), sol.sha256, device, options)
+    pending = workers.build(sol, device, options)
     if pending is None:
         return None
     result = pending.future.result()

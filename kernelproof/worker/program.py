@@ -16,7 +16,6 @@ from typing import Any
 import torch
 
 from kernelproof.verdict import ReasonCode
-from kernelproof.worker.interpreter import environment_cause
 
 MAX_DETAIL_CHARS = 4000  # compiler output kept in a verdict: the head of the errors, not a wall
 
@@ -126,10 +125,6 @@ def _load_candidate(path: str, init_args: list[Any]) -> tuple[torch.nn.Module | 
         msg, detail = describe_exception(exc, path)
         if is_build_failure(exc):
             return None, LoadFailure(ReasonCode.COMPILE_ERROR, f"the solution failed to load: {exc}", detail)
-        if environment_cause(exc, path):
-            return None, LoadFailure(
-                ReasonCode.ENVIRONMENT, f"loading the solution: {environment_cause(exc, path)}"
-            )
         return None, LoadFailure(ReasonCode.COMPILE_ERROR, f"the solution failed to load: {msg}", detail)
     cls = getattr(module, "ModelNew", None)
     if cls is None or not isinstance(cls, type):
@@ -149,10 +144,6 @@ def _load_candidate(path: str, init_args: list[Any]) -> tuple[torch.nn.Module | 
         msg, detail = describe_exception(exc, path)
         if is_build_failure(exc):
             return None, LoadFailure(ReasonCode.COMPILE_ERROR, f"constructing ModelNew: {exc}", detail)
-        if environment_cause(exc, path):
-            return None, LoadFailure(
-                ReasonCode.ENVIRONMENT, f"constructing ModelNew: {environment_cause(exc, path)}"
-            )
         return None, LoadFailure(ReasonCode.RUNTIME_ERROR, f"constructing ModelNew raised {msg}", detail)
 
 
