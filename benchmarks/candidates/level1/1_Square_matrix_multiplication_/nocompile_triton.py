@@ -14,8 +14,7 @@ BM, BN, BK = 64, 64, 24
 
 
 @triton.jit
-def _square_mm_kernel(x_ptr, w_ptr, y_ptr, M, N, K,
-                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+def _square_mm_kernel(x_ptr, w_ptr, y_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     rm = pid_m * BM + tl.arange(0, BM)
@@ -23,8 +22,12 @@ def _square_mm_kernel(x_ptr, w_ptr, y_ptr, M, N, K,
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k0 in range(0, K, BK):
         rk = k0 + tl.arange(0, BK)
-        a = tl.load(x_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
-        b = tl.load(w_ptr + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        a = tl.load(
+            x_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0
+        )
+        b = tl.load(
+            w_ptr + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0
+        )
         acc += tl.dot(a, b, input_precision="tf32x3")
     v = acc
     y = v

@@ -1,7 +1,8 @@
 """LeakyReLU: an honest CUDA kernel (load_inline) for KernelBench level1/20_LeakyReLU.py.
 
 Measured: not yet measured on a GPU (no verdict, no speedup against eager or torch.compile).
-CPU: the CUDA source compiles with nvcc 13 for sm_90; nothing CUDA runs without a GPU.
+CPU: its kernels compile with nvcc 13 for sm_90 (benchmarks/candidate_set.py --nvcc); nothing
+CUDA runs without a GPU.
 """
 
 import torch.nn as nn
@@ -27,9 +28,9 @@ torch::Tensor leaky_relu_forward(torch::Tensor x, double slope) {
     const long long n = xc.numel();
     const int threads = 256;
     const long long blocks = std::min<long long>((n + threads - 1) / threads, 132LL * 64);
-    leaky_relu_kernel<<<(unsigned)blocks, threads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+    leaky_relu_kernel<<<(unsigned)blocks, threads>>>(
         xc.data_ptr<float>(), y.data_ptr<float>(), n, (float)slope);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    TORCH_CHECK(cudaGetLastError() == cudaSuccess, "kernel launch failed");
     return y;
 }
 """
@@ -37,7 +38,7 @@ torch::Tensor leaky_relu_forward(torch::Tensor x, double slope) {
 _ext = cpp_extension.load_inline(
     name="kpc_leaky_relu_honest_cuda",
     cpp_sources="torch::Tensor leaky_relu_forward(torch::Tensor x, double slope);",
-    cuda_sources="#include <torch/extension.h>\n#include <c10/cuda/CUDAStream.h>\n#include <c10/cuda/CUDAException.h>\n" + KERNEL + LAUNCH,
+    cuda_sources="#include <torch/extension.h>\n" + KERNEL + LAUNCH,
     functions=["leaky_relu_forward"],
     extra_cuda_cflags=["-O3"],
 )

@@ -24,7 +24,9 @@ def _softmax_kernel(x_ptr, y_ptr, cols, BLOCK: tl.constexpr):
         x = tl.load(x_row + c, mask=c < cols, other=float("-inf"))
         x = x.to(tl.bfloat16).to(tl.float32)
         m_new = tl.maximum(m, x)
-        s = s * tl.exp(tl.where(m == m_new, 0.0, m - m_new)) + tl.where(x == float("-inf"), 0.0, tl.exp(x - m_new))
+        s = s * tl.exp(tl.where(m == m_new, 0.0, m - m_new)) + tl.where(
+            x == float("-inf"), 0.0, tl.exp(x - m_new)
+        )
         m = m_new
     row_max = tl.max(m, 0)
     total = tl.sum(s * tl.exp(tl.where(m == float("-inf"), float("-inf"), m - row_max)), 0)

@@ -24,7 +24,9 @@ def _softmax_kernel(x_ptr, y_ptr, cols, BLOCK: tl.constexpr):
         c = start + tl.arange(0, BLOCK)
         x = tl.load(x_row + c, mask=c < cols, other=float("-inf"))
         m_new = tl.maximum(m, x)
-        s = s * tl.exp2(tl.where(m == m_new, 0.0, m - m_new)) + tl.where(x == float("-inf"), 0.0, tl.exp2(x - m_new))
+        s = s * tl.exp2(tl.where(m == m_new, 0.0, m - m_new)) + tl.where(
+            x == float("-inf"), 0.0, tl.exp2(x - m_new)
+        )
         m = m_new
     row_max = tl.max(m, 0)
     total = tl.sum(s * tl.exp2(tl.where(m == float("-inf"), float("-inf"), m - row_max)), 0)

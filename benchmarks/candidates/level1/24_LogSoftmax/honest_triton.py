@@ -3,7 +3,7 @@
 How: two passes over each row, one program a row.
 
 Measured: not yet measured on a GPU (no verdict, no speedup against eager or torch.compile).
-CPU (Triton's interpreter, correctness only, at the task's cpu_sizes in manifest.json): not yet run.
+CPU (Triton's interpreter, correctness only, at the task's cpu_sizes in manifest.json): pass, 2026-12-06.
 """
 
 import torch
@@ -25,7 +25,9 @@ def _log_softmax_kernel(x_ptr, y_ptr, cols, BLOCK: tl.constexpr):
         c = start + tl.arange(0, BLOCK)
         x = tl.load(x_row + c, mask=c < cols, other=float("-inf"))
         m_new = tl.maximum(m, x)
-        s = s * tl.exp(tl.where(m == m_new, 0.0, m - m_new)) + tl.where(x == float("-inf"), 0.0, tl.exp(x - m_new))
+        s = s * tl.exp(tl.where(m == m_new, 0.0, m - m_new)) + tl.where(
+            x == float("-inf"), 0.0, tl.exp(x - m_new)
+        )
         m = m_new
     row_max = tl.max(m, 0)
     total = tl.sum(s * tl.exp(tl.where(m == float("-inf"), float("-inf"), m - row_max)), 0)

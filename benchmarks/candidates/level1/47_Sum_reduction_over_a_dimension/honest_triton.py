@@ -3,7 +3,7 @@
 How: one program sums a column block down the reduced dimension.
 
 Measured: not yet measured on a GPU (no verdict, no speedup against eager or torch.compile).
-CPU (Triton's interpreter, correctness only, at the task's cpu_sizes in manifest.json): not yet run.
+CPU (Triton's interpreter, correctness only, at the task's cpu_sizes in manifest.json): pass, 2026-12-06.
 """
 
 import math
@@ -34,7 +34,7 @@ def _launch(x, dim):
     x = x.contiguous()
     outer = math.prod(x.shape[:dim])
     R = x.shape[dim]
-    inner = math.prod(x.shape[dim + 1:])
+    inner = math.prod(x.shape[dim + 1 :])
     shape = list(x.shape)
     shape[dim] = 1
     y = torch.empty(shape, device=x.device, dtype=x.dtype)

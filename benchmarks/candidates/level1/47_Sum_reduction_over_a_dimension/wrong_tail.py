@@ -32,7 +32,7 @@ def _launch(x, dim):
     x = x.contiguous()
     outer = math.prod(x.shape[:dim])
     R = x.shape[dim]
-    inner = math.prod(x.shape[dim + 1:])
+    inner = math.prod(x.shape[dim + 1 :])
     shape = list(x.shape)
     shape[dim] = 1
     y = torch.empty(shape, device=x.device, dtype=x.dtype)

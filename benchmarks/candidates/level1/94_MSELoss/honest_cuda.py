@@ -1,7 +1,8 @@
 """Mean squared error: an honest CUDA kernel (load_inline) for KernelBench level1/94_MSELoss.py.
 
 Measured: not yet measured on a GPU (no verdict, no speedup against eager or torch.compile).
-CPU: the CUDA source compiles with nvcc 13 for sm_90; nothing CUDA runs without a GPU.
+CPU: its kernels compile with nvcc 13 for sm_90 (benchmarks/candidate_set.py --nvcc); nothing
+CUDA runs without a GPU.
 """
 
 import torch.nn as nn
@@ -50,11 +51,10 @@ torch::Tensor mse_forward(torch::Tensor predictions, torch::Tensor targets) {
     const int parts = 132 * 16;
     auto partial = torch::empty({parts}, p.options());
     auto out = torch::empty({}, p.options());
-    auto stream = c10::cuda::getCurrentCUDAStream();
-    mse_partial_kernel<<<parts, 512, 0, stream>>>(p.data_ptr<float>(), t.data_ptr<float>(), partial.data_ptr<float>(), n);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    mse_final_kernel<<<1, 1024, 0, stream>>>(partial.data_ptr<float>(), out.data_ptr<float>(), parts, n);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    mse_partial_kernel<<<parts, 512>>>(p.data_ptr<float>(), t.data_ptr<float>(), partial.data_ptr<float>(), n);
+    TORCH_CHECK(cudaGetLastError() == cudaSuccess, "kernel launch failed");
+    mse_final_kernel<<<1, 1024>>>(partial.data_ptr<float>(), out.data_ptr<float>(), parts, n);
+    TORCH_CHECK(cudaGetLastError() == cudaSuccess, "kernel launch failed");
     return out;
 }
 """
@@ -62,7 +62,7 @@ torch::Tensor mse_forward(torch::Tensor predictions, torch::Tensor targets) {
 _ext = cpp_extension.load_inline(
     name="kpc_mse_honest_cuda",
     cpp_sources="torch::Tensor mse_forward(torch::Tensor predictions, torch::Tensor targets);",
-    cuda_sources="#include <torch/extension.h>\n#include <c10/cuda/CUDAStream.h>\n#include <c10/cuda/CUDAException.h>\n" + KERNEL + LAUNCH,
+    cuda_sources="#include <torch/extension.h>\n" + KERNEL + LAUNCH,
     functions=["mse_forward"],
     extra_cuda_cflags=["-O3"],
 )

@@ -1,7 +1,8 @@
 """Linear + Swish + scale: an honest CUDA kernel (load_inline) for KernelBench level2/59_Matmul_Swish_Scaling.py.
 
 Measured: not yet measured on a GPU (no verdict, no speedup against eager or torch.compile).
-CPU: the CUDA source compiles with nvcc 13 for sm_90; nothing CUDA runs without a GPU.
+CPU: its kernels compile with nvcc 13 for sm_90 (benchmarks/candidate_set.py --nvcc); nothing
+CUDA runs without a GPU.
 """
 
 import torch.nn as nn
@@ -54,9 +55,9 @@ torch::Tensor mm_swish_scale_forward(torch::Tensor x, torch::Tensor w, torch::Te
     const int M = xc.size(0), K = xc.size(1), N = wc.size(0);
     auto y = torch::empty({M, N}, xc.options());
     dim3 threads(16, 16), blocks((N + TILE - 1) / TILE, (M + TILE - 1) / TILE);
-    mm_swish_scale_kernel<<<blocks, threads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+    mm_swish_scale_kernel<<<blocks, threads>>>(
         xc.data_ptr<float>(), wc.data_ptr<float>(), bc.data_ptr<float>(), y.data_ptr<float>(), M, N, K, (float)scale);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    TORCH_CHECK(cudaGetLastError() == cudaSuccess, "kernel launch failed");
     return y;
 }
 """
@@ -64,7 +65,7 @@ torch::Tensor mm_swish_scale_forward(torch::Tensor x, torch::Tensor w, torch::Te
 _ext = cpp_extension.load_inline(
     name="kpc_mm_swish_scale_honest_cuda",
     cpp_sources="torch::Tensor mm_swish_scale_forward(torch::Tensor x, torch::Tensor w, torch::Tensor bias, double scale);",
-    cuda_sources="#include <torch/extension.h>\n#include <c10/cuda/CUDAStream.h>\n#include <c10/cuda/CUDAException.h>\n" + KERNEL + LAUNCH,
+    cuda_sources="#include <torch/extension.h>\n" + KERNEL + LAUNCH,
     functions=["mm_swish_scale_forward"],
     extra_cuda_cflags=["-O3"],
 )

@@ -3,7 +3,7 @@
 How: a tiled GEMM with the epilogue fused into its store; fp32 through 3xTF32 (split precision).
 
 Measured: not yet measured on a GPU (no verdict, no speedup against eager or torch.compile).
-CPU (Triton's interpreter, correctness only, at the task's cpu_sizes in manifest.json): not yet run.
+CPU (Triton's interpreter, correctness only, at the task's cpu_sizes in manifest.json): pass, 2026-12-06.
 """
 
 import torch
@@ -15,8 +15,9 @@ BM, BN, BK = 64, 64, 32
 
 
 @triton.jit
-def _mm_swish_scale_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, scale,
-                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+def _mm_swish_scale_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, scale, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr
+):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     rm = pid_m * BM + tl.arange(0, BM)
@@ -24,9 +25,13 @@ def _mm_swish_scale_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, scale,
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k0 in range(0, K, BK):
         rk = k0 + tl.arange(0, BK)
-        a = tl.load(x_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
+        a = tl.load(
+            x_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0
+        )
         # W is (N, K): read a (BK, BN) tile of its transpose
-        b = tl.load(w_ptr + rn[None, :] * K + rk[:, None], mask=(rn[None, :] < N) & (rk[:, None] < K), other=0.0)
+        b = tl.load(
+            w_ptr + rn[None, :] * K + rk[:, None], mask=(rn[None, :] < N) & (rk[:, None] < K), other=0.0
+        )
         acc += tl.dot(a, b, input_precision="tf32x3")
     bias = tl.load(b_ptr + rn, mask=rn < N, other=0.0)
     v = acc + bias[None, :]

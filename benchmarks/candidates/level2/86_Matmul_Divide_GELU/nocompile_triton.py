@@ -14,8 +14,9 @@ BM, BN, BK = 64, 64, 24
 
 
 @triton.jit
-def _mm_div_gelu_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, divisor,
-                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+def _mm_div_gelu_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, divisor, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr
+):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     rm = pid_m * BM + tl.arange(0, BM)
@@ -23,9 +24,13 @@ def _mm_div_gelu_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, divisor,
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k0 in range(0, K, BK):
         rk = k0 + tl.arange(0, BK)
-        a = tl.load(x_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
+        a = tl.load(
+            x_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0
+        )
         # W is (N, K): read a (BK, BN) tile of its transpose
-        b = tl.load(w_ptr + rn[None, :] * K + rk[:, None], mask=(rn[None, :] < N) & (rk[:, None] < K), other=0.0)
+        b = tl.load(
+            w_ptr + rn[None, :] * K + rk[:, None], mask=(rn[None, :] < N) & (rk[:, None] < K), other=0.0
+        )
         acc += tl.dot(a, b, input_precision="tf32x3")
     bias = tl.load(b_ptr + rn, mask=rn < N, other=0.0)
     v = acc + bias[None, :]
