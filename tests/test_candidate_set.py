@@ -10,6 +10,7 @@ candidates, correctness only on the CPU) gets the verdicts its manifest expects.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -93,7 +94,7 @@ def test_every_triton_and_torch_candidate_imports_and_defines_an_nn_module_model
         [sys.executable, "-c", probe, *files],
         capture_output=True,
         text=True,
-        env={"TRITON_INTERPRET": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)},
+        env={**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)},
         timeout=300,
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
