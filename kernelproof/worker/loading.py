@@ -23,7 +23,7 @@ from kernelproof import flags as numeric_flags
 from kernelproof.inputs import dtype_from_name
 from kernelproof.sandbox import guards
 from kernelproof.verdict import ReasonCode
-from kernelproof.worker import calls, checks, interpreter, launches, program, surface
+from kernelproof.worker import calls, checks, interpreter, interpreter_bf16, launches, program, surface
 from kernelproof.worker.checks import hooks, threads
 from kernelproof.worker.clock import CpuClock, CudaClock
 from kernelproof.worker.replies import failure
@@ -157,6 +157,7 @@ def arm(state: WorkerState, deny_read: tuple[str, ...]) -> None:
     if state.device.type == "cpu":
         state.launches = launches.install()
         interpreter.install_autotune()
+        interpreter_bf16.install()  # bf16 computed as a GPU does, not on raw 16-bit patterns
     deny = state.deny_read + deny_read
     state.switch = guards.install(guards.GuardConfig(state.solution_path, state.private_dir, deny))
     state.hooked = hooks.watch(imported=tuple(surface.harness_imports()))
