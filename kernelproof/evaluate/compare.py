@@ -25,6 +25,7 @@ from kernelproof.task import load_task
 from kernelproof.verdict import Reason, Speedup
 from kernelproof.verify.cases import build_variant, make_inputs, reference_and_oracle
 from kernelproof.verify.compare import tolerance_for
+from kernelproof.verify.contract import judged
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def compare_pair(
 def _paired_timing(
     task_path: str, a: str, b: str, options: EvalOptions, device: str, workers: WorkerSource
 ) -> ComparePair:
-    task = load_task(task_path)
+    task = judged(load_task(task_path), options.precision)
     seed = options.seed if options.seed is not None else secrets.randbits(62)
     rng = random.Random(seed)
     dev = torch.device(device)

@@ -94,7 +94,7 @@ def load(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
     # The candidate's load hooks and module methods run here: as solution code (its guards' label).
     state.switch(state.candidate)
     try:
-        program.prepare(model, state.device, state.dtype, h["mode"])
+        program.prepare(model, state.device, None if h.get("keep_dtypes") else state.dtype, h["mode"])
         how = program.copy_weights(model, h["weight_names"], weights)
         attributes_copied = program.copy_attributes(model, h.get("attribute_names", []), attributes)
     except Exception as exc:  # noqa: BLE001
