@@ -9,13 +9,16 @@ the contract for everyone alike and the verdict says where the contract came fro
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
 import pytest
 import torch
+from rich.console import Console
 
-from kernelproof.api import evaluate
+from kernelproof.api import evaluate, evaluation_key
+from kernelproof.console import print_verdict
 from kernelproof.options import EvalOptions
 from kernelproof.task import load_task
 from kernelproof.verify import audit as task_audit
@@ -140,6 +143,19 @@ def test_precision_fp32_judges_the_bf16_task_in_fp32_and_says_so():
     assert v.passed, v.reasons  # KernelBench's cast: the solution never sees bf16
     assert (v.correctness.precision, v.correctness.precision_source) == ("fp32", "flag")
     assert "contract fp32 (flag)" in v.correctness.tolerance
+    assert v.to_json()["correctness"]["precision_source"] == "flag"
+    out = io.StringIO()
+    print_verdict(v, Console(file=out, width=200, emoji=False, color_system=None))
+    assert "(contract fp32, flag)" in out.getvalue()
+
+
+def test_the_precision_flag_is_part_of_the_store_key():
+    task, solution = TASKS / "bf16_product.py", SOLUTIONS / "bf16_product_triton.py"
+    keys = {
+        evaluation_key(str(task), str(solution), EvalOptions(precision=p), "cpu")
+        for p in (None, "fp32", "bf16")
+    }
+    assert len(keys) == 3
 
 
 @pytest.mark.parametrize("solution", ["bf16_product_triton", "bf16_product_triton_fp32_math"])
