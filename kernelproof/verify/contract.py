@@ -57,8 +57,8 @@ def judged(task: Task, flag: str | None = None) -> Task:
 
 
 def written_precision(task: Task) -> str:
-    """ "bf16" or "fp16" when a floating input, parameter or buffer of the task is in that dtype
-    (bf16 when both are), else "fp32"."""
+    """The precision the task is written in: bf16 or fp16 when a floating input, parameter or
+    buffer of it is in that dtype (bf16 when both are), else fp32."""
     found = set(floating_dtypes(task))
     return next((name for dt, name in WRITTEN.items() if dt in found), "fp32")
 
@@ -85,7 +85,8 @@ def _on_meta(task: Task, variant: str) -> list[torch.dtype]:
     from kernelproof.verify.footprint import META, on_meta
 
     module = instantiate(task, variant)
-    with on_meta(), torch.device(META), torch.no_grad():
+    # under the seeding lock: a task that seeds torch itself must not move another evaluation's draws
+    with seeded(0), on_meta(), torch.device(META), torch.no_grad():
         model = module.Model(*module.get_init_inputs())
         inputs = module.get_inputs()
     return _dtypes(model, inputs)
