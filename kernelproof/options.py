@@ -53,6 +53,10 @@ class EvalOptions:
     # the kernel policy the launch accounting applies: "strict" | "library-ok"; None: the task's own
     # (its KERNELPROOF metadata, "strict" when it names none)
     policy: str | None = None
+    # the precision contract for everyone alike, "fp32" | "fp16" | "bf16" (KernelBench's --precision:
+    # parameters and floating inputs cast to it); None: the task's declared one, else its own dtypes
+    # (kernelproof/verify/contract.py)
+    precision: str | None = None
     seeds_per_case: int = 2  # hidden seeds per (shape, distribution)
     distributions: tuple[str, ...] | None = None  # None: every distribution the domain allows
     timeout_s: float = 600.0  # ceiling on any one worker step (each phase's limit below is capped by it)

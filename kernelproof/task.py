@@ -48,6 +48,12 @@ class TaskMeta:
     timed: tuple[str, ...]  # variants timed on a GPU
     cpu: tuple[str, ...]  # variants used on --device cpu
     precision: str = "fp32"  # precision contract
+    # where the contract comes from: "declared" (KERNELPROOF), "as written" (the task's own dtypes),
+    # "flag" (--precision); "" until kernelproof.verify.contract resolves a task that declares none
+    precision_source: str = ""
+    # floating inputs, parameters and buffers keep the dtypes the task gives them (a bf16 or fp16
+    # task as written) instead of being cast to the contract dtype
+    keep_dtypes: bool = False
     split_precision: bool = True  # may fp32 be emulated with lower-precision units
     domains: tuple[str, ...] | str = "any"  # value domain per get_inputs() position
     flops: str | None = None  # expression over the module constants
@@ -319,6 +325,7 @@ def _parse_meta(raw: Any, path: str, ns: dict[str, Any]) -> TaskMeta:
         timed=timed,
         cpu=cpu,
         precision=precision,
+        precision_source="declared" if "precision" in raw else "",
         split_precision=bool(raw.get("split_precision", True)),
         domains=domains if isinstance(domains, str) else tuple(domains),
         flops=None if raw.get("flops") is None else str(raw["flops"]),

@@ -102,6 +102,26 @@ Policy = Annotated[
         "(library GEMMs and convolutions may stay). Default: the task's own.",
     ),
 ]
+PRECISION_CHOICES = ("fp32", "fp16", "bf16")
+
+
+def _precision_choice(value: str | None) -> str | None:
+    """--precision refused at the command line unless it names one of KernelBench's precisions."""
+    if value is not None and value not in PRECISION_CHOICES:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(PRECISION_CHOICES)}")
+    return value
+
+
+Precision = Annotated[
+    str | None,
+    typer.Option(
+        "--precision",
+        callback=_precision_choice,
+        help="Judge in this precision (KernelBench's flag): the reference's parameters and every "
+        "floating input are cast to it, for the reference, the baselines and the candidate alike. "
+        "Default: the task's declared precision, else the dtypes its get_inputs() and Model make.",
+    ),
+]
 RefuseRandom = Annotated[
     bool,
     typer.Option(

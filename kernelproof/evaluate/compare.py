@@ -26,6 +26,7 @@ from kernelproof.task import load_task
 from kernelproof.verdict import Reason, Speedup
 from kernelproof.verify.cases import build_variant, make_inputs, reference_and_oracle
 from kernelproof.verify.compare import tolerance_for
+from kernelproof.verify.contract import judged
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def compare_pair(
 def _paired_timing(
     task_file: Submitted, a: Submitted, b: Submitted, options: EvalOptions, device: str, workers: WorkerSource
 ) -> ComparePair:
-    task = load_task(task_file.path, task_file.data)
+    task = judged(load_task(task_file.path, task_file.data), options.precision)
     seed = options.seed if options.seed is not None else secrets.randbits(62)
     rng = random.Random(seed)
     dev = torch.device(device)

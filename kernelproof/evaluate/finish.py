@@ -108,15 +108,16 @@ def verdict_of(
     if not checked.cases and not reasons:
         reasons += (Reason(ReasonCode.MISSING_RESULT, "no case was run"),)
     passed = not reasons and checked.passed
-    precision = setup.task.meta.precision
+    precision, source = setup.task.meta.precision, setup.task.meta.precision_source
     correctness = Correctness(
         cases_run=len(checked.cases),
         cases_passed=sum(c.passed for c in checked.cases),
         worst_rel_norm_err=max((c.rel_norm_err for c in checked.cases), default=0.0),
         worst_max_abs_err=max((c.max_abs_err for c in checked.cases), default=0.0),
         tolerance=f"rel-norm <= max({K_NORM:g} x reference error, {C_NORM:g} x eps) "
-        f"against the float64 oracle; contract {precision}",
+        f"against the float64 oracle; contract {precision} ({source})",
         precision=precision,
+        precision_source=source,
         kernelbench_compatible=checked.kernelbench_ok if envelope.kernelbench_asked else None,
         cases=checked.cases,
     )

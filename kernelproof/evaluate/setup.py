@@ -42,6 +42,7 @@ from kernelproof.verify.cases import (
     reference_and_oracle,
     reference_randomness,
 )
+from kernelproof.verify.contract import judged
 from kernelproof.verify.oracle import Randomness
 
 
@@ -76,7 +77,8 @@ def prepare(
     evaluation holds (kernelproof/verify/footprint.py, ``evaluation_bytes``), not the floor of one
     case, so that evaluations that cannot fit together do not set up together."""
     try:
-        task = load_task(task_file.path, task_file.data)
+        # the contract it is judged in: --precision, else its declared one, else its own dtypes
+        task = judged(load_task(task_file.path, task_file.data), options.precision)
     except TaskError as exc:
         return Stopped(Outcome.ERROR, Reason(ReasonCode.TASK_ERROR, str(exc)), solution.flags)
     flags = list(solution.flags)

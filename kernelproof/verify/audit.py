@@ -144,7 +144,7 @@ def audit_variant(
     KernelBench's level-1 sizes one call draws GBs in the CPU's generator. Its other-seed control
     still draws its own. `refresh`: run it whatever is kept, and keep this one instead (weights
     drawn again after a degenerate report, kernelproof/evaluate/setup.py)."""
-    key = (task.sha256, ctx.variant, ctx.mode, ctx.device.type, ctx.precision)
+    key = (task.sha256, ctx.variant, ctx.mode, ctx.device.type, ctx.contract_key)
     served = None if refresh else _CACHE.get(key)
     if served is None and not refresh:
         with steps.step("stored"):

@@ -155,11 +155,12 @@ def load_reference(path: str, init_args: list[Any], overrides_source: str | None
     return ns["Model"](*init_args)
 
 
-def prepare(module: torch.nn.Module, device: torch.device, dtype: torch.dtype, mode: str) -> None:
-    """Move to the device, cast floating parameters and buffers, set train/eval mode."""
+def prepare(module: torch.nn.Module, device: torch.device, dtype: torch.dtype | None, mode: str) -> None:
+    """Move to the device, cast floating parameters and buffers to `dtype` (None: a task judged in
+    its own dtypes, whose Model keeps those it makes), set train/eval mode."""
     module.to(device)
     for p in list(module.parameters()) + list(module.buffers()):
-        if p.is_floating_point() and p.dtype != dtype:
+        if dtype is not None and p.is_floating_point() and p.dtype != dtype:
             p.data = p.data.to(dtype)
     module.train(mode == "train")
 
