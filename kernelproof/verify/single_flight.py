@@ -1,11 +1,12 @@
 """One computation per key at a time in this process: the second caller waits for the first.
 
 Why: the per-task work an evaluation shares with the other candidates of its task (the audit of a
-variant, I8) is cached by key once done, but candidates of one task usually arrive together (a
-training batch, a GRPO group) and, with several evaluations in flight, each missed the cache and
-did the work again. With a key's lock held around "look up, else compute and keep", the later
-callers find what the first kept. Nothing is skipped: a caller that waited is served exactly as a
-caller that came after the work was kept (and its checks of a served result still run).
+variant: whether the task can tell a right answer from a wrong one) is cached by key once done,
+but the candidates of one task usually arrive together (a training batch, a GRPO group) and, with
+several evaluations in flight, each missed the cache and did the work again. With a key's lock
+held around "look up, else compute and keep", the later callers find what the first kept. Nothing
+is skipped: a caller that waited is served exactly as a caller that came after the work was kept
+(and its checks of a served result still run).
 """
 
 from __future__ import annotations
