@@ -334,8 +334,6 @@ def bench(
         raise UsageError(f"--executor must be {' | '.join(EXECUTORS)}, not {executor!r}")
     if executor == "local":
         return evaluate_many(pairs, options)
-    if options.per_device != 1:
-        raise UsageError("--per-device applies to the local executor; a Ray actor evaluates one at a time")
     from kernelproof.executors.ray_executor import RayOptions, evaluate_many_ray
 
     return evaluate_many_ray(pairs, options, RayOptions(address=address), evaluate=evaluate)

@@ -137,10 +137,6 @@ def serve_command(
             per_device=per_device,
         )
     )
-    if executor == "ray" and per_device != 1:
-        raise UsageError(
-            "--per-device applies to the local executor; a Ray actor evaluates one at a time (--ray-slots)"
-        )
     store = db_path(options.db)
     if state_dir is None:
         if store is None:
