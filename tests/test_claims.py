@@ -85,7 +85,7 @@ def _passed_unless_busy(v) -> bool:
     return v.verdict is Outcome.PASS or (bool(v.codes) and set(v.codes) <= LOAD_CODES)
 
 
-def _timed(task: Path, solution: Path):
+def _timed(task: Path, solution: Path, time_interpreted: bool = True):
     options = EvalOptions(
         device="cpu",
         db="",
@@ -95,6 +95,7 @@ def _timed(task: Path, solution: Path):
         min_rounds=2,
         max_rounds=3,
         timeout_s=180.0,
+        time_interpreted=time_interpreted,
     )
     return evaluate(os.path.relpath(task), os.path.relpath(solution), options)
 
@@ -110,6 +111,24 @@ def test_an_interpreted_candidate_passes_with_no_speedup_and_no_speed_reward():
     assert v.timing is not None and v.timing.shapes[0].candidate.n > 0  # the measured times stay
     back = from_json(v.to_json())
     assert back.claims == v.claims and back.to_json()["speedup"]["best"]["median"] is None
+
+
+def test_an_interpreted_candidate_is_not_timed_unless_asked_and_its_launches_are_still_counted():
+    v = _timed(DATA / "tasks" / "scale_relu.py", DATA / "solutions" / "scale_relu_triton.py", time_interpreted=False)
+    assert v.passed, v.reasons
+    assert v.timing is None and v.environment["steps"].get("timing", {}).get("n") == 1
+    assert v.coverage is not None and v.coverage.interpreted_launches and v.coverage.custom_launches
+    assert v.claims is not None and v.claims.speed_withheld == SPEED_WITHHELD_INTERPRETER
+    assert "not timed" in v.claims.note and any(f.startswith("not_timed: ") for f in v.flags)
+    assert v.speedup and all(s.median is None and "not timed" in s.note for s in v.speedup.values())
+    assert v.reward == 0.0 and v.settings["time_interpreted"] is False
+
+
+def test_an_interpreted_decoy_is_judged_by_its_launch_count_without_timing():
+    v = _timed(EXPLOIT_TASKS / "softmax.py", DATA / "solutions" / "softmax_one_store_decoy.py", False)
+    assert v.timing is None and v.claims is not None
+    assert "aten::softmax" in v.claims.reference_ops_outside, v.reasons
+    assert any(f.startswith(f"{REFERENCE_OPS_OUTSIDE}: ") for f in v.flags)
 
 
 def test_a_one_element_store_beside_torch_softmax_is_flagged():

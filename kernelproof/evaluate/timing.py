@@ -38,6 +38,8 @@ from kernelproof.options import EvalOptions
 from kernelproof.sandbox.process import WorkerDied, WorkerProcess
 from kernelproof.task import variant_source
 from kernelproof.verdict import (
+    SPEED_WITHHELD_INTERPRETER,
+    Claims,
     Coverage,
     Reason,
     ReasonCode,
@@ -50,6 +52,14 @@ from kernelproof.verify.cases import VariantContext, make_inputs, reference_and_
 from kernelproof.worker.replies import reason_of
 
 STEADY_ONLY = ("compile:reduce-overhead", "compile:max-autotune")  # baselines of the steady regime
+NOT_TIMED_NOTE = (
+    "not timed: the candidate's kernels ran in Triton's interpreter, whose speed says nothing about a "
+    "kernel (--time-interpreted times it anyway)"
+)
+NOT_TIMED_FLAG = (
+    "not_timed: the counted launches ran in Triton's interpreter, so speed is no claim here and the "
+    "candidate was not timed (--time-interpreted times it, withheld all the same)"
+)
 
 
 def time_candidate(
@@ -68,6 +78,8 @@ def time_candidate(
     flags: list[str] = []
     roof = coverage = None
     backend = setup.solution.file.triage.backend
+    own_kernels = setup.solution.file.triage.kernel_names
+    policy = options.policy or setup.task.meta.policy
     claims = gpu_claims() if device.startswith("cuda") else cpu_claims(backend, None, frozenset())
     per_shape: list[tuple[str, Coverage]] = []  # (variant, coverage) of each timed shape on a GPU
     telemetry = None
@@ -80,6 +92,7 @@ def time_candidate(
         tol = checked.tolerances.get(v)
         if tol is None:
             continue
+        limit = options.step_limit("timing")
         reply = load_candidate(worker, ctx, staged, setup.task.path, options)
         if not reply.get("ok"):
             return Timed(None, reasons=(reason_of(reply),), flags=tuple(flags))
@@ -91,9 +104,18 @@ def time_candidate(
                 "numeric_neutral_setting: the baselines ran with torch.backends.cudnn.benchmark="
                 f"{follow['cudnn.benchmark']}, as the solution set it"
             )
+        if not device.startswith("cuda") and coverage is None:
+            # Launches counted before any timing (measure/accounting.py): the count decides whether
+            # speed is a claim here, and whether the candidate is timed at all.
+            coverage, reason = account_cpu(worker, ctx, rng.getrandbits(62), own_kernels, policy, limit)
+            reason = _cpu_judged(reason, backend)
+            claims = cpu_claims(backend, coverage, reference_ops(ctx, rng.getrandbits(62)))
+            flags += [f for f in (outside_flag(claims),) if f]
+            reasons += [reason] if reason else []
+            if reason is not None or untimed_on_cpu(claims, options):
+                return _untimed(options, coverage, reasons, flags, claims)
         baselines = _baselines(setup, ctx, v, options, device, workers, flags, follow)
         programs = [Program("candidate", worker)] + baselines
-        limit = options.step_limit("timing")
         timing, found = time_variant(ctx, programs, options, rng, tol, limit, flags, telemetry, claims.speed)
         reasons += [_named(r, limit) for r in found]
         if timing is None:
@@ -120,20 +142,12 @@ def time_candidate(
         if roof is None:
             roof, floor_reason = _place(setup, ctx, timing, device)
             reasons += [floor_reason] if floor_reason else []
-        own = setup.solution.file.triage.kernel_names
-        policy = options.policy or setup.task.meta.policy
         if device.startswith("cuda"):  # every timed shape profiled; the largest decides (below)
             floor = launch_floor(device)
-            cov = account(worker, ctx, rng.getrandbits(62), own, policy, limit, floor.us)
+            cov = account(worker, ctx, rng.getrandbits(62), own_kernels, policy, limit, floor.us)
             if floor.us is None and not any(f.startswith("coverage_floor") for f in flags):
                 flags.append(f"coverage_floor: {floor.how}; kernels counted whole")
             per_shape.append((v, cov))
-        elif coverage is None:  # launches counted, not timed: measure/accounting.py says why
-            coverage, reason = account_cpu(worker, ctx, rng.getrandbits(62), own, policy, limit)
-            reason = _cpu_judged(reason, backend)
-            claims = cpu_claims(backend, coverage, reference_ops(ctx, rng.getrandbits(62)))
-            flags += [f for f in (outside_flag(claims),) if f]
-            reasons += [reason] if reason else []
     flags = [with_floor(f, roof) for f in flags]
     if per_shape:
         coverage, reason = _deciding_coverage(per_shape)
@@ -151,6 +165,26 @@ def time_candidate(
         tuple(flags),
         claims,
     )
+
+
+def untimed_on_cpu(claims: Claims, options: EvalOptions) -> bool:
+    """Is a CPU candidate left untimed? Where its counted launches ran in Triton's interpreter its
+    speed is no claim (measure/claims.py), and minutes of interpreted calls would buy nothing the
+    verdict says; ``--time-interpreted`` times it all the same."""
+    return claims.speed_withheld == SPEED_WITHHELD_INTERPRETER and not options.time_interpreted
+
+
+def _untimed(
+    options: EvalOptions, coverage: Coverage | None, reasons: list[Reason], flags: list[str], claims: Claims
+) -> Timed:
+    """The record of a CPU candidate judged without timing: its launch count and claims, every
+    headline speedup null with the note that says why (none when a reason already fails it)."""
+    if reasons:
+        return Timed(None, {}, None, coverage, tuple(reasons), tuple(flags), claims)
+    speedup = {n: Speedup(n, None, None, None, NOT_TIMED_NOTE) for n in options.baselines if n not in STEADY_ONLY}
+    flags = [*flags, NOT_TIMED_FLAG]
+    note = "; ".join(x for x in (claims.note, "not timed (--time-interpreted times it)") if x)
+    return Timed(None, speedup, None, coverage, (), tuple(flags), replace(claims, note=note))
 
 
 def with_floor(flag: str, roof: Roofline | None) -> str:
