@@ -114,7 +114,9 @@ def test_an_interpreted_candidate_passes_with_no_speedup_and_no_speed_reward():
 
 
 def test_an_interpreted_candidate_is_not_timed_unless_asked_and_its_launches_are_still_counted():
-    v = _timed(DATA / "tasks" / "scale_relu.py", DATA / "solutions" / "scale_relu_triton.py", time_interpreted=False)
+    v = _timed(
+        DATA / "tasks" / "scale_relu.py", DATA / "solutions" / "scale_relu_triton.py", time_interpreted=False
+    )
     assert v.passed, v.reasons
     assert v.timing is None and v.environment["steps"].get("timing", {}).get("n") == 1
     assert v.coverage is not None and v.coverage.interpreted_launches and v.coverage.custom_launches
@@ -167,3 +169,33 @@ def test_reference_ops_that_could_not_be_profiled_flag_nothing_and_say_so():
     claims = cpu_claims("triton", _coverage(1, ("aten::softmax",)), None)
     assert claims.reference_ops_outside == () and outside_flag(claims) is None
     assert "could not be profiled" in claims.note
+
+
+def test_a_profiler_started_in_an_evaluations_thread_prints_nothing_once_kineto_started_in_the_main_one():
+    """bench, kernelbench and optimize evaluate in a pool's threads, where the parent profiles the
+    reference: Kineto printed "ERROR: External init callback must run in same thread as
+    registerClient" there. start_profiler_here (called by evaluate_many) starts it where torch loaded."""
+    import subprocess
+    import sys
+
+    program = (
+        "import threading, torch\n"
+        "from torch.autograd.profiler import profile\n"
+        "from kernelproof.measure.claims import start_profiler_here\n"
+        "{start}\n"
+        "def run():\n"
+        "    with profile(use_cpu=True):\n"
+        "        torch.ones(3) + 1\n"
+        "t = threading.Thread(target=run); t.start(); t.join()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+
+    def stderr_of(start: str) -> str:
+        ran = subprocess.run(
+            [sys.executable, "-c", program.format(start=start)], capture_output=True, text=True, env=env
+        )
+        assert ran.returncode == 0, ran.stderr
+        return ran.stderr
+
+    assert "External init callback" in stderr_of("pass")  # the message this prevents, shown to exist here
+    assert "External init callback" not in stderr_of("start_profiler_here()")
