@@ -33,11 +33,12 @@ from kernelproof import blame
 from kernelproof.blame import internal_error_verdict, too_large_verdict
 from kernelproof.code_identity import this_source
 from kernelproof.errors import UsageError
-from kernelproof.evaluate import compare_pair, evaluate_pair
+from kernelproof.evaluate import compare_pair, evaluate_pair, progress
 from kernelproof.evaluate.chain import give_back_cached
 from kernelproof.evaluate.progress import reporting  # noqa: F401  (the CLI's phase lines)
 from kernelproof.evaluate.requests import device_name
 from kernelproof.executors.local import LocalPool, default_pool, resolve_devices, run_many
+from kernelproof.measure.claims import start_profiler_here
 from kernelproof.options import EvalOptions
 from kernelproof.preflight import SHAPE_VARIANTS, PathLike, checked_options, require_files  # noqa: F401
 from kernelproof.report.kernelbench import KernelBenchRun, Sample, find_run  # noqa: F401  (kernelbench's)
@@ -85,6 +86,7 @@ def evaluate_many(
     options = checked_options(options)
     devices = resolve_devices(options.device)
     pool = pool or default_pool()
+    start_profiler_here()  # before the evaluations' threads profile (measure/claims.py says why)
     items = [(str(t), str(s)) for t, s in pairs]
     for task, solution in items:  # every path checked before the first evaluation starts
         require_files(task, solution)
@@ -97,7 +99,7 @@ def evaluate_many(
     yield from run_many(
         items,
         [d for d in devices for _ in range(options.per_device)],
-        lambda item, dev: _evaluate_on(item[0], item[1], options, dev, pool),  # type: ignore[index, misc]
+        lambda item, dev: _evaluate_named(item[0], item[1], options, dev, pool),  # type: ignore[index, misc]
         ready,
     )
 
@@ -148,6 +150,12 @@ def _to_build(items: list[tuple[str, str]], options: EvalOptions, device: str) -
             continue
         out.append(solution_of(submission.solution.path, submission.solution.data))
     return out
+
+
+def _evaluate_named(task: str, solution: str, options: EvalOptions, device: str, pool: LocalPool) -> Verdict:
+    """:func:`_evaluate_on`, its phases reported as the solution's (a verb's live line names it)."""
+    with progress.about(solution):
+        return _evaluate_on(task, solution, options, device, pool)
 
 
 def _evaluate_on(task: str, solution: str, options: EvalOptions, device: str, pool: LocalPool) -> Verdict:

@@ -53,12 +53,13 @@ from kernelproof.commands.options import (  # noqa: F401 - typer reads the signa
     Seed,
     SeedsPerCase,
     ShapeVariants,
+    TimeInterpreted,
     Timeout,
     TimeWhenBusy,
     TimingTimeout,
 )
 from kernelproof.commands.streams import ClosedPipeSafe
-from kernelproof.console import WHOLE_LINE_CHARS, make_console, print_error, say, say_wrapped
+from kernelproof.console import REASON_CHARS, WHOLE_LINE_CHARS, make_console, print_error, say, say_wrapped
 from kernelproof.errors import KernelproofError, UsageError
 from kernelproof.options import EvalOptions
 from kernelproof.preflight import require_files, require_writable
@@ -125,6 +126,7 @@ def eval_command(
     correctness_only: CorrectnessOnly = False,
     cpu_threads: CpuThreads = 1,
     time_when_busy: TimeWhenBusy = False,
+    time_interpreted: TimeInterpreted = False,
     kernelbench_compat: KernelbenchCompat = False,
     eval_mode: EvalMode = False,
     time_budget: Annotated[
@@ -166,6 +168,7 @@ def eval_command(
         correctness_only=correctness_only,
         cpu_threads=cpu_threads,
         time_when_busy=time_when_busy,
+        time_interpreted=time_interpreted,
         kernelbench_compat=kernelbench_compat,
         eval_mode=eval_mode,
         refuse_random_reference=refuse_random_reference,
@@ -221,6 +224,7 @@ def bench_command(
     correctness_only: CorrectnessOnly = False,
     cpu_threads: CpuThreads = 1,
     time_when_busy: TimeWhenBusy = False,
+    time_interpreted: TimeInterpreted = False,
     kernelbench_compat: KernelbenchCompat = False,
     eval_mode: EvalMode = False,
     time_budget: Annotated[
@@ -267,7 +271,7 @@ def bench_command(
     """Evaluate every task of SUITE with the solution at the same relative path under --solutions;
     print a table and fast_p. For a KernelBench run folder: kernelproof kernelbench."""
     require_writable(json_path)
-    from kernelproof.api import bench, db_path, suite_pairs
+    from kernelproof.api import bench, db_path, reporting, suite_pairs
     from kernelproof.console import AskedPaths, bench_table, display_path
     from kernelproof.progress import Progress
     from kernelproof.report.metrics import fast_p, fast_p_note, results_from
@@ -280,6 +284,7 @@ def bench_command(
         correctness_only=correctness_only,
         cpu_threads=cpu_threads,
         time_when_busy=time_when_busy,
+        time_interpreted=time_interpreted,
         kernelbench_compat=kernelbench_compat,
         eval_mode=eval_mode,
         refuse_random_reference=refuse_random_reference,
@@ -311,14 +316,18 @@ def bench_command(
         return f"{len(verdicts)} of {total} verdicts kept {where}; {total - len(verdicts)} not finished"
 
     with Progress("bench", total, console=out) as shown, progress.keeping(kept):
-        for v in bench(found.pairs, options, executor=executor, address=address):
-            verdicts.append(v)  # as evaluated or served: the JSON's
-            seen.append(asked.shown(v))  # under the paths given here: the text's
-            served = f" (stored verdict from {v.stored.at[:16]})" if v.stored is not None else ""
-            path = display_path(seen[-1].task.path, suite)
-            shown.finished(
-                f"{v.verdict.value:5s} {path}{served}" + (f" {','.join(v.codes)}" if v.codes else "")
-            )
+        # the live line names the solution under way and the step it reached (case 3 of 16 checked)
+        steps = progress.ItemSteps(shown, lambda path: display_path(path, solutions))
+        with reporting(steps):
+            for v in bench(found.pairs, options, executor=executor, address=address):
+                verdicts.append(v)  # as evaluated or served: the JSON's
+                seen.append(asked.shown(v))  # under the paths given here: the text's
+                served = f" (stored verdict from {v.stored.at[:16]})" if v.stored is not None else ""
+                path = display_path(seen[-1].task.path, suite)
+                steps.done(seen[-1].solution.path)
+                shown.finished(
+                    f"{v.verdict.value:5s} {path}{served}" + (f" {','.join(v.codes)}" if v.codes else "")
+                )
     out.print(bench_table(seen, suite=suite, width=out.width))
     passed = sum(v.passed for v in verdicts)
     errored = sum(v.verdict.value == "error" for v in verdicts)
@@ -340,8 +349,8 @@ def bench_command(
                 " (KernelBench's rule)",
             )
         note = fast_p_note(results)
-        if note:
-            say(out, note, style="dim")
+        if note:  # wrapped at words to the width (80 in a pipe), as every line of ours
+            say_wrapped(out, note, style="dim")
     for task in found.unsolved:
         say(out, f"no solution for {display_path(str(task), suite)}", style="dim")
     _write_json(json_path, [v.to_json() for v in verdicts])
@@ -449,8 +458,8 @@ def compare_command(
         steps = CompareSteps(shown)
         with reporting(steps.phase):
             result = compare(task, a, b, options)
-    say_wrapped(console, result.summary())
-    raise typer.Exit(exits.EXIT_PASS if result.ok else exits.EXIT_REJECTED)
+    say_wrapped(console, result.summary(), limit=REASON_CHARS)  # a busy machine's advice comes last
+    raise typer.Exit(exits.EXIT_PASS if result.ok else result.exit_code)
 
 
 @app.command("ceilings", epilog=EXIT_HELP)

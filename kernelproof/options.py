@@ -41,6 +41,9 @@ class EvalOptions:
     cpu_threads: int = 1
     # time on a machine too busy to (measure/busy.py) and flag it, instead of the error machine_busy
     time_when_busy: bool = False
+    # time a CPU candidate whose kernels run in Triton's interpreter (its speed is no claim there,
+    # so by default it is judged on correctness and its launch count alone: evaluate/timing.py)
+    time_interpreted: bool = False
     kernelbench_compat: bool = False  # also report KernelBench's own allclose rule
     eval_mode: bool = False  # run reference and candidate in eval() mode
     # a reference whose output depends on the RNG (dropout in training mode): False evaluates it in

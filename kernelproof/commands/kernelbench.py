@@ -45,6 +45,7 @@ from kernelproof.commands.options import (  # noqa: F401 - typer reads the signa
     Seed,
     SeedsPerCase,
     ShapeVariants,
+    TimeInterpreted,
     Timeout,
     TimeWhenBusy,
     TimingTimeout,
@@ -175,6 +176,7 @@ def kernelbench_command(
     ] = False,
     cpu_threads: CpuThreads = 1,
     time_when_busy: TimeWhenBusy = False,
+    time_interpreted: TimeInterpreted = False,
 ) -> None:
     """Judge a KernelBench run folder; write its eval_results.json.
 
@@ -206,6 +208,7 @@ def kernelbench_command(
         seeds_per_case=seeds_per_case,
         cpu_threads=cpu_threads,
         time_when_busy=time_when_busy,
+        time_interpreted=time_interpreted,
         time_budget_s=time_budget,
         fresh=fresh,
         db=db,

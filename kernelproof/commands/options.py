@@ -82,6 +82,13 @@ TimeWhenBusy = Annotated[
         help="Time even when the machine is too busy to (flagged), instead of the error machine_busy.",
     ),
 ]
+TimeInterpreted = Annotated[
+    bool,
+    typer.Option(
+        "--time-interpreted",
+        help="On the CPU, time kernels that run in Triton's interpreter too (no speed claim; slow).",
+    ),
+]
 KernelbenchCompat = Annotated[
     bool, typer.Option("--kernelbench-compat", help="Also report KernelBench's own acceptance rule.")
 ]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from kernelproof import exits
 from kernelproof.evaluate.build import failure, needs_build, provide
 from kernelproof.evaluate.chain import evaluate_pair
 from kernelproof.evaluate.requests import load_candidate
@@ -37,6 +38,9 @@ class ComparePair:
     a_ms: float | None  # A's median per-call time
     b_ms: float | None  # B's median per-call time
     shape: str = ""
+    # the exit code, as eval's for the same finding: 1 for a candidate's failure, 2 for what the
+    # machine or the task decided (machine_busy, environment), 3 for kernelproof's own (exits.py)
+    exit_code: int = exits.EXIT_PASS
 
     def summary(self) -> str:
         if not self.ok or self.speedup is None or self.speedup.median is None:
@@ -48,8 +52,18 @@ class ComparePair:
         )
 
 
-def not_compared(message: str) -> ComparePair:
-    return ComparePair(False, message, None, None, None)
+def not_compared(message: str, exit_code: int = exits.EXIT_REJECTED) -> ComparePair:
+    """Why the two were not compared, and the exit code that says whose finding it is."""
+    return ComparePair(False, message, None, None, None, exit_code=exit_code)
+
+
+def exit_of(reasons: tuple[Reason, ...] | list[Reason]) -> int:
+    """The exit code of reasons that ended the paired timing, as eval gives it for them: the
+    machine's or the task's (machine_busy, environment) exit 2, anything else is a candidate's (1)."""
+    codes = [r.code.value for r in reasons]
+    if codes and set(codes) <= exits.TASK_CODES:
+        return exits.for_outcome("error", codes)
+    return exits.EXIT_REJECTED
 
 
 def compare_pair(
@@ -62,7 +76,8 @@ def compare_pair(
     for path, file in files.items():
         v = evaluate_pair(task, file, options.replace(correctness_only=True), device, workers)
         if not v.passed:
-            return not_compared(f"{path} does not pass: {'; '.join(r.message for r in v.reasons)}")
+            why = "; ".join(r.message for r in v.reasons)
+            return not_compared(f"{path} does not pass: {why}", exits.of_verdict(v))
     with workers.gate(device).exclusive():  # set up and timed with the GPU to this comparison alone
         return _paired_timing(task, files[a], files[b], options, device, workers)
 
@@ -101,7 +116,7 @@ def _paired_timing(
         wa.close()
         wb.close()
     if timing is None or reasons:
-        return not_compared("; ".join(r.message for r in reasons))
+        return not_compared("; ".join(r.message for r in reasons), exit_of(reasons))
     sp = next(s for s in timing.speedups if s.baseline == "A")
     return ComparePair(True, "", sp, timing.baselines["A"].median_ms, timing.candidate.median_ms, variant)
 

@@ -13,6 +13,7 @@ baseline) and serve every later evaluation of that task (agent loops, RL rollout
 from __future__ import annotations
 
 import atexit
+import contextvars
 import dataclasses
 import os
 import queue
@@ -398,7 +399,9 @@ def run_many(
 
     with ThreadPoolExecutor(max_workers=max(1, len(devices))) as ex:
         for d in devices:
-            ex.submit(loop, d)
+            # each thread in a copy of the caller's context: a progress sink the caller set
+            # (kernelproof/evaluate/progress.py) hears the evaluations' phases
+            ex.submit(contextvars.copy_context().run, loop, d)
         try:
             for _ in range(count):
                 kind, value = done.get()
