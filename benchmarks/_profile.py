@@ -14,7 +14,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from kernelproof.sandbox import process
+from kernelproof.host import process
 
 # (module, function name as that module sees it): the parent-side steps worth a line
 TARGETS = (

@@ -5,7 +5,7 @@ candidate's worker contained (its own uid, Landlock, seccomp, mounts: the defaul
 (the parent's containment plan replaced by one that applies nothing: a switch of this benchmark,
 never a user option), one after the other, and prints per run: the worker's start (spawn to
 hello, no spare worker started ahead), correctness, the whole evaluation, how many outputs came
-back through the device handoff (worker/handoff.py), and the layers the worker reported.
+back through the device handoff (wire/handoff.py), and the layers the worker reported.
 
     python benchmarks/containment_cost.py --repeats 2
 """
@@ -21,7 +21,7 @@ from kernelproof.api import evaluate
 from kernelproof.executors.local import LocalPool
 from kernelproof.options import EvalOptions
 from kernelproof.sandbox import plan
-from kernelproof.worker.handoff import Inbox
+from kernelproof.wire.handoff import Inbox
 
 
 def main() -> int:

@@ -19,7 +19,8 @@ with more evaluations sharing the GPU (docs/verdict.md, the store).
 
 KernelBench is never committed here: ``--prepare DIR`` exports the pinned commit's level folders
 from a local clone (``--from``) into DIR, an ignored folder, with the commit written beside them,
-and the sweep refuses a checkout at any other commit.
+and the sweep refuses a checkout at any other commit. ``kernelproof kernelbench RUN --kernelbench DIR``
+takes the same folder (it holds level1-3 directly) as it takes a KernelBench checkout.
 
     python benchmarks/kernelbench_sweep.py --prepare .kernelbench --from /path/to/KernelBench
     python benchmarks/kernelbench_sweep.py .kernelbench --levels 1 --per-device 2 --db kb.sqlite

@@ -1,7 +1,7 @@
 """How fast the lending check answers, and how NVML's utilisation trails the work it reports.
 
 A timing that waits for a hung evaluation stops that worker and asks ``QuietGpu`` whether the GPU
-has gone quiet (sandbox/gate.py); each answer costs the waiting timing its latency. This prints
+has gone quiet (host/gate.py); each answer costs the waiting timing its latency. This prints
 NVML's sample period on the idle device, the check's latency there, and, after another process
 keeps the GPU busy with matmuls and exits, every sample around its end and the check's answer.
 

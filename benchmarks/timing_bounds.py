@@ -25,9 +25,9 @@ from pathlib import Path
 from _common import table, write_json
 
 from kernelproof.api import evaluate
+from kernelproof.host.process import WorkerProcess
 from kernelproof.measure import parent_clock
 from kernelproof.options import EvalOptions
-from kernelproof.sandbox.process import WorkerProcess
 
 TASK = """
 import torch

@@ -22,7 +22,7 @@ import time
 import torch
 from _common import table, write_json
 
-from kernelproof.worker import handoff, protocol
+from kernelproof.wire import handoff, protocol
 
 ROUTES = ("inline (socket)", "sealed memfd", "device handoff")
 

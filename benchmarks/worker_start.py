@@ -18,8 +18,8 @@ import time
 
 from _common import table
 
-from kernelproof.sandbox import zygote
-from kernelproof.sandbox.process import SpawnSpec, WorkerProcess
+from kernelproof.host import zygote
+from kernelproof.host.process import SpawnSpec, WorkerProcess
 
 TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -75,7 +75,7 @@ def evaluate_many(
     """Evaluate many (task, solution) pairs over the per-device workers; yield verdicts as they finish.
 
     ``options.per_device`` evaluations run at once on each device (one by default); their
-    untimed stretches share the GPU and each timing has it alone (sandbox/gate.py). With N
+    untimed stretches share the GPU and each timing has it alone (host/gate.py). With N
     GPUs, N times as many run at once. The builds of CUDA and native solutions are submitted up
     front to the pool's builders (on the CPU cores), and a device takes the next pair whose build
     is done.
@@ -331,6 +331,23 @@ def kernelbench(
             raise RuntimeError(f"a verdict for {v.solution.path} matches no sample of {run.run_dir}")
         found.remove(here)
         yield here, v
+
+
+def kernelbench_infeasible(
+    run: KernelBenchRun, device: str, progress: Any = None
+) -> Iterator[tuple[Sample, Verdict]]:
+    """(sample, error verdict) of each sample of a KernelBench run this machine cannot judge
+    (``environment``, ``too_large``; kernelproof/report/feasibility.py), decided before any
+    evaluation, as soon as each is known; ``progress(task)`` is told before each size estimate.
+    Never stored, as the evaluation's own verdicts of these codes are not."""
+    from kernelproof.executors.local import resolve_devices
+    from kernelproof.report.feasibility import infeasible
+
+    dev = resolve_devices(device)[0]
+    by_path = {s.path: s for s in run.samples if s.path is not None}
+    for found in infeasible(run.pairs(), dev, progress):
+        verdict = blame.error_verdict(str(found.task), str(found.solution), dev, found.reason)
+        yield by_path[found.solution], verdict
 
 
 def _sha256(path: PathLike) -> str:

@@ -6,7 +6,7 @@ failures, and for the few signals that cross a process boundary inside kernelpro
 died, a malformed frame) and are turned into a reason where they are caught.
 
 Each class is defined here, in one tree, and imported back into the module that raises it, so
-both ``from kernelproof.errors import WorkerDied`` and ``from kernelproof.sandbox.process import
+both ``from kernelproof.errors import WorkerDied`` and ``from kernelproof.host.process import
 WorkerDied`` name the same class. ``exit_code`` is what the command line exits with when one
 reaches it (kernelproof/exits.py has the whole table):
 
@@ -178,7 +178,7 @@ class WorkerError(KernelproofError):
 class WorkerDied(KernelproofError):
     """A worker process died, timed out, or answered out of turn.
 
-    Raised by the parent's handle on a worker (kernelproof/sandbox/process.py) and caught where
+    Raised by the parent's handle on a worker (kernelproof/host/process.py) and caught where
     the evaluation turns it into a reason: ``code`` is that reason's code (a ``ReasonCode`` value),
     ``message`` its sentence and ``detail`` its evidence.
     """
@@ -196,7 +196,7 @@ class ProtocolError(KernelproofError):
 
 class PeerClosed(ProtocolError):
     """The connection ended: the peer died or closed it. Not a malformed message, so the parent
-    explains it as a death (kernelproof.sandbox.process), never as a protocol violation."""
+    explains it as a death (kernelproof.host.process), never as a protocol violation."""
 
 
 class StoreError(KernelproofError):

@@ -37,7 +37,7 @@ class EvalOptions:
     seed: int | None = None  # None: a secret seed from the OS, recorded in the verdict afterwards
     correctness_only: bool = False  # skip timing
     # cores (and threads) for the candidate's worker and, apart from them, for the baselines'
-    # (kernelproof.sandbox.cpus)
+    # (kernelproof.host.cpus)
     cpu_threads: int = 1
     # time on a machine too busy to (measure/busy.py) and flag it, instead of the error machine_busy
     time_when_busy: bool = False
@@ -76,7 +76,7 @@ class EvalOptions:
     build_cache: str | None = None
     build_workers: int = 0  # builder processes for CUDA and native solutions; 0: one per 4 cores, at least 1
     # evaluations in flight per device (evaluate_many): their untimed stretches overlap on the GPU,
-    # their timings never do (sandbox/gate.py)
+    # their timings never do (host/gate.py)
     per_device: int = 1
     require_sandbox: bool = False  # refuse to evaluate unless every containment layer holds
 

@@ -264,7 +264,7 @@ def _last_words(text: str) -> None:
 
 def _end_children() -> None:
     """SIGKILL this process's own workers and builders (each with its process group: a worker
-    leads its own session), the zygotes aside: :func:`kernelproof.sandbox.zygote.shutdown` ends
+    leads its own session), the zygotes aside: :func:`kernelproof.host.zygote.shutdown` ends
     those, with the workers they forked. An evaluation in flight is thrown away, not finished."""
     me = os.getpid()
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
@@ -304,7 +304,7 @@ def _wind_down() -> None:
     folders); whatever is still running after the grace is ended by the process's exit."""
 
     def run() -> None:
-        zygotes = sys.modules.get("kernelproof.sandbox.zygote")
+        zygotes = sys.modules.get("kernelproof.host.zygote")
         try:
             _end_children()
             if zygotes is not None:

@@ -5,8 +5,8 @@ defeats any static reading (exploits.md D6), so the decisions belong to the runt
 comparison and launch accounting. One finding is also acted on: a literal compiler flag the build
 allowlist refuses (``refused_flag``, kernelproof.compiler_flags) fails the build in the trusted
 parent before any builder starts, and the builder checks the flags it is actually given again. Its findings go into the verdict's flags so a person or an agent
-sees them, and the kernel names it finds feed launch accounting (which kernels are the
-submission's own).
+sees them, and the Triton kernels its code defines feed launch accounting (which kernels are the
+submission's own; a CUDA kernel is the submission's by the symbols of what the parent built).
 """
 
 from __future__ import annotations
@@ -61,7 +61,11 @@ class Finding:
 @dataclass(frozen=True)
 class Triage:
     backend: str  # triton | cuda | native | torch
-    kernel_names: tuple[str, ...]  # names of kernels the solution defines (for launch accounting)
+    # The Triton kernels the solution's code defines (``@triton.jit`` functions, from the syntax tree:
+    # a comment or a string names nothing). Launch accounting attributes a Triton kernel by this
+    # name, and a CUDA kernel by the symbols of the binaries the parent built for the solution,
+    # never by text (kernelproof/measure/attribution.py).
+    kernel_names: tuple[str, ...]
     findings: tuple[Finding, ...] = field(default_factory=tuple)
     syntax_error: str = ""  # "line N: message" when the file does not parse
 
@@ -160,9 +164,6 @@ def triage(source: str) -> Triage:
         for r in literal_refusals(source)
     ]
     findings += [Finding(n.line, "foreign_gpu_target", n.message()) for n in literal_notes(source)]
-    cuda_kernels = re.findall(
-        r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?\w[\w:<>\s\*]*?\s+(\w+)\s*\(", source
-    )
     if uses_native:
         backend = "native"
     elif uses_load_inline:
@@ -171,7 +172,7 @@ def triage(source: str) -> Triage:
         backend = "triton"
     else:
         backend = "torch"
-    return Triage(backend, tuple(dict.fromkeys(triton_kernels + cuda_kernels)), tuple(findings))
+    return Triage(backend, tuple(dict.fromkeys(triton_kernels)), tuple(findings))
 
 
 def _dotted(node: ast.AST) -> str:

@@ -131,6 +131,7 @@ class TimeStats:
     iqr_ms: float  # interquartile range
     ci95_ms: tuple[float, float]  # bootstrap CI of the median
     outliers: int = 0  # samples beyond 1.5 IQR of the quartiles
+    std_ms: float | None = None  # population standard deviation (KernelBench's "std"); None: not recorded
 
 
 @dataclass(frozen=True)
@@ -200,12 +201,18 @@ class Coverage:
     aten_outside: tuple[str, ...] = ()  # CPU: ATen ops the profiled forward ran outside those launches
     # CPU: launches run by Triton's interpreter in the profiled forward; None: not counted (GPU)
     interpreted_launches: int | None = None
+    # CPU: launches of the profiled forward whose work was the reference's own ATen ops (a wrapper
+    # of torch ops, a Python impl behind a declared operator): ATen work, never the solution's kernels
+    aten_launches: int | None = None
 
 
 SPEED_WITHHELD_INTERPRETER = "triton_interpreter"  # Claims.speed_withheld: interpreted launches were timed
 # Claims.speed_withheld: the parent's gap check saw work outside the windows once, not confirmed
 # (a busy machine timed anyway, or not seen again in a confirmation round: measure/parent_clock.py)
 SPEED_WITHHELD_UNCONFIRMED = "timing_unconfirmed"
+# Claims.speed_withheld: on the CPU the solution's only launches ran the reference's own ATen ops (a
+# wrapper of torch ops): the time is ATen's, not a kernel's (measure/accounting.py, aten_launches)
+SPEED_WITHHELD_ATEN = "aten_launches"
 REFERENCE_OPS_OUTSIDE = "reference_ops_outside_kernels"  # flag: the reference's own ATen ops ran outside
 
 
@@ -250,7 +257,7 @@ class Provenance:
 
     Why (I10): the candidate shares its process with the harness that measures it, and pure Python
     can read and change that harness's state (docs/threat-model.md). What the worker reports is
-    checked for form (kernelproof/worker/schemas.py) and cross-checked where the parent can, but
+    checked for form (kernelproof/wire/schemas.py) and cross-checked where the parent can, but
     it is evidence, never fact; a reader of the verdict must be able to tell which is which.
     """
 

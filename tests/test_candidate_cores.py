@@ -11,8 +11,8 @@ import os
 
 import pytest
 
-from kernelproof.sandbox import cpus
-from kernelproof.sandbox.process import SpawnSpec, WorkerProcess
+from kernelproof.host import cpus
+from kernelproof.host.process import SpawnSpec, WorkerProcess
 
 
 @pytest.fixture

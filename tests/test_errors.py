@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Where each class was defined before the tree held it: those imports must keep working.
 OLD_HOMES = {
-    "WorkerDied": "kernelproof.sandbox.process",
-    "ProtocolError": "kernelproof.worker.protocol",
+    "WorkerDied": "kernelproof.host.process",
+    "ProtocolError": "kernelproof.wire.protocol",
     "NativeCompileError": "kernelproof.native",
     "CertificateError": "kernelproof.certificate",
     "KeyFileError": "kernelproof.signing",
@@ -88,8 +88,8 @@ def test_the_drawn_tree_names_every_class_in_the_module_and_in_the_architecture_
 
 
 def test_worker_died_and_protocol_error_keep_their_fields_and_every_catch_by_type_still_works():
-    from kernelproof.sandbox.process import WorkerDied
-    from kernelproof.worker.protocol import ProtocolError
+    from kernelproof.host.process import WorkerDied
+    from kernelproof.wire.protocol import ProtocolError
 
     died = WorkerDied("timeout", "the worker did not answer", "detail")
     assert (died.code, died.message, died.detail, str(died)) == (

@@ -1,6 +1,6 @@
 """A candidate forks processes that leave its process group and spin while the baselines are timed
 (tests/data/solutions/forks_a_spinner.py): a stop of the worker reaches them too
-(kernelproof.sandbox.members), so they cannot slow the baselines.
+(kernelproof.host.members), so they cannot slow the baselines.
 
 Candidate and baselines get every core here, the same ones (``cpu_threads`` = the usable cores):
 cores do not hold the two sides apart, and the stop while baselines run is the only defence. The
@@ -19,9 +19,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kernelproof.api import evaluate
+from kernelproof.host import members, scheduling
+from kernelproof.host.process import WorkerProcess
 from kernelproof.options import EvalOptions
-from kernelproof.sandbox import limits, members, scheduling
-from kernelproof.sandbox.process import WorkerProcess
+from kernelproof.sandbox import limits
 
 DATA = Path(__file__).parent / "data"
 TASK = str(DATA / "tasks" / "scale_relu.py")

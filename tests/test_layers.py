@@ -20,9 +20,11 @@ import kernelproof
 
 ROOT = Path(__file__).resolve().parents[1]
 # Modules with no layer on purpose: the root package (it re-exports the api lazily and imports
-# nothing else) and the worker package's entry points (a process of its own: python -m).
+# nothing else), the wire's package (it names its modules, which have their layers, and imports
+# nothing) and the entry points of the worker and the sandbox (a process of its own: python -m).
 UNPLACED = {
     "kernelproof",
+    "kernelproof.wire",
     "kernelproof.worker",
     "kernelproof.worker.__main__",
     "kernelproof.sandbox.__main__",

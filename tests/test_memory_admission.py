@@ -465,8 +465,8 @@ def test_out_of_memory_in_the_log_of_a_dead_worker_decides_nothing(tmp_path):
     was kernelproof's own lack of memory is for the parent's facts (memory_blame)."""
     import types
 
-    from kernelproof.sandbox.process import SpawnSpec, WorkerProcess
-    from kernelproof.worker.protocol import EXIT_HARNESS
+    from kernelproof.host.process import SpawnSpec, WorkerProcess
+    from kernelproof.wire.protocol import EXIT_HARNESS
 
     oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB."
     w = WorkerProcess(SpawnSpec("baseline", "cpu"))

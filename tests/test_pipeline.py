@@ -15,7 +15,7 @@ import torch
 
 from kernelproof.api import evaluate
 from kernelproof.options import EvalOptions
-from kernelproof.worker import protocol
+from kernelproof.wire import protocol
 
 DATA = Path(__file__).parent / "data"
 TASK = str(DATA / "tasks" / "scale_relu.py")

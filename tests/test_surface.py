@@ -35,9 +35,9 @@ def test_the_torch_functions_a_fingerprint_calls_are_covered(refs):
 
 def test_the_harness_modules_own_names_are_covered_but_not_their_data(refs):
     assert {"kernelproof.inputs:torch", "kernelproof.inputs:fingerprint"} <= refs
-    assert {"kernelproof.worker.protocol:read_sealed", "kernelproof.worker.protocol:_recv_exact"} <= refs
-    assert "kernelproof.worker.protocol:BULK_AVAILABLE" not in refs  # a flag, not code: it may change
-    assert "kernelproof.worker.protocol:MAX_TENSOR_BYTES" not in refs
+    assert {"kernelproof.wire.protocol:read_sealed", "kernelproof.wire.protocol:_recv_exact"} <= refs
+    assert "kernelproof.wire.protocol:BULK_AVAILABLE" not in refs  # a flag, not code: it may change
+    assert "kernelproof.wire.protocol:MAX_TENSOR_BYTES" not in refs
 
 
 def test_manual_seed_is_read_through_the_workers_own_binding(refs):

@@ -8,9 +8,9 @@ import os
 import pytest
 import torch
 
+from kernelproof.host import cpus
 from kernelproof.measure import bounds, busy, stats
 from kernelproof.measure.bounds import Differential
-from kernelproof.sandbox import cpus
 from kernelproof.verdict import Reason, ReasonCode
 
 

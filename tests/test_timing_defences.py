@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from kernelproof.api import evaluate
+from kernelproof.host import cpus
+from kernelproof.host.process import SpawnSpec, WorkerProcess
 from kernelproof.measure import batch, busy, parent_clock, stats
 from kernelproof.options import EvalOptions
-from kernelproof.sandbox import cpus
-from kernelproof.sandbox.process import SpawnSpec, WorkerProcess
 
 DATA = Path(__file__).parent / "data"
 TASK = str(DATA / "tasks" / "scale_relu.py")
@@ -171,7 +171,7 @@ def test_plain_torch_against_eager_with_two_spinners_alongside_is_near_one_or_bu
 def test_candidate_and_baselines_are_timed_with_the_same_allocator():
     """The perturbed heap (which poisons the candidate's fresh blocks for correctness) is the
     baselines' heap too: a comparison of two programs, not of two allocators."""
-    from kernelproof.sandbox import launch
+    from kernelproof.host import launch
     from kernelproof.sandbox.private import PrivateDir
 
     dirs = PrivateDir.create("alloc-")

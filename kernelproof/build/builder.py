@@ -37,8 +37,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kernelproof.build.env import cuda_home, device_arch
+from kernelproof.host import spawn
 from kernelproof.sandbox import plan as sandbox_plan
-from kernelproof.sandbox import spawn
 from kernelproof.sandbox.dirs import artifact_env
 from kernelproof.sandbox.plan import Layer
 from kernelproof.sandbox.private import hand_over, package_link

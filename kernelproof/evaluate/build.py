@@ -21,7 +21,7 @@ from kernelproof import pyast
 from kernelproof.build import BuilderPool, BuildResult, CacheTamperError
 from kernelproof.errors import WorkerError
 from kernelproof.evaluate.records import Built, Setup
-from kernelproof.sandbox.process import WorkerProcess
+from kernelproof.host.process import WorkerProcess
 from kernelproof.verdict import BuildRecord, Reason, ReasonCode
 
 BUILT_BACKENDS = ("cuda", "native")
@@ -88,7 +88,7 @@ def failure(result: BuildResult, source: str = "") -> Reason | None:
 
 # A write into the folder of the solution's own file (``os.path.dirname(__file__)``): the builder
 # imports a copy of the file from its staging src/, which the builder may read and never write (nor
-# may the worker its copy's folder: kernelproof/sandbox/process.py), so no build lands beside it.
+# may the worker its copy's folder: kernelproof/host/process.py), so no build lands beside it.
 _OWN_FOLDER_WRITE = re.compile(
     r"(PermissionError|Read-only file system|Permission denied)[^\n]*/src/[^/\n]+['\"]?$", re.M
 )

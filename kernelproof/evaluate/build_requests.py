@@ -22,13 +22,23 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernelproof import text
 from kernelproof.build import BuilderPool, CacheTamperError
 from kernelproof.build import requests as build_requests
 from kernelproof.build import sources as build_sources
 from kernelproof.errors import BuildRequestError
-from kernelproof.sandbox import admission
+from kernelproof.host import admission
 
 DOCS = "docs/builds.md#builds-requested-at-run-time"
+NAME_CHARS = 120  # a build name longer than this is cut where it is shown
+
+
+def shown(value: object, limit: int = NAME_CHARS) -> str:
+    """A field of the candidate's build request as the verdict shows it: every control and format
+    character a visible escape (a newline, ESC, a bidi override), cut to `limit` characters. The
+    request is the candidate's text (I9): in flags, messages, JSON and reports alike it says
+    nothing to the medium (kernelproof/text.py)."""
+    return text.cap(text.visible(value), limit)
 
 
 class BuildService:
@@ -61,7 +71,7 @@ class BuildService:
             request = build_requests.parse(header)
         except build_requests.RequestError as exc:
             return build_requests.reply(False, f"a malformed build request: {exc}")
-        name = request.args.get("name", "kernelproof.native")
+        name = shown(request.args.get("name", "kernelproof.native"))
         refused = self.closed  # nothing is read once timing has started
         if request.call == "load" and not refused:
             try:
@@ -71,10 +81,11 @@ class BuildService:
         key = request.key()
         refused = refused or self._refusal(request, key)
         if refused:
+            refused = shown(refused, text.LINE_CHARS)  # a path the worker named may be in it
             self.notes.append(f"build_request {name}: refused: {refused}")
-            text = f"the build of {name!r} was refused: {refused} ({DOCS})"
-            self.failed = self.failed or text
-            return build_requests.reply(False, text)
+            why = f"the build of '{name}' was refused: {refused} ({DOCS})"
+            self.failed = self.failed or why
+            return build_requests.reply(False, why)
         started = time.monotonic()
         work = Path(tempfile.mkdtemp(prefix="kp-build-request-"))
         try:
@@ -86,16 +97,16 @@ class BuildService:
                 try:
                     self.pool.materialize(result, self.private)
                 except (CacheTamperError, KeyError) as exc:
-                    return build_requests.reply(False, f"the build of {name!r} could not be provided: {exc}")
+                    return build_requests.reply(False, f"the build of '{name}' could not be provided: {exc}")
         finally:
             shutil.rmtree(work, ignore_errors=True)
         if not result.ok:
             self.notes.append(f"build_request {name}: failed")
             log = result.log.replace(str(work), "")
             self.failed = (
-                self.failed or f"the solution failed to build {name!r} (asked for at run time): {log}"
+                self.failed or f"the solution failed to build '{name}' (asked for at run time): {log}"
             )
-            return build_requests.reply(False, f"the solution failed to build {name!r}: {log}")
+            return build_requests.reply(False, f"the solution failed to build '{name}': {log}")
         if key not in self.built:
             self.source_bytes += request.source_bytes
         self.built[key] = result.key

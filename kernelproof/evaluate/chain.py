@@ -30,11 +30,11 @@ from kernelproof.evaluate.setup import prepare, read
 from kernelproof.evaluate.shapes import probe_shapes
 from kernelproof.evaluate.source import WorkerSource
 from kernelproof.evaluate.timing import time_candidate
+from kernelproof.host.process import WorkerDied, WorkerProcess
 from kernelproof.options import EvalOptions
-from kernelproof.sandbox.process import WorkerDied, WorkerProcess
 from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode, Verdict
 from kernelproof.verify import steps
-from kernelproof.worker.protocol import ProtocolError
+from kernelproof.wire.protocol import ProtocolError
 
 
 @dataclass

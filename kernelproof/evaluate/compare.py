@@ -17,9 +17,9 @@ from kernelproof.evaluate.build import failure, needs_build, provide
 from kernelproof.evaluate.chain import evaluate_pair
 from kernelproof.evaluate.requests import load_candidate
 from kernelproof.evaluate.source import WorkerSource
+from kernelproof.host.process import WorkerDied, WorkerProcess
 from kernelproof.measure.session import Program, time_variant
 from kernelproof.options import EvalOptions
-from kernelproof.sandbox.process import WorkerDied, WorkerProcess
 from kernelproof.solution import read_solution
 from kernelproof.task import load_task
 from kernelproof.verdict import Reason, Speedup

@@ -19,9 +19,9 @@ from kernelproof import flags as numeric_flags
 from kernelproof.evaluate import progress
 from kernelproof.evaluate.records import Checked, Setup
 from kernelproof.evaluate.requests import encode_args, load_candidate, named_timeout
+from kernelproof.host.process import WorkerProcess
 from kernelproof.inputs import FINGERPRINT_SIGMAS, checksum, fingerprint
 from kernelproof.options import EvalOptions
-from kernelproof.sandbox.process import WorkerProcess
 from kernelproof.verdict import CaseResult, Reason, ReasonCode
 from kernelproof.verify import steps
 from kernelproof.verify.cases import (
@@ -39,8 +39,8 @@ from kernelproof.verify.compare import (
     tolerance_for,
 )
 from kernelproof.verify.precision import Label, classify_downgrade
-from kernelproof.worker.expected import OUTPUT_REUSED, REUSED_NOTE, Expected
-from kernelproof.worker.replies import reason_of
+from kernelproof.wire.expected import OUTPUT_REUSED, REUSED_NOTE, Expected
+from kernelproof.wire.replies import reason_of
 
 LARGE_CASE_BYTES = 64 * 2**20  # above this, inputs are drawn in the worker and run 2 answers by fingerprint
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import torch
 
+from kernelproof.host import cpus
+from kernelproof.host.process import WorkerDied, WorkerProcess
 from kernelproof.options import EvalOptions
-from kernelproof.sandbox import cpus
-from kernelproof.sandbox.process import WorkerDied, WorkerProcess
 from kernelproof.verify.cases import VariantContext
 
 

@@ -11,10 +11,10 @@ from collections.abc import Callable
 
 from kernelproof.evaluate.records import Checked, Setup
 from kernelproof.evaluate.requests import encode_args, load_candidate
+from kernelproof.host.process import WorkerProcess
 from kernelproof.options import EvalOptions
-from kernelproof.sandbox.process import WorkerProcess
 from kernelproof.verify.cases import make_inputs, run_model
-from kernelproof.worker.expected import Expected
+from kernelproof.wire.expected import Expected
 
 
 def sanitize_first_case(
@@ -47,7 +47,7 @@ def sanitize_first_case(
             {"op": "run", "args": spec, "repeats": 1, "poison_bytes": ctx.output_nbytes},
             tensors,
             timeout_s,
-            expect,  # a reply carries only the outputs the request expects (worker/schemas.py)
+            expect,  # a reply carries only the outputs the request expects (wire/schemas.py)
         )
 
     reasons, notes = sanitize(run_first_case, device)

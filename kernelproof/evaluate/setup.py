@@ -108,7 +108,7 @@ def prepare(
     mode = "eval" if options.eval_mode else task.meta.mode
     audits = AuditStore.beside(db_path(options.db))  # earlier runs' audits, in the results store
     # Untimed GPU work (shapes, references, the audit, inputs) is shared with other evaluations
-    # on this device; timing has the GPU to itself (sandbox/gate.py).
+    # on this device; timing has the GPU to itself (host/gate.py).
     with workers.gate(device).shared():
         peak = _PeakMemory(dev)
         shapes_probed: tuple[str, ...] = ()

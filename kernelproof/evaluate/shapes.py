@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from kernelproof.evaluate.correctness import run_cases, specialized
 from kernelproof.evaluate.records import Probed, Setup
+from kernelproof.host.process import WorkerDied, WorkerProcess
 from kernelproof.options import EvalOptions
-from kernelproof.sandbox.process import WorkerDied, WorkerProcess
 from kernelproof.verdict import Reason, ReasonCode
-from kernelproof.worker.protocol import ProtocolError
+from kernelproof.wire.protocol import ProtocolError
 
 
 def probe_shapes(setup: Setup, worker: WorkerProcess, staged: str, options: EvalOptions) -> Probed:

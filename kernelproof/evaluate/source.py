@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from kernelproof.host.gate import DeviceGate
+from kernelproof.host.process import WorkerProcess
 from kernelproof.options import EvalOptions
-from kernelproof.sandbox.gate import DeviceGate
-from kernelproof.sandbox.process import WorkerProcess
 
 if TYPE_CHECKING:
     from kernelproof.evaluate.build import PendingBuild

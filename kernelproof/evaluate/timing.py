@@ -19,9 +19,11 @@ from kernelproof import flags as numeric_flags
 from kernelproof.evaluate.records import Checked, Setup, Timed
 from kernelproof.evaluate.requests import device_name, load_candidate, load_program
 from kernelproof.evaluate.source import WorkerSource
+from kernelproof.host.process import WorkerDied, WorkerProcess
 from kernelproof.measure import roofline as physics
 from kernelproof.measure import stats, steady_batch
-from kernelproof.measure.accounting import account, account_cpu, gpu_ms
+from kernelproof.measure.accounting import account, account_cpu, baseline_kernels, gpu_ms, reconcile
+from kernelproof.measure.attribution import KernelIdentity, built_names
 from kernelproof.measure.claims import (
     cpu_claims,
     gpu_claims,
@@ -35,7 +37,6 @@ from kernelproof.measure.floor import for_device as launch_floor
 from kernelproof.measure.parent_clock import UNCONFIRMED
 from kernelproof.measure.session import Program, time_steady, time_variant
 from kernelproof.options import EvalOptions
-from kernelproof.sandbox.process import WorkerDied, WorkerProcess
 from kernelproof.task import variant_source
 from kernelproof.verdict import (
     Coverage,
@@ -47,7 +48,7 @@ from kernelproof.verdict import (
     Timing,
 )
 from kernelproof.verify.cases import VariantContext, make_inputs, reference_and_oracle
-from kernelproof.worker.replies import reason_of
+from kernelproof.wire.replies import reason_of
 
 STEADY_ONLY = ("compile:reduce-overhead", "compile:max-autotune")  # baselines of the steady regime
 
@@ -69,6 +70,7 @@ def time_candidate(
     roof = coverage = None
     backend = setup.solution.file.triage.backend
     claims = gpu_claims() if device.startswith("cuda") else cpu_claims(backend, None, frozenset())
+    identity = kernel_identity(setup, worker)  # builds are over: none is served once timing starts
     per_shape: list[tuple[str, Coverage]] = []  # (variant, coverage) of each timed shape on a GPU
     telemetry = None
     if device.startswith("cuda"):
@@ -120,19 +122,25 @@ def time_candidate(
         if roof is None:
             roof, floor_reason = _place(setup, ctx, timing, device)
             reasons += [floor_reason] if floor_reason else []
-        own = setup.solution.file.triage.kernel_names
         policy = options.policy or setup.task.meta.policy
         if device.startswith("cuda"):  # every timed shape profiled; the largest decides (below)
             floor = launch_floor(device)
-            cov = account(worker, ctx, rng.getrandbits(62), own, policy, limit, floor.us)
+            if identity.own:  # what the task's own reference runs is never the solution's
+                seed = rng.getrandbits(62)
+                for b in baselines:
+                    identity = identity.with_baseline(baseline_kernels(b.worker, ctx, seed, limit))
+            cov = account(worker, ctx, rng.getrandbits(62), identity, policy, limit, floor.us)
             if floor.us is None and not any(f.startswith("coverage_floor") for f in flags):
                 flags.append(f"coverage_floor: {floor.how}; kernels counted whole")
+            tamper = reconcile(cov, timing.candidate.max_ms, v)
+            reasons += [tamper] if tamper else []
             per_shape.append((v, cov))
         elif coverage is None:  # launches counted, not timed: measure/accounting.py says why
-            coverage, reason = account_cpu(worker, ctx, rng.getrandbits(62), own, policy, limit)
+            reference = reference_ops(ctx, rng.getrandbits(62))
+            coverage, reason = account_cpu(worker, ctx, rng.getrandbits(62), identity, policy, limit, reference)
             reason = _cpu_judged(reason, backend)
-            claims = cpu_claims(backend, coverage, reference_ops(ctx, rng.getrandbits(62)))
-            flags += [f for f in (outside_flag(claims),) if f]
+            claims = cpu_claims(backend, coverage, reference)
+            flags += [f for f in (outside_flag(claims), aten_launch_flag(coverage)) if f]
             reasons += [reason] if reason else []
     flags = [with_floor(f, roof) for f in flags]
     if per_shape:
@@ -150,6 +158,27 @@ def time_candidate(
         tuple(reasons),
         tuple(flags),
         claims,
+    )
+
+
+def kernel_identity(setup: Setup, worker: WorkerProcess) -> KernelIdentity:
+    """What names the solution's kernels, from the parent's own facts: the functions of the binaries
+    it built and copied into the candidate's read-only folder, and the Triton kernels the solution's
+    code defines (kernelproof/measure/attribution.py)."""
+    built = built_names(getattr(worker, "private", None))
+    jitted = frozenset(setup.solution.file.triage.kernel_names)
+    return KernelIdentity(built.built, jitted, frozenset(), built.binaries)
+
+
+def aten_launch_flag(coverage: Coverage | None) -> str | None:
+    """``plain_torch`` for a CPU forward whose only launches ran the reference's own ATen ops (a
+    wrapper around torch ops): judged as plain PyTorch is, with no speed claim (claims.py)."""
+    if coverage is None or not coverage.aten_launches or coverage.custom_launches:
+        return None
+    return (
+        "plain_torch: the solution's launches ran the reference's own ATen ops "
+        f"({', '.join(coverage.aten_outside[:8]) or 'none listed'}) and no kernel of its own: ATen work behind a "
+        "wrapper is judged as plain PyTorch"
     )
 
 

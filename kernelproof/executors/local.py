@@ -1,7 +1,7 @@
 """The local executor: evaluations admitted per device, workers pre-spawned, baselines persistent.
 
 Never two timed evaluations on one GPU at once (they would time each other), nor any other work
-of ours on it while one is timed: each device has a gate (sandbox/gate.py) that evaluations
+of ours on it while one is timed: each device has a gate (host/gate.py) that evaluations
 enter shared for untimed GPU work and exclusively for timing. ``evaluate_many`` runs
 ``per_device`` threads per device (one by default: evaluations one after another) and hands out
 pairs as they free up, so verdicts stream back as they finish. A candidate worker is used for one evaluation and thrown
@@ -38,11 +38,11 @@ from kernelproof.evaluate.machine import missing_toolkit
 from kernelproof.evaluate.source import WorkerSource
 from kernelproof.executors.memory import DeviceMemory, Unlimited
 from kernelproof.executors.memory import for_device as memory_for
+from kernelproof.host.admission import Admission
+from kernelproof.host.gate import DeviceGate
+from kernelproof.host.process import SpawnSpec, WorkerProcess
 from kernelproof.measure.quiet import quiet_probe
 from kernelproof.options import EvalOptions
-from kernelproof.sandbox.admission import Admission
-from kernelproof.sandbox.gate import DeviceGate
-from kernelproof.sandbox.process import SpawnSpec, WorkerProcess
 from kernelproof.solution import read_solution
 
 MAX_BASELINE_WORKERS = 8  # persistent baseline processes kept per pool (least recently used go first)
@@ -107,7 +107,7 @@ class LocalPool(WorkerSource):
 
     def admission(self, device: str, slots: int = 1) -> Admission:
         """The device's admission at `slots` evaluations at once (``per_device``), one per device
-        and setting for every evaluation of this pool (kernelproof/sandbox/admission.py).
+        and setting for every evaluation of this pool (kernelproof/host/admission.py).
 
         Only a throttle: what keeps timing honest is the device's :meth:`gate`, which every
         evaluation passes whatever its admission."""
@@ -133,7 +133,7 @@ class LocalPool(WorkerSource):
 
     def gate(self, device: str) -> DeviceGate:
         """The device's gate, one per device for every evaluation of this pool; it may lend a hung
-        candidate's worker to a waiting timing (sandbox/gate.py)."""
+        candidate's worker to a waiting timing (host/gate.py)."""
         with self._lock:
             gate = self._gates.get(device)
             if gate is None:

@@ -2,33 +2,37 @@
 
 A decoy kernel that is defined but never launched, a try/except that falls back to torch, or a
 "custom" kernel that calls cuBLAS all look fine statically. One hidden timed call runs under the
-profiler; every device activity it caused is listed with its GPU time and attributed by name: the
-kernels the solution defines (Triton ``@triton.jit`` functions, CUDA ``__global__`` functions),
-library GEMM/convolution kernels (cuBLAS, cuDNN, CUTLASS), and everything else (ATen). The share
-in the submission's kernels, against the task's kernel policy, decides ``no_custom_kernel`` /
-``low_kernel_coverage``.
+profiler; every device activity it caused is listed with its GPU time and attributed: the
+solution's kernels by identity, never by the text of a name (what the parent built for it and the
+Triton kernels its code defines: kernelproof/measure/attribution.py), library GEMM/convolution
+kernels (cuBLAS, cuDNN, CUTLASS), and everything else (ATen). The profile is the worker's report;
+its GPU time must fit the parent's clock (:func:`reconcile`). The share in the submission's
+kernels, against the task's kernel policy, decides ``no_custom_kernel`` / ``low_kernel_coverage``.
 
 On the CPU (:func:`account_cpu`) there are no device kernels. The solution's launches are marked
 and counted by the worker's harness (kernelproof/worker/launches.py) in two hidden forwards, one
 unwatched as a timed call is and one under the CPU profiler. The decision is per forward: a forward
 that launched no kernel of the solution's own is ``no_custom_kernel``, as on the GPU, and the ATen
-ops the profiled forward ran outside its launches are listed by name. Only the presence of a launch
-is judged there: Triton's interpreter is orders of magnitude slower than ATen, so a time share
-would say nothing.
+ops the profiled forward ran outside its launches are listed by name, with the reference's own
+ops that ran inside a launch (ATen work wherever it runs: such a launch is not the solution's
+kernel). Only the presence of a launch is judged there: Triton's interpreter is orders of
+magnitude slower than ATen, so a time share would say nothing.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 
+from kernelproof.host.process import WorkerDied, WorkerProcess
 from kernelproof.inputs import dtype_from_name
+from kernelproof.measure.attribution import KernelIdentity, identity_of
 from kernelproof.measure.coverage import EPILOGUE_INPUT_FRACTION, SET_ASIDE, classify, shares
-from kernelproof.sandbox.process import WorkerDied, WorkerProcess
 from kernelproof.verdict import Coverage, Reason, ReasonCode
 from kernelproof.verify.cases import VariantContext
-from kernelproof.worker.protocol import ProtocolError
-from kernelproof.worker.replies import reason_of
+from kernelproof.wire.protocol import ProtocolError
+from kernelproof.wire.replies import reason_of
 
 # Vendor-library kernels (cuBLAS/cuBLASLt, cuDNN, cuFFT, CUTLASS, cuTENSOR) by name. cuDNN may pick
 # an FFT algorithm for a convolution (seen on an H200: DSE::regular_fft_*, vector_fft,
@@ -42,12 +46,12 @@ TOP_KERNELS = 8  # kernels listed in the verdict
 CPU_NOTE = "on the CPU only the presence of a launch is judged (the Triton interpreter makes time shares meaningless)"
 
 
-def origin_of(name: str, own: tuple[str, ...]) -> str:
-    base = name.split("(")[0]
-    tokens = set(re.split(r"[^A-Za-z0-9_]+", base))
-    if any(k in tokens for k in own):
+def origin_of(name: str, own: KernelIdentity | Iterable[str]) -> str:
+    """``solution`` for a kernel the solution built or JIT-compiled (by identity, the whole qualified
+    name: kernelproof/measure/attribution.py), ``library`` for a vendor library's, else ``aten``."""
+    if identity_of(own).is_own(name):
         return "solution"
-    if LIBRARY_PATTERN.search(base):
+    if LIBRARY_PATTERN.search(name.split("(")[0]):
         return "library"
     return "aten"
 
@@ -56,7 +60,7 @@ def account(
     worker: WorkerProcess,
     ctx: VariantContext,
     seed: int,
-    own: tuple[str, ...],
+    own: KernelIdentity | Iterable[str],
     policy: str,
     timeout_s: float,
     floor_us: float | None = None,
@@ -70,7 +74,8 @@ def account(
     if why is not None:
         return Coverage(None, (), policy, f"profiling failed ({why.code.value}): {why.message}")
     try:
-        parsed = [_row(r, own) for r in reply.get("kernels", [])]
+        identity = identity_of(own)
+        parsed = [_row(r, identity) for r in reply.get("kernels", [])]
     except (TypeError, ValueError):
         worker.kill()
         raise WorkerDied("crash", "the candidate's worker sent a malformed profile reply") from None
@@ -84,6 +89,11 @@ def account(
         merged[(n[:120], o)] = merged.get((n[:120], o), 0.0) + ms
     top = sorted(((n, o, ms) for (n, o), ms in merged.items()), key=lambda r: -r[2])[:TOP_KERNELS]
     note = f"{len(rows)} device activities, {total:.3f} ms GPU time"
+    if identity.shadowed():
+        note += (
+            "; never the solution's, as a baseline's profile of the task shows them too: "
+            + ", ".join(identity.shadowed()[:TOP_KERNELS])
+        )
     if floor_us:
         note += f"; each counted above the launch floor of {floor_us:.2f} us"
     aside = {o: sum(ms for _, k, ms in rows if k == o) for o in SET_ASIDE}
@@ -133,7 +143,43 @@ def gpu_ms(cov: Coverage) -> float:
     return float(m.group(1)) if m else 0.0
 
 
-def _row(row: list, own: tuple[str, ...]) -> tuple[str, str, float, int, int]:
+def baseline_kernels(worker: WorkerProcess, ctx: VariantContext, seed: int, timeout_s: float) -> tuple[str, ...]:
+    """The device kernels a baseline's worker (eager, torch.compile: the task's own reference, in a
+    worker of the parent's) ran for one call of `ctx`, under the profiler: names that are never the
+    solution's (kernelproof/measure/attribution.py). Empty when it could not be profiled."""
+    try:
+        reply, why = _profile(worker, ctx, seed, timeout_s)
+    except WorkerDied:
+        return ()
+    if why is not None:
+        return ()
+    return tuple(str(r[0]) for r in reply.get("kernels", []) if isinstance(r, (list, tuple)) and r)
+
+
+# A profile's GPU time against the parent's clock: a call's kernels cannot take longer on the device
+# than the call took on the parent's clock, beyond streams running side by side (up to this many)
+# and the profiler's own cost, added once.
+RECONCILE_STREAMS = 4
+RECONCILE_SLACK_MS = 0.25
+
+
+def reconcile(cov: Coverage, call_ms: float, variant: str) -> Reason | None:
+    """``timing_tamper`` when the profiled call's GPU time cannot be one call's on the parent's clock
+    (`call_ms`: the slowest call the parent timed for this shape): the profile is the worker's
+    report, and one that claims more device time than the call had is forged (I10)."""
+    total = gpu_ms(cov)
+    bound = RECONCILE_STREAMS * call_ms + RECONCILE_SLACK_MS
+    if cov.custom_fraction is None or call_ms <= 0 or total <= bound:
+        return None
+    return Reason(
+        ReasonCode.TIMING_TAMPER,
+        f"the profile of a call of shape {variant!r} reports {total:.3f} ms of GPU time, where the parent's "
+        f"clock timed no call of it above {call_ms:.3f} ms (bound {bound:.3f} ms): the worker's profile "
+        "does not reconcile with the parent's own measurements",
+    )
+
+
+def _row(row: list, own: KernelIdentity) -> tuple[str, str, float, int, int]:
     """One profiled activity, [name, stream, ms(, bytes(, op input elements))], attributed."""
     name, ms = str(row[0]), float(row[2])
     nbytes = int(row[3]) if len(row) > 3 else -1
@@ -142,11 +188,25 @@ def _row(row: list, own: tuple[str, ...]) -> tuple[str, str, float, int, int]:
 
 
 def account_cpu(
-    worker: WorkerProcess, ctx: VariantContext, seed: int, own: tuple[str, ...], policy: str, timeout_s: float
+    worker: WorkerProcess,
+    ctx: VariantContext,
+    seed: int,
+    own: KernelIdentity | Iterable[str],
+    policy: str,
+    timeout_s: float,
+    reference: frozenset[str] | None = None,
 ) -> tuple[Coverage, Reason | None]:
     """Two hidden forwards with the solution's launches counted, one under the CPU profiler: the
     coverage record, and the reason the verdict fails (``no_custom_kernel`` when either forward
-    launched no kernel of the solution's own, or why they failed: they are hidden timed calls)."""
+    launched no kernel of the solution's own, or why they failed: they are hidden timed calls).
+
+    ATen work is ATen work wherever it runs: the reference's own ops (`reference`, profiled in the
+    parent) that ran inside a launch are listed with those outside it, and a launch that ran them
+    (a ``load_inline`` wrapper of ``torch::gelu``, a declared operator whose implementation is a
+    Python ``torch.library`` impl calling ``F.gelu``) is not a launch of the solution's kernels
+    (:func:`aten_launches`). An extension launch is the solution's only where the parent built a
+    binary for it (`own`: kernelproof/measure/attribution.py)."""
+    identity = identity_of(own)
     reply, why = _profile(worker, ctx, seed, timeout_s)
     if why is not None:
         # Unlike the GPU's, these are forwards the verdict depends on: a solution must not escape
@@ -158,22 +218,42 @@ def account_cpu(
     try:
         launches = _launches(reply.get("launches", []))
         unwatched = _launches(reply.get("unwatched", []))
-        aten = tuple(str(op) for op, _calls in reply.get("aten_outside", []))
+        outside = tuple(str(op) for op, _calls in reply.get("aten_outside", []))
+        inside = [(str(label), str(op)) for label, op, _calls in reply.get("aten_in_launches", [])]
     except (TypeError, ValueError):
         worker.kill()
         raise WorkerDied("crash", "the candidate's worker sent a malformed profile reply") from None
-    mine = [name for name, returned in launches if returned and launch_is_own(name, own)]
-    mine_unwatched = [name for name, returned in unwatched if returned and launch_is_own(name, own)]
+    wrappers = aten_launches(inside, reference)
+    in_launches = [op for label, op in inside if label in wrappers or op in (reference or ())]
+    aten = tuple(dict.fromkeys((*outside, *in_launches)))
+
+    def is_mine(name: str) -> bool:
+        return launch_is_own(name, identity) and name not in wrappers
+
+    mine = [name for name, returned in launches if returned and is_mine(name)]
+    mine_unwatched = [name for name, returned in unwatched if returned and is_mine(name)]
+    ran_aten = sum(1 for name, returned in launches if returned and name in wrappers)
     cov = Coverage(
         None,
         (),
         policy,
-        cpu_note(launches, mine, aten),
+        cpu_note(launches, mine, aten, sorted(wrappers)),
         custom_launches=min(len(mine), len(mine_unwatched)),
         aten_outside=aten,
         interpreted_launches=sum(1 for name, returned in launches if returned and name.startswith("triton:")),
+        aten_launches=ran_aten,
     )
+    if not mine and ran_aten:
+        return cov, None  # ATen work behind a launch: judged as plain PyTorch is (evaluate/timing.py)
     return cov, cpu_reason(launches, mine, mine_unwatched, aten)
+
+
+def aten_launches(inside: list[tuple[str, str]], reference: frozenset[str] | None) -> frozenset[str]:
+    """The extension launches (``extension:<name>``) of the profiled forward that ran one of the
+    reference's own ATen ops: their work is ATen's, whatever ran around it. A Triton launch's ATen
+    ops are its interpreter's argument copies, never listed (kernelproof/worker/profiling.py)."""
+    ops = reference or frozenset()
+    return frozenset(label for label, op in inside if label.startswith("extension:") and op in ops)
 
 
 def _launches(rows: list) -> list[tuple[str, bool]]:
@@ -205,14 +285,20 @@ def cpu_reason(
     return None
 
 
-def launch_is_own(label: str, own: tuple[str, ...]) -> bool:
-    """A marked launch ``kind:name`` of the solution's own kernels: a Triton kernel its file defines,
-    or a function of an extension it compiled (load_inline / load: built from its source)."""
+def launch_is_own(label: str, own: KernelIdentity | Iterable[str]) -> bool:
+    """A marked launch ``kind:name`` of the solution's own kernels: a Triton kernel its code defines,
+    or a function of an extension the parent built for it (load_inline / load: the worker's report
+    of an extension launch counts only where a binary of the solution's own exists)."""
+    identity = identity_of(own)
     kind, _, name = label.partition(":")
-    return kind == "extension" or (kind == "triton" and name in own)
+    if kind == "extension":
+        return identity.binaries > 0
+    return kind == "triton" and name in identity.jitted and name in identity.own
 
 
-def cpu_note(launches: list[tuple[str, bool]], mine: list[str], aten: tuple[str, ...]) -> str:
+def cpu_note(
+    launches: list[tuple[str, bool]], mine: list[str], aten: tuple[str, ...], wrappers: list[str] = ()
+) -> str:
     """What the CPU profile saw, in one line of the coverage note."""
     counted: dict[str, int] = {}
     for name in mine:
@@ -222,6 +308,8 @@ def cpu_note(launches: list[tuple[str, bool]], mine: list[str], aten: tuple[str,
     others = sorted({n for n, returned in launches if not returned or n not in counted})
     if others:
         parts.append(f"other launches (raised, or not the solution's): {', '.join(others)}")
+    if wrappers:
+        parts.append(f"launches that ran the reference's own ATen ops (ATen work): {', '.join(wrappers)}")
     parts.append(f"ATen ops outside them: {', '.join(aten) if aten else 'none'}")
     return "; ".join(parts)
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from kernelproof.sandbox.process import WorkerProcess
+from kernelproof.host.process import WorkerProcess
 
 # Tests only: send every seed of the batch in its first request, as kernelproof once did, to show
 # what a solution that reads the harness's memory does with them (never reachable from the CLI).

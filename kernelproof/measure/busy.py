@@ -1,7 +1,7 @@
 """Is this machine quiet enough to time on? Decided from what the candidate cannot influence.
 
 Two readings, both taken while the candidate's worker stands still (paused, see
-kernelproof.sandbox.process.WorkerProcess.frozen), so neither its threads nor any process it
+kernelproof.host.process.WorkerProcess.frozen), so neither its threads nor any process it
 started count:
 
 - **Load**: the kernel's count of runnable tasks (``procs_running`` in /proc/stat), sampled a few

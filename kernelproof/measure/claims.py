@@ -22,6 +22,7 @@ import torch
 
 from kernelproof.verdict import (
     REFERENCE_OPS_OUTSIDE,
+    SPEED_WITHHELD_ATEN,
     SPEED_WITHHELD_INTERPRETER,
     SPEED_WITHHELD_UNCONFIRMED,
     Claims,
@@ -59,15 +60,19 @@ def cpu_claims(backend: str, coverage: Coverage | None, reference_ops: frozenset
         parts.append(
             "the reference's operations could not be profiled: the ATen ops outside the launches were not compared with them"
         )
+    wrapped = coverage is not None and bool(coverage.aten_launches) and not coverage.custom_launches
     if interpreted:
         parts.append("speed is not a claim: the kernels ran in Triton's interpreter")
+    elif wrapped:
+        parts.append("speed is not a claim: the solution's launches ran only the reference's own ATen ops")
     if outside:
         parts.append(
             f"the forward ran the reference's own {', '.join(outside)} outside the solution's kernels"
         )
+    withheld_why = SPEED_WITHHELD_INTERPRETER if interpreted else SPEED_WITHHELD_ATEN if wrapped else ""
     return Claims(
-        speed=not interpreted,
-        speed_withheld=SPEED_WITHHELD_INTERPRETER if interpreted else "",
+        speed=not withheld_why,
+        speed_withheld=withheld_why,
         coverage_judged=False,
         reference_ops_outside=outside,
         note="; ".join(parts),
@@ -91,7 +96,17 @@ UNCONFIRMED_NOTE = (
 )
 
 
-NOTES = {SPEED_WITHHELD_INTERPRETER: WITHHELD_NOTE, SPEED_WITHHELD_UNCONFIRMED: UNCONFIRMED_NOTE}
+ATEN_NOTE = (
+    "withheld: the solution's launches ran only the reference's own ATen ops (a wrapper of torch ops: "
+    "claims.speed_withheld), so the time is ATen's; the measured times are under timing"
+)
+
+
+NOTES = {
+    SPEED_WITHHELD_INTERPRETER: WITHHELD_NOTE,
+    SPEED_WITHHELD_UNCONFIRMED: UNCONFIRMED_NOTE,
+    SPEED_WITHHELD_ATEN: ATEN_NOTE,
+}
 
 
 def withheld(speedup: Mapping[str, Speedup], why: str = SPEED_WITHHELD_INTERPRETER) -> dict[str, Speedup]:

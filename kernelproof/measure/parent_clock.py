@@ -2,7 +2,7 @@
 
 In order: was the machine quiet enough to time (kernelproof.measure.busy, read while the
 candidate stands still), were candidate and baselines on separate cores or the candidate stopped
-while baselines ran (kernelproof.sandbox.cpus), and do the worker's reported times agree with the
+while baselines ran (kernelproof.host.cpus), and do the worker's reported times agree with the
 parent's own clock (kernelproof.measure.bounds: the calibrated gap and the differential batch)?
 A busy machine is ``machine_busy`` (an error, never stored) and the clock checks are not applied
 to it: an honest solution on a busy machine gets ``machine_busy`` or a pass, never
@@ -23,16 +23,16 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from kernelproof.host import cpus
+from kernelproof.host.process import WorkerDied, WorkerProcess
 from kernelproof.measure import bounds, busy, steady_batch
 from kernelproof.measure.bounds import Differential
 from kernelproof.measure.steady_batch import SteadyBatch
 from kernelproof.options import EvalOptions
-from kernelproof.sandbox import cpus
-from kernelproof.sandbox.process import WorkerDied, WorkerProcess
 from kernelproof.verdict import Reason, ReasonCode
 from kernelproof.verify.cases import VariantContext
-from kernelproof.worker.protocol import ProtocolError
-from kernelproof.worker.replies import reason_of
+from kernelproof.wire.protocol import ProtocolError
+from kernelproof.wire.replies import reason_of
 
 # Tests only: skip the clock checks, to show what a forged report gets past without them.
 CHECKS_OFF = False

@@ -1,6 +1,6 @@
 """Has a GPU gone quiet? NVML's utilisation samples, read for the device gate's lending check.
 
-The gate (kernelproof.sandbox.gate) stops a hung holder's worker and asks this check whether the
+The gate (kernelproof.host.gate) stops a hung holder's worker and asks this check whether the
 device still runs kernels before it counts that holder absent; the check lives here, beside the
 other NVML readings (measure/telemetry.py), and is handed to the gate by the executor.
 """

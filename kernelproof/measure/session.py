@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from kernelproof.host.process import WorkerDied, WorkerProcess
 from kernelproof.inputs import (
     FINGERPRINT_SIGMAS,
     STEADY_WARMUP_CALLS,
@@ -32,15 +33,14 @@ from kernelproof.measure import parent_clock, stats, steady_batch
 from kernelproof.measure.batch import Batch, run_batch
 from kernelproof.measure.steady_batch import SteadyBatch
 from kernelproof.options import EvalOptions
-from kernelproof.sandbox.process import WorkerDied, WorkerProcess
 from kernelproof.verdict import Reason, ReasonCode, ShapeTiming, Speedup
 from kernelproof.verify.cases import VariantContext, run_model
 from kernelproof.verify.compare import Tolerance, compare, tolerance_for
 from kernelproof.verify.oracle import oracle_scope
 from kernelproof.verify.precision import FailedFingerprint, rechecked_reason, timed_output_reason
-from kernelproof.worker.expected import OUTPUT_REUSED, REUSED_NOTE
-from kernelproof.worker.protocol import ProtocolError
-from kernelproof.worker.replies import reason_of
+from kernelproof.wire.expected import OUTPUT_REUSED, REUSED_NOTE
+from kernelproof.wire.protocol import ProtocolError
+from kernelproof.wire.replies import reason_of
 
 HIDDEN_FETCH_PROBABILITY = 0.2  # chance per candidate batch that one call's full output is re-checked
 WARMUP_CALLS = 2  # warm-up batch per program (JIT, autotuning, caches), discarded

@@ -35,6 +35,7 @@ def summarize(samples_ms: list[float], seed: int = 0) -> TimeStats:
         iqr_ms=float(iqr),
         ci95_ms=(lo, hi),
         outliers=outliers,
+        std_ms=float(x.std()),
     )
 
 

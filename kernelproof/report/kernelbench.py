@@ -2,7 +2,8 @@
 
 KernelBench's scripts write ``runs/<run>/level_<L>_problem_<P>_sample_<S>_kernel.py`` (several
 samples per problem) and read ``runs/<run>/eval_results.json``; the problem is
-``KernelBench/level<L>/<P>_<Name>.py``. Problem ids come from the number before the first
+``KernelBench/level<L>/<P>_<Name>.py`` (or ``level<L>/<P>_<Name>.py`` in a folder prepared by
+benchmarks/kernelbench_sweep.py). Problem ids come from the number before the first
 underscore of the problem file's name, as KernelBench's own dataset reads them
 (``src/kernelbench/dataset.py``), never from a position in a listing: level 1 sorted by name
 starts 1, 10, 100, 11.
@@ -11,15 +12,18 @@ What is written, so that KernelBench's analysis (``scripts/benchmark_eval_analys
 it unchanged:
 
 - ``eval_results.json``: ``{"<problem_id>": [{"sample_id", "compiled", "correctness", "metadata",
-  "runtime", "runtime_stats"}, ...]}`` sorted by problem id; ``runtime`` is the candidate's mean
-  milliseconds per call at the task's own shape (-1.0 when not timed), kernelproof's verdict under
-  ``metadata["kernelproof"]`` and the reference's time of the same session under
-  ``metadata["ref_runtime"]`` (KernelBench's own field name).
+  "runtime", "runtime_stats"}, ...]}`` sorted by problem id, each field in KernelBench's meaning:
+  ``compiled`` where a build ran and succeeded or none was needed; ``runtime`` the candidate's mean
+  milliseconds per call at the task's own shape only where its speed is a claim, else -1.0 (not
+  measured); kernelproof's verdict and the sizes judged at under ``metadata["kernelproof"]``, the
+  reference's time of the same session under ``metadata["ref_runtime"]`` (KernelBench's own
+  field name).
 - ``baseline_time_torch.json`` (eager) and, when measured,
   ``baseline_time_torch_compile_inductor_default.json``: ``{"level<L>": {"<P>_<Name>.py":
   {"mean": ms, ...}}}``, the file the analysis takes as ``baseline_file=``; the reference's time
-  of a problem is the median over its timed samples of the reference's mean, and ``null`` for a
-  problem none of whose samples was timed (the analysis reads it only for correct samples).
+  of a problem is the median over its timed samples of the reference's mean, and
+  :data:`NOT_TIMED_MEAN` for a problem none of whose samples was timed as a claim
+  (:func:`baseline_times` says why).
 
 The scores follow KernelBench: a problem without a correct sample is incorrect, and fast_p's
 denominator is every problem of the level (docs/kernelbench.md).
@@ -31,7 +35,7 @@ import math
 import re
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +55,9 @@ NOT_THE_CANDIDATES = frozenset(
     {"degenerate_task", "task_error", "too_large", "environment", "machine_busy", "internal_error"}
 )
 MISSING = "missing"  # the verdict word of a sample whose file the run folder lacks
+PUBLISHED = "published"  # the sizes label of a run at the tasks' own sizes
+NOT_TIMED_MEAN = 0.0  # a baseline file's mean for a problem whose reference was not timed (baseline_times)
+GENERATION_CONFIG = "generation_config.yaml"  # what KernelBench's generate_samples.py writes into the run
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,8 @@ class KernelBenchRun:
     samples: tuple[Sample, ...]  # per problem with a sample file: ids 0..num_samples-1, sorted
     num_samples: int  # samples per problem (the highest id found + 1, unless given)
     strays: tuple[str, ...] = ()  # sample files of this level whose problem the checkout lacks
+    config: Mapping[str, str] = field(default_factory=dict)  # the run's generation_config.yaml, if any
+    sizes: str = PUBLISHED  # the sizes the problems are judged at: PUBLISHED, or "1/<factor>"
 
     def pairs(self) -> list[tuple[Path, Path]]:
         """(problem file, sample file) of every sample present, in problem then sample order."""
@@ -87,14 +96,26 @@ class KernelBenchRun:
         return tuple(s for s in self.samples if s.path is None)
 
 
+def level_folder(checkout: Path, level: int) -> Path:
+    """The folder of level ``level``'s problems under ``checkout``, in either layout: KernelBench's own
+    checkout (``KernelBench/level<L>``) or the sweep's prepared folder (``level<L>`` directly,
+    benchmarks/kernelbench_sweep.py ``--prepare``); the level folder itself is taken too."""
+    checkout = Path(checkout)
+    for folder in (checkout / "KernelBench" / f"level{level}", checkout / f"level{level}"):
+        if folder.is_dir():
+            return folder
+    if checkout.name == f"level{level}" and checkout.is_dir():
+        return checkout
+    raise UsageError(
+        f"no level{level} folder in {checkout}: --kernelbench takes the root of a KernelBench checkout "
+        "(the folder that holds KernelBench/level1) or a folder prepared by "
+        "benchmarks/kernelbench_sweep.py --prepare (it holds level1)"
+    )
+
+
 def level_problems(checkout: Path, level: int) -> dict[int, Problem]:
-    """The problems of ``checkout/KernelBench/level<level>`` by the number prefix of their names."""
-    folder = Path(checkout) / "KernelBench" / f"level{level}"
-    if not folder.is_dir():
-        raise UsageError(
-            f"{folder} is not a folder: --kernelbench takes the root of a KernelBench checkout "
-            "(the folder that holds KernelBench/level1)"
-        )
+    """The problems of level ``level`` (:func:`level_folder`) by the number prefix of their names."""
+    folder = level_folder(checkout, level)
     found: dict[int, Problem] = {}
     for path in sorted(folder.glob("*.py")):
         head = path.name.split("_")[0]
@@ -109,14 +130,89 @@ def level_problems(checkout: Path, level: int) -> dict[int, Problem]:
     return dict(sorted(found.items()))
 
 
-def find_run(run_dir: Path, level: int, checkout: Path, num_samples: int | None = None) -> KernelBenchRun:
-    """The samples of ``run_dir`` for ``level``, each mapped to its problem; UsageError with none."""
+def parse_problems(text: str) -> frozenset[int]:
+    """``--problems``: ids and ranges, ``1,19`` or ``3-7`` or both (``1,3-7,19``); UsageError else."""
+    ids: set[int] = set()
+    for part in (p.strip() for p in text.split(",")):
+        lo, dash, hi = part.partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()):
+            raise UsageError(f"--problems takes ids and ranges such as 1,19 or 3-7, not {text!r}")
+        first, last = int(lo), int(hi) if dash else int(lo)
+        if last < first:
+            raise UsageError(f"--problems: the range {part} runs backwards")
+        ids.update(range(first, last + 1))
+    return frozenset(ids)
+
+
+def generation_config(run_dir: Path) -> dict[str, str]:
+    """The top-level scalars of the run's generation_config.yaml (KernelBench's generate_samples.py
+    writes every setting of the run there: level, num_samples, backend, precision, ...), as strings;
+    empty without the file. Read line by line: the file is flat ``key: value`` YAML."""
+    path = Path(run_dir) / GENERATION_CONFIG
+    if not path.is_file():
+        return {}
+    found = {}
+    for raw in path.read_text(errors="replace").splitlines():
+        m = re.match(r"^([A-Za-z_][A-Za-z0-9_]*):\s*(.*?)\s*$", raw)
+        if m and m.group(2) and not m.group(2).startswith(("|", ">", "{", "[")):
+            found[m.group(1)] = m.group(2).strip("'\"")
+    return found
+
+
+def sample_levels(run_dir: Path) -> list[int]:
+    """The levels the run folder's sample files name, sorted."""
+    return sorted({int(m.group(1)) for p in Path(run_dir).iterdir() if (m := SAMPLE_NAME.match(p.name))})
+
+
+def run_level(run_dir: Path, level: int | None, config: Mapping[str, str]) -> int:
+    """The level to judge: ``--level``, else generation_config.yaml's, else the one level the sample
+    files name; UsageError where none says or the files name several."""
+    if level is not None:
+        return level
+    if str(config.get("level", "")).isdigit():
+        return int(config["level"])
+    levels = sample_levels(run_dir)
+    if len(levels) == 1:
+        return levels[0]
+    if not levels:
+        raise UsageError(f"no level_<L>_problem_<P>_sample_<S>_kernel.py in {run_dir}")
+    raise UsageError(
+        f"the sample files of {run_dir} are of levels {', '.join(map(str, levels))}: say which with --level"
+    )
+
+
+def find_run(
+    run_dir: Path,
+    level: int | None,
+    checkout: Path,
+    num_samples: int | None = None,
+    problems: frozenset[int] | None = None,
+) -> KernelBenchRun:
+    """The samples of ``run_dir`` for ``level`` (None: :func:`run_level`), each mapped to its problem,
+    only those of ``problems`` when given; UsageError with none. The number of samples per problem is
+    ``num_samples``, else generation_config.yaml's ``num_samples``, else the highest id found + 1."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise UsageError(f"run folder {run_dir} " + ("is not a folder" if run_dir.exists() else "not found"))
     if num_samples is not None and num_samples < 1:
         raise UsageError(f"--num-samples must be at least 1, not {num_samples}")
-    problems = level_problems(checkout, level)
+    config = generation_config(run_dir)
+    level = run_level(run_dir, level, config)
+    if (
+        num_samples is None
+        and str(config.get("num_samples", "")).isdigit()
+        and int(config["num_samples"]) > 0
+    ):
+        num_samples = int(config["num_samples"])
+    problems_all = level_problems(checkout, level)
+    if problems is not None:
+        unknown = sorted(problems - set(problems_all))
+        chosen = {pid: p for pid, p in problems_all.items() if pid in problems}
+        if not chosen:
+            raise UsageError(f"--problems names no problem of level {level} (ids {_span(problems_all)})")
+        if unknown and len(unknown) == len(problems):
+            raise UsageError(f"--problems: no problem {', '.join(map(str, unknown))} in level {level}")
+        problems_all = chosen
     files: dict[tuple[int, int], Path] = {}
     strays = []
     for path in sorted(run_dir.iterdir()):
@@ -124,20 +220,27 @@ def find_run(run_dir: Path, level: int, checkout: Path, num_samples: int | None 
         if m is None or int(m.group(1)) != level or not path.is_file():
             continue
         pid, sid = int(m.group(2)), int(m.group(3))
-        if pid not in problems:
+        if problems is not None and pid not in problems:
+            continue
+        if pid not in problems_all:
             strays.append(path.name)
         elif num_samples is None or sid < num_samples:
             files[(pid, sid)] = path
     if not files:
         raise UsageError(
             f"no level_{level}_problem_<P>_sample_<S>_kernel.py in {run_dir} for a problem of "
-            f"{Path(checkout) / 'KernelBench' / f'level{level}'}"
+            f"{level_folder(checkout, level)}" + (" among --problems" if problems is not None else "")
         )
     n = num_samples if num_samples is not None else max(sid for _, sid in files) + 1
     samples = tuple(
         Sample(pid, sid, files.get((pid, sid))) for pid in sorted({p for p, _ in files}) for sid in range(n)
     )
-    return KernelBenchRun(run_dir, level, problems, samples, n, tuple(strays))
+    return KernelBenchRun(run_dir, level, problems_all, samples, n, tuple(strays), config)
+
+
+def _span(problems: Mapping[int, Problem]) -> str:
+    ids = list(problems)
+    return f"{ids[0]} to {ids[-1]}" if ids else "none"
 
 
 def headline_timing(doc: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
@@ -147,10 +250,13 @@ def headline_timing(doc: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
 
 
 def _stats(stats: Mapping[str, Any] | None, doc: Mapping[str, Any]) -> dict[str, Any]:
-    """KernelBench's runtime_stats (ms) from a kernelproof TimeStats; no ``std``: none is measured."""
+    """KernelBench's runtime_stats (ms) from a kernelproof TimeStats: ``mean``, ``std``, ``min``,
+    ``max``, ``num_trials``, ``hardware``, ``device`` as KernelBench's timing writes them, and
+    kernelproof's ``median`` and ``iqr`` beside (``std`` is null in a verdict stored before it was
+    recorded)."""
     if not stats:
         return {}
-    out = {k: stats.get(f"{k}_ms") for k in ("mean", "median", "min", "max", "iqr")}
+    out = {k: stats.get(f"{k}_ms") for k in ("mean", "std", "median", "min", "max", "iqr")}
     out["num_trials"] = stats.get("n")
     env = doc.get("environment") or {}
     out["hardware"] = env.get("device_name") or env.get("gpu") or ""
@@ -162,21 +268,51 @@ def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
 
 
-def sample_entry(sample: Sample, doc: Mapping[str, Any] | None) -> dict[str, Any]:
-    """One sample's entry of eval_results.json."""
+def speed_is_a_claim(doc: Mapping[str, Any]) -> bool:
+    """Whether the verdict's times say something about the solution's speed: its ``claims.speed``
+    (an interpreted Triton kernel on the CPU, timed anyway on a busy machine, ... is no claim);
+    a verdict written before claims existed claims what it timed."""
+    claims = doc.get("claims")
+    return bool(claims.get("speed")) if isinstance(claims, Mapping) else True
+
+
+def compiled(doc: Mapping[str, Any], needs_build: bool) -> bool:
+    """KernelBench's ``compiled``: a build ran and succeeded, or the sample needed none (plain
+    PyTorch, Triton's JIT) and did not fail to parse or load. A CUDA sample stopped before its build
+    (this machine cannot build it, the task is too large) was never compiled."""
+    codes = [r.get("code", "") for r in doc.get("reasons", [])]
+    if "compile_error" in codes:
+        return False
+    build = doc.get("build")
+    if isinstance(build, Mapping):
+        return bool(build.get("ok"))
+    return not needs_build
+
+
+def sample_entry(
+    sample: Sample, doc: Mapping[str, Any] | None, *, needs_build: bool = False, sizes: str = PUBLISHED
+) -> dict[str, Any]:
+    """One sample's entry of eval_results.json, in KernelBench's meaning: ``compiled`` as
+    :func:`compiled`, ``correctness`` kernelproof's pass, ``runtime`` and ``runtime_stats`` only
+    where the speed is a claim (:func:`speed_is_a_claim`), else KernelBench's "not measured"
+    (-1.0 and {}); ``metadata.kernelproof.sizes`` says at which sizes it was judged."""
     if doc is None:
         note = "the run folder has no file for this sample"
         return {
             "sample_id": sample.sample,
             "compiled": False,
             "correctness": False,
-            "metadata": {"other_error": note, "kernelproof": {"verdict": MISSING, "codes": [], "note": note}},
+            "metadata": {
+                "other_error": note,
+                "kernelproof": {"verdict": MISSING, "codes": [], "note": note, "sizes": sizes},
+            },
             "runtime": -1.0,
             "runtime_stats": {},
         }
     codes = [r.get("code", "") for r in doc.get("reasons", [])]
     passed = doc.get("verdict") == "pass"
     shape = headline_timing(doc) if passed else None
+    claim = shape is not None and speed_is_a_claim(doc)
     cand = (shape or {}).get("candidate") or {}
     ref = ((shape or {}).get("baselines") or {}).get("eager") or {}
     metadata: dict[str, Any] = {}
@@ -185,7 +321,7 @@ def sample_entry(sample: Sample, doc: Mapping[str, Any] | None) -> dict[str, Any
             metadata[key] = next(r.get("message", "") for r in doc["reasons"] if r.get("code") == code)
     if not passed and not metadata and codes:
         metadata["correctness_issue"] = doc["reasons"][0].get("message", "")
-    if _finite(ref.get("mean_ms")):
+    if claim and _finite(ref.get("mean_ms")):
         metadata["ref_runtime"] = ref["mean_ms"]
         metadata["ref_runtime_stats"] = _stats(ref, doc)
     metadata["kernelproof"] = {
@@ -197,17 +333,44 @@ def sample_entry(sample: Sample, doc: Mapping[str, Any] | None) -> dict[str, Any
         "flags": list(doc.get("flags", [])),
         "speedup": {k: (v or {}).get("median") for k, v in (doc.get("speedup") or {}).items()},
         "shape": (shape or {}).get("shape", ""),
+        "sizes": sizes,
+        "speed_claimed": claim,
         "solution_sha256": (doc.get("solution") or {}).get("sha256", ""),
+        "task_sha256": (doc.get("task") or {}).get("sha256", ""),
         "stored_at": (doc.get("stored") or {}).get("at", ""),
     }
+    timed = claim and _finite(cand.get("mean_ms"))
     return {
         "sample_id": sample.sample,
-        "compiled": "compile_error" not in codes,
+        "compiled": compiled(doc, needs_build),
         "correctness": passed,
         "metadata": metadata,
-        "runtime": cand["mean_ms"] if _finite(cand.get("mean_ms")) else -1.0,
-        "runtime_stats": _stats(cand, doc) if _finite(cand.get("mean_ms")) else {},
+        "runtime": cand["mean_ms"] if timed else -1.0,
+        "runtime_stats": _stats(cand, doc) if timed else {},
     }
+
+
+def needs_a_build(path: Path | None) -> bool:
+    """Whether the sample's source asks for a build (CUDA or native code), by kernelproof's triage:
+    the parent's reading of the file, the same that decides whether evaluation builds it."""
+    if path is None:
+        return False
+    from kernelproof.evaluate.build import needs_build
+    from kernelproof.solution import read_solution
+
+    return needs_build(read_solution(str(path)).triage.backend)
+
+
+def sample_backends(run: KernelBenchRun) -> dict[str, int]:
+    """How many of the run's sample files hold each backend, by kernelproof's triage of each
+    source (triton | cuda | native | torch)."""
+    from kernelproof.solution import read_solution
+
+    found: dict[str, int] = {}
+    for _, path in run.pairs():
+        backend = read_solution(str(path)).triage.backend
+        found[backend] = found.get(backend, 0) + 1
+    return found
 
 
 Judged = Mapping[tuple[int, int], Mapping[str, Any]]  # (problem id, sample id) -> verdict document
@@ -217,12 +380,19 @@ def eval_results(run: KernelBenchRun, docs: Judged) -> dict[str, list[dict[str, 
     """KernelBench's eval_results.json: problem id (a string) -> entries by sample id, sorted."""
     out: dict[str, list[dict[str, Any]]] = {}
     for s in run.samples:
-        out.setdefault(str(s.problem), []).append(sample_entry(s, docs.get((s.problem, s.sample))))
+        doc = docs.get((s.problem, s.sample))
+        entry = sample_entry(s, doc, needs_build=doc is not None and needs_a_build(s.path), sizes=run.sizes)
+        out.setdefault(str(s.problem), []).append(entry)
     return dict(sorted(out.items(), key=lambda kv: int(kv[0])))
 
 
 def baseline_times(run: KernelBenchRun, results: Mapping[str, list[dict[str, Any]]], baseline: str) -> dict:
-    """KernelBench's baseline timing file for ``baseline`` over every problem of the level."""
+    """KernelBench's baseline timing file for ``baseline`` over every problem of the level.
+
+    A problem none of whose samples was timed as a claim has ``"mean": 0.0`` (with a ``note``):
+    KernelBench's analysis divides this mean by the runtime of every correct sample, and a null
+    there stops it with a TypeError, where 0.0 over KernelBench's "not measured" runtime (-1.0)
+    reads as not faster at any p, which is what kernelproof's table says of it."""
     level: dict[str, Any] = {}
     for pid, problem in run.problems.items():
         stats = [
@@ -232,7 +402,11 @@ def baseline_times(run: KernelBenchRun, results: Mapping[str, list[dict[str, Any
             in e["metadata"]
         ]
         if not stats:
-            level[problem.name] = {"mean": None, "note": "not timed: no sample of this problem passed"}
+            level[problem.name] = {
+                "mean": NOT_TIMED_MEAN,
+                "note": "not timed: no sample of this problem passed with its speed a claim",
+                "sizes": run.sizes,
+            }
             continue
         mid = statistics.median(s["mean"] for s in stats)
         level[problem.name] = {
@@ -243,6 +417,7 @@ def baseline_times(run: KernelBenchRun, results: Mapping[str, list[dict[str, Any
             "hardware": stats[0]["hardware"],
             "device": stats[0]["device"],
             "samples": len(stats),
+            "sizes": run.sizes,
         }
     return {f"level{run.level}": level}
 
@@ -252,7 +427,8 @@ def add_baseline_stats(results: Mapping[str, list[dict[str, Any]]], docs: Judged
     for pid, entries in results.items():
         for e in entries:
             doc = docs.get((int(pid), e["sample_id"]))
-            shape = headline_timing(doc) if doc is not None and e["correctness"] else None
+            claimed = e["metadata"]["kernelproof"].get("speed_claimed", False)
+            shape = headline_timing(doc) if doc is not None and e["correctness"] and claimed else None
             stats = ((shape or {}).get("baselines") or {}).get(baseline) or {}
             if _finite(stats.get("mean_ms")):
                 e["metadata"][f"ref_runtime_stats:{baseline}"] = _stats(stats, doc or {})

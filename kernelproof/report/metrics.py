@@ -182,7 +182,8 @@ def fast_p_note(results: Sequence[Result]) -> str | None:
         return None
     return (
         f"fast_p leaves out {left} verdict{'s' if left != 1 else ''} whose speed is not a claim (Triton's "
-        "interpreter on the CPU, or a timing the parent's clock could not confirm: claims.speed_withheld); a task "
+        "interpreter on the CPU, launches that only ran ATen ops, or a timing the parent's clock could not "
+        "confirm: claims.speed_withheld); a task "
         "counts only through solutions whose speed is a claim"
     )
 

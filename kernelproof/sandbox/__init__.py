@@ -1,10 +1,9 @@
-"""The trusted side of the worker boundary: how untrusted code is started, limited and contained.
+"""Containment: what a process running untrusted code may do, below Python and inside it.
 
-Everything that runs a candidate's code (a candidate worker, a builder) is started from here, and
-everything that limits it lives here: the parent's handle on a worker process (process.py: what it
-starts from in launch.py, its stops in scheduling.py, its death explained in deaths.py), its
-resource limits (limits.py), the per-device gate that keeps timing alone on the GPU (gate.py),
-the directories a contained process builds into (dirs.py), and the in-process audit hook armed
-before the candidate's import (guards.py). Layers above (build, measure, verify, evaluate,
-executors) import this package; it imports none of them (I1, I8).
+The plan the parent writes before a contained process starts (plan.py), applied by the child
+before anything else runs (contain.py): its own uid (identity.py), Landlock (landlock.py), private
+mounts (mounts.py), seccomp (seccomp.py), resource limits (limits.py), its private directories
+(private.py, dirs.py); and the audit hook armed before the candidate is imported (guards.py).
+``python -m kernelproof.sandbox`` says which layers are active here (probe.py). Starting and
+managing those processes is kernelproof.host's; this package imports none of the layers above (I8).
 """

@@ -11,8 +11,8 @@ import os
 import sys
 from pathlib import Path
 
+from kernelproof.host import spawn
 from kernelproof.sandbox import plan as sandbox_plan
-from kernelproof.sandbox import spawn
 from kernelproof.sandbox.private import PrivateDir, package_link
 
 SAFE_PATH = ("-P",) if sys.version_info >= (3, 11) else ()

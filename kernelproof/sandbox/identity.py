@@ -77,7 +77,7 @@ def make_parent_nondumpable() -> None:
 def become_subreaper() -> None:
     """Make this process the reaper of its descendants' orphans: a child that double-forks and
     exits leaves its grandchild with this process, not with init, so it stays a descendant, found
-    and stopped with the worker where there is no cgroup (kernelproof.sandbox.members). The
+    and stopped with the worker where there is no cgroup (kernelproof.host.members). The
     seccomp filter denies prctl(PR_SET_CHILD_SUBREAPER) afterwards: the candidate cannot clear it."""
     if _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER, 1) failed")

@@ -11,9 +11,9 @@ every driver. What is denied is what reaches another process or widens the sandb
   read), so glibc falls back to clone, whose flags it can;
 - kernel surfaces with a history of escapes: the io_uring calls, userfaultfd, bpf,
   perf_event_open, keyctl/add_key/request_key, open_by_handle_at, module and kexec loading;
-- widening the cores the parent pinned the worker to: sched_setaffinity (kernelproof.sandbox.cpus);
+- widening the cores the parent pinned the worker to: sched_setaffinity (kernelproof.host.cpus);
 - clearing the child-subreaper mark the bootstrap set (prctl(PR_SET_CHILD_SUBREAPER)): orphans of
-  the worker's children stay its descendants, stopped and ended with it (kernelproof.sandbox.members);
+  the worker's children stay its descendants, stopped and ended with it (kernelproof.host.members);
 - new sockets other than AF_UNIX (the channel to the parent is inherited; TCP is also denied by
   Landlock, and this covers UDP, raw and netlink sockets, which Landlock does not).
 
@@ -63,7 +63,7 @@ DENIED = (
     "delete_module",
     "kexec_load",
     "kexec_file_load",
-    "sched_setaffinity",  # the cores the parent gave (kernelproof.sandbox.cpus) cannot be widened
+    "sched_setaffinity",  # the cores the parent gave (kernelproof.host.cpus) cannot be widened
 )
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 CLONE_NAMESPACE_FLAGS = (  # linux/sched.h

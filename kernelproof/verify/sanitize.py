@@ -15,7 +15,7 @@ import re
 import shutil
 import time
 
-from kernelproof.sandbox.process import SpawnSpec, WorkerDied, WorkerProcess
+from kernelproof.host.process import SpawnSpec, WorkerDied, WorkerProcess
 from kernelproof.verdict import Reason, ReasonCode
 
 TOOLS = ("memcheck", "racecheck", "initcheck")

@@ -18,8 +18,8 @@ from typing import Any
 import torch
 
 from kernelproof.verdict import ReasonCode
+from kernelproof.wire.replies import failure
 from kernelproof.worker import interpreter, program
-from kernelproof.worker.replies import failure
 from kernelproof.worker.state import WorkerState
 
 _gc_enabled = gc.isenabled  # bound before any solution runs (identity-checked)

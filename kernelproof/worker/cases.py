@@ -4,11 +4,11 @@ Run 1 gets the case's inputs in fresh storage; run 2 gets the same values writte
 previous case's input buffers (:mod:`kernelproof.worker.addresses`, B1). Before each run the
 allocator is poisoned (:mod:`kernelproof.worker.poison`); after it, every check of
 :mod:`kernelproof.worker.checks` runs, and the results are compared in count, dtype and shape with
-the reference's (:mod:`kernelproof.worker.expected`) before any is copied. Each run's results are
+the reference's (:mod:`kernelproof.wire.expected`) before any is copied. Each run's results are
 copied out right after it, so a solution that returns one buffer from both runs is judged on what
 each returned (and the reply says ``output_reused``). A large case's inputs are drawn here from
 their seed, once (run 2 takes run 1's saved copies), and its run 2 answers with a fingerprint;
-large outputs of run 1 may be handed over on the device (:mod:`kernelproof.worker.handoff`). A
+large outputs of run 1 may be handed over on the device (:mod:`kernelproof.wire.handoff`). A
 large case first lets the previous case's buffers go, all but the first-run inputs run 2 needs:
 on an H200 a case of 6.4 GB tensors held 82.9 GB in the worker before (KernelBench level 1's
 20_LeakyReLU), most of it copies no check needed.
@@ -24,10 +24,10 @@ import torch
 from kernelproof import flags as numeric_flags
 from kernelproof.inputs import InputSlot, case_inputs, checksum, fingerprint
 from kernelproof.verdict import ReasonCode
+from kernelproof.wire.expected import Expected, Spec, refusal
+from kernelproof.wire.replies import failure
 from kernelproof.worker import addresses, calls, checks, poison
 from kernelproof.worker.checks import hooks, reuse
-from kernelproof.worker.expected import Expected, Spec, refusal
-from kernelproof.worker.replies import failure
 from kernelproof.worker.state import WorkerState
 
 
@@ -42,7 +42,7 @@ def run(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
         try:
             args, originals = case.inputs(repeat)
         except _Unmapped as exc:  # the parent sends them again over the wire
-            # Read as a failure only where the parent lent nothing (kernelproof.sandbox.process,
+            # Read as a failure only where the parent lent nothing (kernelproof.host.process,
             # request_outputs): then the claim is a result owed and not delivered, the candidate's.
             message = f"could not map an input the parent lent: {exc}"
             return failure(ReasonCode.MISSING_RESULT, message, handoff="failed"), []
@@ -183,7 +183,7 @@ def _received(
     lent: list[dict[str, Any]] | None,
 ) -> dict[int, torch.Tensor]:
     """The request's tensors on this worker's device, by index: lent ones cloned from the
-    parent's device buffers (kernelproof.worker.handoff), the others copied from the wire."""
+    parent's device buffers (kernelproof.wire.handoff), the others copied from the wire."""
     by_index = {d.get("t"): d for d in lent or [] if isinstance(d, dict)}
     out = {}
     for a in spec:

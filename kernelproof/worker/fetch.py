@@ -12,9 +12,9 @@ from typing import Any
 import torch
 
 from kernelproof.verdict import ReasonCode
+from kernelproof.wire.expected import Expected, Spec, refusal
+from kernelproof.wire.replies import failure
 from kernelproof.worker.checks import hooks, shadows
-from kernelproof.worker.expected import Expected, Spec, refusal
-from kernelproof.worker.replies import failure
 from kernelproof.worker.state import WorkerState
 
 

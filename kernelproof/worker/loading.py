@@ -23,10 +23,10 @@ from kernelproof import flags as numeric_flags
 from kernelproof.inputs import dtype_from_name
 from kernelproof.sandbox import guards
 from kernelproof.verdict import ReasonCode
+from kernelproof.wire.replies import failure
 from kernelproof.worker import calls, checks, interpreter, launches, program, surface
 from kernelproof.worker.checks import hooks, threads
 from kernelproof.worker.clock import CpuClock, CudaClock
-from kernelproof.worker.replies import failure
 from kernelproof.worker.state import WorkerState
 
 # Bound once: torch rebinds torch.manual_seed when torch._dynamo is first imported (a solution
@@ -54,7 +54,7 @@ def prebuilt(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor])
 
 
 def _threads(n: Any) -> None:
-    """The thread counts the parent set for this worker's cores (kernelproof.sandbox.cpus): torch's
+    """The thread counts the parent set for this worker's cores (kernelproof.host.cpus): torch's
     own, and the variables any library or process started from here reads at its start."""
     if type(n) is not int or n < 1:
         return

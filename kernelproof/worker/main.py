@@ -6,9 +6,9 @@ parent re-checks. Started as ``python -m kernelproof.worker --fd N --role candid
 
 This module is the message loop: one request at a time, each dispatched to the module that does
 that job, each answered with one reply, in which a failure carries a
-:class:`~kernelproof.verdict.ReasonCode` (:mod:`kernelproof.worker.replies`). Every reply echoes
+:class:`~kernelproof.verdict.ReasonCode` (:mod:`kernelproof.wire.replies`). Every reply echoes
 its request's op and nonce: the parent accepts only the reply to the request in flight, in the
-schema of its kind (:mod:`kernelproof.worker.schemas`). The nonce keeps frames in step; it is not
+schema of its kind (:mod:`kernelproof.wire.schemas`). The nonce keeps frames in step; it is not
 authentication, since the candidate shares this process and can read it.
 
 - ``prebuilt``, ``load``: :mod:`~kernelproof.worker.loading` (the guards are armed there)
@@ -36,8 +36,9 @@ from typing import Any
 import torch
 
 from kernelproof.verdict import ReasonCode
-from kernelproof.worker import cases, checks, fetch, handoff, loading, profiling, protocol, surface, timing
-from kernelproof.worker.replies import failure
+from kernelproof.wire import handoff, protocol
+from kernelproof.wire.replies import failure
+from kernelproof.worker import cases, checks, fetch, loading, profiling, surface, timing
 from kernelproof.worker.state import WorkerState
 
 Handler = Callable[

@@ -3,7 +3,7 @@
 On the GPU, blocks the size of each output are allocated, filled with 0xFF (NaN in every float
 format) and freed, so the caching allocator hands poisoned blocks to the candidate's empty(). The
 CPU has no caching allocator; the CPU worker runs with glibc's malloc perturbation instead
-(kernelproof.sandbox.process).
+(kernelproof.host.process).
 """
 
 from __future__ import annotations

@@ -19,11 +19,11 @@ import torch
 
 from kernelproof.inputs import timed_inputs
 from kernelproof.verdict import ReasonCode
+from kernelproof.wire.replies import failure
 from kernelproof.worker import calls, checks
 from kernelproof.worker.checks import hooks
 from kernelproof.worker.clock import kernels_of_call
-from kernelproof.worker.launches import PREFIX
-from kernelproof.worker.replies import failure
+from kernelproof.worker.launches import EXTENSION, PREFIX
 from kernelproof.worker.state import WorkerState
 from kernelproof.worker.timing import input_spec
 
@@ -180,13 +180,21 @@ def profile_cpu(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tenso
         return found, []
     with hooks.quiet():
         ranges, outside = _split(prof.function_events)
+        inside = _inside_extensions(prof.function_events)
     if ranges != len(launched):
         return failure(
             ReasonCode.FORBIDDEN_CONSTRUCT,
             f"the profiled call shows {ranges} launch ranges named {PREFIX!r} where the harness opened "
             f"{len(launched)}: a range of that name is the harness's own",
         ), []
-    reply = {"ok": True, "kernels": [], "launches": launched, "unwatched": unwatched, "aten_outside": outside}
+    reply = {
+        "ok": True,
+        "kernels": [],
+        "launches": launched,
+        "unwatched": unwatched,
+        "aten_outside": outside,
+        "aten_in_launches": inside,
+    }
     return reply, []
 
 
@@ -206,6 +214,23 @@ def _split(events: Any) -> tuple[int, list[tuple[str, int]]]:
         elif name.startswith("aten::") and name not in NO_WORK_OPS and _enclosing(ev) is None:
             counts[name] = counts.get(name, 0) + 1
     return ranges, list(counts.items())
+
+
+def _inside_extensions(events: Any) -> list[tuple[str, str, int]]:
+    """[(launch label, ATen op, calls)]: the outermost ops that do work inside each extension
+    launch's range (``extension:<name>``), the reference's own among them counted by the parent as
+    ATen work (kernelproof.measure.accounting). A Triton launch's ops are its interpreter's argument
+    copies and are left out: its kernel's body cannot call ATen."""
+    counts: dict[tuple[str, str], int] = {}
+    for ev in events:
+        name = str(ev.name)
+        if not name.startswith("aten::") or name in NO_WORK_OPS:
+            continue
+        around = _enclosing(ev)
+        if around is not None and around.startswith(PREFIX + EXTENSION + ":"):
+            key = (around.removeprefix(PREFIX), name)
+            counts[key] = counts.get(key, 0) + 1
+    return [(label, op, calls) for (label, op), calls in counts.items()]
 
 
 def _enclosing(ev: Any) -> str | None:

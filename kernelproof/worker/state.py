@@ -15,8 +15,8 @@ from typing import Any
 import torch
 
 from kernelproof.sandbox import guards
-from kernelproof.worker import handoff
-from kernelproof.worker.handoff import Outbox
+from kernelproof.wire import handoff
+from kernelproof.wire.handoff import Outbox
 from kernelproof.worker.launches import Launches
 
 

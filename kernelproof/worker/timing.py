@@ -38,9 +38,9 @@ from kernelproof.inputs import (
     timed_inputs,
 )
 from kernelproof.verdict import ReasonCode
+from kernelproof.wire.replies import failure
 from kernelproof.worker import calls, checks, clock
 from kernelproof.worker.checks import hooks, reuse, shadows, threads
-from kernelproof.worker.replies import failure
 from kernelproof.worker.state import WorkerState
 
 

@@ -3,7 +3,7 @@
 A worker's start was mostly the import of torch and Triton (about 1.5 s of CPU on a 2-core
 machine, every time, for a process used by one evaluation). The zygote pays it once: it imports
 what ``kernelproof.worker.main`` imports, then waits on its socket to the parent
-(kernelproof.sandbox.zygote). For each request it forks a child, which becomes the worker exactly
+(kernelproof.host.zygote). For each request it forks a child, which becomes the worker exactly
 as ``python -m kernelproof.worker`` would: its own session, the descriptors it was sent (the
 worker's socket, its containment report's pipe, its log) and nothing else, the environment it was
 sent, then the containment (kernelproof.sandbox.contain) before anything else runs, then the
@@ -37,7 +37,7 @@ SOCK_FD = 3  # where a worker finds its socket
 REPORT_FD = 4  # where a child finds its containment report's pipe
 LOG_FD = 1  # and its log, also at 2
 # What a child can become, and where its descriptors go (in the order the parent sends them, which
-# names these numbers in the arguments; kernelproof.sandbox.zygote.ENTRIES). A builder has no socket.
+# names these numbers in the arguments; kernelproof.host.zygote.ENTRIES). A builder has no socket.
 ENTRIES = {"worker": (SOCK_FD, REPORT_FD, LOG_FD), "builder": (REPORT_FD, LOG_FD)}
 MAX_MESSAGE = 1 << 20
 PR_SET_DUMPABLE = 4

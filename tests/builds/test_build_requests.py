@@ -345,3 +345,24 @@ def test_a_workers_load_cuda_after_import_is_built_by_the_pool_and_found_where_i
         mod = load_cuda(source, ["twice"], arch="9.0a")
     assert mod.cubin.parent == ro / "native" and mod.cubin.read_bytes()[:4] == b"\x7fELF"
     assert any("kernelproof.native: built" in n for n in service.notes), service.notes
+
+
+@pytest.mark.parametrize("closed", [False, True])
+def test_a_refused_build_requests_name_is_shown_inert_in_flags_and_messages(tmp_path, closed):
+    """The name is the candidate's text: a newline and an escape sequence in it reach the verdict's
+    flags, the reply and the compile_error message as visible escapes, never as themselves."""
+    pool = _Pool()
+    service = BuildService(pool, tmp_path)
+    evil = "kp_ext\nPASS\x1b[2J\x1b]0;retitled\x07\u202e"
+    if closed:
+        service.close("timing has started")
+    else:
+        for i in range(build_requests.MAX_BUILDS):
+            assert service(_message(name=f"kp_ext{i}"))["ok"]
+    reply = service(_message(name=evil))
+    assert reply["ok"] is False
+    refused = [n for n in service.notes if "refused" in n]
+    assert len(refused) == 1
+    for shown in (refused[0], reply["message"], service.failed):
+        assert not any(ch in shown for ch in "\n\x1b\x07\u202e"), shown
+        assert "kp_ext\\nPASS\\x1b[2J" in shown

@@ -12,7 +12,7 @@ from running_deadline import WRITE_MARKER, count_from_marker
 
 from kernelproof.build.builder import BuildOptions, build_solution, trim_log
 from kernelproof.build.env import nvcc_path
-from kernelproof.sandbox import members
+from kernelproof.host import members
 
 HAVE_NVCC = nvcc_path() is not None
 
@@ -253,7 +253,7 @@ WHO_AM_I = (
 
 def test_a_build_is_forked_from_a_zygote_and_contained_as_a_started_one(tmp_path, monkeypatch):
     """Forked (the default) or started as an interpreter (KERNELPROOF_ZYGOTE=0): the same layers."""
-    from kernelproof.sandbox import zygote
+    from kernelproof.host import zygote
 
     sol = _write(tmp_path, "who.py", WHO_AM_I)
     forked = build_solution(sol, tmp_path / "forked", "cpu", 120, CPU_UNGUARDED)
@@ -275,7 +275,7 @@ def test_a_build_is_forked_from_a_zygote_and_contained_as_a_started_one(tmp_path
 def test_only_this_interpreter_running_the_builder_module_is_forked():
     import sys
 
-    from kernelproof.sandbox.spawn import _entry_args
+    from kernelproof.host.spawn import _entry_args
 
     ours = [sys.executable, "-P", "-m", "kernelproof.build.builder_main", "a.py", "staging"]
     assert _entry_args(ours, "builder") == ["a.py", "staging"]
@@ -288,7 +288,7 @@ def test_only_this_interpreter_running_the_builder_module_is_forked():
 def test_kill_group_returns_once_no_member_of_the_group_still_runs():
     import subprocess
 
-    from kernelproof.sandbox.spawn import kill_group
+    from kernelproof.host.spawn import kill_group
 
     leader = subprocess.Popen(
         ["sh", "-c", "sleep 300 & sleep 300 & wait"], start_new_session=True, stdin=subprocess.DEVNULL

@@ -10,7 +10,7 @@ import pytest
 
 from kernelproof.build import requests as build_requests
 from kernelproof.evaluate.build_requests import BuildService
-from kernelproof.sandbox.admission import Admission, held, stand_aside
+from kernelproof.host.admission import Admission, held, stand_aside
 
 
 def _enter_in_thread(cm) -> tuple[threading.Thread, threading.Event, threading.Event]:

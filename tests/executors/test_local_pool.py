@@ -77,7 +77,7 @@ class _HeldAtStart(subprocess.Popen):
 def _spares_start_held(pool: LocalPool, monkeypatch) -> None:
     """This pool's spares (started in its background threads) start held; nothing else does.
     They are exec'd (the hold is a shell in front of the interpreter), not forked from the zygote."""
-    from kernelproof.sandbox import process, zygote
+    from kernelproof.host import process, zygote
 
     monkeypatch.setenv(zygote.ENV_SWITCH, "0")
 
@@ -159,8 +159,8 @@ def test_a_gpu_keeps_two_candidate_spares_and_an_evaluation_takes_the_oldest(mon
 def test_timing_waits_for_the_pools_starting_workers(monkeypatch):
     """The evaluation settles the device after correctness and before the first timed request."""
     from kernelproof.api import evaluate
+    from kernelproof.host import process
     from kernelproof.options import EvalOptions
-    from kernelproof.sandbox import process
 
     events = []
     request = process.WorkerProcess.request

@@ -4,9 +4,11 @@ forged launch record, end to end on the CPU.
 The candidate shares its process with the harness. It can write the worker's socket (a plain
 descriptor) and reach the harness's CPU launch record (a closure cell). A forged reply without
 the nonce of the request in flight ends the worker as protocol_violation; with the reply checks
-off (a test-only switch) the same solution passed launch accounting with no kernel of its own.
-A forged launch record is not a reply and cannot be told from a real one: the verdict lists
-coverage as worker-reported, never as checked by the parent.
+off (a test-only switch) the same solution once passed launch accounting with no kernel of its
+own, and now gains nothing: an extension launch is the solution's only where the parent built an
+extension for it. A forged launch record is not a reply and cannot be told from a real one: the
+verdict lists coverage as worker-reported, never as checked by the parent, and the same rule
+leaves the forgery no launch of its own.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from pathlib import Path
 
 from kernelproof.api import evaluate
 from kernelproof.evaluate.provenance import provenance_of
+from kernelproof.host import process
 from kernelproof.options import EvalOptions
-from kernelproof.sandbox import process
 from kernelproof.verdict import Coverage
 
 HERE = Path(__file__).resolve().parent
@@ -32,10 +34,12 @@ def _timed(solution: str):
 
 
 def test_a_forged_profile_reply_is_a_protocol_violation(monkeypatch):
-    monkeypatch.setattr(process, "REPLY_CHECKS", False)  # the defence off: the forgery passed
-    fooled = _timed("forged_profile_reply.py")
-    assert fooled.passed and fooled.coverage is not None and fooled.coverage.custom_launches == 1
-    assert "extension:forged" in fooled.coverage.note
+    monkeypatch.setattr(process, "REPLY_CHECKS", False)  # the reply check off: the reply is taken
+    taken = _timed("forged_profile_reply.py")
+    # ... and gains nothing: the parent built no extension, so an "extension" launch is not the
+    # solution's (kernelproof/measure/attribution.py); it is judged as the plain PyTorch it is
+    assert taken.coverage is not None and taken.coverage.custom_launches == 0
+    assert "extension:forged" in taken.coverage.note and any(f.startswith("plain_torch") for f in taken.flags)
     monkeypatch.setattr(process, "REPLY_CHECKS", True)
     v = _timed("forged_profile_reply.py")
     assert v.verdict.value == "fail" and v.codes == ["protocol_violation"], v.reasons
@@ -46,7 +50,8 @@ def test_a_forged_cpu_launch_record_is_reported_never_checked():
     """A plain PyTorch forward adds a launch to the harness's record: the count cannot tell, so the
     verdict must not present it as the parent's fact."""
     v = _timed("forged_launch_record.py")
-    assert v.coverage is not None and v.coverage.custom_launches == 1  # the forgery took
+    # the record took, and counts for nothing: the parent built no extension for the solution
+    assert v.coverage is not None and v.coverage.custom_launches == 0 and "extension:" in v.coverage.note
     assert v.provenance is not None
     assert "coverage" in v.provenance.reported
     assert not any(f.startswith("coverage") for f in v.provenance.checked)

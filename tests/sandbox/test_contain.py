@@ -161,7 +161,7 @@ def test_a_contained_process_may_write_its_own_proc_directory_and_no_other():
 
 @needs_landlock
 def test_a_contained_process_is_a_child_subreaper_the_candidate_cannot_clear(tmp_path):
-    """Orphans of its children stay its descendants (a stop reaches them, kernelproof.sandbox.members)."""
+    """Orphans of its children stay its descendants (a stop reaches them, kernelproof.host.members)."""
     p = Plan(role="candidate", contained=True, seccomp=True, rules=tuple(sandbox_plan.system_rules(False)))
     code = (
         "import ctypes\nfrom kernelproof.sandbox import identity\n"

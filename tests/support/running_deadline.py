@@ -1,6 +1,6 @@
 """A contained command's timeout that starts once the code under test runs, not when its interpreter starts.
 
-kernelproof.sandbox.spawn.run (the builder's child) counts its timeout from the process's start.
+kernelproof.host.spawn.run (the builder's child) counts its timeout from the process's start.
 A child forked from a zygote has torch imported already, but one started as an interpreter (no
 zygote) imports it before it imports the solution: about 2 s on an idle 2-core machine, 20 s and
 more on a loaded one. A test of what happens at the timeout gives it a short one; so that a slow
@@ -27,7 +27,7 @@ def _wait_for_marker(marker: Path, proc) -> None:
 
 
 class _ForkedFromMarker:
-    """A forked child (kernelproof.sandbox.zygote.Forked) whose timed wait first waits for the marker."""
+    """A forked child (kernelproof.host.zygote.Forked) whose timed wait first waits for the marker."""
 
     def __init__(self, forked, marker: Path):
         self.forked = forked
@@ -58,7 +58,7 @@ class _CountsFromMarker(subprocess.Popen):
 
 def count_from_marker(monkeypatch) -> None:
     """For this test, spawn.run's timeouts count from the solution's marker (see the module's doc)."""
-    from kernelproof.sandbox import spawn, zygote
+    from kernelproof.host import spawn, zygote
 
     def fork(args, env, cwd, fds, entry="worker"):
         forked = zygote.spawn(args, env, cwd, fds, entry=entry)

@@ -20,7 +20,8 @@ from kernelproof.inputs import (
     same_bits,
     timed_inputs,
 )
-from kernelproof.worker import addresses, protocol
+from kernelproof.wire import protocol
+from kernelproof.worker import addresses
 from kernelproof.worker.checks import aliasing, mutation, output_type, reuse
 from kernelproof.worker.poison import POISON_BYTE
 

@@ -15,7 +15,9 @@ import torch
 from worker_session import DATA, EXPLOITS, loaded
 
 from kernelproof.measure.accounting import account_cpu
-from kernelproof.verdict import Coverage, Reason
+from kernelproof.measure.attribution import KernelIdentity
+from kernelproof.measure.claims import cpu_claims
+from kernelproof.verdict import SPEED_WITHHELD_ATEN, Coverage, Reason
 from kernelproof.worker import launches
 
 SCALE_RELU = DATA / "tasks" / "scale_relu.py"
@@ -73,7 +75,7 @@ def test_a_range_named_as_the_harness_names_a_launch_is_forbidden():
 def test_replacing_the_wrapped_load_inline_is_forbidden_at_load():
     from worker_session import load_header
 
-    from kernelproof.sandbox.process import SpawnSpec, WorkerProcess
+    from kernelproof.host.process import SpawnSpec, WorkerProcess
     from kernelproof.task import load_task
     from kernelproof.verify.cases import build_variant, make_inputs
 
@@ -122,11 +124,58 @@ def test_a_launch_of_a_kernel_the_solution_does_not_define_is_not_its_own():
     assert "aten::mm" in reason.message
 
 
+BUILT = KernelIdentity(jitted=frozenset({"my_kernel"}), binaries=1)  # the parent built an extension
+
+
 def test_an_extension_function_and_an_own_triton_kernel_are_launches_of_the_solution():
     launched = [["extension:forward", True], ["triton:my_kernel", True]]
     reply = {"ok": True, "launches": launched, "unwatched": launched, "aten_outside": []}
-    cov, reason = account_cpu(_Reply(reply), _CpuContext(), 1, ("my_kernel",), "strict", 10)
+    cov, reason = account_cpu(_Reply(reply), _CpuContext(), 1, BUILT, "strict", 10)
     assert reason is None and cov.custom_launches == 2
+
+
+def test_an_extension_launch_where_the_parent_built_nothing_is_not_the_solutions():
+    """The launch record is the worker's report: plain PyTorch claiming an extension launch gains
+    nothing where the parent built no binary for it."""
+    launched = [["extension:forged", True]]
+    reply = {"ok": True, "launches": launched, "unwatched": launched, "aten_outside": [["aten::relu", 1]]}
+    cov, reason = account_cpu(_Reply(reply), _CpuContext(), 1, KernelIdentity(), "strict", 10)
+    assert cov.custom_launches == 0 and reason is not None and reason.code.value == "no_custom_kernel"
+
+
+def _wrapper_reply(op: str = "aten::relu") -> dict:
+    """A load_inline function whose body is ``return torch::relu(x);``, as the worker reports it."""
+    launched = [["extension:relu_forward", True]]
+    return {
+        "ok": True,
+        "launches": launched,
+        "unwatched": launched,
+        "aten_outside": [],
+        "aten_in_launches": [["extension:relu_forward", op, 1]],
+    }
+
+
+def test_a_launch_that_ran_the_references_own_op_is_aten_work_judged_as_plain_torch():
+    reference = frozenset({"aten::relu", "aten::clamp_min"})
+    cov, reason = account_cpu(_Reply(_wrapper_reply()), _CpuContext(), 1, BUILT, "strict", 10, reference)
+    assert reason is None  # as plain PyTorch on the CPU: a pass, flagged (evaluate/timing.py)
+    assert cov.custom_launches == 0 and cov.aten_launches == 1
+    assert cov.aten_outside == ("aten::relu",)  # listed and counted as if it ran outside
+    assert "ATen work" in cov.note and "extension:relu_forward" in cov.note
+    claims = cpu_claims("cuda", cov, reference)
+    assert not claims.speed and claims.speed_withheld == SPEED_WITHHELD_ATEN
+    assert claims.reference_ops_outside == ("aten::relu",)
+
+
+def test_an_extension_launch_running_only_ops_the_reference_does_not_is_the_solutions():
+    """An extension that allocates or sums partial results with an op the reference never runs is
+    still the solution's kernel; only the reference's own work inside a launch is ATen's."""
+    reference = frozenset({"aten::relu"})
+    cov, reason = account_cpu(
+        _Reply(_wrapper_reply("aten::sum")), _CpuContext(), 1, BUILT, "strict", 10, reference
+    )
+    assert reason is None and cov.custom_launches == 1 and cov.aten_launches == 0
+    assert cpu_claims("cuda", cov, reference).speed
 
 
 @pytest.fixture
@@ -191,6 +240,26 @@ def test_only_the_outermost_ops_that_compute_are_listed_outside_the_launches():
         _Event("aten::sum"),
     ]
     assert _split(events) == (1, [("aten::matmul", 1), ("aten::clone", 1), ("aten::sum", 2)])
+
+
+def test_the_ops_inside_an_extension_launch_are_reported_by_launch_and_a_triton_launchs_are_not():
+    from kernelproof.worker.profiling import _inside_extensions
+
+    ext = _Event("kernelproof.launch:extension:kp_ops::relu")
+    dispatched = _Event("kp_ops::relu", ext)  # the operator's own dispatcher event
+    triton = _Event("kernelproof.launch:triton:k")
+    relu = _Event("aten::relu", dispatched)
+    events = [
+        ext,
+        dispatched,
+        _Event("aten::empty_like", ext),  # no work
+        relu,
+        _Event("aten::clamp_min", relu),  # part of aten::relu
+        triton,
+        _Event("aten::copy_", triton),  # the interpreter's argument copy
+        _Event("aten::relu"),  # outside every launch
+    ]
+    assert _inside_extensions(events) == [("extension:kp_ops::relu", "aten::relu", 1)]
 
 
 def test_a_custom_operator_the_build_registered_is_a_launch_through_torch_ops(restored):

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from kernelproof.host.process import SpawnSpec, WorkerDied, WorkerProcess
 from kernelproof.measure import accounting, session
-from kernelproof.sandbox.process import SpawnSpec, WorkerDied, WorkerProcess
 from kernelproof.verdict import ReasonCode
 
 WORKER = Path(__file__).resolve().parents[2] / "kernelproof" / "worker"
@@ -68,8 +68,8 @@ def test_a_candidates_worker_naming_internal_error_broke_the_protocol():
 def test_the_workers_driver_claim_is_a_runtime_error_with_a_label_the_parent_weighs():
     """``environment`` never travels as a code: the worker's finding is the solution's
     runtime_error with ``lacking`` set, read back as the claim machine.judged_lack weighs."""
-    from kernelproof.worker import schemas
-    from kernelproof.worker.replies import failure, reason_of
+    from kernelproof.wire import schemas
+    from kernelproof.wire.replies import failure, reason_of
 
     sent = failure(ReasonCode.ENVIRONMENT, "forward: this machine has no GPU driver", "tb")
     assert sent["code"] == "runtime_error" and sent["lacking"] is True

@@ -17,7 +17,7 @@ import torch
 from kernelproof.inputs import fingerprint, timed_inputs
 from kernelproof.measure.batch import run_batch
 from kernelproof.verify.cases import run_model
-from kernelproof.worker.expected import Expected
+from kernelproof.wire.expected import Expected
 
 sys.path.insert(0, str(Path(__file__).parent))
 from worker_session import DATA, EXPLOITS, loaded  # noqa: E402

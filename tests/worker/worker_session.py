@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from kernelproof.evaluate.requests import load_request
-from kernelproof.sandbox.process import SpawnSpec, WorkerProcess
+from kernelproof.host.process import SpawnSpec, WorkerProcess
 from kernelproof.task import load_task
 from kernelproof.verify.cases import VariantContext, build_variant, make_inputs
 

@@ -1,6 +1,6 @@
 """The worker's defences, one per file, organised as the exploit zoo is (tests/exploits/zoo.py).
 
-Each check returns a failed reply (:func:`kernelproof.worker.replies.failure`) or None. The
+Each check returns a failed reply (:func:`kernelproof.wire.replies.failure`) or None. The
 worker's judgement is data the parent re-checks where it can (I1); these checks are what only the
 candidate's process can see: the exact type of an output, its storage, the inputs after the call,
 the threads, the flags and what the solution left active in the harness.
@@ -22,9 +22,9 @@ from typing import Any
 import torch
 
 from kernelproof.verdict import ReasonCode
+from kernelproof.wire.replies import failure
 from kernelproof.worker import calls
 from kernelproof.worker.checks import aliasing, flags, hooks, mutation, output_type, shadows, threads
-from kernelproof.worker.replies import failure
 from kernelproof.worker.state import WorkerState
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from kernelproof.verdict import ReasonCode
-from kernelproof.worker.replies import failure
+from kernelproof.wire.replies import failure
 
 # Called through the classes, never a method set on the object (kernelproof.worker.checks.shadows):
 # a storage's Python object is kept with it and takes attributes as a tensor does.

@@ -13,7 +13,7 @@ from typing import Any
 
 from kernelproof import flags as numeric_flags
 from kernelproof.verdict import ReasonCode
-from kernelproof.worker.replies import failure
+from kernelproof.wire.replies import failure
 
 
 def check(expected: dict[str, Any]) -> dict[str, Any] | None:

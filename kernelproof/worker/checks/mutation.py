@@ -13,7 +13,7 @@ import torch
 
 from kernelproof.inputs import same_bits
 from kernelproof.verdict import ReasonCode
-from kernelproof.worker.replies import failure
+from kernelproof.wire.replies import failure
 
 
 def check(

@@ -12,8 +12,8 @@ from typing import Any
 import torch
 
 from kernelproof.verdict import ReasonCode
+from kernelproof.wire.replies import failure
 from kernelproof.worker.checks.aliasing import storage_of, storage_ptr
-from kernelproof.worker.replies import failure
 
 
 def check(outputs: list[Any], device: torch.device) -> dict[str, Any] | None:

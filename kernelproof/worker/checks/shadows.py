@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from kernelproof.verdict import ReasonCode
-from kernelproof.worker.replies import failure
+from kernelproof.wire.replies import failure
 
 _TENSOR_NAMES = frozenset(dir(torch.Tensor))  # bound at import, before any solution runs
 _instance_dict = object.__getattribute__  # reads the object's own __dict__, not a shadow of it

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelproof.verdict import ReasonCode
-from kernelproof.worker.replies import failure
+from kernelproof.wire.replies import failure
 from kernelproof.worker.state import WorkerState
 
 

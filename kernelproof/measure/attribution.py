@@ -1,0 +1,230 @@
+"""Which device kernels are the solution's: by identity, never by the text of a name (E1-E3, I10).
+
+A kernel is the solution's because the solution built it. What the parent knows to be the
+solution's code, and nothing else, names its kernels:
+
+- the kernels of the binaries the parent's builder pool built for it and copied into its worker's
+  read-only folder (a ``load_inline`` / ``load`` extension, a ``kernelproof.native`` cubin): their
+  ELF symbol tables, read here in the parent (:func:`built_names`). A ``__global__`` function has
+  an nvcc host stub named after it in the extension (its other functions are no kernels: a host
+  function named as a cuBLAS kernel claims nothing) and a symbol in the cubin;
+- the Triton kernels the solution's code defines (``@triton.jit`` functions, read from its syntax
+  tree by kernelproof.solution, never from comments or strings): a Triton kernel's device name is
+  its function's name.
+
+Names are compared whole, as qualified C++ names (``at::native::vectorized_elementwise_kernel``,
+``myns::scale``, ``_bias_relu_kernel``: the return type, template arguments and parameters left
+out, :func:`qualified_name`), never by token: a kernel, a comment or a string naming ``native``
+claims nothing of ``at::native::...``. A name in a namespace of torch or a vendor library
+(:data:`FOREIGN_NAMESPACES`), and a name the baselines' own profiles of the same task show (eager
+and torch.compile: :attr:`KernelIdentity.baseline`), is never the solution's, whatever it declares;
+a Triton kernel named after inductor's ``triton_poi_fused_...`` that the compile baseline also
+runs is the baseline's. Memory copies and sets are no kernel of anyone's.
+
+The profile that lists the kernels is the worker's report (its profiler runs in the candidate's
+process): a name in it counts for the solution only when it is one of these, so a forged row
+naming anything else gains nothing, and kernelproof/measure/accounting.py checks the profile's
+GPU time against the parent's own clock.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import struct
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+# Top-level namespaces of torch and of the vendor libraries it ships or calls: a kernel whose
+# qualified name lies in one is theirs, even when a solution's binary instantiated it.
+FOREIGN_NAMESPACES = frozenset(
+    {
+        "at",
+        "c10",
+        "torch",
+        "caffe2",
+        "aten",
+        "cutlass",
+        "cute",
+        "cub",
+        "thrust",
+        "cublas",
+        "cublasLt",
+        "cudnn",
+        "cufft",
+        "cusparse",
+        "curand",
+        "cutensor",
+        "flash",
+        "fbgemm_gpu",
+        "nccl",
+        "std",
+        "pybind11",
+        "__gnu_cxx",
+    }
+)
+_MEMORY_ACTIVITY = re.compile(r"^(Memcpy|Memset)\b|^\[?memcpy|^\[?memset", re.IGNORECASE)
+_ANONYMOUS = "(anonymous namespace)"
+MAX_BINARY_BYTES = 1 << 30  # a file larger than this under the worker's folder is not read
+_ELF_MAGIC = b"\x7fELF"
+_SYMBOL_TABLES = (2, 11)  # SHT_SYMTAB, SHT_DYNSYM
+_FUNCTION = 2  # STT_FUNC
+_EM_CUDA = 190  # e_machine of a cubin: every function in it is device code
+# nvcc's host stub of a __global__ function is named this prefix and the kernel's mangled name (an
+# ``extern "C"`` kernel's stub carries the C++ mangling of its signature): only these are kernels
+# of a host binary, never its other functions (a host function named as a cuBLAS kernel is not one).
+_STUB = "__device_stub_"
+
+
+def qualified_name(name: str) -> str:
+    """The qualified function name of a demangled (or plain) kernel name: its return type,
+    template arguments and parameter list left out. ``void at::native::reduce_kernel<512, 1,
+    ...>(...)`` is ``at::native::reduce_kernel``; ``_bias_relu_kernel`` is itself."""
+    text = name.strip().replace(_ANONYMOUS, "{anonymous}")
+    out: list[str] = []
+    depth = 0
+    for ch in text:  # template arguments dropped, at any depth (they may hold parentheses)
+        if ch == "<":
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    bare = "".join(out).split("(", 1)[0].strip()
+    last = bare.split()[-1] if bare.split() else ""
+    return last.replace("{anonymous}", _ANONYMOUS)
+
+
+def foreign_namespace(qualified: str) -> bool:
+    """Does a qualified name lie in a namespace of torch or a vendor library (or ``std``)?"""
+    head = qualified.split("::", 1)[0] if "::" in qualified else ""
+    return head in FOREIGN_NAMESPACES
+
+
+@dataclass(frozen=True)
+class KernelIdentity:
+    """What the parent knows names the solution's device kernels, as qualified names."""
+
+    built: frozenset[str] = frozenset()  # functions of the binaries the parent built for it
+    jitted: frozenset[str] = frozenset()  # Triton kernels its code defines (syntax tree)
+    baseline: frozenset[str] = frozenset()  # kernels the baselines' own profiles showed
+    binaries: int = 0  # binaries the parent built for it (0: no extension or cubin of its own)
+
+    @property
+    def own(self) -> frozenset[str]:
+        """The qualified names a profiled kernel may have to be the solution's."""
+        return frozenset(
+            q for q in self.built | self.jitted if q and q not in self.baseline and not foreign_namespace(q)
+        )
+
+    def with_baseline(self, names: Iterable[str]) -> KernelIdentity:
+        """The same identity, with the kernels of the baselines' profiles (raw names) set apart."""
+        extra = frozenset(qualified_name(n) for n in names) - {""}
+        return KernelIdentity(self.built, self.jitted, self.baseline | extra, self.binaries)
+
+    def shadowed(self) -> tuple[str, ...]:
+        """The solution's kernel names a baseline's profile also shows (never the solution's)."""
+        return tuple(sorted((self.built | self.jitted) & self.baseline))
+
+    def is_own(self, name: str) -> bool:
+        """Is the profiled device activity `name` one of the solution's kernels?"""
+        if _MEMORY_ACTIVITY.search(name.strip()):
+            return False
+        return qualified_name(name) in self.own
+
+
+def identity_of(own: KernelIdentity | Iterable[str]) -> KernelIdentity:
+    """`own` as an identity: names given bare are the solution's Triton kernels (a caller that knows
+    no build of its own)."""
+    if isinstance(own, KernelIdentity):
+        return own
+    return KernelIdentity(jitted=frozenset(qualified_name(n) for n in own) - {""})
+
+
+def built_names(folder: str | Path | None, skip: tuple[str, ...] = ("solution",)) -> KernelIdentity:
+    """The functions of every ELF binary the parent copied into a worker's read-only `folder` (an
+    extension's ``.so``, a cubin), demangled and qualified; `skip`: top-level folders that hold no
+    build (the solution's own copy)."""
+    if folder is None:
+        return KernelIdentity()
+    root = Path(folder)
+    if not root.is_dir():
+        return KernelIdentity()
+    mangled: set[str] = set()
+    binaries = 0
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).parts
+        if not rel or rel[0] in skip or path.is_symlink() or not path.is_file():
+            continue
+        try:
+            if path.stat().st_size > MAX_BINARY_BYTES:
+                continue
+            with path.open("rb") as f:
+                if f.read(4) != _ELF_MAGIC:
+                    continue
+            data = path.read_bytes()
+        except OSError:
+            continue
+        found = elf_functions(data)
+        if found is not None:
+            binaries += 1
+            mangled |= found if elf_machine(data) == _EM_CUDA else kernel_stubs(found)
+    names = {qualified_name(n) for n in demangled(sorted(mangled)).values()} - {""}
+    return KernelIdentity(built=frozenset(names), binaries=binaries)
+
+
+def elf_functions(data: bytes) -> set[str] | None:
+    """The defined function symbols of a 64-bit little-endian ELF file (None: not one). Both symbol
+    tables are read: an extension's ``__global__`` host stubs are local symbols of ``.symtab``."""
+    if len(data) < 64 or data[:4] != _ELF_MAGIC or data[4] != 2 or data[5] != 1:
+        return None
+    try:
+        shoff, = struct.unpack_from("<Q", data, 0x28)
+        shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+        sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+        names: set[str] = set()
+        for _name, kind, _flags, _addr, offset, size, link, _info, _align, entsize in sections:
+            if kind not in _SYMBOL_TABLES or not entsize or link >= len(sections):
+                continue
+            str_off, str_size = sections[link][4], sections[link][5]
+            strings = data[str_off : str_off + str_size]
+            for at in range(offset, offset + size - entsize + 1, entsize):
+                st_name, st_info, _other, st_shndx = struct.unpack_from("<IBBH", data, at)
+                if st_info & 0xF != _FUNCTION or st_shndx == 0 or not st_name:
+                    continue
+                end = strings.find(b"\0", st_name)
+                names.add(strings[st_name : end if end >= 0 else None].decode("utf-8", "replace"))
+        return names
+    except struct.error:
+        return None
+
+
+def elf_machine(data: bytes) -> int:
+    """The ``e_machine`` of an ELF file (190 for a cubin)."""
+    return struct.unpack_from("<H", data, 0x12)[0] if len(data) >= 0x14 else 0
+
+
+def kernel_stubs(functions: set[str]) -> set[str]:
+    """The mangled names of the ``__global__`` functions of a host binary: its nvcc stubs'."""
+    return {f[len(_STUB) :] for f in functions if f.startswith(_STUB + "_Z")}
+
+
+def demangled(names: list[str]) -> dict[str, str]:
+    """Each Itanium-mangled name demangled by c++filt (binutils, beside every compiler that built
+    it); a name that is not mangled, or where c++filt is missing, stays as it is."""
+    out = {n: n for n in names}
+    todo = [n for n in names if n.startswith("_Z")]
+    tool = shutil.which("c++filt")
+    if not todo or tool is None:
+        return out
+    try:
+        done = subprocess.run(
+            [tool], input="\n".join(todo) + "\n", capture_output=True, text=True, timeout=60, check=True
+        ).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return out
+    if len(done) == len(todo):
+        out.update(zip(todo, done, strict=True))
+    return out
