@@ -279,3 +279,27 @@ def test_real_eager_and_compile_profiles_are_never_a_name_matching_solutions():
         assert [n for n in eager + compiled if origin_of(n, identity) == "solution"] == []
     same_name = _triton(qualified_name(compiled[0])).with_baseline(compiled)
     assert [n for n in compiled if origin_of(n, same_name) == "solution"] == []
+
+
+def test_an_optimised_extension_alone_names_its_kernels_stubs_mangled_or_inlined(tmp_path):
+    """What a load_inline build leaves: one host .so, no cubin beside it. nvcc mangles each stub as
+    a C++ function (``_Z41__device_stub__Z17...``) and, at -O3, inlines a template kernel's stub into
+    its launch, leaving only its registration by name: every launched kernel is still named, and no
+    host function or CUDA runtime function of the binary is."""
+    nvcc = _nvcc()
+    src = tmp_path / "k.cu"
+    src.write_text(
+        CUDA_SOURCE
+        + "template <typename T> __global__ void twice(const T* x, T* y) { y[0] = 2 * x[0]; }\n"
+        + "void launch_twice(const float* x, float* y) { twice<float><<<1, 1>>>(x, y); }\n"
+    )
+    ro = tmp_path / "ro"
+    (ro / "ext").mkdir(parents=True)
+    flags = ["-O3", "--use_fast_math", "-lineinfo", "-Xcompiler", "-fPIC", "-shared", "-arch=sm_90"]
+    subprocess.run([nvcc, *flags, "-o", ro / "ext" / "k.so", src], check=True)
+    identity = built_names(ro)
+    assert identity.binaries == 1
+    assert {"myns::scale_kernel", "plain_c", "twice"} <= identity.built
+    assert not {n for n in identity.built if n.startswith("cuda") or n in ("launch", "launch_twice")}
+    assert "ampere_sgemm_128x64_nn" not in identity.built
+    assert origin_of("void twice<float>(float const*, float*)", identity) == "solution"

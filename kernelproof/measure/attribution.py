@@ -76,6 +76,9 @@ _EM_CUDA = 190  # e_machine of a cubin: every function in it is device code
 # ``extern "C"`` kernel's stub carries the C++ mangling of its signature): only these are kernels
 # of a host binary, never its other functions (a host function named as a cuBLAS kernel is not one).
 _STUB = "__device_stub_"
+_MANGLED_IDENTIFIER = re.compile(r"_ZL?(\d+)")  # a mangled name's first identifier: its length
+_PROGBITS = 1  # SHT_PROGBITS
+_SHF_WRITE, _SHF_ALLOC, _SHF_EXECINSTR = 0x1, 0x2, 0x4
 
 
 def qualified_name(name: str) -> str:
@@ -170,7 +173,7 @@ def built_names(folder: str | Path | None, skip: tuple[str, ...] = ("solution",)
         found = elf_functions(data)
         if found is not None:
             binaries += 1
-            mangled |= found if elf_machine(data) == _EM_CUDA else kernel_stubs(found)
+            mangled |= found if elf_machine(data) == _EM_CUDA else kernel_stubs(found) | registered(data, found)
     names = {qualified_name(n) for n in demangled(sorted(mangled)).values()} - {""}
     return KernelIdentity(built=frozenset(names), binaries=binaries)
 
@@ -207,8 +210,58 @@ def elf_machine(data: bytes) -> int:
 
 
 def kernel_stubs(functions: set[str]) -> set[str]:
-    """The mangled names of the ``__global__`` functions of a host binary: its nvcc stubs'."""
-    return {f[len(_STUB) :] for f in functions if f.startswith(_STUB + "_Z")}
+    """The mangled names of the ``__global__`` functions of a host binary: its nvcc stubs'.
+
+    nvcc names a kernel's stub ``__device_stub_`` and the kernel's mangled name, and mangles the
+    stub itself as a C++ function (``_Z41__device_stub__Z17scale_relu_kernelPKfPfxPKfPfx``, nvcc
+    13; ``L`` before the length for a static one): the kernel's name is read from the stub's
+    identifier. An ``extern "C"`` kernel's stub carries its signature's mangling, which demangles to
+    the plain name."""
+    out: set[str] = set()
+    for f in functions:
+        if f.startswith(_STUB + "_Z"):  # a stub left unmangled
+            out.add(f[len(_STUB) :])
+            continue
+        m = _MANGLED_IDENTIFIER.match(f)
+        if m is None:
+            continue
+        ident = f[m.end() : m.end() + int(m.group(1))]
+        if ident.startswith(_STUB + "_Z"):
+            out.add(ident[len(_STUB) :])
+    return out
+
+
+def registered(data: bytes, functions: set[str]) -> set[str]:
+    """The host functions of a binary whose names it also holds as a string of its read-only data:
+    nvcc registers every ``__global__`` function with the CUDA runtime by its device name, a string
+    in ``.rodata``, beside the host function that stands for it (``__cudaRegisterFunction``). A
+    template kernel's stub is inlined into its launch at ``-O3`` and leaves no symbol of its own;
+    its registration and its host function stay. A host function whose name is no such string is no
+    kernel (a host function named as a cuBLAS kernel claims nothing)."""
+    rodata = b"".join(_read_only_data(data))
+    if not rodata:
+        return set()
+    # C++ names only: an ``extern "C"`` kernel keeps its stub (only templates lose theirs), while the
+    # CUDA runtime linked into the binary holds its own C functions' names as strings
+    return {f for f in functions if f.startswith("_Z") and b"\0" + f.encode() + b"\0" in rodata}
+
+
+def _read_only_data(data: bytes) -> list[bytes]:
+    """The contents of an ELF file's allocated, non-executable, non-writable PROGBITS sections
+    (``.rodata`` and its kind): where string literals live, never its symbol or string tables."""
+    try:
+        shoff, = struct.unpack_from("<Q", data, 0x28)
+        shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+        out = []
+        for i in range(shnum):
+            _name, kind, flags, _addr, offset, size, *_rest = struct.unpack_from(
+                "<IIQQQQIIQQ", data, shoff + i * shentsize
+            )
+            if kind == _PROGBITS and flags & _SHF_ALLOC and not flags & (_SHF_WRITE | _SHF_EXECINSTR):
+                out.append(b"\0" + data[offset : offset + size] + b"\0")
+        return out
+    except struct.error:
+        return []
 
 
 def demangled(names: list[str]) -> dict[str, str]:
