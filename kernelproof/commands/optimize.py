@@ -26,6 +26,7 @@ import typer
 from kernelproof import exits
 from kernelproof.agent.budget import DEFAULT_MAX_CALLS
 from kernelproof.agent.errors import AgentError
+from kernelproof.commands.options import Baselines, Device, Timeout, eval_options
 from kernelproof.console import make_console, print_error, say
 
 if TYPE_CHECKING:
@@ -104,11 +105,9 @@ def optimize_command(
     max_output_tokens: Annotated[int, Opt("--max-output-tokens", help="Cap of one answer.")] = 16384,
     language: Annotated[str, Opt("--language", help="triton | cuda | any")] = "triton",
     seed: Annotated[int, Opt("--seed", help="Seed of the strategies' random choices.")] = 0,
-    device: Annotated[str, Opt("--device", help="auto | cuda | cuda:N | cpu")] = "auto",
-    baselines: Annotated[
-        str, Opt("--baselines", help="Baselines to time against (comma separated).")
-    ] = "eager",
-    eval_timeout: Annotated[float, Opt("--timeout", help="Seconds one worker step may take.")] = 600.0,
+    device: Device = "auto",
+    baselines: Baselines = "eager",
+    eval_timeout: Timeout = 600.0,
     shape_variants: Annotated[
         str,
         Opt(
@@ -140,7 +139,6 @@ def optimize_command(
     """
     from kernelproof.agent import AgentOptions, Limits, SearchSettings, parse_model
     from kernelproof.agent.budget import parse_price
-    from kernelproof.agent.options import evaluation
     from kernelproof.agent.run import recorded_options
     from kernelproof.api import SHAPE_VARIANTS, optimize
     from kernelproof.options import normalize_baselines
@@ -161,13 +159,12 @@ def optimize_command(
                 raise typer.BadParameter("--model PROVIDER:MODEL is needed (or --replay LOG)")
             if shape_variants not in SHAPE_VARIANTS:
                 raise typer.BadParameter(f"--shape-variants must be {' | '.join(SHAPE_VARIANTS)}")
-            evaluated_as = evaluation(
-                device=device,
-                baselines=normalize_baselines(baselines.split(",")),
-                timeout_s=eval_timeout,
+            evaluated_as = eval_options(
+                {"device": device, "baselines": baselines, "timeout": eval_timeout},
                 shape_variants=shape_variants,
                 db=db,
             )
+            evaluated_as = evaluated_as.replace(baselines=normalize_baselines(evaluated_as.baselines))
             opts = AgentOptions(
                 strategy=strategy,
                 limits=limits,
