@@ -104,23 +104,52 @@ def _number(p: Path) -> int:
     return int(head) if head.isdigit() else 10**6
 
 
+HELP_WIDTH = 79  # --help fits 80 columns, as every verb's does
+
+
+def _description(doc: str) -> str:
+    """The module's docstring as --help shows it: each paragraph refilled to HELP_WIDTH, and each
+    indented command line continued with a backslash where it is longer (still one command to paste)."""
+    import textwrap
+
+    out = []
+    for block in doc.strip().split("\n\n"):
+        if block.startswith("    "):
+            lines = [
+                " \\\n        ".join(textwrap.wrap(ln.strip(), HELP_WIDTH - 10, break_on_hyphens=False))
+                for ln in block.splitlines()
+            ]
+            out.append("\n".join("    " + ln for ln in lines))
+        else:
+            out.append(textwrap.fill(" ".join(block.split()), HELP_WIDTH, break_on_hyphens=False))
+    return "\n\n".join(out)
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=_description(__doc__ or ""),
+        formatter_class=lambda prog: argparse.RawDescriptionHelpFormatter(prog, width=HELP_WIDTH),
+    )
     ap.add_argument("kernelbench", nargs="?", type=Path, help="the prepared folder (or a clone at the pin)")
     ap.add_argument("--prepare", type=Path, help="export the pinned level folders into this folder")
     ap.add_argument("--from", dest="clone", type=Path, help="a local KernelBench clone or bare git dir")
-    ap.add_argument("--levels", default="1,2,3", help="which levels, e.g. 1 or 2,3")
+    ap.add_argument("--levels", default="1,2,3", help="which levels, e.g. 1 or 2,3 (default: 1,2,3)")
     ap.add_argument(
         "--only",
         action="append",
         default=[],
         help="only tasks whose level/file name contains this (repeatable)",
     )
-    ap.add_argument("--device", default="auto")
-    ap.add_argument("--per-device", type=int, default=2)
+    ap.add_argument("--device", default="auto", help="auto | cuda | cuda:N | cpu (default: auto)")
+    ap.add_argument(
+        "--per-device",
+        type=int,
+        default=2,
+        help="evaluations in flight per GPU: their untimed work overlaps (default: 2)",
+    )
     ap.add_argument("--db", default=str(ROOT / ".kernelbench" / "sweep.sqlite"), help="the resumable store")
     ap.add_argument("--time-limit", type=float, default=0, help="stop submitting after this many seconds")
-    ap.add_argument("--timeout", type=float, default=300, help="per worker phase")
+    ap.add_argument("--timeout", type=float, default=300, help="seconds per worker phase (default: 300)")
     ap.add_argument("--out", type=Path, default=None, help="folder for the table (default: $OUT or /tmp)")
     ap.add_argument(
         "--order",

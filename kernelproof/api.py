@@ -33,15 +33,18 @@ from kernelproof import blame
 from kernelproof.blame import internal_error_verdict, too_large_verdict
 from kernelproof.code_identity import this_source
 from kernelproof.errors import UsageError
-from kernelproof.evaluate import compare_pair, evaluate_pair
+from kernelproof.evaluate import compare_pair, evaluate_pair, progress
 from kernelproof.evaluate.chain import give_back_cached
 from kernelproof.evaluate.progress import reporting  # noqa: F401  (the CLI's phase lines)
 from kernelproof.evaluate.requests import device_name
 from kernelproof.executors.local import LocalPool, default_pool, resolve_devices, run_many
+from kernelproof.measure.claims import start_profiler_here
 from kernelproof.options import EvalOptions
 from kernelproof.preflight import SHAPE_VARIANTS, PathLike, checked_options, require_files  # noqa: F401
 from kernelproof.report.kernelbench import KernelBenchRun, Sample, find_run  # noqa: F401  (kernelbench's)
+from kernelproof.solution import SolutionFile, solution_of
 from kernelproof.store import as_requested, db_path, open_store, served  # noqa: F401  (db_path: the CLI's)
+from kernelproof.submission import EvaluationKey, Submission, Submitted, read_submission
 from kernelproof.survey import (  # noqa: F401  (the verbs that judge no solution, re-exported)
     DeviceCeilings,
     StoredVerdicts,
@@ -83,6 +86,7 @@ def evaluate_many(
     options = checked_options(options)
     devices = resolve_devices(options.device)
     pool = pool or default_pool()
+    start_profiler_here()  # before the evaluations' threads profile (measure/claims.py says why)
     items = [(str(t), str(s)) for t, s in pairs]
     for task, solution in items:  # every path checked before the first evaluation starts
         require_files(task, solution)
@@ -95,7 +99,7 @@ def evaluate_many(
     yield from run_many(
         items,
         [d for d in devices for _ in range(options.per_device)],
-        lambda item, dev: _evaluate_on(item[0], item[1], options, dev, pool),  # type: ignore[index, misc]
+        lambda item, dev: _evaluate_named(item[0], item[1], options, dev, pool),  # type: ignore[index, misc]
         ready,
     )
 
@@ -131,34 +135,65 @@ async def aevaluate_many(
     await fut
 
 
-def _to_build(items: list[tuple[str, str]], options: EvalOptions, device: str) -> list[str]:
-    """Solutions whose evaluation will run (files present, no stored verdict to serve)."""
+def _to_build(items: list[tuple[str, str]], options: EvalOptions, device: str) -> list[SolutionFile]:
+    """Solutions whose evaluation will run (files present, no stored verdict to serve), as read
+    here: each is built from these bytes, and found by their hash only by an evaluation of the same."""
     store = _open_store(options) if not options.fresh else None
     out = []
     for task, sol in items:
-        if not (Path(task).is_file() and Path(sol).is_file()):
+        try:
+            submission = read_submission(task, sol)
+        except UsageError:
             continue
-        key = evaluation_key(task, sol, options, device) if store is not None else ""
+        key = submission_key(submission, options, device).digest if store is not None else ""
         if store is not None and served(store, key, options.serving_conditions()) is not None:
             continue
-        out.append(sol)
+        out.append(solution_of(submission.solution.path, submission.solution.data))
     return out
 
 
+def _evaluate_named(task: str, solution: str, options: EvalOptions, device: str, pool: LocalPool) -> Verdict:
+    """:func:`_evaluate_on`, its phases reported as the solution's (a verb's live line names it)."""
+    with progress.about(solution):
+        return _evaluate_on(task, solution, options, device, pool)
+
+
 def _evaluate_on(task: str, solution: str, options: EvalOptions, device: str, pool: LocalPool) -> Verdict:
-    for path, what in ((task, "task"), (solution, "solution")):
-        if not Path(path).is_file():
-            raise UsageError(f"{what} file not found: {path}")
+    # Read once (I10): the key, the verdict's hashes, the build and the worker's copy are all these bytes.
+    return _evaluate_submission(read_submission(task, solution), options, device, pool)
+
+
+def evaluate_submission(
+    submission: Submission, options: EvalOptions | None = None, *, pool: LocalPool | None = None
+) -> Verdict:
+    """Evaluate files given as bytes (:func:`kernelproof.submission.submitted_bytes`), as a service
+    submits them: their paths only name them, and nothing is read from disk."""
+    options = checked_options(options)
+    devices = resolve_devices(options.device)
+    return _evaluate_submission(submission, options, devices[0], pool or default_pool())
+
+
+def _evaluate_submission(
+    submission: Submission, options: EvalOptions, device: str, pool: LocalPool
+) -> Verdict:
     store = _open_store(options)
-    key = evaluation_key(task, solution, options, device)
+    key = submission_key(submission, options, device)
     if store is not None and not options.fresh:
-        cached = served(store, key, options.serving_conditions())
+        cached = served(store, key.digest, options.serving_conditions())
         if cached is not None:
-            return as_requested(cached, task, solution)
+            return as_requested(cached, submission.task.path, submission.solution.path)
+    return _judged_and_stored(submission, key, options, device, pool, store)
+
+
+def _judged_and_stored(
+    submission: Submission, key: EvaluationKey, options: EvalOptions, device: str, pool: LocalPool, store: Any
+) -> Verdict:
+    """The evaluation of the bytes read once, stored under the key computed from them."""
+    task, solution = submission.task, submission.solution
     # A CUDA or native solution is built before the GPU is taken: its compile (tens of seconds)
     # must not hold the device while other evaluations wait for it. A failed build is reported
     # by the evaluation itself.
-    for pending in pool.prebuild([solution], device, options).values():
+    for pending in pool.prebuild([solution_of(solution.path, solution.data)], device, options).values():
         concurrent.futures.wait([pending.future])
     with pool.device_slots(device, options.per_device):
         verdict = _judged(task, solution, options, device, pool)
@@ -183,7 +218,9 @@ def _evaluate_on(task: str, solution: str, options: EvalOptions, device: str, po
     return verdict
 
 
-def _judged(task: str, solution: str, options: EvalOptions, device: str, pool: LocalPool) -> Verdict:
+def _judged(
+    task: Submitted, solution: Submitted, options: EvalOptions, device: str, pool: LocalPool
+) -> Verdict:
     """The evaluation's verdict; kernelproof's own failures become an internal_error verdict, and
     the parent running out of GPU memory a too_large one."""
     try:
@@ -201,14 +238,20 @@ def _judged(task: str, solution: str, options: EvalOptions, device: str, pool: L
 
 
 def evaluation_key(task: str, solution: str, options: EvalOptions, device: str) -> str:
+    """Identity of an evaluation of the files as they are now (:func:`submission_key` of their bytes)."""
+    return submission_key(read_submission(task, solution), options, device).digest
+
+
+def submission_key(submission: Submission, options: EvalOptions, device: str) -> EvaluationKey:
     """Identity of an evaluation: file contents, settings and environment (served from the store).
 
     The settings are ``EvalOptions.cache_key_fields``: every option that can change the outcome.
     The time limits are not in it; they are stored with the row and checked when it is served.
+    The key keeps the hashes of the bytes it names: the store refuses a verdict of other bytes.
     """
     h = hashlib.sha256()
-    for p in (task, solution):
-        h.update(hashlib.sha256(Path(p).read_bytes()).digest())
+    for file in (submission.task, submission.solution):
+        h.update(bytes.fromhex(file.sha256))
     env = {
         "torch": torch.__version__,
         "device": device,
@@ -216,7 +259,7 @@ def evaluation_key(task: str, solution: str, options: EvalOptions, device: str) 
         "kernelproof_source": this_source(),  # a verdict from other judging code is not served
     }
     h.update(json.dumps({"settings": options.cache_key_fields(), "env": env}, sort_keys=True).encode())
-    return h.hexdigest()
+    return EvaluationKey(h.hexdigest(), submission.task.sha256, submission.solution.sha256)
 
 
 def options_digest(options: EvalOptions) -> str:
@@ -299,8 +342,6 @@ def bench(
         raise UsageError(f"--executor must be {' | '.join(EXECUTORS)}, not {executor!r}")
     if executor == "local":
         return evaluate_many(pairs, options)
-    if options.per_device != 1:
-        raise UsageError("--per-device applies to the local executor; a Ray actor evaluates one at a time")
     from kernelproof.executors.ray_executor import RayOptions, evaluate_many_ray
 
     return evaluate_many_ray(pairs, options, RayOptions(address=address), evaluate=evaluate)

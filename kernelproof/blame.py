@@ -13,9 +13,7 @@ loses its other verdicts to it.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
@@ -28,14 +26,16 @@ from kernelproof.evaluate.memory_blame import (
     reference_alone_fails,
 )
 from kernelproof.options import EvalOptions
+from kernelproof.submission import Submitted, read_submitted
 from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode, Verdict
 
 if TYPE_CHECKING:
     from kernelproof.executors.local import LocalPool
 
-# One evaluation of (task, solution) under options on the device the caller holds: api's, which
-# turns kernelproof's own failures into verdicts (the reference's re-run alone goes through it).
-Judge = Callable[[str, str, EvalOptions], Verdict]
+# One evaluation of (task, solution), each read once, under options on the device the caller holds:
+# api's, which turns kernelproof's own failures into verdicts (the reference's re-run alone goes
+# through it).
+Judge = Callable[[Submitted, Submitted, EvalOptions], Verdict]
 
 
 def worth_running_alone(verdict: Verdict) -> bool:
@@ -64,7 +64,7 @@ def near_the_edge_failure(verdict: Verdict, device: str, pool: LocalPool) -> boo
 
 
 def beyond_the_device(
-    verdict: Verdict, task: str, options: EvalOptions, device: str, pool: LocalPool, judge: Judge
+    verdict: Verdict, task: Submitted, options: EvalOptions, device: str, pool: LocalPool, judge: Judge
 ) -> Verdict:
     """A worker that ran out of GPU memory in an evaluation whose own footprint (the parent's
     estimate: inputs, reference, float64 oracle, the candidate's outputs) is more than the device
@@ -104,7 +104,9 @@ def beyond_the_device(
     )
 
 
-def too_large_verdict(task: str, solution: str, device: str, exc: BaseException) -> Verdict:
+def too_large_verdict(
+    task: Submitted | str, solution: Submitted | str, device: str, exc: BaseException
+) -> Verdict:
     """The parent ran out of GPU memory holding this task's references, alone on the device."""
     total = (
         torch.cuda.get_device_properties(torch.device(device)).total_memory
@@ -118,7 +120,9 @@ def too_large_verdict(task: str, solution: str, device: str, exc: BaseException)
     return error_verdict(task, solution, device, Reason(ReasonCode.TOO_LARGE, message))
 
 
-def internal_error_verdict(task: str, solution: str, device: str, exc: BaseException) -> Verdict:
+def internal_error_verdict(
+    task: Submitted | str, solution: Submitted | str, device: str, exc: BaseException
+) -> Verdict:
     """kernelproof failed (a harness bug): the run goes on, and this verdict shows the traceback's end."""
     import traceback
 
@@ -127,13 +131,15 @@ def internal_error_verdict(task: str, solution: str, device: str, exc: BaseExcep
     return error_verdict(task, solution, device, reason)
 
 
-def error_verdict(task: str, solution: str, device: str, reason: Reason) -> Verdict:
-    """An ``error`` verdict of one reason, naming both files by their contents."""
+def error_verdict(task: Submitted | str, solution: Submitted | str, device: str, reason: Reason) -> Verdict:
+    """An ``error`` verdict of one reason, naming both files by their contents: the bytes the
+    evaluation read (a path is read here, for callers that hold no bytes)."""
+    task_file, solution_file = _submitted(task, "task"), _submitted(solution, "solution")
     return Verdict(
         verdict=Outcome.ERROR,
         reasons=(reason,),
-        task=FileRef(task, hashlib.sha256(Path(task).read_bytes()).hexdigest()),
-        solution=FileRef(solution, hashlib.sha256(Path(solution).read_bytes()).hexdigest()),
+        task=FileRef(task_file.path, task_file.sha256),
+        solution=FileRef(solution_file.path, solution_file.sha256),
         correctness=None,
         timing=None,
         speedup={},
@@ -142,3 +148,7 @@ def error_verdict(task: str, solution: str, device: str, reason: Reason) -> Verd
         environment={"device": device},
         reward=0.0,
     )
+
+
+def _submitted(file: Submitted | str, what: str) -> Submitted:
+    return file if isinstance(file, Submitted) else read_submitted(file, what)

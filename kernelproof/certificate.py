@@ -114,7 +114,7 @@ def rerun_options(settings: dict[str, Any], build_cache: Path, timeout_s: float)
     )
 
 
-OPTIONAL_TEXT_SETTINGS = ("policy",)  # settings whose default is None and whose value is text
+OPTIONAL_TEXT_SETTINGS = ("policy", "precision")  # settings whose default is None and whose value is text
 
 
 def _typed(name: str, value: Any, default: Any) -> Any:

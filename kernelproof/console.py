@@ -183,7 +183,7 @@ def print_verdict(v: Verdict, console: Console | None = None) -> None:
         say_wrapped(
             c,
             f"  cases: {k.cases_passed}/{k.cases_run} passed; worst rel. error {k.worst_rel_norm_err:.2e} "
-            f"(contract {k.precision}){kb}",
+            f"(contract {k.precision}{f', {k.precision_source}' if k.precision_source else ''}){kb}",
         )
     if v.timing is not None:
         for sh in v.timing.shapes:

@@ -95,6 +95,9 @@ class EvalOptions:
     cpu_threads: int = 1
     # time on a machine too busy to (measure/busy.py) and flag it, instead of the error machine_busy
     time_when_busy: bool = False
+    # time a CPU candidate whose kernels run in Triton's interpreter (its speed is no claim there,
+    # so by default it is judged on correctness and its launch count alone: evaluate/timing.py)
+    time_interpreted: bool = False
     kernelbench_compat: bool = False  # also report KernelBench's own allclose rule
     eval_mode: bool = False  # run reference and candidate in eval() mode
     # a reference whose output depends on the RNG (dropout in training mode): False evaluates it in
@@ -107,6 +110,10 @@ class EvalOptions:
     # the kernel policy the launch accounting applies: "strict" | "library-ok"; None: the task's own
     # (its KERNELPROOF metadata, "strict" when it names none)
     policy: str | None = None
+    # the precision contract for everyone alike, "fp32" | "fp16" | "bf16" (KernelBench's --precision:
+    # parameters and floating inputs cast to it); None: the task's declared one, else its own dtypes
+    # (kernelproof/verify/contract.py)
+    precision: str | None = None
     seeds_per_case: int = 2  # hidden seeds per (shape, distribution)
     distributions: tuple[str, ...] | None = None  # None: every distribution the domain allows
     timeout_s: float = 600.0  # ceiling on any one worker step (each phase's limit below is capped by it)

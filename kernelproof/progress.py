@@ -71,6 +71,7 @@ class Progress:
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
         self._shown = False  # whether a live line is on screen now
+        self._steps: dict[str, str] = {}  # item in flight -> the step it reached (see step)
 
     def __enter__(self) -> Progress:
         if self.live:
@@ -97,6 +98,29 @@ class Progress:
         """Say where the verb stands, in words of its own (the end of the live line; nothing in a pipe)."""
         self._what = text
         self._draw()
+
+    def step(self, item: str, words: str) -> None:
+        """`item` (one of several in flight) reached the step `words`: the live line's end names the
+        item and its step (``running level1/a.py: case 3 of 16 checked at 41 s``); nothing in a pipe."""
+        with _lock:
+            self._steps.pop(item, None)
+            self._steps[item] = words  # the latest step last
+            self._what = self._in_flight()
+        self._draw()
+
+    def item_done(self, item: str) -> None:
+        """`item` is finished: the live line names what else is in flight."""
+        with _lock:
+            if self._steps.pop(item, None) is not None:
+                self._what = self._in_flight()
+
+    def _in_flight(self) -> str:
+        """The item that moved last and its step, with how many others are in flight."""
+        if not self._steps:
+            return ""
+        item, words = next(reversed(self._steps.items()))
+        others = f" (and {len(self._steps) - 1} more)" if len(self._steps) > 1 else ""
+        return f"running {item}: {words}{others}"
 
     def finished(self, *parts: Part, style: str = "") -> None:
         """One item done: its line (``parts``: text, or (text, Rich style)), the count before it."""
@@ -168,6 +192,26 @@ PHASE_WORDS = {
 def phase_line(phase: str, seconds: float) -> None:
     """``eval`` piped: a line on stderr per phase ended (stdout keeps the verdict alone)."""
     print(f"kernelproof: {PHASE_WORDS.get(phase, phase)} ({seconds:.1f} s)", file=sys.stderr, flush=True)
+
+
+class ItemSteps:
+    """A verb over many evaluations (bench) on a terminal: each evaluation's phases, named by its
+    item (kernelproof/evaluate/progress.py's ``about``), at the end of the live line. `name` says
+    an item as the verb shows it (a path relative to its folder)."""
+
+    def __init__(self, shown: Progress, name: Callable[[str], str] = str) -> None:
+        self.shown = shown
+        self.name = name
+
+    def __call__(self, phase: str, seconds: float) -> None:
+        from kernelproof.evaluate.progress import current_item
+
+        item = current_item()
+        if item and self.shown.live:
+            self.shown.step(self.name(item), f"{PHASE_WORDS.get(phase, phase)} at {seconds:.0f} s")
+
+    def done(self, item: str) -> None:
+        self.shown.item_done(self.name(item))
 
 
 class PhaseLine:

@@ -76,15 +76,22 @@ class SolutionFile:
     source: str
     sha256: str
     triage: Triage
+    # The bytes read, which the hash names: what is built and staged into the worker, never the
+    # path read again (kernelproof/submission.py).
+    data: bytes = field(default=b"", repr=False)
 
 
 def read_solution(path: str) -> SolutionFile:
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"solution file not found: {path}")
-    raw = p.read_bytes()
+    return solution_of(str(path), p.read_bytes())
+
+
+def solution_of(path: str, raw: bytes) -> SolutionFile:
+    """The solution whose bytes were read once (`path` names it, and is not read)."""
     source = raw.decode("utf-8", errors="replace")
-    return SolutionFile(str(path), source, hashlib.sha256(raw).hexdigest(), triage(source))
+    return SolutionFile(str(path), source, hashlib.sha256(raw).hexdigest(), triage(source), raw)
 
 
 def triage(source: str) -> Triage:

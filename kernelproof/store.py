@@ -37,6 +37,7 @@ from typing import Any
 from kernelproof import jsonsafe, store_key
 from kernelproof._version import __version__
 from kernelproof.errors import StoreError
+from kernelproof.submission import EvaluationKey
 from kernelproof.verdict import ReasonCode, Stored, Verdict, from_json
 
 TABLE = "verdicts"
@@ -324,13 +325,26 @@ class Store:
 
     def put(
         self,
-        key: str,
+        key: str | EvaluationKey,
         verdict: Verdict,
         *,
         options_sha256: str = "",
         limits: Mapping[str, float] | None = None,
     ) -> int:
-        """Store a verdict under its evaluation key, signed; ``limits``: the time limits it ran under."""
+        """Store a verdict under its evaluation key, signed; ``limits``: the time limits it ran under.
+
+        An :class:`EvaluationKey` carries the hashes of the bytes it was computed from: a verdict
+        naming other bytes (a file that changed between two reads) is refused with StoreError,
+        never stored where those bytes' key would serve it (I10)."""
+        if isinstance(key, EvaluationKey):
+            named = (verdict.task.sha256, verdict.solution.sha256)
+            if named != (key.task_sha256, key.solution_sha256):
+                raise StoreError(
+                    "refused to store a verdict under another evaluation's key: the verdict names task "
+                    f"{named[0][:12]} and solution {named[1][:12]}, the key was computed from task "
+                    f"{key.task_sha256[:12]} and solution {key.solution_sha256[:12]}"
+                )
+            key = key.digest
         if verdict.stored is not None:  # a served verdict stored again: keep the evaluation's own form
             verdict = dataclasses.replace(verdict, elapsed_s=verdict.stored.elapsed_s_then, stored=None)
         best = verdict.speedup.get("best") or verdict.speedup.get("eager")

@@ -48,6 +48,12 @@ class TaskMeta:
     timed: tuple[str, ...]  # variants timed on a GPU
     cpu: tuple[str, ...]  # variants used on --device cpu
     precision: str = "fp32"  # precision contract
+    # where the contract comes from: "declared" (KERNELPROOF), "as written" (the task's own dtypes),
+    # "flag" (--precision); "" until kernelproof.verify.contract resolves a task that declares none
+    precision_source: str = ""
+    # floating inputs, parameters and buffers keep the dtypes the task gives them (a bf16 or fp16
+    # task as written) instead of being cast to the contract dtype
+    keep_dtypes: bool = False
     split_precision: bool = True  # may fp32 be emulated with lower-precision units
     domains: tuple[str, ...] | str = "any"  # value domain per get_inputs() position
     flops: str | None = None  # expression over the module constants
@@ -105,12 +111,15 @@ class TaskModule:
         return _constants_of(vars(self.module))
 
 
-def load_task(path: str | Path) -> Task:
-    """Read and validate a task file; raises TaskError with the file and line on any problem."""
+def load_task(path: str | Path, data: bytes | None = None) -> Task:
+    """Read and validate a task file; raises TaskError with the file and line on any problem.
+
+    `data`: the task's bytes as the evaluation read them once (kernelproof/submission.py); `path`
+    then only names the task, and is not read."""
     p = Path(path)
-    if not p.is_file():
+    if data is None and not p.is_file():
         raise TaskError("task file not found", path=str(path))
-    raw = p.read_bytes()
+    raw = p.read_bytes() if data is None else data
     source = raw.decode("utf-8", errors="replace")
     digest = hashlib.sha256(raw).hexdigest()
     ns = _exec_source(source, str(p), digest, overrides={})
@@ -316,6 +325,7 @@ def _parse_meta(raw: Any, path: str, ns: dict[str, Any]) -> TaskMeta:
         timed=timed,
         cpu=cpu,
         precision=precision,
+        precision_source="declared" if "precision" in raw else "",
         split_precision=bool(raw.get("split_precision", True)),
         domains=domains if isinstance(domains, str) else tuple(domains),
         flops=None if raw.get("flops") is None else str(raw["flops"]),

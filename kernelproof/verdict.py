@@ -119,6 +119,9 @@ class Correctness:
         None  # would KernelBench's allclose rule accept it (None: not asked)
     )
     cases: tuple[CaseResult, ...] = ()  # per-case results
+    # where the contract comes from: "declared" (the task's KERNELPROOF), "as written" (the dtypes
+    # its get_inputs() and Model make), "flag" (--precision); "" in verdicts written before it existed
+    precision_source: str = ""
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,7 @@ def _passed_unless_busy(v) -> bool:
     return v.verdict is Outcome.PASS or (bool(v.codes) and set(v.codes) <= LOAD_CODES)
 
 
-def _timed(task: Path, solution: Path):
+def _timed(task: Path, solution: Path, time_interpreted: bool = True):
     options = EvalOptions(
         device="cpu",
         db="",
@@ -95,6 +95,7 @@ def _timed(task: Path, solution: Path):
         min_rounds=2,
         max_rounds=3,
         timeout_s=180.0,
+        time_interpreted=time_interpreted,
     )
     return evaluate(os.path.relpath(task), os.path.relpath(solution), options)
 
@@ -110,6 +111,26 @@ def test_an_interpreted_candidate_passes_with_no_speedup_and_no_speed_reward():
     assert v.timing is not None and v.timing.shapes[0].candidate.n > 0  # the measured times stay
     back = from_json(v.to_json())
     assert back.claims == v.claims and back.to_json()["speedup"]["best"]["median"] is None
+
+
+def test_an_interpreted_candidate_is_not_timed_unless_asked_and_its_launches_are_still_counted():
+    v = _timed(
+        DATA / "tasks" / "scale_relu.py", DATA / "solutions" / "scale_relu_triton.py", time_interpreted=False
+    )
+    assert v.passed, v.reasons
+    assert v.timing is None and v.environment["steps"].get("timing", {}).get("n") == 1
+    assert v.coverage is not None and v.coverage.interpreted_launches and v.coverage.custom_launches
+    assert v.claims is not None and v.claims.speed_withheld == SPEED_WITHHELD_INTERPRETER
+    assert "not timed" in v.claims.note and any(f.startswith("not_timed: ") for f in v.flags)
+    assert v.speedup and all(s.median is None and "not timed" in s.note for s in v.speedup.values())
+    assert v.reward == 0.0 and v.settings["time_interpreted"] is False
+
+
+def test_an_interpreted_decoy_is_judged_by_its_launch_count_without_timing():
+    v = _timed(EXPLOIT_TASKS / "softmax.py", DATA / "solutions" / "softmax_one_store_decoy.py", False)
+    assert v.timing is None and v.claims is not None
+    assert "aten::softmax" in v.claims.reference_ops_outside, v.reasons
+    assert any(f.startswith(f"{REFERENCE_OPS_OUTSIDE}: ") for f in v.flags)
 
 
 def test_a_one_element_store_beside_torch_softmax_is_flagged():
@@ -148,3 +169,33 @@ def test_reference_ops_that_could_not_be_profiled_flag_nothing_and_say_so():
     claims = cpu_claims("triton", _coverage(1, ("aten::softmax",)), None)
     assert claims.reference_ops_outside == () and outside_flag(claims) is None
     assert "could not be profiled" in claims.note
+
+
+def test_a_profiler_started_in_an_evaluations_thread_prints_nothing_once_kineto_started_in_the_main_one():
+    """bench, kernelbench and optimize evaluate in a pool's threads, where the parent profiles the
+    reference: Kineto printed "ERROR: External init callback must run in same thread as
+    registerClient" there. start_profiler_here (called by evaluate_many) starts it where torch loaded."""
+    import subprocess
+    import sys
+
+    program = (
+        "import threading, torch\n"
+        "from torch.autograd.profiler import profile\n"
+        "from kernelproof.measure.claims import start_profiler_here\n"
+        "{start}\n"
+        "def run():\n"
+        "    with profile(use_cpu=True):\n"
+        "        torch.ones(3) + 1\n"
+        "t = threading.Thread(target=run); t.start(); t.join()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+
+    def stderr_of(start: str) -> str:
+        ran = subprocess.run(
+            [sys.executable, "-c", program.format(start=start)], capture_output=True, text=True, env=env
+        )
+        assert ran.returncode == 0, ran.stderr
+        return ran.stderr
+
+    assert "External init callback" in stderr_of("pass")  # the message this prevents, shown to exist here
+    assert "External init callback" not in stderr_of("start_profiler_here()")

@@ -236,3 +236,33 @@ def test_certify_on_a_busy_machine_writes_no_certificate_and_exits_2(capsys, mon
     assert not out.exists()
     text = " ".join((ran.out + ran.err).split())
     assert "machine_busy" in text and "none was written" in text, text
+
+
+BUSY_ADVICE = (
+    "the machine was too busy to time: 6.0 other tasks runnable beside the timing worker on 2 cores, "
+    "read while the candidate stood still, and the baselines' own rounds scattering by a factor of 1.31 "
+    "(above 1.15), so no figure of this timing would say anything about the candidate; run again when it is quieter, time with --time-when-busy (flagged), or check correctness alone "
+    "with --correctness-only"
+)
+
+
+def test_compare_exits_2_on_a_busy_machine_as_eval_does_and_prints_its_advice_whole(capsys, monkeypatch):
+    from kernelproof.evaluate.compare import exit_of, not_compared
+    from kernelproof.verdict import Reason, ReasonCode
+
+    busy = (Reason(ReasonCode.MACHINE_BUSY, BUSY_ADVICE),)
+    monkeypatch.setattr(api, "compare", lambda *a, **k: not_compared(BUSY_ADVICE, exit_of(busy)))
+    ran = run_here(capsys, "compare", TASK, GOOD, GOOD)
+    assert ran.code == exits.for_outcome("error", ["machine_busy"]) == 2, ran
+    assert len(BUSY_ADVICE) > 300  # longer than one line's cap (kernelproof/text.py)
+    assert BUSY_ADVICE in " ".join(ran.out.split()) and "more characters]" not in ran.out, ran.out
+
+
+def test_compare_exits_1_when_a_candidate_fails_and_2_when_the_task_or_machine_decided():
+    from kernelproof.evaluate.compare import exit_of
+    from kernelproof.verdict import Reason, ReasonCode
+
+    assert exit_of((Reason(ReasonCode.TIMING_TAMPER, "forged"),)) == 1
+    assert exit_of((Reason(ReasonCode.MACHINE_BUSY, "busy"), Reason(ReasonCode.MISMATCH, "wrong"))) == 1
+    assert exit_of((Reason(ReasonCode.ENVIRONMENT, "no driver"),)) == 2
+    assert exit_of(()) == 1  # no reason given: never a pass

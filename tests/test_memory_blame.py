@@ -25,6 +25,7 @@ from kernelproof.evaluate.memory_blame import (
     reference_alone_fails,
 )
 from kernelproof.options import EvalOptions
+from kernelproof.submission import read_submitted
 from kernelproof.verdict import Outcome, Reason, ReasonCode
 
 TESTS = Path(__file__).resolve().parent
@@ -70,10 +71,11 @@ def test_the_reference_alone_runs_as_the_candidate_and_its_failure_is_the_fact(a
     seen = []
 
     def judge(task, solution, options):
-        seen.append((Path(solution).read_text(), options.correctness_only))
+        seen.append((solution.text, options.correctness_only))
         return _verdict_of(alone)
 
-    assert reference_alone_fails(SCALE_RELU, EvalOptions(device="cpu", db=""), judge) is expected
+    task = read_submitted(SCALE_RELU)
+    assert reference_alone_fails(task, EvalOptions(device="cpu", db=""), judge) is expected
     source, correctness_only = seen[0]
     assert (
         source.startswith(Path(SCALE_RELU).read_text()) and "ModelNew = Model" in source and correctness_only
@@ -92,7 +94,7 @@ def test_a_crash_near_the_device_s_edge_is_too_large_only_if_the_reference_alone
     ran = []
 
     def fake(task, solution, options, device, workers):
-        ran.append(Path(solution).name)
+        ran.append(Path(solution.path).name)
         return outcomes.pop(0)
 
     monkeypatch.setattr(api, "evaluate_pair", fake)

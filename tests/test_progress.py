@@ -182,3 +182,56 @@ def test_a_slow_correctness_phase_tells_the_cases_done_and_a_quick_one_does_not(
     assert told == [("case 4 of 32 checked", 3.0 + evaluation_progress.CASE_EVERY_S)]
     evaluation_progress.case_done(6, 32)  # outside any sink: nothing, and no error
     assert len(told) == 1
+
+
+def test_the_probed_shapes_cases_are_named_apart_from_the_contracts(monkeypatch):
+    """After "32/32 cases" the probed shapes' cases do not read as "case 1 of 2 checked"."""
+    from kernelproof.evaluate import progress as evaluation_progress
+
+    told: list[str] = []
+    clock = [100.0]
+    monkeypatch.setattr(evaluation_progress.time, "monotonic", lambda: clock[0])
+    with evaluation_progress.reporting(lambda phase, s: told.append(phase)):
+        evaluation_progress.began(100.0)
+        clock[0] += evaluation_progress.CASE_EVERY_S
+        evaluation_progress.case_done(1, 2, "probed-shape case")
+    assert told == ["probed-shape case 1 of 2 checked"]
+
+
+def test_bench_live_line_names_the_solution_in_flight_and_the_step_it_reached():
+    console, out = _console(terminal=True)
+    with progress.Progress("bench", 5, console=console) as shown:
+        steps = progress.ItemSteps(shown, lambda path: path.removeprefix("/sols/"))
+        with progress_item("/sols/level1/a.py"):
+            steps("worker_ready", 5.2)
+        assert shown.line().endswith("; running level1/a.py: worker ready at 5 s"), shown.line()
+        with progress_item("/sols/level1/b.py"):
+            steps("case 3 of 16 checked", 11.0)
+        assert shown.line().endswith("running level1/b.py: case 3 of 16 checked at 11 s (and 1 more)")
+        steps.done("/sols/level1/b.py")
+        assert shown.line().endswith("; running level1/a.py: worker ready at 5 s"), shown.line()
+        steps.done("/sols/level1/a.py")
+        assert "running" not in shown.line()
+
+
+def progress_item(item: str):
+    from kernelproof.evaluate import progress as evaluation_progress
+
+    return evaluation_progress.about(item)
+
+
+def test_evaluations_in_the_pool_report_their_phases_named_by_their_solution():
+    """bench's evaluations run in the pool's threads: the sink set around them still hears each
+    phase, with the solution it belongs to (kernelproof/executors/local.py copies the context)."""
+    from kernelproof import EvalOptions, evaluate_many
+    from kernelproof.evaluate import progress as evaluation_progress
+
+    heard: list[tuple[str, str]] = []
+    solution = str(DATA / "solutions" / "plain_torch.py")
+    options = EvalOptions(device="cpu", db="", seed=1, correctness_only=True, seeds_per_case=1)
+    with evaluation_progress.reporting(
+        lambda phase, s: heard.append((evaluation_progress.current_item(), phase))
+    ):
+        (v,) = list(evaluate_many([(TASK, solution)], options))
+    assert v.passed, v.reasons
+    assert (solution, "setup") in heard and (solution, "correctness_done") in heard, heard

@@ -79,4 +79,9 @@ def test_the_install_step_makes_a_virtual_environment_and_takes_the_cpu_build():
     install = (REPO / "README.md").read_text().split("## Install\n", 1)[1].split("\n## ", 1)[0]
     first_block = re.search(r"```bash\n(.+?)\n```", install, re.S).group(1)
     assert "python -m venv" in first_block and "torch==" in first_block
+    # on ordinary Linux a plain `pip install torch` is the CUDA build: the CPU wheel index is named
+    torch_line = next(ln for ln in first_block.splitlines() if "install torch" in ln)
+    assert "--index-url https://download.pytorch.org/whl/cpu" in torch_line
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "--index-url https://download.pytorch.org/whl/cpu" in ci  # CI installs as the README says
     assert "CPU" in install and "CUDA build" in install

@@ -78,16 +78,19 @@ class BuilderPool:
         flags += [f"pch={ident}" for ident in self._header_ids(text)]
         return build_key(source, self.env, tuple(flags))
 
-    def submit(self, source_path: str | Path) -> Future[BuildResult]:
-        """Queue one build (cache lookup first); the Future never raises for a candidate's failure."""
-        return self._executor.submit(self.build, Path(source_path))
+    def submit(self, source_path: str | Path, data: bytes | None = None) -> Future[BuildResult]:
+        """Queue one build (cache lookup first); the Future never raises for a candidate's failure.
+        `data`: the solution's bytes as its evaluation read them (the path then only names the file)."""
+        return self._executor.submit(self.build, Path(source_path), data)
 
-    def cached(self, source_path: str | Path) -> BuildResult | None:
+    def cached(self, source_path: str | Path, data: bytes | None = None) -> BuildResult | None:
         """The cached result for this source, looked up now (no queueing behind builds), or None."""
-        return self._from_cache(self.key_for(Path(source_path).read_bytes()))
+        return self._from_cache(self.key_for(Path(source_path).read_bytes() if data is None else data))
 
-    def build(self, source_path: Path) -> BuildResult:
-        source = source_path.read_bytes()
+    def build(self, source_path: Path, data: bytes | None = None) -> BuildResult:
+        """Build the solution's bytes (read from `source_path` once when `data` is not given): the
+        builder imports a copy of exactly the bytes the cache key names, never the path read again."""
+        source = Path(source_path).read_bytes() if data is None else data
         text = source.decode("utf-8", errors="replace")
         refused = compiler_flags.literal_refusals(text)
         if refused:  # nothing is built, nothing is cached: the policy decides afresh each time
@@ -143,7 +146,10 @@ class BuilderPool:
             text = source.decode("utf-8", errors="replace")
             if self._wants_pch(text):
                 self._give_pch(text, staging / "pch")
-            result = build_solution(source_path, staging, self.device, self.timeout_s, self.options)
+            given = staging / "given" / Path(source_path).name  # the keyed bytes, as the builder's source
+            given.parent.mkdir()
+            given.write_bytes(source)
+            result = build_solution(given, staging, self.device, self.timeout_s, self.options)
             result = replace(result, key=key)
             if result.timed_out:
                 return result

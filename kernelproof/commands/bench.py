@@ -31,12 +31,14 @@ from kernelproof.commands.options import (
     KernelbenchCompat,
     PerDevice,
     Policy,
+    Precision,
     RefuseRandom,
     RequireSandbox,
     Seed,
     SeedsPerCase,
     ShapeVariants,
     TimeBudget,
+    TimeInterpreted,
     Timeout,
     TimeWhenBusy,
     TimingTimeout,
@@ -44,7 +46,7 @@ from kernelproof.commands.options import (
     eval_options,
 )
 from kernelproof.commands.output import out_console, write_json
-from kernelproof.console import say
+from kernelproof.console import say, say_wrapped
 from kernelproof.preflight import require_writable
 
 FAST_P_AT = (0.0, 1.0, 1.5, 2.0)  # the speedup thresholds fast_p is printed at
@@ -63,11 +65,13 @@ def bench_command(
     correctness_only: CorrectnessOnly = False,
     cpu_threads: CpuThreads = 1,
     time_when_busy: TimeWhenBusy = False,
+    time_interpreted: TimeInterpreted = False,
     kernelbench_compat: KernelbenchCompat = False,
     eval_mode: EvalMode = False,
     time_budget: TimeBudget = 20.0,
     shape_variants: ShapeVariants = "probe",
     policy: Policy = None,
+    precision: Precision = None,
     refuse_random_reference: RefuseRandom = False,
     fresh: Fresh = False,
     db: Db = None,
@@ -97,17 +101,17 @@ def bench_command(
     found = suite_pairs(suite, solutions, only or ())
     options = eval_options(ctx.params)
     out = out_console(json_path)
-    verdicts, seen = _judge(found.pairs, options, suite, out, executor=executor, address=address)
+    verdicts, seen = _judge(found.pairs, options, suite, solutions, out, executor=executor, address=address)
     _print_summary(out, verdicts, seen, found, suite, correctness_only=correctness_only)
     write_json(json_path, [v.to_json() for v in verdicts])
     raise typer.Exit(exits.EXIT_PASS if exit_zero else exits.worst(exits.of_verdict(v) for v in verdicts))
 
 
-def _judge(pairs, options, suite: Path, out, *, executor: str, address: str | None):
+def _judge(pairs, options, suite: Path, solutions: Path, out, *, executor: str, address: str | None):
     """Every pair judged (or served from the store), a line each as it finishes; Ctrl-C says how
     many were kept. Returns the verdicts as evaluated (the JSON's) and as shown under the paths
     given here (the table's)."""
-    from kernelproof.api import bench, db_path
+    from kernelproof.api import bench, db_path, reporting
     from kernelproof.console import AskedPaths, display_path
     from kernelproof.progress import Progress
 
@@ -121,14 +125,18 @@ def _judge(pairs, options, suite: Path, out, *, executor: str, address: str | No
         return f"{len(verdicts)} of {total} verdicts kept {where}; {total - len(verdicts)} not finished"
 
     with Progress("bench", total, console=out) as shown, progress.keeping(kept):
-        for v in bench(pairs, options, executor=executor, address=address):
-            verdicts.append(v)
-            seen.append(asked.shown(v))
-            served = f" (stored verdict from {v.stored.at[:16]})" if v.stored is not None else ""
-            path = display_path(seen[-1].task.path, suite)
-            shown.finished(
-                f"{v.verdict.value:5s} {path}{served}" + (f" {','.join(v.codes)}" if v.codes else "")
-            )
+        # the live line names the solution under way and the step it reached (case 3 of 16 checked)
+        steps = progress.ItemSteps(shown, lambda path: display_path(path, solutions))
+        with reporting(steps):
+            for v in bench(pairs, options, executor=executor, address=address):
+                verdicts.append(v)  # as evaluated or served: the JSON's
+                seen.append(asked.shown(v))  # under the paths given here: the text's
+                served = f" (stored verdict from {v.stored.at[:16]})" if v.stored is not None else ""
+                path = display_path(seen[-1].task.path, suite)
+                steps.done(seen[-1].solution.path)
+                shown.finished(
+                    f"{v.verdict.value:5s} {path}{served}" + (f" {','.join(v.codes)}" if v.codes else "")
+                )
     return verdicts, seen
 
 
@@ -159,8 +167,8 @@ def _print_summary(out, verdicts, seen, found, suite: Path, *, correctness_only:
                 " (KernelBench's rule)",
             )
         note = fast_p_note(results)
-        if note:
-            say(out, note, style="dim")
+        if note:  # wrapped at words to the width (80 in a pipe), as every line of ours
+            say_wrapped(out, note, style="dim")
     for task in found.unsolved:
         say(out, f"no solution for {display_path(str(task), suite)}", style="dim")
 

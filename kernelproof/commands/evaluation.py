@@ -27,6 +27,7 @@ from kernelproof.commands.options import (
     JsonOut,
     KernelbenchCompat,
     Policy,
+    Precision,
     RefuseRandom,
     RequireSandbox,
     Samples,
@@ -36,13 +37,14 @@ from kernelproof.commands.options import (
     ShapeVariants,
     Steady,
     TimeBudget,
+    TimeInterpreted,
     Timeout,
     TimeWhenBusy,
     TimingTimeout,
     eval_options,
 )
 from kernelproof.commands.output import out_console, write_json
-from kernelproof.console import make_console, say_wrapped
+from kernelproof.console import REASON_CHARS, make_console, say_wrapped
 from kernelproof.preflight import require_files, require_writable
 
 
@@ -59,6 +61,7 @@ def eval_command(
     correctness_only: CorrectnessOnly = False,
     cpu_threads: CpuThreads = 1,
     time_when_busy: TimeWhenBusy = False,
+    time_interpreted: TimeInterpreted = False,
     kernelbench_compat: KernelbenchCompat = False,
     eval_mode: EvalMode = False,
     time_budget: TimeBudget = 20.0,
@@ -67,6 +70,7 @@ def eval_command(
     sanitize: Sanitize = False,
     shape_variants: ShapeVariants = "probe",
     policy: Policy = None,
+    precision: Precision = None,
     refuse_random_reference: RefuseRandom = False,
     steady: Steady = False,
     fresh: Fresh = False,
@@ -127,5 +131,5 @@ def compare_command(
         steps = CompareSteps(shown)
         with reporting(steps.phase):
             result = compare(task, a, b, options)
-    say_wrapped(make_console(), result.summary())
-    raise typer.Exit(exits.EXIT_PASS if result.ok else exits.EXIT_REJECTED)
+    say_wrapped(make_console(), result.summary(), limit=REASON_CHARS)  # a busy machine's advice comes last
+    raise typer.Exit(exits.EXIT_PASS if result.ok else result.exit_code)

@@ -43,12 +43,14 @@ from kernelproof.commands.options import (
     KernelbenchCompat,
     PerDevice,
     Policy,
+    Precision,
     RefuseRandom,
     RequireSandbox,
     Seed,
     SeedsPerCase,
     ShapeVariants,
     TimeBudget,
+    TimeInterpreted,
     Timeout,
     TimeWhenBusy,
     TimingTimeout,
@@ -146,6 +148,7 @@ def kernelbench_command(
     time_budget: TimeBudget = 20.0,
     shape_variants: ShapeVariants = "probe",
     policy: Policy = None,
+    precision: Precision = None,
     refuse_random_reference: RefuseRandom = False,
     fresh: Fresh = False,
     db: Db = None,
@@ -170,6 +173,7 @@ def kernelbench_command(
     exit_zero: ExitZero = False,
     cpu_threads: CpuThreads = 1,
     time_when_busy: TimeWhenBusy = False,
+    time_interpreted: TimeInterpreted = False,
 ) -> None:
     """Judge a KernelBench run folder; write its eval_results.json.
 

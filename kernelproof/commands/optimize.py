@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 EXIT_FOUND, EXIT_NONE = exits.EXIT_PASS, exits.EXIT_REJECTED
 EXIT_USAGE, EXIT_INTERNAL, EXIT_PROVIDER = exits.EXIT_USAGE, exits.EXIT_INTERNAL, exits.EXIT_PROVIDER
 PROVIDER_FAILURES = frozenset({"backend_unavailable", "reply_over_cap"})  # stop reasons that exit 4
+REPLAY_PREFIX = "replay:"  # --model replay:LOG: a recorded run's answers, no provider (kernelproof/agent/replay.py)
 
 console = make_console(stderr=True)
 
@@ -49,7 +50,12 @@ def optimize_command(
     ] = None,
     model: Annotated[
         str | None,
-        Opt("--model", "-m", help="PROVIDER:MODEL: openai, anthropic, vllm, sglang, ollama, openrouter."),
+        Opt(
+            "--model",
+            "-m",
+            help="PROVIDER:MODEL: openai, anthropic, vllm, sglang, ollama, openrouter; or replay:LOG, a "
+            "recorded run's answers (as --replay LOG: no key, no network).",
+        ),
     ] = None,
     strategy: Annotated[str, Opt("--strategy", help="refine | best-of-n | tree | evolve")] = "refine",
     max_candidates: Annotated[
@@ -144,6 +150,12 @@ def optimize_command(
     from kernelproof.options import normalize_baselines
     from kernelproof.progress import Progress, keeping
 
+    if model and model.startswith(REPLAY_PREFIX):  # a recorded run's answers stand in for a provider
+        if replay:
+            raise typer.BadParameter("give the replay log once: --model replay:LOG or --replay LOG")
+        model, replay = None, model.removeprefix(REPLAY_PREFIX)
+        if not replay:
+            raise typer.BadParameter("--model replay:LOG needs the log: replay:examples/replay/09_gelu.replay.jsonl")
     try:
         limits = Limits(max_candidates, max_tokens, max_dollars, max_gpu_seconds, max_calls)
         if resume:

@@ -92,6 +92,13 @@ TimeWhenBusy = Annotated[
         help="Time even when the machine is too busy to (flagged), instead of the error machine_busy.",
     ),
 ]
+TimeInterpreted = Annotated[
+    bool,
+    typer.Option(
+        "--time-interpreted",
+        help="On the CPU, time kernels that run in Triton's interpreter too (no speed claim; slow).",
+    ),
+]
 KernelbenchCompat = Annotated[
     bool, typer.Option("--kernelbench-compat", help="Also report KernelBench's own acceptance rule.")
 ]
@@ -110,6 +117,26 @@ Policy = Annotated[
         "--policy",
         help="Kernel policy: strict (80 % of GPU time in the solution's kernels) or library-ok "
         "(library GEMMs and convolutions may stay). Default: the task's own.",
+    ),
+]
+PRECISION_CHOICES = ("fp32", "fp16", "bf16")
+
+
+def _precision_choice(value: str | None) -> str | None:
+    """--precision refused at the command line unless it names one of KernelBench's precisions."""
+    if value is not None and value not in PRECISION_CHOICES:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(PRECISION_CHOICES)}")
+    return value
+
+
+Precision = Annotated[
+    str | None,
+    typer.Option(
+        "--precision",
+        callback=_precision_choice,
+        help="Judge in this precision (KernelBench's flag): the reference's parameters and every "
+        "floating input are cast to it, for the reference, the baselines and the candidate alike. "
+        "Default: the task's declared precision, else the dtypes its get_inputs() and Model make.",
     ),
 ]
 RefuseRandom = Annotated[
@@ -178,11 +205,13 @@ FLAG_FIELDS = {
     "correctness_only": "correctness_only",
     "cpu_threads": "cpu_threads",
     "time_when_busy": "time_when_busy",
+    "time_interpreted": "time_interpreted",
     "kernelbench_compat": "kernelbench_compat",
     "eval_mode": "eval_mode",
     "refuse_random_reference": "refuse_random_reference",
     "shape_variants": "shape_variants",
     "policy": "policy",
+    "precision": "precision",
     "seeds_per_case": "seeds_per_case",
     "time_budget": "time_budget_s",
     "max_rounds": "max_rounds",

@@ -116,10 +116,6 @@ def serve_command(
     from kernelproof.store import db_path
 
     options = checked_options(eval_options(ctx.params))
-    if executor == "ray" and per_device != 1:
-        raise UsageError(
-            "--per-device applies to the local executor; a Ray actor evaluates one at a time (--ray-slots)"
-        )
     store = db_path(options.db)
     if state_dir is None:
         if store is None:

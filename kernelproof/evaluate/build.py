@@ -42,8 +42,9 @@ class PendingBuild:
     """A build submitted to a pool: what the pipeline waits on, then materialises from."""
 
     pool: BuilderPool
-    source_path: str
+    source_path: str  # names the solution's file; never read again
     future: Future[BuildResult]
+    data: bytes | None = None  # the solution's bytes as its evaluation read them: what a rebuild builds
 
 
 def needs_build(backend: str) -> bool:
@@ -152,7 +153,7 @@ def provide(pending: PendingBuild, result: BuildResult, worker: WorkerProcess, t
                     )
                     return Provided(result, rebuilt, reason)
                 raise WorkerError(f"the build cache lost entry {result.key[:16]} twice") from None
-            result = pending.pool.submit(pending.source_path).result()
+            result = pending.pool.submit(pending.source_path, pending.data).result()
             rebuilt = True
             reason = failure(result)
             if reason is not None:

@@ -32,6 +32,7 @@ from kernelproof.evaluate.timing import time_candidate
 from kernelproof.evaluate.workers import WorkerSource
 from kernelproof.host.process import WorkerDied, WorkerProcess
 from kernelproof.options import EvalOptions
+from kernelproof.submission import Submitted
 from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode, Verdict
 from kernelproof.verify import steps
 from kernelproof.wire.protocol import ProtocolError
@@ -67,19 +68,22 @@ class _Ran:
 
 
 def evaluate_pair(
-    task_path: str, solution_path: str, options: EvalOptions, device: str, workers: WorkerSource
+    task: Submitted, solution: Submitted, options: EvalOptions, device: str, workers: WorkerSource
 ) -> Verdict:
-    """The verdict of one solution on one task, on one device, with workers from `workers`."""
+    """The verdict of one solution on one task, on one device, with workers from `workers`.
+
+    Both files come as the bytes the caller read once (kernelproof/submission.py): those bytes are
+    hashed into the verdict, built, staged into the worker and judged; no path is read again."""
     # One reservation of the device's memory for the whole evaluation, from before setup allocates
     # (kernelproof/executors/memory.py): setup's reference, oracle and audit are the parent's
     # largest allocations, and four of them at once took an H200 past its memory.
-    with steps.recording(task_path) as clock, workers.memory(device).hold(0) as held:
-        return _evaluate(task_path, solution_path, options, device, workers, clock, held)
+    with steps.recording(task.path) as clock, workers.memory(device).hold(0) as held:
+        return _evaluate(task, solution, options, device, workers, clock, held)
 
 
 def _evaluate(
-    task_path: str,
-    solution_path: str,
+    task_file: Submitted,
+    solution_file: Submitted,
     options: EvalOptions,
     device: str,
     workers: WorkerSource,
@@ -88,14 +92,14 @@ def _evaluate(
 ) -> Verdict:
     phases = _Phases()
     seed = options.seed if options.seed is not None else secrets.randbits(62)
-    solution = read(solution_path)
+    solution = read(solution_file)
     env = environment(device)
     env["steps"] = clock.totals  # filled in place as each step ends (kernelproof/verify/steps.py)
     envelope = Envelope(env, settings_of(options, seed, device), phases.started, options.kernelbench_compat)
     with steps.step("setup"):
-        setup = prepare(task_path, solution, options, seed, device, workers, admit=held.grow)
+        setup = prepare(task_file, solution, options, seed, device, workers, admit=held.grow)
     if isinstance(setup, Stopped):
-        return stopped_verdict(setup, FileRef(str(task_path), setup.task_sha256), solution.ref, envelope)
+        return stopped_verdict(setup, FileRef(task_file.path, task_file.sha256), solution.ref, envelope)
     # Setup's temporaries (the audit's controls, the shape probes) stay reserved in the parent's
     # caching allocator, where the candidate's worker, another process, cannot use them: a
     # 4.3 GB-a-tensor task's setup peaked near 70 GB on an H200.
@@ -189,7 +193,7 @@ def _run_candidate(
                     worker.build_handler = service = BuildService(
                         setup.pending_build.pool, worker.private, worker.scratch
                     )
-                staged = worker.stage_solution(setup.solution.ref.path)
+                staged = worker.stage_solution(setup.solution.ref.path, setup.solution.file.data)
             if built.failure is not None:
                 checked = Checked((), (built.failure,), (), {}, True)
             else:
@@ -202,7 +206,7 @@ def _run_candidate(
                     prepare_worker = preparer(setup.pending_build, built.result, options.timeout_s)
                 with steps.step("sanitizer"):
                     checked = sanitize_first_case(
-                        setup, checked, options, device, setup.solution.ref.path, prepare_worker
+                        setup, checked, options, device, setup.solution.file, prepare_worker
                     )
         if not checked.reasons and not options.correctness_only:
             # The GPU to this evaluation alone: other evaluations' stretches end first, and no

@@ -11,12 +11,13 @@ KernelBench's published sizes each is several GB).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 
 import torch
 
 from kernelproof import numeric_flags
-from kernelproof.evaluate import progress
+from kernelproof.evaluate import case_budget, progress
 from kernelproof.evaluate.records import Checked, Setup
 from kernelproof.evaluate.requests import encode_args, load_candidate, named_timeout
 from kernelproof.host.process import WorkerProcess
@@ -61,7 +62,7 @@ def check_correctness(setup: Setup, worker: WorkerProcess, staged: str, options:
 
     A failure on a probed shape that is part of the contract (``--shape-variants auto``) is
     ``shape_specialized``: every case of the task's own shapes ran before it and passed."""
-    checked = run_cases(setup, setup.cases, worker, staged, options)
+    checked = run_cases(setup, setup.cases, worker, staged, options, reduce_if_slow=True)
     if checked.reasons and setup.shapes_in_contract:
         variant = checked.failed_case.split("/", 1)[0]
         if variant in setup.shapes_probed:
@@ -83,8 +84,21 @@ def specialized(setup: Setup, variant: str, first: Reason) -> Reason:
     )
 
 
-def run_cases(setup: Setup, cases, worker: WorkerProcess, staged: str, options: EvalOptions) -> Checked:
-    """Run `cases` in the candidate's worker, judged against the oracle; the first failure ends it."""
+def run_cases(
+    setup: Setup,
+    cases,
+    worker: WorkerProcess,
+    staged: str,
+    options: EvalOptions,
+    *,
+    reduce_if_slow: bool = False,
+    what: str = "case",
+) -> Checked:
+    """Run `cases` in the candidate's worker, judged against the oracle; the first failure ends it.
+
+    With `reduce_if_slow`, the cases after the first keep one seed per (shape, distribution) where
+    the parent's clock says the interpreter makes the plan slow (kernelproof/evaluate/case_budget.py).
+    `what` names the cases in the progress lines ("case", "probed-shape case")."""
     results: list[CaseResult] = []
     flags: list[str] = []
     tolerances: dict[str, Tolerance] = {}
@@ -97,9 +111,13 @@ def run_cases(setup: Setup, cases, worker: WorkerProcess, staged: str, options: 
         failed = at.case_id if at is not None else ""
         return Checked(tuple(results), reasons, tuple(flags), dict(tolerances), kb_ok, worker_build, failed)
 
-    for done, case in enumerate(cases):
+    cases = tuple(cases)
+    done = 0
+    while done < len(cases):
+        case = cases[done]
         if done:
-            progress.case_done(done, len(cases))
+            progress.case_done(done, len(cases), what)
+        started = time.monotonic()
         ctx = setup.contexts[case.variant]
         if loaded != case.variant:
             with steps.step("load"):
@@ -125,6 +143,7 @@ def run_cases(setup: Setup, cases, worker: WorkerProcess, staged: str, options: 
             flags.append(
                 f"case {case.case_id} skipped: the reference output is not finite on this distribution"
             )
+            done += 1
             continue
         seed, args, ref, orc = drawn
         del drawn
@@ -139,6 +158,12 @@ def run_cases(setup: Setup, cases, worker: WorkerProcess, staged: str, options: 
         if judged.reason is not None:
             reason = _with_weights_hint(judged.reason, unmatched)
             return checked(_with_dropout_hint(reason) if setup.random_reference else reason, at=case)
+        done += 1
+        if done == 1 and reduce_if_slow:
+            backend = setup.solution.file.triage.backend
+            reduced = case_budget.reduce_if_slow(cases, time.monotonic() - started, setup.device.type, backend)
+            cases = cases[:1] + reduced.rest
+            flags += [reduced.flag] if reduced.flag else []
     return checked()
 
 

@@ -93,37 +93,37 @@ def verdict_of(
     envelope: Envelope,
 ) -> Verdict:
     """The verdict of an evaluation whose candidate ran: from every step's record, nothing else."""
-    # A worker's claim that this machine lacks a GPU driver stands only on the parent's facts.
+    # What this machine lacks is the parent's decision, made before the worker ran: never a reply's.
     device, file = str(setup.device), setup.solution.file
     found = tuple(
-        machine.judged_lack(r, file, device) for r in checked.reasons + (timed.reasons if timed else ())
+        machine.judged_on_this_machine(r, file, device)
+        for r in checked.reasons + (timed.reasons if timed else ())
     )
     too_large = died is not None and died.code is ReasonCode.TOO_LARGE  # the device's memory, first
     reasons = (died,) + found if too_large else found + ((died,) if died else ())
     busy = [r for r in reasons if r.code is ReasonCode.MACHINE_BUSY]  # timing found the machine too busy
     if busy and not too_large:
         reasons = tuple(busy)
-    # What this machine lacks (a GPU driver) is an error of the evaluation, not the candidate's.
-    lacking = any(r.code is ReasonCode.ENVIRONMENT for r in reasons)
     flags = setup.flags + built.flags + checked.flags + (timed.flags if timed else ()) + probed.flags
     if not checked.cases and not reasons:
         reasons += (Reason(ReasonCode.MISSING_RESULT, "no case was run"),)
     passed = not reasons and checked.passed
-    precision = setup.task.meta.precision
+    precision, source = setup.task.meta.precision, setup.task.meta.precision_source
     correctness = Correctness(
         cases_run=len(checked.cases),
         cases_passed=sum(c.passed for c in checked.cases),
         worst_rel_norm_err=max((c.rel_norm_err for c in checked.cases), default=0.0),
         worst_max_abs_err=max((c.max_abs_err for c in checked.cases), default=0.0),
         tolerance=f"rel-norm <= max({K_NORM:g} x reference error, {C_NORM:g} x eps) "
-        f"against the float64 oracle; contract {precision}",
+        f"against the float64 oracle; contract {precision} ({source})",
         precision=precision,
+        precision_source=source,
         kernelbench_compatible=checked.kernelbench_ok if envelope.kernelbench_asked else None,
         cases=checked.cases,
     )
     settings = {**envelope.settings, "cases": [c.case_id for c in setup.cases + setup.probe_cases]}
     record = with_worker_report(built.record, checked.worker_build) if built.record is not None else None
-    outcome = Outcome.ERROR if too_large or busy or lacking else Outcome.PASS if passed else Outcome.FAIL
+    outcome = Outcome.ERROR if too_large or busy else Outcome.PASS if passed else Outcome.FAIL
     return _verdict(
         outcome,
         reasons,

@@ -5,8 +5,8 @@ environment variable is not set"), stored against the candidate with "built in 1
 beside it; on a machine without a CUDA device it compiled and then failed at its first launch.
 Neither is the candidate's fault (I11). The decision reads the solution's static triage (its
 backend, whether it carries CUDA sources), where nvcc is (the same search torch's builder makes)
-and the evaluation's device, never a build log's text. The same facts judge the worker's own
-``environment`` claim, which it makes from an exception's text (:func:`judged_lack`).
+and the evaluation's device, never a build log's text nor any message of the candidate's process: a
+worker's reply never sets ``environment`` (:func:`judged_on_this_machine`).
 """
 
 from __future__ import annotations
@@ -72,44 +72,54 @@ def missing_device(file: SolutionFile, device: str) -> str | None:
 
 
 # A CUDA device named in the source: `.cuda(`, `torch.cuda`, a "cuda" device string given to
-# `device=`, `.to(` or `torch.device(` (what a plain-torch solution that needs a GPU writes), or a
-# check that inputs are on one (`x.is_cuda`, `x.device.type == "cuda"`).
+# `device=`, `.to(` or `torch.device(`, or a check that inputs are on one (`x.is_cuda`,
+# `x.device.type == "cuda"`). Text only: it chooses whether a failure's message carries the
+# parent's note on the device (:func:`judged_on_this_machine`), never the failure's code.
 _CUDA_DEVICE = re.compile(
     r"""\.cuda\(|\btorch\.cuda\b|(?:device\s*=|\.to\(|torch\.device\()\s*["']cuda"""
     r"""|\.is_cuda\b|\.type\s*[!=]=\s*["']cuda["']"""
 )
 
+# The solution's failures the note may follow: what it raised while it ran on this machine.
+_OWN_FAILURES = (ReasonCode.RUNTIME_ERROR, ReasonCode.COMPILE_ERROR, ReasonCode.CRASH)
 
-def needs_gpu_driver(file: SolutionFile) -> bool:
-    """Can the solution need a GPU driver at all, by its static triage: Triton kernels (their
-    autotuner asks for one), CUDA or native kernels (:func:`needs_cuda`; a C++ extension built for
-    the CPU needs none), or a CUDA device named in its source?"""
+
+def names_a_gpu(file: SolutionFile) -> bool:
+    """Does the solution's static triage find GPU code: Triton kernels, CUDA or native kernels, or a
+    CUDA device named in its source (comments included: this only chooses a note)?"""
     return file.triage.backend == "triton" or needs_cuda(file) or bool(_CUDA_DEVICE.search(file.source))
 
 
-def judged_lack(reason: Reason, file: SolutionFile, device: str) -> Reason:
-    """A worker's ``environment`` reason, kept only where the parent's own facts agree; else the
-    solution's ``runtime_error``, its message kept.
+def judged_on_this_machine(reason: Reason, file: SolutionFile, device: str) -> Reason:
+    """A reason from the candidate's worker, as the parent's facts judge it.
 
-    The worker names a missing GPU driver from an exception's text (kernelproof.worker.interpreter),
-    and the solution writes that text: one that raised "0 active drivers" turned its own failure
-    into an error that is never stored and never blamed (I10). The claim stands only when this
-    evaluation runs without a CUDA device (on a CUDA device the driver is there: the parent chose
-    it) and the solution can need a driver at all (:func:`needs_gpu_driver`).
+    Whether this machine lacks what the solution needs is the parent's decision alone: it is made
+    before the worker runs, from the toolkit, torch's build and the evaluation's device
+    (:func:`missing_toolkit`, :func:`missing_device`). A worker's reply is written in the
+    candidate's process, whose text the solution controls: a wrong solution that raised "0 active
+    drivers" or "expects CUDA tensors only" once turned its failure into an ``environment`` error,
+    never stored and never blamed (I10, I11). So a worker's ``environment`` is never kept: it is the
+    solution's ``runtime_error``, its message kept and labelled. A failure of a solution that names a
+    GPU, on an evaluation without a CUDA device, keeps its code and gets the parent's note on the
+    device it ran on: the fact, not an excuse.
     """
-    if reason.code is not ReasonCode.ENVIRONMENT:
-        return reason
-    if device.startswith("cuda"):
-        why = f"this evaluation runs on {device}, whose driver the parent uses"
-    elif not needs_gpu_driver(file):
-        why = (
-            f"the solution's triage (backend {file.triage.backend}) finds no Triton kernel, no CUDA code "
-            "and no CUDA device in its source"
+    if reason.code is ReasonCode.ENVIRONMENT:
+        reason = Reason(
+            ReasonCode.RUNTIME_ERROR,
+            f"{reason.message} [the candidate's worker claimed `environment`; the parent alone decides "
+            "what this machine lacks, before the solution runs]",
+            reason.detail,
         )
-    else:
+    if reason.code not in _OWN_FAILURES or device.startswith("cuda") or not names_a_gpu(file):
         return reason
-    return Reason(
-        ReasonCode.RUNTIME_ERROR,
-        f"{reason.message} [taken as the solution's own error: {why}]",
-        reason.detail,
+    return Reason(reason.code, f"{reason.message} [{device_note(device)}]", reason.detail)
+
+
+def device_note(device: str) -> str:
+    """The parent's note on the device a failure happened on, when the evaluation had no CUDA device."""
+    cuda = "no CUDA device is visible" if not torch.cuda.is_available() else "CUDA devices were not asked for"
+    return (
+        f"this evaluation ran on {device!r} ({cuda}, torch {torch.__version__}); Triton kernels ran in "
+        "its interpreter. The failure is judged as the solution's: a solution that needs a CUDA device "
+        "is judged on one (--device cuda)"
     )

@@ -16,12 +16,11 @@ is no device memory to run out of: there is never a fact, and a worker's death i
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from kernelproof.options import EvalOptions
+from kernelproof.submission import Submitted, submitted_bytes
 from kernelproof.verdict import ReasonCode, Verdict
 
 # Failures a lack of device memory can take the form of: a worker that died (crash), a forward
@@ -33,6 +32,7 @@ MEMORY_SHAPED = frozenset({ReasonCode.CRASH, ReasonCode.RUNTIME_ERROR, ReasonCod
 # KernelBench level1/21_Sigmoid: 137 GB estimated of 138 GB admitted, and the worker's poison fill
 # found no memory). Smaller ones never pay for the re-run.
 RERUN_SHARE = 0.5
+REFERENCE_ALONE_NAME = "reference_alone.py"  # names the candidate; no file is read or written
 REFERENCE_ALONE = "\n\nModelNew = Model  # the task's own reference, run as the candidate (memory_blame)\n"
 
 
@@ -67,14 +67,13 @@ def near_the_edge(facts: MemoryFacts) -> bool:
 
 
 def reference_alone_fails(
-    task: str, options: EvalOptions, judge: Callable[[str, str, EvalOptions], Verdict]
+    task: Submitted, options: EvalOptions, judge: Callable[[Submitted, Submitted, EvalOptions], Verdict]
 ) -> bool:
     """Run the task's own reference as the candidate, in a fresh worker of the same size (its
     correctness cases only, through `judge`): does it fail as a lack of memory would? Then the
     candidate's failure was the evaluation's size, not its code."""
-    with tempfile.TemporaryDirectory(prefix="kernelproof-reference-alone-") as folder:
-        path = Path(folder) / "reference_alone.py"
-        path.write_text(Path(task).read_text() + REFERENCE_ALONE)
-        verdict = judge(task, str(path), options.replace(correctness_only=True))
+    # the task's bytes as the evaluation read them, with the line that makes its Model the candidate
+    alone = submitted_bytes(REFERENCE_ALONE_NAME, task.data + REFERENCE_ALONE.encode())
+    verdict = judge(task, alone, options.replace(correctness_only=True))
     first = verdict.reasons[0].code if verdict.reasons else None
     return first is not None and (memory_shaped(first) or first is ReasonCode.TOO_LARGE)

@@ -22,6 +22,7 @@ _started: contextvars.ContextVar[float | None] = contextvars.ContextVar("kernelp
 _last_case: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "kernelproof_last_case", default=None
 )
+_item: contextvars.ContextVar[str] = contextvars.ContextVar("kernelproof_item", default="")
 CASE_EVERY_S = 10.0  # cases done are told at most this often
 
 
@@ -33,6 +34,22 @@ def reporting(sink: Callable[[str, float], None]) -> Iterator[None]:
         yield
     finally:
         _sink.reset(token)
+
+
+@contextmanager
+def about(item: str) -> Iterator[None]:
+    """Within the block, the evaluation under way is of `item` (a solution's path): a verb over
+    many evaluations (bench) names it beside the phase it reached, read with :func:`current_item`."""
+    token = _item.set(item)
+    try:
+        yield
+    finally:
+        _item.reset(token)
+
+
+def current_item() -> str:
+    """The item whose evaluation runs in this context ("" outside :func:`about`)."""
+    return _item.get()
 
 
 def report(phase: str, seconds: float) -> None:
@@ -47,9 +64,10 @@ def began(started: float) -> None:
     _last_case.set(started)
 
 
-def case_done(done: int, total: int) -> None:
+def case_done(done: int, total: int, what: str = "case") -> None:
     """``done`` of ``total`` correctness cases are done: told when ``CASE_EVERY_S`` have passed
-    since the evaluation began or since the last such line."""
+    since the evaluation began or since the last such line. `what` names them: the probed shapes'
+    cases, which run after the contract's, are "probed-shape case" (not "case 1 of 2" after 32)."""
     sink, started, last = _sink.get(), _started.get(), _last_case.get()
     if sink is None or started is None:
         return
@@ -57,4 +75,4 @@ def case_done(done: int, total: int) -> None:
     if last is not None and now - last < CASE_EVERY_S:
         return
     _last_case.set(now)
-    sink(f"case {done} of {total} checked", now - started)
+    sink(f"{what} {done} of {total} checked", now - started)

@@ -130,7 +130,7 @@ class Probed:
 class Timed:
     """The candidate timed against the baselines, on the roofline, with its launch accounting."""
 
-    timing: Timing | None  # None: the timing did not complete (reasons say why)
+    timing: Timing | None  # None: the timing did not complete (reasons say why), or was not run (not_timed)
     speedup: Mapping[str, Speedup] = field(default_factory=dict)  # per baseline and "best"
     roofline: Roofline | None = None
     coverage: Coverage | None = None

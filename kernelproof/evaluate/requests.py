@@ -49,6 +49,8 @@ def load_request(ctx: VariantContext, path: str) -> tuple[dict[str, Any], list[t
         "device": "cuda:0" if ctx.device.type == "cuda" else "cpu",
         "dtype": str(ctx.dtype).replace("torch.", ""),
         "precision": ctx.precision,
+        # a bf16 or fp16 task as written: parameters keep the dtypes their Model gives them
+        "keep_dtypes": ctx.keep_dtypes,
         "mode": ctx.mode,
         "inplace": list(ctx.inplace),
         "init_args": init_spec,

@@ -13,6 +13,7 @@ from kernelproof.evaluate.records import Checked, Setup
 from kernelproof.evaluate.requests import encode_args, load_candidate
 from kernelproof.host.process import WorkerProcess
 from kernelproof.options import EvalOptions
+from kernelproof.solution import SolutionFile
 from kernelproof.verify.cases import make_inputs, run_model
 from kernelproof.wire.expected import Expected
 
@@ -22,7 +23,7 @@ def sanitize_first_case(
     checked: Checked,
     options: EvalOptions,
     device: str,
-    solution_path: str,
+    solution: SolutionFile,
     prepare: Callable[[WorkerProcess], None] | None = None,
 ) -> Checked:
     """`checked` with what compute-sanitizer found added. `prepare` gives the sanitizer's worker the
@@ -36,7 +37,7 @@ def sanitize_first_case(
         worker.wait_ready(timeout_s)
         if prepare is not None:
             prepare(worker)
-        staged = worker.stage_solution(solution_path)
+        staged = worker.stage_solution(solution.path, solution.data)  # the bytes the evaluation judges
         reply = load_candidate(worker, ctx, staged, setup.task.path, options)
         if not reply.get("ok"):
             return

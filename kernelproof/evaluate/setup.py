@@ -22,8 +22,9 @@ from kernelproof.evaluate.records import Setup, Solution, Stopped
 from kernelproof.evaluate.workers import WorkerSource
 from kernelproof.inputs import slot_bytes
 from kernelproof.options import EvalOptions
-from kernelproof.solution import read_solution
+from kernelproof.solution import solution_of
 from kernelproof.store import db_path
+from kernelproof.submission import Submitted
 from kernelproof.task import Task, auto_variant_base, load_task, variants_for, with_auto_variants
 from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode
 from kernelproof.verify import audit as task_audit
@@ -41,16 +42,18 @@ from kernelproof.verify.cases import (
     reference_and_oracle,
     reference_randomness,
 )
+from kernelproof.verify.contract import judged
 from kernelproof.verify.oracle import Randomness
 
 
-def read(solution_path: str) -> Solution:
-    """The solution's file and what static triage observed in it (flags only: runtime checks decide)."""
-    sol = read_solution(solution_path)
+def read(solution: Submitted) -> Solution:
+    """The solution's bytes, read once by the caller (kernelproof/submission.py), and what static
+    triage observed in them (flags only: runtime checks decide)."""
+    sol = solution_of(solution.path, solution.data)
     flags = [f"triage {f.render()}" for f in sol.triage.findings]
     if sol.triage.backend == "torch":
         flags.append("plain_torch: the solution defines no Triton or CUDA kernel")
-    return Solution(sol, FileRef(str(solution_path), sol.sha256, sol.triage.backend), tuple(flags))
+    return Solution(sol, FileRef(sol.path, sol.sha256, sol.triage.backend), tuple(flags))
 
 
 ENTRY_POINT = "ModelNew"
@@ -60,7 +63,7 @@ NO_ENTRY_POINT = "the solution defines no class `ModelNew` (KernelBench's requir
 
 
 def prepare(
-    task_path: str,
+    task_file: Submitted,
     solution: Solution,
     options: EvalOptions,
     seed: int,
@@ -74,7 +77,8 @@ def prepare(
     evaluation holds (kernelproof/verify/footprint.py, ``evaluation_bytes``), not the floor of one
     case, so that evaluations that cannot fit together do not set up together."""
     try:
-        task = load_task(task_path)
+        # the contract it is judged in: --precision, else its declared one, else its own dtypes
+        task = judged(load_task(task_file.path, task_file.data), options.precision)
     except TaskError as exc:
         return Stopped(Outcome.ERROR, Reason(ReasonCode.TASK_ERROR, str(exc)), solution.flags)
     flags = list(solution.flags)
@@ -99,7 +103,7 @@ def prepare(
     pending = None
     if needs_build(solution.file.triage.backend):
         # Submitted now (or already, by evaluate_many): it builds while the task is set up.
-        pending = workers.build(solution.ref.path, solution.file.sha256, device, options)
+        pending = workers.build(solution.file, device, options)
     if admit is not None:
         with steps.step("admission"):
             admit(need.evaluation_bytes or 0)
@@ -204,7 +208,7 @@ def prepare(
             return Stopped(Outcome.ERROR, Reason(ReasonCode.TASK_ERROR, str(exc)), tuple(flags), task.sha256)
     return Setup(
         task=task,
-        task_ref=FileRef(str(task_path), task.sha256, ""),
+        task_ref=FileRef(task_file.path, task.sha256, ""),
         solution=solution,
         seed=seed,
         device=dev,

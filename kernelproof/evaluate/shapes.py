@@ -25,7 +25,7 @@ def probe_shapes(setup: Setup, worker: WorkerProcess, staged: str, options: Eval
     if not setup.probe_cases:
         return Probed(0)
     try:
-        checked = run_cases(setup, setup.probe_cases, worker, staged, options)
+        checked = run_cases(setup, setup.probe_cases, worker, staged, options, what="probed-shape case")
     except WorkerDied as died:
         variant = next((c.variant for c in setup.probe_cases), "")
         reason = Reason(ReasonCode(died.code), died.message)

@@ -39,6 +39,8 @@ from kernelproof.measure.session import Program, time_steady, time_variant
 from kernelproof.options import EvalOptions
 from kernelproof.task import variant_source
 from kernelproof.verdict import (
+    SPEED_WITHHELD_INTERPRETER,
+    Claims,
     Coverage,
     Reason,
     ReasonCode,
@@ -51,6 +53,14 @@ from kernelproof.verify.cases import VariantContext, make_inputs, reference_and_
 from kernelproof.wire.replies import reason_of
 
 STEADY_ONLY = ("compile:reduce-overhead", "compile:max-autotune")  # baselines of the steady regime
+NOT_TIMED_NOTE = (
+    "not timed: the candidate's kernels ran in Triton's interpreter, whose speed says nothing about a "
+    "kernel (--time-interpreted times it anyway)"
+)
+NOT_TIMED_FLAG = (
+    "not_timed: the counted launches ran in Triton's interpreter, so speed is no claim here and the "
+    "candidate was not timed (--time-interpreted times it, withheld all the same)"
+)
 
 
 def time_candidate(
@@ -69,6 +79,7 @@ def time_candidate(
     flags: list[str] = []
     roof = coverage = None
     backend = setup.solution.file.triage.backend
+    policy = options.policy or setup.task.meta.policy
     claims = gpu_claims() if device.startswith("cuda") else cpu_claims(backend, None, frozenset())
     identity = kernel_identity(setup, worker)  # builds are over: none is served once timing starts
     per_shape: list[tuple[str, Coverage]] = []  # (variant, coverage) of each timed shape on a GPU
@@ -82,6 +93,7 @@ def time_candidate(
         tol = checked.tolerances.get(v)
         if tol is None:
             continue
+        limit = options.step_limit("timing")
         reply = load_candidate(worker, ctx, staged, setup.task.path, options)
         if not reply.get("ok"):
             return Timed(None, reasons=(reason_of(reply),), flags=tuple(flags))
@@ -93,9 +105,19 @@ def time_candidate(
                 "numeric_neutral_setting: the baselines ran with torch.backends.cudnn.benchmark="
                 f"{follow['cudnn.benchmark']}, as the solution set it"
             )
+        if not device.startswith("cuda") and coverage is None:
+            # Launches counted before any timing (measure/accounting.py): the count decides whether
+            # speed is a claim here, and whether the candidate is timed at all.
+            reference = reference_ops(ctx, rng.getrandbits(62))
+            coverage, reason = account_cpu(worker, ctx, rng.getrandbits(62), identity, policy, limit, reference)
+            reason = _cpu_judged(reason, backend)
+            claims = cpu_claims(backend, coverage, reference)
+            flags += [f for f in (outside_flag(claims), aten_launch_flag(coverage)) if f]
+            reasons += [reason] if reason else []
+            if reason is not None or untimed_on_cpu(claims, options):
+                return _untimed(options, coverage, reasons, flags, claims)
         baselines = _baselines(setup, ctx, v, options, device, workers, flags, follow)
         programs = [Program("candidate", worker)] + baselines
-        limit = options.step_limit("timing")
         timing, found = time_variant(
             ctx, programs, options.timing, rng, tol, limit, flags, telemetry, claims.speed
         )
@@ -124,7 +146,6 @@ def time_candidate(
         if roof is None:
             roof, floor_reason = _place(setup, ctx, timing, device)
             reasons += [floor_reason] if floor_reason else []
-        policy = options.policy or setup.task.meta.policy
         if device.startswith("cuda"):  # every timed shape profiled; the largest decides (below)
             floor = launch_floor(device)
             if identity.own:  # what the task's own reference runs is never the solution's
@@ -137,13 +158,6 @@ def time_candidate(
             tamper = reconcile(cov, timing.candidate.max_ms, v)
             reasons += [tamper] if tamper else []
             per_shape.append((v, cov))
-        elif coverage is None:  # launches counted, not timed: measure/accounting.py says why
-            reference = reference_ops(ctx, rng.getrandbits(62))
-            coverage, reason = account_cpu(worker, ctx, rng.getrandbits(62), identity, policy, limit, reference)
-            reason = _cpu_judged(reason, backend)
-            claims = cpu_claims(backend, coverage, reference)
-            flags += [f for f in (outside_flag(claims), aten_launch_flag(coverage)) if f]
-            reasons += [reason] if reason else []
     flags = [with_floor(f, roof) for f in flags]
     if per_shape:
         coverage, reason = _deciding_coverage(per_shape)
@@ -182,6 +196,26 @@ def aten_launch_flag(coverage: Coverage | None) -> str | None:
         f"({', '.join(coverage.aten_outside[:8]) or 'none listed'}) and no kernel of its own: ATen work behind a "
         "wrapper is judged as plain PyTorch"
     )
+
+
+def untimed_on_cpu(claims: Claims, options: EvalOptions) -> bool:
+    """Is a CPU candidate left untimed? Where its counted launches ran in Triton's interpreter its
+    speed is no claim (measure/claims.py), and minutes of interpreted calls would buy nothing the
+    verdict says; ``--time-interpreted`` times it all the same."""
+    return claims.speed_withheld == SPEED_WITHHELD_INTERPRETER and not options.time_interpreted
+
+
+def _untimed(
+    options: EvalOptions, coverage: Coverage | None, reasons: list[Reason], flags: list[str], claims: Claims
+) -> Timed:
+    """The record of a CPU candidate judged without timing: its launch count and claims, every
+    headline speedup null with the note that says why (none when a reason already fails it)."""
+    if reasons:
+        return Timed(None, {}, None, coverage, tuple(reasons), tuple(flags), claims)
+    speedup = {n: Speedup(n, None, None, None, NOT_TIMED_NOTE) for n in options.baselines if n not in STEADY_ONLY}
+    flags = [*flags, NOT_TIMED_FLAG]
+    note = "; ".join(x for x in (claims.note, "not timed (--time-interpreted times it)") if x)
+    return Timed(None, speedup, None, coverage, (), tuple(flags), replace(claims, note=note))
 
 
 def with_floor(flag: str, roof: Roofline | None) -> str:

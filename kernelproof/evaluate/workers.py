@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from kernelproof.host.gate import DeviceGate
 from kernelproof.host.process import WorkerProcess
 from kernelproof.options import EvalOptions
+from kernelproof.solution import SolutionFile
 
 if TYPE_CHECKING:
     from kernelproof.evaluate.build import PendingBuild
@@ -65,9 +66,8 @@ class WorkerSource:
     def resume(self, device: str) -> None:
         """After timing: workers that :meth:`settle` paused may go on starting."""
 
-    def build(
-        self, solution_path: str, sha256: str, device: str, options: EvalOptions
-    ) -> PendingBuild | None:
-        """The solution's build (CUDA and native backends), submitted now or earlier; None: no build
-        step here, and the worker's import builds the solution itself."""
+    def build(self, solution: SolutionFile, device: str, options: EvalOptions) -> PendingBuild | None:
+        """The build of the solution's bytes as its evaluation read them (CUDA and native backends),
+        submitted now or earlier; None: no build step here, and the worker's import builds the
+        solution itself."""
         return None

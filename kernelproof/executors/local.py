@@ -13,6 +13,7 @@ baseline) and serve every later evaluation of that task (agent loops, RL rollout
 from __future__ import annotations
 
 import atexit
+import contextvars
 import dataclasses
 import os
 import queue
@@ -43,7 +44,7 @@ from kernelproof.host.gate import DeviceGate
 from kernelproof.host.process import SpawnSpec, WorkerProcess
 from kernelproof.measure.quiet import quiet_probe
 from kernelproof.options import EvalOptions
-from kernelproof.solution import read_solution
+from kernelproof.solution import SolutionFile, read_solution
 
 MAX_BASELINE_WORKERS = 8  # persistent baseline processes kept per pool (least recently used go first)
 # Started workers kept waiting per device. A worker takes longer to start on a GPU machine (torch,
@@ -281,33 +282,38 @@ class LocalPool(WorkerSource):
                 self._builders[key] = pool
         return pool
 
-    def build(self, solution_path: str, sha256: str, device: str, options: EvalOptions) -> PendingBuild:
+    def build(self, solution: SolutionFile, device: str, options: EvalOptions) -> PendingBuild:
+        """The build of the solution's bytes as its evaluation read them: one submitted earlier for
+        the same bytes (the key is their hash), or one submitted now."""
         pool = self.builder_pool(device, options)
         with self._lock:
-            pending = self._pending.pop((id(pool), sha256), None)
+            pending = self._pending.pop((id(pool), solution.sha256), None)
         if pending is None or pending.future.cancelled():
-            pending = PendingBuild(pool, solution_path, _submit(pool, solution_path))
+            pending = _pending_build(pool, solution)
         return pending
 
     def prebuild(
-        self, solutions: Iterable[str], device: str, options: EvalOptions
+        self, solutions: Iterable[str | SolutionFile], device: str, options: EvalOptions
     ) -> dict[str, PendingBuild]:
         """Submit the builds of a batch up front (CUDA and native solutions; others are skipped),
-        so they run on the CPU cores while earlier evaluations hold the GPU. Returns them by path."""
+        so they run on the CPU cores while earlier evaluations hold the GPU. Returns them by path.
+        Each is built from the bytes read here (or given), under their hash: an evaluation of other
+        bytes finds none of them and builds its own."""
         pool = self.builder_pool(device, options)
         out: dict[str, PendingBuild] = {}
-        for path in dict.fromkeys(solutions):
+        for given in solutions:
             try:
-                sol = read_solution(path)
+                sol = given if isinstance(given, SolutionFile) else read_solution(given)
             except Exception:  # noqa: BLE001 - a missing file is reported by its own evaluation
                 continue
+            path = sol.path
             if not needs_build(sol.triage.backend) or sol.triage.syntax_error or missing_toolkit(sol):
                 continue  # (nothing to build with: the evaluation says so, as an environment error)
             key = (id(pool), sol.sha256)
             with self._lock:
                 pending = self._pending.get(key)
                 if pending is None:
-                    pending = PendingBuild(pool, path, _submit(pool, path))
+                    pending = _pending_build(pool, sol)
                     self._pending[key] = pending
             out[path] = pending
         return out
@@ -329,14 +335,18 @@ class LocalPool(WorkerSource):
             b.shutdown(wait=True, cancel_futures=True)
 
 
-def _submit(pool: BuilderPool, path: str) -> Future[BuildResult]:
-    """A cache hit at once (never queued behind other builds), else the pool's build."""
+def _pending_build(pool: BuilderPool, solution: SolutionFile) -> PendingBuild:
+    return PendingBuild(pool, solution.path, _submit(pool, solution.path, solution.data), solution.data)
+
+
+def _submit(pool: BuilderPool, path: str, data: bytes) -> Future[BuildResult]:
+    """A cache hit at once (never queued behind other builds), else the pool's build of `data`."""
     try:
-        hit = pool.cached(path)
+        hit = pool.cached(path, data)
     except OSError:
         hit = None
     if hit is None:
-        return pool.submit(path)
+        return pool.submit(path, data)
     done: Future[BuildResult] = Future()
     done.set_result(hit)
     return done
@@ -389,7 +399,9 @@ def run_many(
 
     with ThreadPoolExecutor(max_workers=max(1, len(devices))) as ex:
         for d in devices:
-            ex.submit(loop, d)
+            # each thread in a copy of the caller's context: a progress sink the caller set
+            # (kernelproof/evaluate/progress.py) hears the evaluations' phases
+            ex.submit(contextvars.copy_context().run, loop, d)
         try:
             for _ in range(count):
                 kind, value = done.get()

@@ -1,7 +1,12 @@
-"""Evaluations on a Ray cluster: one timed evaluation per GPU at a time, results kept by the driver.
+"""Evaluations on a Ray cluster: never two timings on one GPU at once, results kept by the driver.
 
-Each (task, solution) pair becomes one Ray task that asks for a whole GPU (``num_gpus=1``; one
-CPU on a cluster without GPUs), so Ray never runs two timed evaluations on one device. The task
+With ``per_device`` 1 each (task, solution) pair becomes one Ray task that asks for a whole GPU
+(``num_gpus=1``; one CPU on a cluster without GPUs), so Ray never runs two evaluations on one
+device. With ``per_device`` N > 1 each GPU (or CPU) gets one long-lived Ray actor holding a
+:class:`~kernelproof.executors.local.LocalPool` and running N evaluations at once: the device's
+gate (shared for untimed GPU work, exclusive for timing), its admission and its memory
+reservations then live in one process, as they do for the local executor, so the evaluations on
+a GPU overlap only where the local executor lets them and their timings never do. The task
 and solution travel as bytes (nodes need not share a file system). The node runs
 :func:`kernelproof.api.evaluate` with its own store off (the candidate still runs in the node's
 untrusted workers, I1/I8) and returns the verdict document. The driver writes each verdict to its
@@ -18,6 +23,7 @@ import dataclasses
 import hashlib
 import json
 import tempfile
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -58,6 +64,7 @@ class RayOptions:
     address: str | None = None  # None: start a private local Ray; "auto": the running `ray start --head`
     max_retries: int = 3  # resubmissions of one evaluation whose worker or node died
     max_in_flight: int | None = None  # evaluations submitted at once; None: twice the cluster's slots
+    # (a slot: one GPU, or one CPU, times ``per_device``)
     resource: str = "auto"  # "gpu" | "cpu" | "auto" (gpu when the cluster has GPUs and device is not cpu)
     runtime_env: dict[str, Any] | None = None  # Ray runtime environment for the nodes (env_vars, ...)
 
@@ -80,8 +87,14 @@ def evaluate_many_ray(
     *,
     store: VerdictStore | None = None,
     evaluate: Evaluator,
+    actors: DeviceActors | None = None,
 ) -> Iterator[Verdict]:
     """Evaluate every pair on the Ray cluster; yield verdicts as they finish.
+
+    With ``options.per_device`` above 1 the pairs go to one actor per device
+    (:class:`DeviceActors`, started here and stopped at the end unless ``actors`` is given: a
+    service keeps one set for all its calls), and ``evaluate`` is called with the actor's pool
+    (``pool=``), as :func:`kernelproof.api.evaluate` takes it.
 
     ``store`` (default: the results store at ``options.db``; none when ``options.db == ""``)
     receives every verdict as it arrives and, unless ``options.fresh``, serves pairs it already
@@ -96,30 +109,66 @@ def evaluate_many_ray(
     if store is None:
         store = open_store(options.db)
     started_here = _connect(ray, ropts)
+    own_actors = actors is None and options.per_device > 1
     try:
-        yield from _run(ray, pairs, options, ropts, store, evaluate)
+        if own_actors:
+            actors = DeviceActors(ray, options, ropts, evaluate)
+        dispatch = (
+            _ActorDispatch(actors) if actors is not None else _TaskDispatch(ray, options, ropts, evaluate)
+        )
+        yield from _run(ray, pairs, options, ropts, store, dispatch)
     finally:
+        if own_actors and actors is not None:
+            actors.close()
         if started_here:
             ray.shutdown()
 
 
+class _TaskDispatch:
+    """One Ray task per evaluation, asking for a whole GPU (or one CPU): one at a time per device."""
+
+    def __init__(self, ray: Any, options: EvalOptions, ropts: RayOptions, evaluate: Evaluator):
+        resources, self.device, self.slots, self.accelerators = _placement(ray, options, ropts)
+        self._remote = ray.remote(_evaluate_on_node).options(
+            max_retries=0, retry_exceptions=False, **resources
+        )
+        self._evaluate = evaluate
+
+    def submit(self, names: tuple[str, str], job: _Job, options: EvalOptions) -> Any:
+        return self._remote.remote(names, job.task_bytes, job.solution_bytes, options, self._evaluate)
+
+    def finished(self, ref: Any, lost: bool) -> None:
+        pass  # nothing outlives a task
+
+
+class _ActorDispatch:
+    """Evaluations handed to the device actors, each to the one with the fewest in flight."""
+
+    def __init__(self, actors: DeviceActors):
+        self._actors = actors
+        self.device, self.slots, self.accelerators = actors.device, actors.capacity, actors.accelerators
+
+    def submit(self, names: tuple[str, str], job: _Job, options: EvalOptions) -> Any:
+        return self._actors.submit(names, job.task_bytes, job.solution_bytes, options)
+
+    def finished(self, ref: Any, lost: bool) -> None:
+        self._actors.finished(ref, lost)
+
+
 def _run(
-    ray: Any, pairs: Iterable, options: EvalOptions, ropts: RayOptions, store: VerdictStore | None, evaluate
+    ray: Any, pairs: Iterable, options: EvalOptions, ropts: RayOptions, store: VerdictStore | None, dispatch
 ) -> Iterator[Verdict]:
-    resources, device, slots, accelerators = _placement(ray, options, ropts)
-    node_options = options.replace(db="", device=device)
-    remote = ray.remote(_evaluate_on_node).options(max_retries=0, retry_exceptions=False, **resources)
-    lost = tuple(getattr(ray.exceptions, n) for n in _LOST_NAMES if hasattr(ray.exceptions, n))
-    limit = ropts.max_in_flight or max(1, 2 * slots)
-    jobs = (_job(i, t, s, node_options, accelerators) for i, (t, s) in enumerate(pairs))
+    node_options = options.replace(db="", device=dispatch.device)
+    lost = lost_errors(ray)
+    limit = ropts.max_in_flight or max(1, 2 * dispatch.slots)
+    jobs = (_job(i, t, s, node_options, dispatch.accelerators) for i, (t, s) in enumerate(pairs))
     pending: dict[Any, _Job] = {}
     stored: list[Verdict] = []  # verdicts served by the store, yielded before waiting on Ray
 
     def submit(job: _Job) -> None:
         job = dataclasses.replace(job, attempts=job.attempts + 1)
         names = (Path(job.task).name, Path(job.solution).name)
-        ref = remote.remote(names, job.task_bytes, job.solution_bytes, node_options, evaluate)
-        pending[ref] = job
+        pending[dispatch.submit(names, job, node_options)] = job
 
     def fill() -> None:
         while len(pending) < limit:
@@ -145,13 +194,16 @@ def _run(
             try:
                 doc = ray.get(ref)
             except lost as err:
+                dispatch.finished(ref, lost=True)  # a dead actor is replaced before the retry
                 if job.attempts <= ropts.max_retries:
                     submit(job)
                     continue
                 yield _lost_verdict(job, node_options, err)
             except ray.exceptions.RayTaskError as err:
+                dispatch.finished(ref, lost=False)
                 raise err.as_instanceof_cause() from None
             else:
+                dispatch.finished(ref, lost=False)
                 verdict = _restore_paths(from_json(doc), job)
                 if store is not None:
                     store.put(job.key, verdict)
@@ -159,7 +211,112 @@ def _run(
             fill()
     finally:
         for ref in pending:
-            ray.cancel(ref, force=True)
+            dispatch.finished(ref, lost=False)
+            try:
+                if isinstance(dispatch, _TaskDispatch):
+                    ray.cancel(ref, force=True)
+                else:  # an actor's call cannot be forced: a queued one is dropped, a running one finishes
+                    ray.cancel(ref)
+            except Exception:  # noqa: BLE001 - already finished, or its actor already gone
+                pass
+
+
+def lost_errors(ray: Any) -> tuple[type[BaseException], ...]:
+    """Ray's errors that mean the evaluation's process or node went away (not that it failed)."""
+    return tuple(getattr(ray.exceptions, n) for n in _LOST_NAMES if hasattr(ray.exceptions, n))
+
+
+class DeviceEvaluator:
+    """A Ray actor's body: one device's evaluations, ``per_device`` at once, in one process.
+
+    Why one process per device: the device gate (host/gate.py), its admission (host/admission.py)
+    and its memory reservations (executors/memory.py) are a process's ``LocalPool``; two Ray
+    tasks on one GPU would each have their own and could time at once. Every evaluation of the
+    device passes through this actor's pool, so untimed stretches overlap and timings never do
+    (the candidate still runs in the pool's sandboxed workers, I1/I8).
+    """
+
+    def __init__(self, evaluate: Evaluator):
+        from kernelproof.executors.local import LocalPool
+
+        self._evaluate = evaluate
+        self._pool = LocalPool()
+
+    def evaluate(
+        self, names: tuple[str, str], task_bytes: bytes, solution_bytes: bytes, options: EvalOptions
+    ) -> dict[str, Any]:
+        """The shipped files written into a private folder, evaluated with this device's pool."""
+        with tempfile.TemporaryDirectory(prefix="kernelproof-ray-") as tmp:
+            task = Path(tmp) / "task" / names[0]
+            solution = Path(tmp) / "solution" / names[1]
+            for path, data in ((task, task_bytes), (solution, solution_bytes)):
+                path.parent.mkdir()
+                path.write_bytes(data)
+            return self._evaluate(task, solution, options, pool=self._pool).to_json()  # type: ignore[call-arg]
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+class DeviceActors:
+    """One long-lived :class:`DeviceEvaluator` actor per GPU of the cluster (per CPU without GPUs),
+    each running ``options.per_device`` evaluations at once (Ray's ``max_concurrency``).
+
+    The driver's side: it hands each evaluation to the actor with the fewest in flight and, when
+    an actor's evaluation comes back lost (the actor's process or node died), kills and re-creates
+    that actor once, so the calls retried after it find a live one. Thread-safe: a service calls
+    it from many threads.
+    """
+
+    def __init__(self, ray: Any, options: EvalOptions, ropts: RayOptions, evaluate: Evaluator):
+        resources, self.device, count, self.accelerators = _placement(ray, options, ropts)
+        self.per_device = options.per_device
+        self.capacity = count * self.per_device
+        self._ray = ray
+        self._actor_class = ray.remote(DeviceEvaluator).options(
+            max_concurrency=self.per_device, max_restarts=0, max_task_retries=0, **resources
+        )
+        self._evaluate = evaluate
+        self._lock = threading.Lock()
+        self._actors = [self._actor_class.remote(evaluate) for _ in range(count)]
+        self._generation = [0] * count  # re-creations of each actor
+        self._in_flight = [0] * count
+        self._calls: dict[Any, tuple[int, int]] = {}  # ref -> (actor index, its generation then)
+
+    def submit(
+        self, names: tuple[str, str], task_bytes: bytes, solution_bytes: bytes, options: EvalOptions
+    ) -> Any:
+        with self._lock:
+            index = min(range(len(self._actors)), key=self._in_flight.__getitem__)
+            self._in_flight[index] += 1
+            ref = self._actors[index].evaluate.remote(names, task_bytes, solution_bytes, options)
+            self._calls[ref] = (index, self._generation[index])
+        return ref
+
+    def finished(self, ref: Any, lost: bool) -> None:
+        """The call is over; ``lost``: the actor died under it (the first such report re-creates it)."""
+        dead = None
+        with self._lock:
+            index, generation = self._calls.pop(ref, (None, None))
+            if index is None:
+                return
+            self._in_flight[index] -= 1
+            if lost and self._generation[index] == generation:
+                dead = self._actors[index]
+                self._actors[index] = self._actor_class.remote(self._evaluate)
+                self._generation[index] += 1
+        if dead is not None:
+            self._ray.kill(dead, no_restart=True)
+
+    def close(self) -> None:
+        """Let each actor close its pool (its workers and builders), then end it."""
+        with self._lock:
+            actors, self._actors = self._actors, []
+        closing = [a.close.remote() for a in actors]
+        if closing:
+            self._ray.wait(closing, num_returns=len(closing), timeout=30)
+        for a in actors:
+            self._ray.kill(a, no_restart=True)
 
 
 def _evaluate_on_node(

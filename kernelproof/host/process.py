@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import secrets
 import select
-import shutil
 import signal
 import socket
 import subprocess
@@ -166,11 +165,14 @@ class WorkerProcess(Scheduling):
             pass  # dead: nothing is starting any more; whoever takes it replaces it
         return True
 
-    def stage_solution(self, source_path: str) -> str:
-        """Copy the candidate's file into the worker's private dir; return the path the worker imports."""
+    def stage_solution(self, source_path: str, data: bytes | None = None) -> str:
+        """Write the candidate's file into the worker's private dir; return the path the worker imports.
+
+        `data`: the bytes the evaluation read, hashed and judges (kernelproof/submission.py); the
+        path then only names the copy. Without it the file is read here (tests and tools only)."""
         dest = self.private / "solution" / (Path(source_path).stem + ".py")
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source_path, dest)
+        dest.write_bytes(Path(source_path).read_bytes() if data is None else data)
         return str(dest)
 
     def request(

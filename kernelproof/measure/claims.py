@@ -16,6 +16,7 @@ followed by ``torch.softmax`` passes there, flagged, and is never the one an opt
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping
 
 import torch
@@ -126,6 +127,36 @@ def unconfirmed(claims: Claims) -> Claims:
         speed_withheld=SPEED_WITHHELD_UNCONFIRMED,
         note="; ".join(x for x in (claims.note, why) if x),
     )
+
+
+_profiler_ready = threading.Lock()
+_profiler_started: list[bool] = []
+
+
+def start_profiler_here() -> None:
+    """Start the process's first profiler session now, in the calling thread, when it is the main one.
+
+    Kineto (torch's profiler library) registers its client in the thread that loads torch, and runs
+    that client's init when the process's first profiler session starts. Started first in another
+    thread (an evaluation in bench's, kernelbench's or optimize's pool profiles the reference:
+    :func:`reference_ops`), it prints ``ERROR: External init callback must run in same thread as
+    registerClient`` on the user's stderr and skips the init. An empty session from the main thread
+    (where torch is loaded) before any evaluation's thread starts is the init done where Kineto wants
+    it: under a millisecond, once a process, and nothing is printed afterwards from any thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    with _profiler_ready:
+        if _profiler_started:
+            return
+        _profiler_started.append(True)
+        from torch.autograd.profiler import profile as cpu_profiler
+
+        os.environ.setdefault("KINETO_LOG_LEVEL", KINETO_QUIET)  # read at the first start: below
+        try:
+            with cpu_profiler(use_cpu=True):
+                pass
+        except RuntimeError:  # another profiler active in this process: it has started Kineto already
+            pass
 
 
 def reference_ops(ctx: VariantContext, seed: int) -> frozenset[str] | None:

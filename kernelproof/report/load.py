@@ -78,14 +78,42 @@ def _checked(doc: Any, where: str) -> dict[str, Any]:
     return numbers_decoded(doc)
 
 
-def deduplicate(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Keep the newest document per (task hash, solution hash, settings other than seeds).
+# Settings that bound or budget a measurement, or say where it ran from: they do not change what is
+# measured, so two verdicts that differ only in them are one solution's, judged twice. bench's
+# timing budget (10 s) is not eval's (20 s): the same solution judged by both was listed twice.
+SAME_MEASUREMENT = frozenset(
+    {
+        "seed",
+        "fresh",
+        "db",
+        "timeout_s",
+        "import_timeout_s",
+        "case_timeout_s",
+        "timing_timeout_s",
+        "evaluation_timeout_s",
+        "keep_samples",
+        "per_device",
+        "time_budget_s",
+        "min_rounds",
+        "max_rounds",
+        "calls_per_round",
+        "target_ci_halfwidth",
+        "build_cache",
+        "build_workers",
+        "require_sandbox",
+        "cases",
+    }
+)
 
-    Why: a store keeps every evaluation, and a report built from a store plus exported JSON would
-    otherwise count one solution twice in fast_p. Order of first appearance is kept.
+
+def deduplicate(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Keep the newest document per (task hash, solution hash, settings that change what is measured).
+
+    Why: a store keeps every evaluation, and a report built from a store plus exported JSON, or from
+    one solution judged by eval and by bench, would otherwise list it twice and count it twice in
+    fast_p. Order of first appearance is kept.
     """
-    # do not change what is measured
-    ignored = {"seed", "fresh", "db", "timeout_s", "keep_samples", "per_device"}
+    ignored = SAME_MEASUREMENT
     newest: dict[str, dict[str, Any]] = {}
     order: list[str] = []
     for doc in docs:

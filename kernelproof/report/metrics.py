@@ -102,7 +102,9 @@ def _result(doc: dict[str, Any]) -> Result:
         achieved_tbps=roof.get("achieved_tbps"),
         device=device_of(doc),
         created_at=str(doc.get("created_at", "")),
-        speed_claimed=(doc.get("claims") or {}).get("speed") is not False,
+        # an untimed pass (interpreted on the CPU, or --correctness-only) claims no speed either
+        speed_claimed=(doc.get("claims") or {}).get("speed") is not False
+        and not (doc.get("settings") or {}).get("correctness_only"),
     )
 
 
@@ -170,9 +172,16 @@ def task_best(results: Sequence[Result], baseline: str) -> dict[str, tuple[bool,
 
 
 def speed_claims(results: Sequence[Result]) -> list[Result]:
-    """The results whose speedups are a claim: fast_p and the geometric mean leave the others out
-    (an interpreted Triton kernel's time on the CPU says nothing about the kernel)."""
-    return [r for r in results if r.speed_claimed]
+    """The results fast_p and the geometric mean score: a pass only where its speed is a claim (an
+    interpreted Triton kernel's time on the CPU says nothing about the kernel), and a task only where
+    one of its passes is. A failure says the task was not solved by it, whatever its speed: it stays
+    beside the passes that count. But a task whose every pass claims no speed is left out whole: it
+    is solved, at a speed unknown, and its failures alone would count it unsolved (fast_0 = 0 % with
+    every task correct)."""
+    unknown = {r.task_key for r in results if r.passed} - {
+        r.task_key for r in results if r.passed and r.speed_claimed
+    }
+    return [r for r in results if r.task_key not in unknown and (r.speed_claimed or not r.passed)]
 
 
 def fast_p_note(results: Sequence[Result]) -> str | None:
@@ -181,10 +190,10 @@ def fast_p_note(results: Sequence[Result]) -> str | None:
     if not left:
         return None
     return (
-        f"fast_p leaves out {left} verdict{'s' if left != 1 else ''} whose speed is not a claim (Triton's "
-        "interpreter on the CPU, launches that only ran ATen ops, or a timing the parent's clock could not "
-        "confirm: claims.speed_withheld); a task "
-        "counts only through solutions whose speed is a claim"
+        f"fast_p leaves out {left} verdict{'s' if left != 1 else ''} of tasks solved at a speed that is "
+        "not a claim (not timed, Triton's interpreter on the CPU, launches that only ran ATen ops, or a "
+        "timing the parent's clock could not confirm: claims.speed_withheld); a correct task counts only "
+        "through solutions whose speed is a claim"
     )
 
 

@@ -5,7 +5,9 @@
   untimed stretches overlap, their timings never do, as ``evaluate_many`` runs a sweep).
 - :class:`RayBackend`: :func:`kernelproof.executors.ray_executor.evaluate_many_ray`, one pair per
   call, from as many service threads as the cluster has slots; the bytes travel to the node and
-  the node runs ``api.evaluate`` in its own sandboxed workers.
+  the node runs ``api.evaluate`` in its own sandboxed workers. With ``per_device`` N > 1 the
+  backend keeps one actor per GPU for its whole life (``DeviceActors``), each evaluating N at
+  once through one pool, so the device's gate keeps their timings apart.
 
 Both answer from the results store first (the content hash of task, solution and settings), so a
 repeated request costs no evaluation.
@@ -72,9 +74,16 @@ class RayBackend:
             kwargs = {"address": address} if address else {"include_dashboard": False}
             self._ray.init(**kwargs)
         self._ray_options = RayOptions(address=address)
-        cluster = self._ray.cluster_resources()
-        gpus, cpus = int(cluster.get("GPU", 0)), int(cluster.get("CPU", 0))
-        count = slots or (gpus if gpus and options.device != "cpu" else max(1, cpus))
+        self._actors = None
+        if options.per_device > 1:
+            from kernelproof.executors.ray_executor import DeviceActors
+
+            self._actors = DeviceActors(self._ray, options, self._ray_options, api.evaluate)
+            count = slots or self._actors.capacity
+        else:
+            cluster = self._ray.cluster_resources()
+            gpus, cpus = int(cluster.get("GPU", 0)), int(cluster.get("CPU", 0))
+            count = slots or (gpus if gpus and options.device != "cpu" else max(1, cpus))
         self._slots = ["ray"] * count
 
     def slots(self) -> list[str]:
@@ -86,9 +95,15 @@ class RayBackend:
     def evaluate(self, task: str, solution: str, options: EvalOptions, slot: str) -> Verdict:
         from kernelproof.executors.ray_executor import evaluate_many_ray
 
+        pairs = [(task, solution)]
         return next(
-            iter(evaluate_many_ray([(task, solution)], options, self._ray_options, evaluate=api.evaluate))
+            iter(
+                evaluate_many_ray(
+                    pairs, options, self._ray_options, evaluate=api.evaluate, actors=self._actors
+                )
+            )
         )
 
     def close(self) -> None:
-        pass
+        if self._actors is not None:
+            self._actors.close()

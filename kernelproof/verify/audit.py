@@ -45,6 +45,7 @@ from kernelproof.verify.cases import (
 )
 from kernelproof.verify.compare import compare, tolerance_for
 from kernelproof.verify.precision import lower_precision_outputs
+from kernelproof.verify.single_flight import KeyedLocks
 
 # Version 1: the first with a version; non-finite errors are the strings "inf", "-inf", "nan".
 AUDIT_SCHEMA = "kernelproof.audit/1"
@@ -54,6 +55,7 @@ AUDIT_DISTRIBUTIONS = ("task", "normal")  # KernelBench's own inputs, and zero-m
 WEIGHTS_CONTROLS = ("zeros", "mean", "passthrough", "other_seed")
 CONTROLS = ("zeros", "mean", "passthrough", "other_seed", "other_weights", "bf16_reference")  # report order
 _CACHE: dict[tuple[str, str, str, str, str], AuditReport] = {}  # the persisted key, less the source
+_IN_FLIGHT = KeyedLocks()  # the keys being audited now (kernelproof/verify/single_flight.py)
 
 
 @dataclass(frozen=True)
@@ -144,19 +146,37 @@ def audit_variant(
     KernelBench's level-1 sizes one call draws GBs in the CPU's generator. Its other-seed control
     still draws its own. `refresh`: run it whatever is kept, and keep this one instead (weights
     drawn again after a degenerate report, kernelproof/evaluate/setup.py)."""
-    key = (task.sha256, ctx.variant, ctx.mode, ctx.device.type, ctx.precision)
-    served = None if refresh else _CACHE.get(key)
-    if served is None and not refresh:
-        with steps.step("stored"):
-            served = persist.get(task, ctx) if persist is not None else None
-        if served is not None:
-            _CACHE[key] = served
-    if served is not None:
-        if served.degenerate:
-            return served
-        with steps.step("these_weights"):
-            check = check_these_weights(task, ctx, seed, task_inputs)
-        return check if check.degenerate else served
+    key = (task.sha256, ctx.variant, ctx.mode, ctx.device.type, ctx.contract_key)
+    if refresh:
+        return _run_audit(task, ctx, seed, persist, task_inputs, key)
+    served = _CACHE.get(key)
+    if served is None:
+        # one audit per key at a time: the candidates of a task that arrive together wait for the
+        # first one's and are served it, with the check under their own weights below
+        with _IN_FLIGHT.hold(key):
+            served = _CACHE.get(key)
+            if served is None:
+                with steps.step("stored"):
+                    served = persist.get(task, ctx) if persist is not None else None
+                if served is None:
+                    return _run_audit(task, ctx, seed, persist, task_inputs, key)
+                _CACHE[key] = served
+    if served.degenerate:
+        return served
+    with steps.step("these_weights"):
+        check = check_these_weights(task, ctx, seed, task_inputs)
+    return check if check.degenerate else served
+
+
+def _run_audit(
+    task: Task,
+    ctx: VariantContext,
+    seed: int,
+    persist: AuditStore | None,
+    task_inputs: list[Any] | None,
+    key: tuple[Any, ...],
+) -> AuditReport:
+    """Run the whole audit of one variant, and keep it in memory and in `persist`."""
     with steps.step("other_weights"):
         other_weights = _other_weights_model(task, ctx, seed)
     controls = _run_controls(ctx, seed, task_inputs, other_weights, CONTROLS)

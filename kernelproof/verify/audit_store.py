@@ -50,7 +50,7 @@ class AuditStore:
         return cls(db) if db else None
 
     def key(self, task: Task, ctx: VariantContext) -> str:
-        fields = [task.sha256, ctx.variant, ctx.mode, ctx.device.type, ctx.precision, this_source()]
+        fields = [task.sha256, ctx.variant, ctx.mode, ctx.device.type, ctx.contract_key, this_source()]
         return hashlib.sha256(json.dumps(fields).encode()).hexdigest()
 
     def get(self, task: Task, ctx: VariantContext) -> AuditReport | None:

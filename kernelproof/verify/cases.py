@@ -84,6 +84,20 @@ class VariantContext:
     noise: Noise = NO_NOISE  # the reference's run-to-run spread on one seed: part of its own error
     oracle_note: str = ""  # why the oracle fell back to the reference (empty: a float64 oracle)
     batch_separable: bool = False  # the parent showed the oracle may run in chunks of the batch (chunks.py)
+    # every floating input, parameter and buffer keeps the task's own dtype (a bf16 or fp16 task as
+    # written, kernelproof/verify/contract.py); False: cast to the contract dtype (``dtype``)
+    keep_dtypes: bool = False
+
+    @property
+    def contract_key(self) -> str:
+        """The contract as the audit's keys name it: the precision, and whether the task's own
+        dtypes are kept (a bf16 task as written and one cast to bf16 differ in mixed slots)."""
+        return f"{self.precision}/as written" if self.keep_dtypes else self.precision
+
+    def input_dtype(self, x: torch.Tensor) -> torch.dtype:
+        """The dtype a floating input slot holding `x` has in every case: its own (drawn in
+        float32, then cast to it) where the task keeps its dtypes, else the contract's."""
+        return x.dtype if self.keep_dtypes else self.dtype
 
     def constants(self) -> dict[str, Any]:
         return self.module.constants()
@@ -158,6 +172,7 @@ def build_variant(
         weight_tensors=tensors,
         attribute_names=list(attributes),
         attribute_tensors=[t.detach().to("cpu", copy=True) for t in attributes.values()],
+        keep_dtypes=task.meta.keep_dtypes,
     )
 
 
@@ -178,9 +193,9 @@ def init_inputs(task: Task, module: TaskModule, init_seed: int) -> list[Any]:
 def build_reference(
     task: Task, module: TaskModule, init_args: list[Any], device: torch.device, mode: str, init_seed: int
 ) -> torch.nn.Module:
-    """The task's Model from `init_seed`, on `device` in the contract dtype, constant parameters
-    perturbed: the reference alone (the audit's other-weights control needs no oracle and no
-    host copy of its weights)."""
+    """The task's Model from `init_seed`, on `device` in the contract dtype (in its own dtypes for a
+    task that keeps them), constant parameters perturbed: the reference alone (the audit's
+    other-weights control needs no oracle and no host copy of its weights)."""
     dtype = CONTRACT_DTYPE[task.meta.precision]
     try:
         reference = _construct(module, init_args, init_seed, device)
@@ -191,10 +206,13 @@ def build_reference(
             f"constructing the reference Model failed: {type(exc).__name__}: {exc}", path=task.path
         ) from None
     reference.to(device)
-    for p in list(reference.parameters()) + list(reference.buffers()):
-        if p.is_floating_point():
-            p.data = p.data.to(dtype)
-    convert_attributes(reference, dtype, device)
+    if task.meta.keep_dtypes:
+        convert_attributes(reference, None, device)
+    else:
+        for p in list(reference.parameters()) + list(reference.buffers()):
+            if p.is_floating_point():
+                p.data = p.data.to(dtype)
+        convert_attributes(reference, dtype, device)
     _perturb_constant_parameters(reference, init_seed)
     reference.train(mode == "train")
     return reference
@@ -292,7 +310,8 @@ def make_inputs(ctx: VariantContext, distribution: str, seed: int, *, on_device:
 
 
 def _make_inputs(ctx: VariantContext, distribution: str, seed: int, on_device: bool = False) -> list[Any]:
-    """The inputs of one case: floats in the contract dtype, integers untouched.
+    """The inputs of one case: floats in the contract dtype (each slot in its own where the task
+    keeps its dtypes), integers untouched.
 
     ``get_inputs()`` (the task's own code, :func:`_task_inputs`: on the device where it can be) is called for the
     "task" distribution and whenever the task has integer or fixed inputs; otherwise the shapes are
@@ -308,9 +327,11 @@ def _make_inputs(ctx: VariantContext, distribution: str, seed: int, on_device: b
         domain = ctx.task.meta.domain_of(i)
         if isinstance(x, torch.Tensor) and x.is_floating_point():
             if domain != "fixed" and distribution != "task" and distribution in DOMAIN_DISTRIBUTIONS[domain]:
-                x = draw(tuple(x.shape), distribution, domain, seed * 1009 + i, ctx.device, ctx.dtype)
+                x = draw(
+                    tuple(x.shape), distribution, domain, seed * 1009 + i, ctx.device, ctx.input_dtype(x)
+                )
             else:
-                x = x.to(ctx.dtype)
+                x = x.to(ctx.input_dtype(x))
             kind = "fixed" if domain == "fixed" else "float"
             slots.append(InputSlot(i, kind, tuple(x.shape), dtype_name(x.dtype), domain))
         elif isinstance(x, torch.Tensor):

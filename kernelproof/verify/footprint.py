@@ -164,11 +164,12 @@ def estimate_variant(task: Task, variant: str) -> Estimate | str:
         with _OnMeta(), torch.device(META), torch.no_grad():
             model = module.Model(*module.get_init_inputs())
             model = model.to(META)
+            keep = task.meta.keep_dtypes  # a bf16 or fp16 task as written: each tensor's own dtype
             for p in list(model.parameters()) + list(model.buffers()):
-                if p.is_floating_point():
+                if p.is_floating_point() and not keep:
                     p.data = p.data.to(dtype)
             raw = list(module.get_inputs())
-            args = [x.to(META, dtype) if _is_float(x) else x for x in raw]
+            args = [x.to(META, x.dtype if keep else dtype) if _is_float(x) else x for x in raw]
             out = model(*args)
     except Exception as exc:  # noqa: BLE001 - any failure on meta means "no estimate", never a refusal
         return f"the reference does not run on the meta device ({type(exc).__name__}: {str(exc)[:120]})"
@@ -263,6 +264,11 @@ def _cgroup_room() -> int | None:
         return max(0, int(limit) - current)
     except (OSError, ValueError):
         return None
+
+
+def on_meta() -> TorchFunctionMode:
+    """A mode under which every tensor the task makes lands on the meta device (see _OnMeta)."""
+    return _OnMeta()
 
 
 class _OnMeta(TorchFunctionMode):

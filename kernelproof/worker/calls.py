@@ -19,7 +19,7 @@ import torch
 
 from kernelproof.verdict import ReasonCode
 from kernelproof.wire.replies import failure
-from kernelproof.worker import interpreter, program
+from kernelproof.worker import program
 from kernelproof.worker.state import WorkerState
 
 _gc_enabled = gc.isenabled  # bound before any solution runs (identity-checked)
@@ -90,9 +90,6 @@ def _described(exc: BaseException, what: str, path: str) -> dict[str, Any]:
     msg, detail = program.describe_exception(exc, path)
     if program.is_build_failure(exc):
         return failure(ReasonCode.COMPILE_ERROR, f"{what}: {exc}", detail)
-    lacking = interpreter.environment_cause(exc, path)
-    if lacking:
-        return failure(ReasonCode.ENVIRONMENT, f"{what}: {lacking}", detail)
     text = str(exc).lower()
     code = ReasonCode.RUNTIME_ERROR
     # Crash or runtime error: the solution's failure either way. Whether a lack of memory was

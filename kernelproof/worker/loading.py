@@ -24,7 +24,7 @@ from kernelproof.inputs import dtype_from_name
 from kernelproof.sandbox import guards
 from kernelproof.verdict import ReasonCode
 from kernelproof.wire.replies import failure
-from kernelproof.worker import calls, checks, interpreter, launches, program, surface
+from kernelproof.worker import calls, checks, interpreter, interpreter_bf16, launches, program, surface
 from kernelproof.worker.checks import hooks, threads
 from kernelproof.worker.clock import CpuClock, CudaClock
 from kernelproof.worker.state import WorkerState
@@ -94,7 +94,7 @@ def load(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
     # The candidate's load hooks and module methods run here: as solution code (its guards' label).
     state.switch(state.candidate)
     try:
-        program.prepare(model, state.device, state.dtype, h["mode"])
+        program.prepare(model, state.device, None if h.get("keep_dtypes") else state.dtype, h["mode"])
         how = program.copy_weights(model, h["weight_names"], weights)
         attributes_copied = program.copy_attributes(model, h.get("attribute_names", []), attributes)
     except Exception as exc:  # noqa: BLE001
@@ -157,6 +157,7 @@ def arm(state: WorkerState, deny_read: tuple[str, ...]) -> None:
     if state.device.type == "cpu":
         state.launches = launches.install()
         interpreter.install_autotune()
+        interpreter_bf16.install()  # bf16 computed as a GPU does, not on raw 16-bit patterns
     deny = state.deny_read + deny_read
     state.switch = guards.install(guards.GuardConfig(state.solution_path, state.private_dir, deny))
     state.hooked = hooks.watch(imported=tuple(surface.harness_imports()))

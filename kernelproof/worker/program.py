@@ -16,7 +16,6 @@ from typing import Any
 import torch
 
 from kernelproof.verdict import ReasonCode
-from kernelproof.worker.interpreter import environment_cause
 
 MAX_DETAIL_CHARS = 4000  # compiler output kept in a verdict: the head of the errors, not a wall
 
@@ -126,10 +125,6 @@ def _load_candidate(path: str, init_args: list[Any]) -> tuple[torch.nn.Module | 
         msg, detail = describe_exception(exc, path)
         if is_build_failure(exc):
             return None, LoadFailure(ReasonCode.COMPILE_ERROR, f"the solution failed to load: {exc}", detail)
-        if environment_cause(exc, path):
-            return None, LoadFailure(
-                ReasonCode.ENVIRONMENT, f"loading the solution: {environment_cause(exc, path)}"
-            )
         return None, LoadFailure(ReasonCode.COMPILE_ERROR, f"the solution failed to load: {msg}", detail)
     cls = getattr(module, "ModelNew", None)
     if cls is None or not isinstance(cls, type):
@@ -149,10 +144,6 @@ def _load_candidate(path: str, init_args: list[Any]) -> tuple[torch.nn.Module | 
         msg, detail = describe_exception(exc, path)
         if is_build_failure(exc):
             return None, LoadFailure(ReasonCode.COMPILE_ERROR, f"constructing ModelNew: {exc}", detail)
-        if environment_cause(exc, path):
-            return None, LoadFailure(
-                ReasonCode.ENVIRONMENT, f"constructing ModelNew: {environment_cause(exc, path)}"
-            )
         return None, LoadFailure(ReasonCode.RUNTIME_ERROR, f"constructing ModelNew raised {msg}", detail)
 
 
@@ -164,11 +155,12 @@ def load_reference(path: str, init_args: list[Any], overrides_source: str | None
     return ns["Model"](*init_args)
 
 
-def prepare(module: torch.nn.Module, device: torch.device, dtype: torch.dtype, mode: str) -> None:
-    """Move to the device, cast floating parameters and buffers, set train/eval mode."""
+def prepare(module: torch.nn.Module, device: torch.device, dtype: torch.dtype | None, mode: str) -> None:
+    """Move to the device, cast floating parameters and buffers to `dtype` (None: a task judged in
+    its own dtypes, whose Model keeps those it makes), set train/eval mode."""
     module.to(device)
     for p in list(module.parameters()) + list(module.buffers()):
-        if p.is_floating_point() and p.dtype != dtype:
+        if dtype is not None and p.is_floating_point() and p.dtype != dtype:
             p.data = p.data.to(dtype)
     module.train(mode == "train")
 

@@ -251,7 +251,7 @@ def test_entry_refused_twice_is_build_cache_tamper(tmp_path):
         def materialize(self, result, dest):
             raise CacheTamperError("ab" * 16, "fake.so does not match its manifest hash")
 
-        def submit(self, path):
+        def submit(self, path, data=None):
             self.submits += 1
             done: Future[BuildResult] = Future()
             done.set_result(BuildResult(True, 1.0, "", "cuda", key="ab" * 16))

@@ -328,3 +328,24 @@ def test_key_covers_the_flag_policy_and_the_precompiled_headers_identity(tmp_pat
         assert pool.key_for(source) != second
     finally:
         pool.shutdown()
+
+
+def test_the_pool_builds_the_bytes_it_was_given_never_the_path_read_again(tmp_path, monkeypatch):
+    """The evaluation read the solution once; the build is keyed by those bytes and the builder
+    imports a copy of them, whatever the path holds by then (a file swapped after it was read)."""
+    from kernelproof.build import pool as pool_module
+    from kernelproof.build.builder import BuildResult
+
+    honest, swapped = b"import torch.nn as nn\nclass ModelNew(nn.Module):\n    pass\n", b"# swapped\n"
+    path = tmp_path / "sol.py"
+    path.write_bytes(swapped)  # what the path holds when the build runs
+    seen = []
+
+    def fake_build(source_path, staging, device, timeout_s, options):
+        seen.append(Path(source_path).read_bytes())
+        return BuildResult(False, 0.0, "not built here", "torch")
+
+    monkeypatch.setattr(pool_module, "build_solution", fake_build)
+    with BuilderPool(BuildCache(tmp_path / "cache"), 1, device="cpu", options=CPU) as pool:
+        result = pool.submit(path, honest).result()
+        assert seen == [honest] and result.key == pool.key_for(honest)

@@ -246,3 +246,110 @@ def test_end_to_end_with_the_real_evaluator_on_cpu():
     (verdict,) = list(evaluate_many_ray([pair], options, evaluate=api.evaluate))
     assert verdict.task.path == str(pair[0]) and verdict.verdict in (Outcome.PASS, Outcome.FAIL)
     assert isinstance(verdict.reasons, tuple) and all(isinstance(r, Reason) for r in verdict.reasons)
+
+
+# --- per_device above 1: one actor per device, its evaluations through one pool -----------------
+
+
+def record(log: Path, event: str, device: str, name: str) -> None:
+    """Append one event to a log the nodes share (O_APPEND: lines never interleave)."""
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(fd, f"{event} {device} {name}\n".encode())
+    finally:
+        os.close(fd)
+
+
+def most_in_flight(log: Path) -> dict[str, int]:
+    """Replay the log's start/end events in order: the most evaluations running at once per device."""
+    running: dict[str, int] = {}
+    most: dict[str, int] = {}
+    for line in log.read_text().splitlines():
+        event, device, _ = line.split()
+        running[device] = running.get(device, 0) + (1 if event == "start" else -1)
+        most[device] = max(most.get(device, 0), running[device])
+    assert all(n == 0 for n in running.values()), "an evaluation started and never ended"
+    return most
+
+
+def pooled_evaluator(log: Path, hold_s: float = 0.0, dies: Path | None = None):
+    """An evaluator as the actors call it (with the device's pool), logging its start and end under
+    the actor's device identity: its process and the GPU Ray granted it."""
+
+    def evaluate(task, solution, options, pool):
+        device = f"{os.getpid()}/{os.environ.get('CUDA_VISIBLE_DEVICES', '')}/{id(pool)}"
+        record(log, "start", device, task.name)
+        if dies is not None and task.name == "task1.py" and not dies.exists():
+            dies.write_text("x")
+            os._exit(1)  # the actor's process dies with its evaluations in flight
+        time.sleep(hold_s)
+        record(log, "end", device, task.name)
+        return node_verdict(task, solution, options, note=type(pool).__name__)
+
+    return evaluate
+
+
+@pytest.mark.slow  # actors start a torch-importing pool each
+def test_per_device_runs_that_many_at_once_on_each_gpu_through_one_pool(tmp_path):
+    log = tmp_path / "events"
+    store = MemoryStore()
+    verdicts = list(
+        evaluate_many_ray(
+            make_pairs(tmp_path, 8),
+            EvalOptions(per_device=2),
+            RayOptions(resource="gpu"),
+            store=store,
+            evaluate=pooled_evaluator(log, hold_s=1.0),
+        )
+    )
+    assert sorted(Path(v.task.path).name for v in verdicts) == [f"task{i}.py" for i in range(8)]
+    assert len(store.puts) == 8 and all(v.passed for v in verdicts)
+    assert all(v.environment["device"] == "cuda" and v.environment["note"] == "LocalPool" for v in verdicts)
+    most = most_in_flight(log)
+    assert len(most) == 2  # one actor (process, GPU, pool) per logical GPU, every evaluation on one
+    assert {d.split("/")[1] for d in most} == {"0", "1"}
+    assert max(most.values()) == 2  # two at once on a GPU, never three
+
+
+@pytest.mark.slow  # actors start a torch-importing pool each
+def test_an_actor_that_dies_is_recreated_and_its_evaluations_run_again(tmp_path):
+    log, marker = tmp_path / "events", tmp_path / "died-once"
+    store = MemoryStore()
+    verdicts = list(
+        evaluate_many_ray(
+            make_pairs(tmp_path, 6),
+            EvalOptions(device="cpu", per_device=2),
+            store=store,
+            evaluate=pooled_evaluator(log, hold_s=0.3, dies=marker),
+        )
+    )
+    assert marker.exists()
+    assert sorted(Path(v.task.path).name for v in verdicts) == [f"task{i}.py" for i in range(6)]
+    assert all(v.passed for v in verdicts) and len(store.puts) == 6  # none lost, none failed
+    ended = {line.split()[1] for line in log.read_text().splitlines() if line.startswith("end")}
+    started = {line.split()[1] for line in log.read_text().splitlines() if line.startswith("start")}
+    assert len(started) == 5  # 4 CPUs: 4 actors, and the dead one's replacement
+    assert ended < started  # the dead actor ended nothing; its evaluations finished on live ones
+
+
+@pytest.mark.slow  # actors start a torch-importing pool each
+def test_an_evaluation_that_keeps_killing_its_actor_is_kernelproofs_error_not_a_fail(tmp_path):
+    def always_dies(task, solution, options, pool):
+        if task.name == "task0.py":
+            os._exit(1)
+        return node_verdict(task, solution, options)
+
+    store = MemoryStore()
+    verdicts = list(
+        evaluate_many_ray(
+            make_pairs(tmp_path, 3),
+            EvalOptions(device="cpu", per_device=2),
+            RayOptions(max_retries=1),
+            store=store,
+            evaluate=always_dies,
+        )
+    )
+    lost = [v for v in verdicts if not v.passed]
+    assert len(verdicts) == 3 and len(lost) == 1
+    assert lost[0].verdict is Outcome.ERROR and lost[0].codes == [ReasonCode.MISSING_RESULT.value]
+    assert sorted(Path(p).name for p in store.puts) == ["sol1.py", "sol2.py"]  # the error is not stored

@@ -202,13 +202,15 @@ def test_a_write_beside_the_solutions_own_file_is_refused_saying_why(solution, c
     assert says in v.reasons[0].message and "tempfile.gettempdir()" in v.reasons[0].message, describe(v)
 
 
-def test_a_gpu_kernels_own_cuda_check_is_the_cpus_environment_error():
-    """triton_asserts_cuda_inputs passes on a GPU (its `gpu` row); on the CPU its `assert x.is_cuda`
-    is what the machine lacks, never the solution's runtime_error."""
+def test_a_gpu_kernels_own_cuda_check_fails_on_the_cpu_with_the_parents_note():
+    """triton_asserts_cuda_inputs passes on a GPU (its `gpu` row). On the CPU it asks for no build
+    the machine cannot do, so the parent knows of nothing it lacks: its `assert x.is_cuda` is its own
+    runtime_error there (the same words a wrong solution could raise decide nothing), and the
+    parent's note names the device it chose and where the solution is judged."""
     v = evaluate(
         _relative(TASKS / "gelu_tanh.py"),
         _relative(SOLUTIONS / "triton_asserts_cuda_inputs.py"),
         _options("cpu", False),
     )
-    assert v.verdict.value == "error" and v.codes == ["environment"], describe(v)
+    assert v.verdict.value == "fail" and v.codes == ["runtime_error"], describe(v)
     assert "assert x.is_cuda" in v.reasons[0].message and "--device cuda" in v.reasons[0].message, describe(v)

@@ -81,3 +81,17 @@ def test_keeps_the_newest_evaluation_of_a_pair_whatever_its_seed(make_verdict):
     kept = deduplicate([old, other, new])
     assert [d["solution"]["path"] for d in kept] == [old["solution"]["path"], "solutions/other.py"]
     assert kept[0]["speedup"]["eager"]["median"] == 2.0
+
+
+def test_one_solution_judged_by_eval_and_by_bench_is_listed_once(make_verdict):
+    """bench times 10 s a shape and eval 20 s: budgets and limits do not make two solutions."""
+    by_eval = make_verdict(speedups={"eager": 1.9}, created_at="2026-12-01T10:00:00Z").to_json()
+    by_bench = make_verdict(speedups={"eager": 2.1}, created_at="2026-12-01T11:00:00Z").to_json()
+    by_eval["settings"].update(time_budget_s=20.0, seed=1, cases=["default/normal/0", "default/normal/1"])
+    by_bench["settings"].update(time_budget_s=10.0, seed=2, cases=["default/normal/0"])
+    (kept,) = deduplicate([by_eval, by_bench])
+    assert kept["speedup"]["eager"]["median"] == 2.1  # the newest
+    eager_only = make_verdict(speedups={"eager": 2.0}).to_json()
+    with_compile = make_verdict(speedups={"eager": 2.0}).to_json()
+    with_compile["settings"]["baselines"] = ["compile:default", "eager"]  # another measurement: kept
+    assert len(deduplicate([eager_only, with_compile])) == 2

@@ -7,6 +7,7 @@ import pytest
 from kernelproof.report.metrics import (
     baselines_of,
     fast_p,
+    fast_p_note,
     format_speedup,
     geomean_speedup,
     results_from,
@@ -112,7 +113,7 @@ def test_speedups_print_with_their_interval():
 
 
 def test_fast_p_leaves_out_a_verdict_whose_speed_is_not_a_claim_and_says_so(make_verdict):
-    from kernelproof.report.metrics import fast_p_note
+
 
     results = _results(make_verdict, ("a", Outcome.PASS, 2.0), ("b", Outcome.PASS, 3.0))
     assert fast_p(results, 1.0) == 1.0 and fast_p_note(results) is None
@@ -123,3 +124,26 @@ def test_fast_p_leaves_out_a_verdict_whose_speed_is_not_a_claim_and_says_so(make
     assert fast_p(results, 1.0) == 1.0  # task b is left out of the denominator, not counted slow
     assert geomean_speedup(results) == pytest.approx(2.0)
     assert "leaves out 1 verdict" in fast_p_note(results)
+
+
+def test_fast_0_is_not_zero_for_tasks_solved_at_a_speed_that_is_no_claim(make_verdict):
+    """Three tasks solved by interpreted kernels (untimed) beside failures of the same tasks: the
+    tasks are solved at a speed unknown, left out of fast_p, never counted unsolved."""
+    docs = []
+    for task in ("a", "b", "c"):
+        solved = make_verdict(task, f"{task}_triton.py", Outcome.PASS, speedups={}).to_json()
+        solved["claims"] = {"speed": False, "speed_withheld": "triton_interpreter"}
+        failed = make_verdict(task, f"{task}_wrong.py", Outcome.FAIL, codes=(ReasonCode.MISMATCH,)).to_json()
+        docs += [solved, failed]
+    timed = make_verdict("d", "d_torch.py", Outcome.PASS, speedups={"eager": 1.5}).to_json()
+    results = results_from(docs + [timed])
+    assert fast_p(results, 0.0) == 1.0  # task d, the one whose speed is a claim
+    assert fast_p(results_from(docs), 0.0) is None  # no task to score: "-", not 0 %
+    assert "leaves out 6 verdicts" in fast_p_note(results_from(docs))
+
+
+def test_a_correctness_only_pass_claims_no_speed(make_verdict):
+    doc = make_verdict("a", "a.py", Outcome.PASS, speedups={}).to_json()
+    doc["settings"]["correctness_only"] = True
+    (result,) = results_from([doc])
+    assert not result.speed_claimed and fast_p([result], 0.0) is None

@@ -38,3 +38,21 @@ def test_a_batch_is_judged_on_a_two_node_ray_cluster(tmp_path, servers, two_node
     assert [v["verdict"] for v in verdicts] == ["pass", "fail", "pass"], [v["reasons"] for v in verdicts]
     assert 'kernelproof_in_flight{device="ray"}' in metrics  # judged through the Ray executor
     assert "2 evaluation slot(s)" in s.log.read_text()  # one per node's CPU
+
+
+def test_the_serve_verb_takes_per_device_on_a_ray_cluster(tmp_path, servers, two_nodes):
+    s = start(tmp_path, *FAST, "--executor", "ray", "--address", two_nodes.address, "--per-device", "2")
+    servers.append(s)
+    sources = [
+        GOOD + f"\n# per device {i}\n" if i % 2 == 0 else WRONG + f"\n# per device {i}\n" for i in range(4)
+    ]
+    items = [{"task": "scale_relu", "solution": src} for src in sources]
+    with s.client(timeout=900) as c:
+        with c.stream("POST", "/v1/jobs/stream", json={"items": items}) as r:
+            lines = [json.loads(line) for line in r.iter_lines() if line]
+    head, answers = lines[0], {a["id"]: a for a in lines[1:]}
+    verdicts = [answers[j]["verdict"] for j in head["jobs"]]
+    assert [v["verdict"] for v in verdicts] == ["pass", "fail", "pass", "fail"], [
+        v["reasons"] for v in verdicts
+    ]
+    assert "4 evaluation slot(s)" in s.log.read_text()  # one actor per node's CPU, two at once on each

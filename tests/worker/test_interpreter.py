@@ -1,4 +1,4 @@
-"""What Triton's interpreter lacks on a CPU machine is the machine's: autotune chooses, no driver is an error."""
+"""On a CPU machine Triton's interpreter needs no driver: autotune chooses, and a solution's words decide nothing."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from kernelproof import exits
 from kernelproof.api import evaluate
 from kernelproof.options import EvalOptions
 from kernelproof.verdict import Outcome, ReasonCode
-from kernelproof.worker.interpreter import environment_cause
+from kernelproof.worker import calls
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -24,23 +24,28 @@ class ModelNew(nn.Module):
 """
 
 
-def test_a_missing_gpu_driver_is_named_as_the_machines():
-    assert "no GPU driver" in environment_cause(
-        RuntimeError("0 active drivers ([]). There should only be one.")
-    )
-    assert environment_cause(AssertionError("Torch not compiled with CUDA enabled"))
-    assert environment_cause(ValueError("index 3 is out of bounds")) == ""
+def test_the_words_of_a_missing_driver_are_the_solutions_runtime_error():
+    """The worker names no `environment`: the text is the solution's to write (I10, I11)."""
+    for exc in (
+        RuntimeError("0 active drivers ([]). There should only be one."),
+        AssertionError("Torch not compiled with CUDA enabled"),
+        ValueError("Input must be a CUDA tensor"),
+    ):
+        reply = calls.call_failure(exc, "a call", "")
+        assert reply["code"] == ReasonCode.RUNTIME_ERROR.value, reply
 
 
 def test_environment_is_an_error_exit_not_a_rejection():
     assert exits.for_outcome("error", ["environment"]) == exits.EXIT_USAGE
 
 
-def test_a_solution_that_needs_a_gpu_is_an_environment_error_on_the_cpu(tmp_path):
+def test_a_plain_torch_solution_that_moves_to_cuda_fails_on_the_cpu_with_the_parents_note(tmp_path):
+    """No build was asked for, so the machine lacks nothing the parent knows of: the solution ran
+    and failed; the parent's note names the device it chose."""
     sol = tmp_path / "needs_gpu.py"
     sol.write_text(HARD_CODED_CUDA)
     task = os.path.relpath(REPO / "tests" / "legit" / "tasks" / "gelu_tanh.py")
     opts = EvalOptions(device="cpu", db="", seed=7, correctness_only=True, seeds_per_case=1, timeout_s=300.0)
     v = evaluate(task, str(sol), opts)
-    assert v.verdict is Outcome.ERROR, v.reasons
-    assert v.reasons[0].code is ReasonCode.ENVIRONMENT and "--device cuda" in v.reasons[0].message
+    assert v.verdict is Outcome.FAIL and exits.of_verdict(v) == 1, v.reasons
+    assert v.reasons[0].code is ReasonCode.RUNTIME_ERROR and "--device cuda" in v.reasons[0].message

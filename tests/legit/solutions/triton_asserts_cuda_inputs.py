@@ -1,8 +1,10 @@
 """GELU (tanh) from a Triton kernel whose wrapper asserts its inputs are CUDA tensors.
 
-Legit case: published GPU kernels check their inputs (`assert x.is_cuda`). On a GPU it passes; on
-the CPU that check, raised at the solution's own line, is what the machine lacks: the `environment`
-error (never stored, never the solution's), not a `runtime_error` (kernelproof/worker/interpreter.py).
+Legit case: published GPU kernels check their inputs (`assert x.is_cuda`). On a GPU it passes. On
+the CPU the check raises: a `runtime_error` of the solution's with the parent's note that the
+evaluation ran without a CUDA device. Its words cannot make it `environment`: the same words from a
+wrong solution would excuse it, and only the parent's facts (a build the machine cannot do) decide
+that (kernelproof/evaluate/machine.py).
 """
 
 import torch

@@ -1,0 +1,78 @@
+"""Square matrix multiplication: an honest CUDA kernel (load_inline) for KernelBench level1/1_Square_matrix_multiplication_.py.
+
+Measured: not yet measured on a GPU (no verdict, no speedup against eager or torch.compile).
+CPU: its kernels compile with nvcc 13 for sm_90 (benchmarks/candidate_set.py --nvcc); nothing
+CUDA runs without a GPU.
+"""
+
+import torch.nn as nn
+from torch.utils import cpp_extension
+
+KERNEL = r"""
+// C = A B, A (M, K) and B (K, N) row-major. 32x32 output tiles, each thread computes 2x2 of them; fp32 FMAs over shared-memory tiles of x and W.
+#define TILE 32
+__global__ void square_mm_kernel(const float* __restrict__ x, const float* __restrict__ w,
+                            float* __restrict__ y,
+                            int M, int N, int K) {
+    __shared__ float xs[TILE][TILE + 1];
+    __shared__ float ws[TILE][TILE + 1];
+    const int tx = threadIdx.x, ty = threadIdx.y;  // 16 x 16 threads
+    const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
+    float acc[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+    for (int k0 = 0; k0 < K; k0 += TILE) {
+        for (int i = ty; i < TILE; i += 16)
+            for (int j = tx; j < TILE; j += 16) {
+                const int r = row0 + i, k = k0 + j, n = col0 + i;
+                xs[i][j] = (r < M && k < K) ? x[(long long)r * K + k] : 0.f;
+                ws[i][j] = (n < N && k < K) ? w[(long long)k * N + n] : 0.f;
+            }
+        __syncthreads();
+        #pragma unroll 8
+        for (int kk = 0; kk < TILE; ++kk)
+            for (int a = 0; a < 2; ++a)
+                for (int b = 0; b < 2; ++b)
+                    acc[a][b] = fmaf(xs[ty + 16 * a][kk], ws[tx + 16 * b][kk], acc[a][b]);
+        __syncthreads();
+    }
+    for (int a = 0; a < 2; ++a)
+        for (int b = 0; b < 2; ++b) {
+            const int r = row0 + ty + 16 * a, c = col0 + tx + 16 * b;
+            if (r < M && c < N) {
+                const float v = acc[a][b];
+                const float o = v;
+                y[(long long)r * N + c] = o;
+            }
+        }
+}
+"""
+
+LAUNCH = r"""
+torch::Tensor square_mm_forward(torch::Tensor x, torch::Tensor w) {
+    TORCH_CHECK(x.is_cuda() && x.scalar_type() == torch::kFloat32, "a float32 CUDA tensor is expected");
+    auto xc = x.contiguous();
+    auto wc = w.contiguous();
+    const int M = xc.size(0), K = xc.size(1), N = wc.size(1);
+    auto y = torch::empty({M, N}, xc.options());
+    dim3 threads(16, 16), blocks((N + TILE - 1) / TILE, (M + TILE - 1) / TILE);
+    square_mm_kernel<<<blocks, threads>>>(
+        xc.data_ptr<float>(), wc.data_ptr<float>(), y.data_ptr<float>(), M, N, K);
+    TORCH_CHECK(cudaGetLastError() == cudaSuccess, "kernel launch failed");
+    return y;
+}
+"""
+
+_ext = cpp_extension.load_inline(
+    name="kpc_square_mm_honest_cuda",
+    cpp_sources="torch::Tensor square_mm_forward(torch::Tensor x, torch::Tensor w);",
+    cuda_sources="#include <torch/extension.h>\n" + KERNEL + LAUNCH,
+    functions=["square_mm_forward"],
+    extra_cuda_cflags=["-O3"],
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A, B):
+        return _ext.square_mm_forward(A, B)

@@ -1,0 +1,52 @@
+"""level1/1_Square_matrix_multiplication_.py: Square matrix multiplication, a Triton kernel with an off-by-one tail.
+
+The bug: the store mask drops the last row (rm < M - 1): it is never written.
+Expected: mismatch (or nonfinite, nondeterministic: the unwritten memory is poisoned).
+"""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+BM, BN, BK = 64, 64, 32
+
+
+@triton.jit
+def _square_mm_kernel(x_ptr, w_ptr, y_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        rk = k0 + tl.arange(0, BK)
+        a = tl.load(
+            x_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0
+        )
+        b = tl.load(
+            w_ptr + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0
+        )
+        acc += tl.dot(a, b, input_precision="tf32x3")
+    v = acc
+    y = v
+    out = (rm[:, None] < M - 1) & (rn[None, :] < N)
+    tl.store(y_ptr + rm[:, None] * N + rn[None, :], y, mask=out)
+
+
+def _launch(x, weight):
+    x = x.contiguous()
+    M, K = x.shape
+    N = weight.shape[1]
+    y = torch.empty((M, N), device=x.device, dtype=x.dtype)
+    grid = (triton.cdiv(M, BM), triton.cdiv(N, BN))
+    _square_mm_kernel[grid](x, weight.contiguous(), y, M, N, K, BM=BM, BN=BN, BK=BK)
+    return y
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A, B):
+        return _launch(A, B)

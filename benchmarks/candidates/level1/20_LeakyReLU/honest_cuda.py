@@ -1,0 +1,53 @@
+"""LeakyReLU: an honest CUDA kernel (load_inline) for KernelBench level1/20_LeakyReLU.py.
+
+Measured: not yet measured on a GPU (no verdict, no speedup against eager or torch.compile).
+CPU: its kernels compile with nvcc 13 for sm_90 (benchmarks/candidate_set.py --nvcc); nothing
+CUDA runs without a GPU.
+"""
+
+import torch.nn as nn
+from torch.utils import cpp_extension
+
+KERNEL = r"""
+__global__ void leaky_relu_kernel(const float* __restrict__ x, float* __restrict__ y, long long n, float slope) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (; i < n; i += stride) {
+        const float v = x[i];
+        const float r = v > 0.f ? v : v * slope;
+        y[i] = r;
+    }
+}
+"""
+
+LAUNCH = r"""
+torch::Tensor leaky_relu_forward(torch::Tensor x, double slope) {
+    TORCH_CHECK(x.is_cuda() && x.scalar_type() == torch::kFloat32, "a float32 CUDA tensor is expected");
+    auto xc = x.contiguous();
+    auto y = torch::empty_like(xc);
+    const long long n = xc.numel();
+    const int threads = 256;
+    const long long blocks = std::min<long long>((n + threads - 1) / threads, 132LL * 64);
+    leaky_relu_kernel<<<(unsigned)blocks, threads>>>(
+        xc.data_ptr<float>(), y.data_ptr<float>(), n, (float)slope);
+    TORCH_CHECK(cudaGetLastError() == cudaSuccess, "kernel launch failed");
+    return y;
+}
+"""
+
+_ext = cpp_extension.load_inline(
+    name="kpc_leaky_relu_honest_cuda",
+    cpp_sources="torch::Tensor leaky_relu_forward(torch::Tensor x, double slope);",
+    cuda_sources="#include <torch/extension.h>\n" + KERNEL + LAUNCH,
+    functions=["leaky_relu_forward"],
+    extra_cuda_cflags=["-O3"],
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, negative_slope: float = 0.01):
+        super().__init__()
+        self.negative_slope = negative_slope
+
+    def forward(self, x):
+        return _ext.leaky_relu_forward(x, self.negative_slope)

@@ -1,0 +1,40 @@
+"""LeakyReLU: an honest Triton kernel for KernelBench level1/20_LeakyReLU.py.
+
+How: one pass, 1024 elements a program.
+
+Measured: not yet measured on a GPU (no verdict, no speedup against eager or torch.compile).
+CPU (Triton's interpreter, correctness only, at the task's cpu_sizes in manifest.json): pass, 2026-12-06.
+"""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+BLOCK = 1024
+
+
+@triton.jit
+def _leaky_relu_kernel(x_ptr, y_ptr, n, slope, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    y = tl.where(x > 0.0, x, x * slope)
+    tl.store(y_ptr + offs, y, mask=mask)
+
+
+def _launch(x, slope):
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    n = x.numel()
+    _leaky_relu_kernel[(triton.cdiv(n, BLOCK),)](x, y, n, slope, BLOCK=BLOCK)
+    return y
+
+
+class ModelNew(nn.Module):
+    def __init__(self, negative_slope: float = 0.01):
+        super().__init__()
+        self.negative_slope = negative_slope
+
+    def forward(self, x):
+        return _launch(x, self.negative_slope)

@@ -1,0 +1,38 @@
+"""level1/88_MinGPTNewGelu.py: GELU, tanh approximation (minGPT), a Triton kernel whose arithmetic is subtly wrong.
+
+The bug: the exact erf GELU where the task is the tanh approximation (errors near 1e-3).
+Expected: mismatch (precision_downgrade where the error happens to be the size of a lower
+precision's, nonfinite where it overflows).
+"""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+BLOCK = 1024
+
+
+@triton.jit
+def _new_gelu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    y = 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
+    tl.store(y_ptr + offs, y, mask=mask)
+
+
+def _launch(x):
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    n = x.numel()
+    _new_gelu_kernel[(triton.cdiv(n, BLOCK),)](x, y, n, BLOCK=BLOCK)
+    return y
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return _launch(x)

@@ -1,0 +1,42 @@
+"""level1/88_MinGPTNewGelu.py: GELU, tanh approximation (minGPT), a Triton kernel with an off-by-one tail.
+
+The bug: the mask stops one element short (offs < n - 1): the last element of the output is never
+written and holds whatever the allocator left there.
+Expected: mismatch (or nonfinite, nondeterministic: the unwritten memory is poisoned).
+"""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+BLOCK = 1024
+
+
+@triton.jit
+def _new_gelu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n - 1
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    inner = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    e = tl.exp(-2.0 * tl.abs(inner))
+    t = (1.0 - e) / (1.0 + e)
+    t = tl.where(inner < 0.0, -t, t)
+    y = 0.5 * x * (1.0 + t)
+    tl.store(y_ptr + offs, y, mask=mask)
+
+
+def _launch(x):
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    n = x.numel()
+    _new_gelu_kernel[(triton.cdiv(n, BLOCK),)](x, y, n, BLOCK=BLOCK)
+    return y
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return _launch(x)

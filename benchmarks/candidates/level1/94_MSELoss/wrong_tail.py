@@ -1,0 +1,54 @@
+"""level1/94_MSELoss.py: Mean squared error, a Triton kernel with an off-by-one tail.
+
+The bug: the final pass stops one partial sum short (idx < parts - 1): the last 16384 elements are left out.
+Expected: mismatch (or nonfinite, nondeterministic: the unwritten memory is poisoned).
+"""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+BLOCK = 1024
+CHUNK = 16  # blocks per program in the first pass
+
+
+@triton.jit
+def _mse_partial_kernel(p_ptr, t_ptr, part_ptr, n, BLOCK: tl.constexpr, CHUNK: tl.constexpr):
+    start = tl.program_id(0).to(tl.int64) * BLOCK * CHUNK
+    acc = tl.zeros((BLOCK,), tl.float32)
+    for j in range(0, CHUNK):
+        offs = start + j * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        d = tl.load(p_ptr + offs, mask=mask, other=0.0) - tl.load(t_ptr + offs, mask=mask, other=0.0)
+        acc += d * d
+    tl.store(part_ptr + tl.program_id(0), tl.sum(acc, 0))
+
+
+@triton.jit
+def _mse_final_kernel(part_ptr, out_ptr, parts, n, BLOCK: tl.constexpr):
+    acc = tl.zeros((BLOCK,), tl.float32)
+    for s in range(0, parts, BLOCK):
+        idx = s + tl.arange(0, BLOCK)
+        acc += tl.load(part_ptr + idx, mask=idx < parts - 1, other=0.0)
+    tl.store(out_ptr, tl.sum(acc, 0) / n)
+
+
+def _launch(predictions, targets):
+    p = predictions.contiguous()
+    t = targets.contiguous()
+    n = p.numel()
+    parts = triton.cdiv(n, BLOCK * CHUNK)
+    partial = torch.empty(parts, device=p.device, dtype=torch.float32)
+    out = torch.empty((), device=p.device, dtype=torch.float32)
+    _mse_partial_kernel[(parts,)](p, t, partial, n, BLOCK=BLOCK, CHUNK=CHUNK)
+    _mse_final_kernel[(1,)](partial, out, parts, n, BLOCK=BLOCK)
+    return out
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, predictions, targets):
+        return _launch(predictions, targets)

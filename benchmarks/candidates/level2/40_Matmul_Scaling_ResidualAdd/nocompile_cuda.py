@@ -1,0 +1,83 @@
+"""level2/40_Matmul_Scaling_ResidualAdd.py: Linear, scaled, plus itself, a CUDA kernel that does not compile.
+
+The bug: a parameter was renamed (y_out) and the body still uses
+y: nvcc stops with 'identifier "y" is undefined'.
+Expected on a GPU: compile_error, the compiler's first error line in the message. On the CPU
+with torch built without CUDA nothing is built (environment); benchmarks/candidate_set.py --nvcc
+shows the nvcc error.
+"""
+
+import torch.nn as nn
+from torch.utils import cpp_extension
+
+KERNEL = r"""
+// 32x32 output tiles, each thread computes 2x2 of them; fp32 FMAs over shared-memory tiles of x and W.
+#define TILE 32
+__global__ void mm_scale_residual_kernel(const float* __restrict__ x, const float* __restrict__ w,
+                            const float* __restrict__ bias, float* __restrict__ y_out,
+                            int M, int N, int K, float scale) {
+    __shared__ float xs[TILE][TILE + 1];
+    __shared__ float ws[TILE][TILE + 1];
+    const int tx = threadIdx.x, ty = threadIdx.y;  // 16 x 16 threads
+    const int row0 = blockIdx.y * TILE, col0 = blockIdx.x * TILE;
+    float acc[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+    for (int k0 = 0; k0 < K; k0 += TILE) {
+        for (int i = ty; i < TILE; i += 16)
+            for (int j = tx; j < TILE; j += 16) {
+                const int r = row0 + i, k = k0 + j, n = col0 + i;
+                xs[i][j] = (r < M && k < K) ? x[(long long)r * K + k] : 0.f;
+                ws[i][j] = (n < N && k < K) ? w[(long long)n * K + k] : 0.f;
+            }
+        __syncthreads();
+        #pragma unroll 8
+        for (int kk = 0; kk < TILE; ++kk)
+            for (int a = 0; a < 2; ++a)
+                for (int b = 0; b < 2; ++b)
+                    acc[a][b] = fmaf(xs[ty + 16 * a][kk], ws[tx + 16 * b][kk], acc[a][b]);
+        __syncthreads();
+    }
+    for (int a = 0; a < 2; ++a)
+        for (int b = 0; b < 2; ++b) {
+            const int r = row0 + ty + 16 * a, c = col0 + tx + 16 * b;
+            if (r < M && c < N) {
+                const float v = acc[a][b] + bias[c];
+                const float o = v * scale + v;
+                y[(long long)r * N + c] = o;
+            }
+        }
+}
+"""
+
+LAUNCH = r"""
+torch::Tensor mm_scale_residual_forward(torch::Tensor x, torch::Tensor w, torch::Tensor bias, double scale) {
+    TORCH_CHECK(x.is_cuda() && x.scalar_type() == torch::kFloat32, "a float32 CUDA tensor is expected");
+    auto xc = x.contiguous();
+    auto wc = w.contiguous();
+    auto bc = bias.contiguous();
+    const int M = xc.size(0), K = xc.size(1), N = wc.size(0);
+    auto y = torch::empty({M, N}, xc.options());
+    dim3 threads(16, 16), blocks((N + TILE - 1) / TILE, (M + TILE - 1) / TILE);
+    mm_scale_residual_kernel<<<blocks, threads>>>(
+        xc.data_ptr<float>(), wc.data_ptr<float>(), bc.data_ptr<float>(), y.data_ptr<float>(), M, N, K, (float)scale);
+    TORCH_CHECK(cudaGetLastError() == cudaSuccess, "kernel launch failed");
+    return y;
+}
+"""
+
+_ext = cpp_extension.load_inline(
+    name="kpc_mm_scale_residual_nocompile_cuda",
+    cpp_sources="torch::Tensor mm_scale_residual_forward(torch::Tensor x, torch::Tensor w, torch::Tensor bias, double scale);",
+    cuda_sources="#include <torch/extension.h>\n" + KERNEL + LAUNCH,
+    functions=["mm_scale_residual_forward"],
+    extra_cuda_cflags=["-O3"],
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features, out_features, scaling_factor):
+        super().__init__()
+        self.matmul = nn.Linear(in_features, out_features)
+        self.scaling_factor = scaling_factor
+
+    def forward(self, x):
+        return _ext.mm_scale_residual_forward(x, self.matmul.weight, self.matmul.bias, self.scaling_factor)

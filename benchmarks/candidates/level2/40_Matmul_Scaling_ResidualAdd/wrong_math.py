@@ -1,0 +1,59 @@
+"""level2/40_Matmul_Scaling_ResidualAdd.py: Linear, scaled, plus itself, a Triton kernel whose arithmetic is subtly wrong.
+
+The bug: the K loop stops one tile early (range(0, K - BK, BK)): the last BK columns of x never enter the dot.
+Expected: mismatch (precision_downgrade where the error happens to be the size of a lower
+precision's, nonfinite where it overflows).
+"""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+BM, BN, BK = 64, 64, 32
+
+
+@triton.jit
+def _mm_scale_residual_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, scale, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr
+):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K - BK, BK):
+        rk = k0 + tl.arange(0, BK)
+        a = tl.load(
+            x_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0
+        )
+        # W is (N, K): read a (BK, BN) tile of its transpose
+        b = tl.load(
+            w_ptr + rn[None, :] * K + rk[:, None], mask=(rn[None, :] < N) & (rk[:, None] < K), other=0.0
+        )
+        acc += tl.dot(a, b, input_precision="tf32x3")
+    bias = tl.load(b_ptr + rn, mask=rn < N, other=0.0)
+    v = acc + bias[None, :]
+    y = v * scale + v
+    out = (rm[:, None] < M) & (rn[None, :] < N)
+    tl.store(y_ptr + rm[:, None] * N + rn[None, :], y, mask=out)
+
+
+def _launch(x, weight, bias, scale):
+    x = x.contiguous()
+    M, K = x.shape
+    N = weight.shape[0]
+    y = torch.empty((M, N), device=x.device, dtype=x.dtype)
+    grid = (triton.cdiv(M, BM), triton.cdiv(N, BN))
+    _mm_scale_residual_kernel[grid](x, weight, bias, y, M, N, K, scale, BM=BM, BN=BN, BK=BK)
+    return y
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features, out_features, scaling_factor):
+        super().__init__()
+        self.matmul = nn.Linear(in_features, out_features)
+        self.scaling_factor = scaling_factor
+
+    def forward(self, x):
+        return _launch(x, self.matmul.weight, self.matmul.bias, self.scaling_factor)

@@ -1,0 +1,58 @@
+"""level2/76_Gemm_Add_ReLU.py: Linear (no bias) + bias + ReLU, a Triton kernel with a missed broadcast.
+
+The bug: the bias indexed by the output's row instead of its column (bias[m], broadcast down the wrong axis).
+Expected: mismatch.
+"""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+BM, BN, BK = 64, 64, 32
+
+
+@triton.jit
+def _gemm_add_relu_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr
+):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        rk = k0 + tl.arange(0, BK)
+        a = tl.load(
+            x_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0
+        )
+        # W is (N, K): read a (BK, BN) tile of its transpose
+        b = tl.load(
+            w_ptr + rn[None, :] * K + rk[:, None], mask=(rn[None, :] < N) & (rk[:, None] < K), other=0.0
+        )
+        acc += tl.dot(a, b, input_precision="tf32x3")
+    bias = tl.load(b_ptr + rm, mask=rm < M, other=0.0)
+    v = acc + bias[:, None]
+    y = tl.maximum(v, 0.0)
+    out = (rm[:, None] < M) & (rn[None, :] < N)
+    tl.store(y_ptr + rm[:, None] * N + rn[None, :], y, mask=out)
+
+
+def _launch(x, weight, bias):
+    x = x.contiguous()
+    M, K = x.shape
+    N = weight.shape[0]
+    y = torch.empty((M, N), device=x.device, dtype=x.dtype)
+    grid = (triton.cdiv(M, BM), triton.cdiv(N, BN))
+    _gemm_add_relu_kernel[grid](x, weight, bias, y, M, N, K, BM=BM, BN=BN, BK=BK)
+    return y
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features, out_features, bias_shape):
+        super().__init__()
+        self.gemm = nn.Linear(in_features, out_features, bias=False)
+        self.bias = nn.Parameter(torch.randn(bias_shape))
+
+    def forward(self, x):
+        return _launch(x, self.gemm.weight, self.bias)

@@ -1,0 +1,61 @@
+"""level2/86_Matmul_Divide_GELU.py: Linear + divide + GELU, a Triton kernel below the fp32 contract.
+
+The downgrade: the dot's operands rounded to bfloat16 (what a bf16 tensor-core dot does to them), fp32 accumulation.
+Expected: precision_downgrade (or mismatch).
+"""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+BM, BN, BK = 64, 64, 32
+
+
+@triton.jit
+def _mm_div_gelu_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, divisor, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr
+):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        rk = k0 + tl.arange(0, BK)
+        a = tl.load(
+            x_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0
+        )
+        # W is (N, K): read a (BK, BN) tile of its transpose
+        b = tl.load(
+            w_ptr + rn[None, :] * K + rk[:, None], mask=(rn[None, :] < N) & (rk[:, None] < K), other=0.0
+        )
+        acc += tl.dot(
+            a.to(tl.bfloat16).to(tl.float32), b.to(tl.bfloat16).to(tl.float32), input_precision="ieee"
+        )
+    bias = tl.load(b_ptr + rn, mask=rn < N, other=0.0)
+    v = acc + bias[None, :]
+    v = v / divisor
+    y = 0.5 * v * (1.0 + tl.erf(v * 0.7071067811865476))
+    out = (rm[:, None] < M) & (rn[None, :] < N)
+    tl.store(y_ptr + rm[:, None] * N + rn[None, :], y, mask=out)
+
+
+def _launch(x, weight, bias, divisor):
+    x = x.contiguous()
+    M, K = x.shape
+    N = weight.shape[0]
+    y = torch.empty((M, N), device=x.device, dtype=x.dtype)
+    grid = (triton.cdiv(M, BM), triton.cdiv(N, BN))
+    _mm_div_gelu_kernel[grid](x, weight, bias, y, M, N, K, divisor, BM=BM, BN=BN, BK=BK)
+    return y
+
+
+class ModelNew(nn.Module):
+    def __init__(self, input_size, output_size, divisor):
+        super().__init__()
+        self.linear = nn.Linear(input_size, output_size)
+        self.divisor = divisor
+
+    def forward(self, x):
+        return _launch(x, self.linear.weight, self.linear.bias, self.divisor)

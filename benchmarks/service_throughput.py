@@ -1,0 +1,457 @@
+"""Evaluations per GPU-hour through ``kernelproof serve``, the path a trainer uses (issue 48).
+
+Starts the real server as a subprocess for each concurrency (``--per-device`` 1, 2, 4, 6 by
+default), sends the candidate set (benchmarks/candidates/manifest.json) to it with httpx in one
+streamed batch, and reads each answer as it finishes. Every check stays on; timing against eager
+is on unless ``--correctness-only`` (``--smoke`` implies it). Each concurrency runs twice:
+
+- cold: a fresh build cache, a fresh results store, a fresh server;
+- warm: the same build cache, a fresh results store (so that nothing is answered from the store)
+  and a fresh server.
+
+It reports evaluations per GPU-hour, p50 and p95 latency by kind of candidate (the evaluation's
+own seconds and the seconds from the batch's submission), the GPU's busy share (NVML where it is
+installed; "not measured" otherwise), the sweep's cost table built from each verdict's step
+records (benchmarks/_costs.py: builds, setup, audit, correctness, timing, waits for memory), and
+whether every verdict is the one the manifest expects.
+
+The A/A check: the first honest candidate of the set is submitted a second time in the same batch,
+its bytes changed by a trailing comment so that neither the store nor the in-flight deduplication
+answers it from the first. Their speedups against eager must agree within 3 %; a concurrency
+where they do not is reported as broken and left out of the headline figure. Without timing
+(``--correctness-only``) the check has nothing to compare and says so.
+
+    python benchmarks/service_throughput.py --smoke                       # CI: CPU, 12 candidates
+    python benchmarks/service_throughput.py --tasks .kernelbench-prepared --device cuda
+    python benchmarks/service_throughput.py --tasks DIR --per-device 2,4 --passes warm
+
+Writes ``service-throughput.json`` (schema ``kernelproof.service-throughput/1``) under $OUT (or
+/tmp/kernelproof-bench) and prints an 80-column table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from _common import ROOT, out_dir
+from _costs import cost_table, row_steps
+
+SCHEMA = "kernelproof.service-throughput/1"
+MANIFEST = ROOT / "benchmarks" / "candidates" / "manifest.json"
+AA_TOLERANCE = 0.03  # the A/A pair's speedups may differ by this share of each other
+AA_SUFFIX = "\n# A/A copy: the same kernel under other bytes\n"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One entry of the manifest: what is sent, and the verdict it should get."""
+
+    id: str
+    task: str  # the task's id on the server
+    kind: str
+    source: str
+    expect: dict[str, Any] | None  # {"verdict", "codes", "flags"} for this device; None: not checked
+
+
+def read_manifest(path: Path, smoke: bool, device: str) -> list[Candidate]:
+    """The candidates to send. With `smoke`, the manifest's smoke subset on its task files kept in
+    the repository (their ids are the files' stems); otherwise every candidate, its task id being
+    its KernelBench path without ``.py`` (as the server names a task under ``--tasks``)."""
+    doc = json.loads(path.read_text())
+    by_id = {c["id"]: c for c in doc["candidates"]}
+    side = "cpu" if device == "cpu" else "gpu"
+    picked: list[tuple[str, dict]] = []
+    if smoke:
+        for group in doc.get("smoke", []):
+            stem = Path(group["task_file"]).stem
+            picked += [(stem, by_id[i]) for i in group["candidates"]]
+    else:
+        picked = [(c["task"].removesuffix(".py"), c) for c in doc["candidates"]]
+    out = []
+    for task, c in picked:
+        expect = c.get("expect") or {}
+        if "verdict" not in expect:  # per device: {"gpu": {...}, "cpu": {...}}
+            expect = expect.get(side)
+        out.append(
+            Candidate(c["id"], task, c.get("kind", ""), (path.parent / c["file"]).read_text(), expect or None)
+        )
+    return out
+
+
+def aa_pair(candidates: list[Candidate]) -> Candidate | None:
+    """The A/A copy of the first honest candidate expected to pass (None where there is none)."""
+    for c in candidates:
+        if c.kind.startswith("honest") and c.expect and c.expect.get("verdict") == "pass":
+            return Candidate(c.id + "#aa", c.task, c.kind, c.source + AA_SUFFIX, c.expect)
+    return None
+
+
+def expected(c: Candidate, verdict: dict[str, Any]) -> bool | None:
+    """Whether the verdict is the one the manifest expects (None: the manifest expects nothing here).
+    `codes`: any one of them among the verdict's codes; `flags`: each opens one of its flags."""
+    if not c.expect:
+        return None
+    if verdict.get("verdict") != c.expect.get("verdict"):
+        return False
+    codes = {r.get("code") for r in verdict.get("reasons", [])}
+    want = c.expect.get("codes") or []
+    if want and not codes & set(want):
+        return False
+    flags = verdict.get("flags", [])
+    return all(any(f.startswith(w) for f in flags) for w in c.expect.get("flags") or [])
+
+
+# -- the server ---------------------------------------------------------------------------------
+class Server:
+    """``kernelproof serve`` as a subprocess of this one, on a free loopback port."""
+
+    def __init__(self, args: list[str], env: dict[str, str]):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kernelproof.cli", "serve", "--port", "0", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
+        self.log: list[str] = []
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._drain, args=(lines,), daemon=True).start()
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                line = ""
+            if "listening on " in line:
+                self.url = line.split("listening on ", 1)[1].strip()
+                return
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.close()
+                raise RuntimeError("kernelproof serve did not start:\n" + "".join(self.log[-40:]))
+
+    def _drain(self, lines: queue.Queue[str]) -> None:
+        for line in self.proc.stdout:  # type: ignore[union-attr]
+            self.log.append(line)
+            lines.put(line)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class BusyShare:
+    """The GPU's busy share over a pass, sampled through NVML every half second."""
+
+    def __init__(self, device: str):
+        self.samples: list[int] = []
+        self.why = ""
+        self._stop = threading.Event()
+        self._handle = None
+        if device == "cpu":
+            self.why = "not measured (CPU)"
+            return
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            index = int(device.split(":", 1)[1]) if ":" in device else 0
+            self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        except Exception as e:  # noqa: BLE001 - no NVML: the share is not measured, the run goes on
+            self.why = f"not measured (NVML: {type(e).__name__})"
+            return
+        threading.Thread(target=self._sample, daemon=True).start()
+
+    def _sample(self) -> None:
+        import pynvml
+
+        while not self._stop.wait(0.5):
+            self.samples.append(pynvml.nvmlDeviceGetUtilizationRates(self._handle).gpu)
+
+    def stop(self) -> float | str:
+        self._stop.set()
+        if not self.samples:
+            return self.why or "not measured (no sample)"
+        return round(statistics.fmean(self.samples) / 100, 3)
+
+
+# -- one pass -----------------------------------------------------------------------------------
+def one_pass(ns, candidates: list[Candidate], per_device: int, cache: Path, label: str) -> dict[str, Any]:
+    """Start a server with a fresh store and the given build cache, send the whole set as one
+    streamed batch, and read the answers as they finish."""
+    import httpx
+
+    state = Path(tempfile.mkdtemp(prefix=f"service-throughput-{label}-"))
+    args = [
+        "--device", ns.device, "--per-device", str(per_device), "--db", str(state / "store.sqlite"),
+        "--state-dir", str(state / "serve"), "--build-cache", str(cache), "--queue-limit", "4096",
+    ]  # fmt: skip
+    for t in ns.tasks:
+        args += ["--tasks", str(t)]
+    if ns.correctness_only:
+        args.append("--correctness-only")
+    args += ns.serve_arg
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    server = Server(args, env)
+    busy = BusyShare(ns.device)
+    rows: list[dict[str, Any]] = []
+    try:
+        by_id: dict[str, Candidate] = {}
+        items = [{"task": c.task, "solution": c.source} for c in candidates]
+        started = time.monotonic()
+        with httpx.Client(base_url=server.url, timeout=None) as client:
+            with client.stream("POST", "/v1/jobs/stream", json={"items": items}) as response:
+                response.raise_for_status()
+                lines = response.iter_lines()
+                head = json.loads(next(lines))
+                by_id = dict(zip(head["jobs"], candidates, strict=True))
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    answer = json.loads(line)
+                    rows.append(_row(by_id[answer["id"]], answer, time.monotonic() - started))
+                    if ns.verbose:
+                        r = rows[-1]
+                        print(
+                            f"  {label:5s} {r['task'][:44]:44s} {r['outcome']:5s} {r['seconds']:6.1f}s",
+                            flush=True,
+                        )
+        wall = time.monotonic() - started
+    finally:
+        share = busy.stop()
+        server.close()
+        shutil.rmtree(state, ignore_errors=True)
+    return _summary(label, per_device, rows, wall, share)
+
+
+def _row(c: Candidate, answer: dict[str, Any], arrived: float) -> dict[str, Any]:
+    v = answer.get("verdict") or {}
+    eager = (v.get("speedup") or {}).get("eager") or {}
+    return {
+        "task": c.id,
+        "kind": c.kind,
+        "state": answer.get("state"),
+        "outcome": v.get("verdict", answer.get("state", "")),
+        "codes": [r.get("code") for r in v.get("reasons", [])],
+        "expected": expected(c, v),
+        "expect": c.expect,
+        "seconds": round(float(v.get("elapsed_s") or 0.0), 2),
+        "latency_s": round(arrived, 2),
+        "stored": bool(v.get("stored")),
+        "speedup_eager": eager.get("median"),
+        "built": (v.get("build") or {}).get("cached") is False,
+        "steps": row_steps(v.get("environment") or {}),
+    }
+
+
+def _summary(label: str, per_device: int, rows: list[dict], wall: float, share) -> dict[str, Any]:
+    arrivals = {r["task"]: r["latency_s"] for r in rows}
+    fresh = [r for r in rows if not r["stored"]]
+    aa = [r for r in rows if r["task"].endswith("#aa")]
+    aa_doc: dict[str, Any] = {"checked": False, "why": "no honest candidate expected to pass"}
+    if aa:
+        first = next((r for r in rows if r["task"] == aa[0]["task"][:-3]), None)
+        a, b = (first or {}).get("speedup_eager"), aa[0]["speedup_eager"]
+        if a is None or b is None:
+            aa_doc = {"checked": False, "why": "no speedup against eager (correctness only, or not timed)"}
+        else:
+            diff = abs(a - b) / max(min(a, b), 1e-12)
+            aa_doc = {
+                "checked": True,
+                "speedups": [a, b],
+                "difference": round(diff, 4),
+                "ok": diff <= AA_TOLERANCE,
+            }
+    return {
+        "label": label,
+        "per_device": per_device,
+        "wall_s": round(wall, 2),
+        "evaluations": len(fresh),
+        "evaluations_per_gpu_hour": round(len(fresh) / wall * 3600, 1) if wall > 0 else None,
+        "busy_share": share,
+        "builds": sum(1 for r in rows if r["built"]),
+        "latency_by_kind": _latencies(rows),
+        "all_expected": all(r["expected"] is not False for r in rows),
+        "unexpected": [
+            {"task": r["task"], "got": [r["outcome"], r["codes"]], "expect": r["expect"]}
+            for r in rows
+            if r["expected"] is False
+        ],
+        "aa": aa_doc,
+        "costs": cost_table(rows, wall, arrivals),
+        "rows": rows,
+    }
+
+
+def _latencies(rows: list[dict]) -> dict[str, dict[str, float]]:
+    out = {}
+    for kind in sorted({r["kind"] for r in rows}):
+        mine = [r for r in rows if r["kind"] == kind]
+        out[kind] = {
+            "n": len(mine),
+            "p50_s": _pct([r["seconds"] for r in mine], 50),
+            "p95_s": _pct([r["seconds"] for r in mine], 95),
+            "p50_from_submit_s": _pct([r["latency_s"] for r in mine], 50),
+            "p95_from_submit_s": _pct([r["latency_s"] for r in mine], 95),
+        }
+    return out
+
+
+def _pct(values: list[float], p: int) -> float:
+    """The nearest-rank percentile (of few values: no interpolation between them)."""
+    s = sorted(values)
+    return s[max(0, min(len(s) - 1, -(-p * len(s) // 100) - 1))] if s else 0.0
+
+
+# -- the report ---------------------------------------------------------------------------------
+def terminal(doc: dict[str, Any]) -> str:
+    """The runs, their latencies by kind and the costliest steps, 80 columns wide."""
+    out = [f"{'pass':5s} {'in flight':>9s} {'evals':>5s} {'wall s':>8s} {'evals/GPU-h':>11s} "
+           f"{'busy':>8s} {'A/A':>9s} {'expected':>8s}"]  # fmt: skip
+    for r in doc["runs"]:
+        aa = r["aa"]
+        aa_s = (
+            ("ok" if aa["ok"] else "BROKEN") + f" {100 * aa['difference']:.1f}%" if aa["checked"] else "n/a"
+        )
+        busy = r["busy_share"] if isinstance(r["busy_share"], str) else f"{100 * r['busy_share']:.0f}%"
+        out.append(
+            f"{r['label']:5s} {r['per_device']:9d} {r['evaluations']:5d} {r['wall_s']:8.1f} "
+            f"{r['evaluations_per_gpu_hour'] or 0:11.1f} {busy[:8]:>8s} {aa_s[:9]:>9s} "
+            f"{'yes' if r['all_expected'] else 'NO':>8s}"
+        )
+    if doc["runs"] and isinstance(doc["runs"][0]["busy_share"], str):
+        out.append(f"busy: {doc['runs'][0]['busy_share']}")
+    for label in ("cold", "warm"):
+        best = doc["best"].get(label)
+        if best:
+            out.append(f"best {label}: {best['evaluations_per_gpu_hour']} evaluations per GPU-hour "
+                       f"at {best['per_device']} in flight")  # fmt: skip
+    if doc["broken_concurrency"]:
+        out.append(f"A/A broken (left out): in flight {doc['broken_concurrency']}")
+    last = doc["runs"][-1] if doc["runs"] else None
+    if last:
+        out += ["", f"latency by kind ({last['label']}, {last['per_device']} in flight): evaluation s, "
+                "from submission s"]  # fmt: skip
+        out.append(f"{'kind':28s} {'n':>3s} {'p50':>8s} {'p95':>8s} {'p50 sub':>9s} {'p95 sub':>9s}")
+        for kind, k in last["latency_by_kind"].items():
+            out.append(
+                f"{kind[:28]:28s} {k['n']:3d} {k['p50_s']:8.1f} {k['p95_s']:8.1f} "
+                f"{k['p50_from_submit_s']:9.1f} {k['p95_from_submit_s']:9.1f}"
+            )
+        costs = last["costs"]
+        whole = max(costs["evaluation_s"], 1e-9)
+        out += ["", f"where the seconds go ({costs['evaluation_s']} s of evaluation summed)"]
+        for name, s in [kv for kv in costs["steps_total_s"].items() if kv[0].count("/") < 2][:12]:
+            out.append(f"  {name[:56]:56s} {s:9.2f} {100 * s / whole:5.0f}%")
+        for u in last["unexpected"]:
+            out.append(f"UNEXPECTED {u['task'][:40]}: {u['got'][0]} {','.join(u['got'][1])[:24]}")
+    return "\n".join(line[:80] for line in out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--manifest", type=Path, default=MANIFEST)
+    ap.add_argument("--tasks", type=Path, action="append", default=[], help="the server's --tasks folder(s)")
+    ap.add_argument(
+        "--smoke", action="store_true", help="CI: the smoke set on the CPU, correctness only, 1 in flight"
+    )
+    ap.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cuda, cpu with --smoke)")
+    ap.add_argument("--per-device", default=None, help="comma-separated (default 1,2,4,6; 1 with --smoke)")
+    ap.add_argument("--passes", default="cold,warm")
+    ap.add_argument("--correctness-only", action="store_true")
+    ap.add_argument(
+        "--serve-arg", action="append", default=[], help="one more argument for kernelproof serve"
+    )
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--verbose", action="store_true", help="a line per answer")
+    ns = ap.parse_args(argv)
+    if ns.smoke:
+        ns.device = ns.device or "cpu"
+        ns.correctness_only = True
+        ns.tasks = ns.tasks or [ns.manifest.parent / "tasks"]
+        ns.per_device = ns.per_device or "1"
+    ns.device = ns.device or "cuda"
+    ns.per_device = ns.per_device or "1,2,4,6"
+    if not ns.tasks:
+        ap.error("--tasks DIR (a prepared KernelBench folder) is required without --smoke")
+    if not ns.manifest.is_file():
+        ap.error(f"no candidate manifest at {ns.manifest}")
+    candidates = read_manifest(ns.manifest, ns.smoke, ns.device)
+    twin = aa_pair(candidates)
+    if twin is not None:
+        candidates = candidates + [twin]
+    runs = []
+    for per_device in [int(x) for x in ns.per_device.split(",") if x.strip()]:
+        cache = Path(tempfile.mkdtemp(prefix="service-throughput-builds-"))  # cold: nothing built yet
+        try:
+            for label in [p.strip() for p in ns.passes.split(",") if p.strip()]:
+                runs.append(one_pass(ns, candidates, per_device, cache, label))
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+    broken = sorted({r["per_device"] for r in runs if r["aa"].get("checked") and not r["aa"]["ok"]})
+    best = {}
+    for label in ("cold", "warm"):
+        usable = [r for r in runs if r["label"] == label and r["per_device"] not in broken]
+        if usable:
+            top = max(usable, key=lambda r: r["evaluations_per_gpu_hour"] or 0)
+            best[label] = {
+                "per_device": top["per_device"],
+                "evaluations_per_gpu_hour": top["evaluations_per_gpu_hour"],
+            }
+    doc = {
+        "schema": SCHEMA,
+        "settings": {
+            "manifest": str(ns.manifest),
+            "tasks": [str(t) for t in ns.tasks],
+            "smoke": ns.smoke,
+            "device": ns.device,
+            "correctness_only": ns.correctness_only,
+            "per_device": ns.per_device,
+            "passes": ns.passes,
+            "candidates": len(candidates),
+            "aa_tolerance": AA_TOLERANCE,
+            "commit": _commit(),
+        },  # fmt: skip
+        "runs": runs,
+        "broken_concurrency": broken,
+        "best": best,
+        "all_expected": all(r["all_expected"] for r in runs),
+    }
+    out = ns.out or out_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "service-throughput.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    print(terminal(doc))
+    print(f"\nwritten: {out / 'service-throughput.json'}")
+    return 0 if doc["all_expected"] else 1
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
