@@ -65,3 +65,13 @@ def test_an_interpreted_256_square_causal_matmul_is_judged_untimed_on_one_seed_p
     assert any(f.startswith(f"cases_reduced: {len(kept)} of {len(contract)} planned cases") for f in v.flags)
     assert v.timing is None and any(f.startswith("not_timed: ") for f in v.flags)
     assert v.claims.speed_withheld == SPEED_WITHHELD_INTERPRETER and v.coverage.interpreted_launches >= 1
+
+
+def test_an_untimed_candidate_that_replays_once_the_calls_look_timed_is_caught():
+    # b3 is honest through the correctness cases and replays its last output once the calls stop
+    # coming in pairs: left untimed, the timing request's calls are still run and checked.
+    exploits = DATA.parent / "exploits"
+    options = EvalOptions(device="cpu", db="", seed=3, timeout_s=300)
+    v = evaluate(exploits / "tasks" / "scale_shift.py", exploits / "solutions" / "b3_phase_replay.py", options)
+    assert not v.passed and "stale_output" in v.codes, (v.codes, v.reasons)
+    assert v.timing is None  # nothing was measured: the calls were checked, not timed

@@ -165,7 +165,29 @@ class _Watchdog:
 def _run_candidate(
     setup: Setup, built: Built, options: EvalOptions, device: str, workers: WorkerSource, phases: _Phases
 ) -> _Ran:
-    """The candidate's worker, used once: its build installed, its cases checked, then timed alone."""
+    """The candidate's worker, used once: its build installed, its cases checked, then timed alone.
+
+    A protocol violation is the verdict wherever it was seen (I10): a step that reads a dead worker
+    as its own finding (the probed shapes' flag, a dropped figure) or the worker's close, which
+    finds a second reply to the last request, never leaves it as a flag or unseen."""
+    opened: list[WorkerProcess] = []
+    ran = _run_candidate_steps(setup, built, options, device, workers, phases, opened)
+    violation = opened[0].violation if opened else None
+    if violation is None or (ran.died is not None and ran.died.code is ReasonCode.PROTOCOL_VIOLATION):
+        return ran
+    return replace(ran, died=Reason(ReasonCode.PROTOCOL_VIOLATION, violation.message, violation.detail))
+
+
+def _run_candidate_steps(
+    setup: Setup,
+    built: Built,
+    options: EvalOptions,
+    device: str,
+    workers: WorkerSource,
+    phases: _Phases,
+    opened: list[WorkerProcess],
+) -> _Ran:
+    """The steps of :func:`_run_candidate`; the worker it starts is appended to ``opened``."""
     gate = workers.gate(device)
     worker: WorkerProcess | None = None
     hello, limits, sandbox = None, "", None
@@ -178,6 +200,7 @@ def _run_candidate(
         with gate.shared():  # waiting here (a timing inside) counts towards "worker"
             with steps.step("worker_start"):
                 worker = workers.candidate(device, timed=not options.correctness_only)
+                opened.append(worker)
                 watchdog = _Watchdog(
                     worker, options.evaluation_timeout_s - (time.monotonic() - phases.started)
                 )

@@ -38,6 +38,9 @@ from kernelproof.verdict import (
 )
 from kernelproof.verify.compare import C_NORM, K_NORM
 
+# The parent's findings that excuse a candidate (an error of the evaluation, never stored).
+EXCUSES = frozenset({ReasonCode.MACHINE_BUSY, ReasonCode.ENVIRONMENT, ReasonCode.TOO_LARGE})
+
 
 @dataclass(frozen=True)
 class Envelope:
@@ -100,9 +103,13 @@ def verdict_of(
         for r in checked.reasons + (timed.reasons if timed else ())
     )
     too_large = died is not None and died.code is ReasonCode.TOO_LARGE  # the device's memory, first
-    reasons = (died,) + found if too_large else found + ((died,) if died else ())
+    # A protocol violation is the solution's, whatever else was found: nothing excuses it (I10).
+    violated = died is not None and died.code is ReasonCode.PROTOCOL_VIOLATION
+    if violated:  # the excuses go: the verdict is the solution's fail, and it is stored
+        found = tuple(r for r in found if r.code not in EXCUSES)
+    reasons = (died,) + found if too_large or violated else found + ((died,) if died else ())
     busy = [r for r in reasons if r.code is ReasonCode.MACHINE_BUSY]  # timing found the machine too busy
-    if busy and not too_large:
+    if busy and not too_large and not violated:
         reasons = tuple(busy)
     flags = setup.flags + built.flags + checked.flags + (timed.flags if timed else ()) + probed.flags
     if not checked.cases and not reasons:
@@ -123,7 +130,8 @@ def verdict_of(
     )
     settings = {**envelope.settings, "cases": [c.case_id for c in setup.cases + setup.probe_cases]}
     record = with_worker_report(built.record, checked.worker_build) if built.record is not None else None
-    outcome = Outcome.ERROR if too_large or busy else Outcome.PASS if passed else Outcome.FAIL
+    excused = too_large or (busy and not violated)
+    outcome = Outcome.ERROR if excused else Outcome.PASS if passed else Outcome.FAIL
     return _verdict(
         outcome,
         reasons,

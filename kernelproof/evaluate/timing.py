@@ -35,7 +35,7 @@ from kernelproof.measure.claims import (
 from kernelproof.measure.coverage import COVERAGE_MIN
 from kernelproof.measure.floor import for_device as launch_floor
 from kernelproof.measure.parent_clock import UNCONFIRMED
-from kernelproof.measure.session import Program, time_steady, time_variant
+from kernelproof.measure.session import Program, check_untimed_calls, time_steady, time_variant
 from kernelproof.options import EvalOptions
 from kernelproof.task import variant_source
 from kernelproof.verdict import (
@@ -114,7 +114,10 @@ def time_candidate(
             claims = cpu_claims(backend, coverage, reference)
             flags += [f for f in (outside_flag(claims), aten_launch_flag(coverage)) if f]
             reasons += [reason] if reason else []
-            if reason is not None or untimed_on_cpu(claims, options):
+            if reason is None and untimed_on_cpu(claims, options):
+                found = check_untimed_calls(ctx, worker, rng, tol, limit)
+                reasons += [_named(found, limit)] if found else []
+            if reasons or untimed_on_cpu(claims, options):
                 return _untimed(options, coverage, reasons, flags, claims)
         baselines = _baselines(setup, ctx, v, options, device, workers, flags, follow)
         programs = [Program("candidate", worker)] + baselines

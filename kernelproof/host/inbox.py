@@ -16,13 +16,18 @@ from kernelproof.wire.expected import Expected, refuse_reply
 
 
 def violation(
-    request: dict[str, Any], nonce: int | None, incoming: protocol.Incoming, expect: Expected | None
+    request: dict[str, Any],
+    nonce: int | None,
+    incoming: protocol.Incoming,
+    expect: Expected | None,
+    candidate: bool = True,
 ) -> str | None:
-    """The first way a frame is not the reply to `request` (or, with no nonce, the hello)."""
+    """The first way a frame is not the reply to `request` (or, with no nonce, the hello);
+    ``candidate``: it comes from a candidate's worker (its failures name the solution's codes only)."""
     if nonce is None:
         found = schemas.message_violation(incoming.header, "hello")
         return found or (f"the hello carries {len(incoming.metas)} tensors" if incoming.metas else None)
-    found = schemas.reply_violation(request, nonce, incoming.header, len(incoming.metas))
+    found = schemas.reply_violation(request, nonce, incoming.header, len(incoming.metas), candidate)
     if found is None and incoming.metas and incoming.header.get("ok") is True:
         found = tensor_violation(request, incoming, expect)
     return found

@@ -42,6 +42,7 @@ from kernelproof.wire.expected import Expected
 # Tests only switch this off, to show an attack's effect without the reply checks (never the CLI,
 # never a stored verdict): every reply is then taken as it comes, as before nonces and schemas.
 REPLY_CHECKS = True
+LAST_WORD_TIMEOUT_S = 15.0  # the candidate's bye at close: its reply (or a stray one before it) is immediate
 STARTUP_TIMEOUT_S = 120.0  # importing torch and initialising CUDA
 REPORT_TIMEOUT_S = 30.0  # the bootstrap reports its layers before it imports anything heavy
 
@@ -268,7 +269,8 @@ class WorkerProcess(Scheduling):
                 protocol.send(self.sock, self._built(incoming.header))
                 self._await_reply(timeout_s)  # the build's time is --build-timeout's, not the request's
                 incoming = protocol.recv_header(self.sock, schemas.MAX_REPLY_HEADER_BYTES)
-            found = inbox.violation(request, nonce, incoming, expect) if REPLY_CHECKS else None
+            candidate = getattr(self.spec, "role", "candidate") != "baseline"  # unknown: the stricter rule
+            found = inbox.violation(request, nonce, incoming, expect, candidate) if REPLY_CHECKS else None
             if found is not None:
                 incoming.drop()
                 raise self._violated(found)
@@ -301,6 +303,30 @@ class WorkerProcess(Scheduling):
         if not waiting:
             raise self._death()
         raise self._violated("the worker sent a frame between requests, which no request asked for")
+
+    def _last_word(self) -> None:
+        """The candidate's ``bye``, whose reply must be the next frame: the worker answers one
+        request at a time, so a second reply to an earlier request (the solution wrote one in the
+        harness's place, then the harness wrote its own) or any frame nobody asked for is already
+        in the stream before it. Found here, it is :attr:`violation` (read by the caller before
+        the verdict), as it would be at the next request."""
+        try:
+            nonce = secrets.randbits(62)
+            self.sock.settimeout(LAST_WORD_TIMEOUT_S)  # a loaded machine may not schedule it within 2 s
+            protocol.send(self.sock, {"op": "bye", "nonce": nonce})
+            incoming = protocol.recv_header(self.sock, schemas.MAX_REPLY_HEADER_BYTES)
+            incoming.drop()
+        except (OSError, protocol.PeerClosed):
+            return  # gone, or silent past the limit: nothing more was said
+        except protocol.ProtocolError as exc:  # bytes that are no frame, where the bye's reply was due
+            self._violated(f"after its last reply it sent bytes that are no frame: {exc}")
+            return
+        said = incoming.header
+        if said.get("op") != "bye" or said.get("nonce") != nonce or incoming.metas:
+            self._violated(
+                f"after its last reply it sent a {str(said.get('op'))[:40]!r} frame that no request in "
+                "flight asked for (a second reply to an earlier request, or an unasked frame)"
+            )
 
     def _violated(self, found: str) -> WorkerDied:
         """End the worker for a protocol violation and remember it: nothing it sent is used after."""
@@ -395,12 +421,17 @@ class WorkerProcess(Scheduling):
             pass
 
     def close(self) -> None:
+        """End the worker. A candidate's last word is checked first (:meth:`_last_word`): a frame
+        nobody asked for, left after the last reply, is its :attr:`violation`."""
         if self.proc.poll() is None:
             members.end(self.proc.pid, self.cgroup)  # found while it lives: its exit orphans them
             try:
                 self.sock.settimeout(2.0)
-                protocol.send(self.sock, {"op": "bye"})
-                protocol.recv_header(self.sock, schemas.MAX_REPLY_HEADER_BYTES).drop()  # never used
+                if getattr(self.spec, "role", "") == "candidate" and self.violation is None and REPLY_CHECKS:
+                    self._last_word()
+                else:
+                    protocol.send(self.sock, {"op": "bye"})
+                    protocol.recv_header(self.sock, schemas.MAX_REPLY_HEADER_BYTES).drop()  # never used
             except Exception:  # noqa: BLE001 - the worker is going away either way
                 pass
         self.kill()

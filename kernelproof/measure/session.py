@@ -291,6 +291,36 @@ def check_batch(
     )
 
 
+# Calls of the timing request run and checked, unmeasured, where a CPU candidate is left untimed
+# (evaluate/timing.py): past a warm-up of WARMUP_CALLS, more calls than a phase detector that waits
+# out KernelBench's five checked trials (tests/exploits/solutions/b3_phase_replay.py) lets pass.
+UNTIMED_CHECK_CALLS = 8
+
+
+def check_untimed_calls(
+    ctx: VariantContext, worker: WorkerProcess, rng: random.Random, tol: Tolerance, timeout_s: float
+) -> Reason | None:
+    """The timing request's calls on fresh inputs, every output checked, nothing measured.
+
+    Why: a candidate left untimed (Triton's interpreter on the CPU, whose speed is no claim) would
+    otherwise be judged on its correctness cases alone, and a solution honest while it is checked
+    and replaying once the calls look timed would pass (I4). The same requests the timing sends,
+    with the same fingerprint check of each call's outputs, close that without minutes of
+    interpreted rounds against the baselines."""
+    spec, fixed = ctx.input_spec()
+    base = {"op": "time", **spec}
+    candidate = Program("candidate", worker)
+    for n in (WARMUP_CALLS, UNTIMED_CHECK_CALLS):
+        got = run_batch(worker, base, fixed, n, lambda: rng.getrandbits(62), timeout_s)
+        if not got.reply.get("ok"):
+            return _reason_from(got.reply, candidate)
+        fetch = _fetcher(worker, got.reply.get("lost") or [], timeout_s)
+        bad = _check_fingerprints(ctx, got.seeds, got.projections, got.fingerprints, tol, fetch)
+        if bad is not None:
+            return bad
+    return None
+
+
 def _check_fingerprints(
     ctx: VariantContext,
     seeds: list[int],

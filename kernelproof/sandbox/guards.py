@@ -37,6 +37,7 @@ import shutil
 import sys
 import sysconfig
 import threading
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -187,6 +188,7 @@ def install(config: GuardConfig, emit: Callable[[str], None] | None = None) -> C
     _exit = os._exit
     _write = os.write
     _getframe = sys._getframe
+    _function = types.FunctionType
 
     def die(reason: str) -> None:
         phase = " (in solution code)" if state["on"] else " (outside solution code)"
@@ -357,9 +359,13 @@ def install(config: GuardConfig, emit: Callable[[str], None] | None = None) -> C
                 forbidden = len(args) > 1 and args[1] in FRAME_ATTRIBUTES
             elif event in ("object.__setattr__", "object.__delattr__"):
                 # Setting an attribute of a class: solution code may change its own classes, never
-                # kernelproof's, torch's or anyone else's (patching the checks that judge it).
+                # kernelproof's, torch's or anyone else's (patching the checks that judge it); nor
+                # the code or defaults of kernelproof's functions (the originals its checks hold).
                 target = args[0] if args else None
-                forbidden = isinstance(target, type) and getattr(target, "__module__", "") != SOLUTION_MODULE
+                module = str(getattr(target, "__module__", "") or "")
+                forbidden = (isinstance(target, type) and module != SOLUTION_MODULE) or (
+                    isinstance(target, _function) and module.startswith("kernelproof.")
+                )
             if not forbidden:
                 return
             if event in ("exec", "compile", "marshal.loads") and raised_by_import_machinery():

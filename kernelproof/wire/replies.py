@@ -2,9 +2,19 @@
 
 Every request gets one JSON header back. A failed one carries ``ok: false`` and a reason code that
 is a :class:`~kernelproof.verdict.ReasonCode` value on both sides of the wire (I9): the worker
-builds it with :func:`failure`, the parent reads it with :func:`reason_of`. The worker is
-kernelproof's own code, so a code outside the enum means the worker was broken or its socket
-forged: a protocol violation, never quietly a ``runtime_error``.
+builds it with :func:`failure`, the parent reads it with :func:`reason_of`. A code outside the
+enum means the worker was broken or its socket forged: a protocol violation, never quietly a
+``runtime_error``.
+
+The candidate shares its worker's process and can write that worker's socket (its nonce, its
+state, every fd are readable from solution code, docs/threat-model.md): a candidate's failed reply
+is the candidate's word. So it may name only the solution's own failures
+(:data:`SOLUTION_FAILURES`); every code that excuses or blames someone else (``machine_busy``,
+``environment``, ``too_large``, ``task_error``, ``timeout``, ``internal_error``, ...) is set by the
+parent alone, from its own facts, and a candidate's reply naming one is ``protocol_violation``
+(kernelproof.wire.schemas, I10). That the machine lacks a GPU driver is not a code the worker
+sends but a labelled claim beside the solution's ``runtime_error`` (``lacking``), which the parent
+keeps only where its own facts agree (kernelproof.evaluate.machine.judged_lack).
 """
 
 from __future__ import annotations
@@ -14,9 +24,38 @@ from typing import Any
 from kernelproof.verdict import Reason, ReasonCode
 from kernelproof.wire.protocol import ProtocolError
 
+# The codes a candidate's failed reply may name: failures of the solution, each seen in its worker
+# (an exception, an output's type or storage, the inputs, threads, flags, replaced harness code).
+# Everything else is decided by the parent from its own facts. Extend only with a failure that the
+# candidate's process alone can see and that is the solution's whoever reports it.
+SOLUTION_FAILURES = frozenset(
+    {
+        ReasonCode.COMPILE_ERROR,
+        ReasonCode.RUNTIME_ERROR,
+        ReasonCode.CRASH,
+        ReasonCode.MISSING_RESULT,
+        ReasonCode.WRONG_SHAPE,
+        ReasonCode.WRONG_DTYPE,
+        ReasonCode.WRONG_TYPE,
+        ReasonCode.INPUT_MUTATED,
+        ReasonCode.OUTPUT_ALIASES_INPUT,
+        ReasonCode.THREAD_LEAK,
+        ReasonCode.FORBIDDEN_CONSTRUCT,
+        ReasonCode.FLAGS_CHANGED,
+        ReasonCode.HARNESS_HOOKED,
+        ReasonCode.TIMING_TAMPER,
+    }
+)
+
 
 def failure(code: ReasonCode, message: str, detail: str = "", **extra: Any) -> dict[str, Any]:
-    """The header of a failed request (the worker side)."""
+    """The header of a failed request (the worker side).
+
+    ``environment`` is never sent as a code: the worker's finding that this machine lacks a GPU
+    driver travels as the solution's ``runtime_error`` with ``lacking`` set, a claim the parent
+    weighs against its own facts (:func:`reason_of`)."""
+    if ReasonCode(code) is ReasonCode.ENVIRONMENT:
+        code, extra = ReasonCode.RUNTIME_ERROR, {"lacking": True, **extra}
     return {"ok": False, "code": ReasonCode(code).value, "message": message, "detail": detail, **extra}
 
 
@@ -31,4 +70,8 @@ def reason_of(reply: dict[str, Any], where: str = "") -> Reason:
     except ValueError:
         raise ProtocolError(f"the worker's reply names an unknown reason code {raw!r}") from None
     prefix = f"{where}: " if where else ""
+    if reply.get("lacking") is True and code is ReasonCode.RUNTIME_ERROR:
+        # the worker's claim that the machine lacks a driver: the parent's facts decide it
+        # (kernelproof.evaluate.machine.judged_lack keeps it, or makes it this runtime_error again)
+        code = ReasonCode.ENVIRONMENT
     return Reason(code, prefix + str(reply.get("message", "")), str(reply.get("detail", "")))

@@ -10,7 +10,9 @@ entry: the fields it must and may carry, their types, finite numbers and ranges,
 an unknown key, a missing one, a NaN time or a kind nobody asked for is a violation, named by
 its path (``time reply: span_ms[3] is a list, not a number``).
 
-A failed reply (``ok: false``) has one schema for every kind and carries no tensors. Messages the
+A failed reply (``ok: false``) has one schema for every kind and carries no tensors; a candidate's
+names only the solution's own failures (kernelproof.wire.replies.SOLUTION_FAILURES), since a
+code that excuses (``machine_busy``, ``environment``, ``task_error``, ...) is the parent's alone. Messages the
 worker starts itself (``hello``; a future build request) have kinds of their own in
 :data:`WORKER_MESSAGES`. Adding a kind is one entry in a table.
 
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelproof.verdict import ReasonCode
+from kernelproof.wire.replies import SOLUTION_FAILURES
 
 # A check reads one value at a path and returns the first violation it finds, or None.
 Check = Callable[[Any, str], "str | None"]
@@ -201,6 +204,7 @@ class Kind:
         return None
 
 
+_CODES = frozenset(c.value for c in ReasonCode)
 ENVELOPE = ("ok", "op", "nonce")  # every reply: success, the kind it answers, the request's nonce
 MS = number(0.0, MAX_MS)
 SIGNED_MS = number(-MAX_MS, MAX_MS)
@@ -220,14 +224,23 @@ def _calls(request: dict[str, Any]) -> int | None:
     return calls if type(calls) is int else None
 
 
-FAILED = record(
-    {"code": text(64, frozenset(c.value for c in ReasonCode)), "message": text()},
-    {
-        "detail": text(),
-        "handoff": text(16, frozenset({"failed"})),  # a lent input could not be mapped (run)
-        "build": mapping(either(items(NAME, 4096), integer(0))),  # the import's build report (load)
-    },
-)
+def _failed(codes: frozenset[ReasonCode]) -> Check:
+    """A failed reply naming one of ``codes``."""
+    return record(
+        {"code": text(64, frozenset(c.value for c in codes)), "message": text()},
+        {
+            "detail": text(),
+            "handoff": text(16, frozenset({"failed"})),  # a lent input could not be mapped (run)
+            "build": mapping(either(items(NAME, 4096), integer(0))),  # the import's build report (load)
+            "lacking": boolean,  # the worker's claim that the machine lacks a GPU driver (wire.replies)
+        },
+    )
+
+
+# A baseline worker's failure (kernelproof's and the task's code only) may name any code; a
+# candidate's only the solution's own failures: every other code is the parent's to set (I9, I10).
+FAILED = _failed(frozenset(ReasonCode))
+CANDIDATE_FAILED = _failed(SOLUTION_FAILURES)
 
 # Successful replies, by the request's op. The launch and kernel lists are the worker's account:
 # checked for form here, never trusted as fact (docs/verdict.md, "checked_by").
@@ -316,9 +329,14 @@ WORKER_MESSAGES: dict[str, Check] = {
 }
 
 
-def reply_violation(request: dict[str, Any], nonce: int, reply: dict[str, Any], n_tensors: int) -> str | None:
+def reply_violation(
+    request: dict[str, Any], nonce: int, reply: dict[str, Any], n_tensors: int, candidate: bool = True
+) -> str | None:
     """The first way ``reply`` breaks the protocol as an answer to ``request`` (sent with
-    ``nonce``), or None. Tensors are counted here; their specs are the expectation's business."""
+    ``nonce``), or None. Tensors are counted here; their specs are the expectation's business.
+
+    ``candidate``: the reply comes from a candidate's worker, whose failed reply may name only the
+    solution's own failures (kernelproof.wire.replies.SOLUTION_FAILURES)."""
     op = request.get("op")
     where = f"{op} reply"
     if reply.get("nonce") != nonce or type(reply.get("nonce")) is not int:
@@ -332,7 +350,13 @@ def reply_violation(request: dict[str, Any], nonce: int, reply: dict[str, Any], 
     ok = reply.get("ok")
     if ok is False:
         body = {k: v for k, v in reply.items() if k not in ENVELOPE}
-        found = FAILED(body, f"failed {where}")
+        code = body.get("code")
+        if candidate and type(code) is str and code in _CODES and ReasonCode(code) not in SOLUTION_FAILURES:
+            return (
+                f"failed {where} names the code {code[:64]!r}, which only the parent sets from its own "
+                "facts: a candidate's failed reply names only the solution's own failures"
+            )
+        found = (CANDIDATE_FAILED if candidate else FAILED)(body, f"failed {where}")
         if found:
             return found
         return f"failed {where} carries {n_tensors} tensors" if n_tensors else None

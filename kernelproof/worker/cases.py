@@ -42,8 +42,10 @@ def run(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
         try:
             args, originals = case.inputs(repeat)
         except _Unmapped as exc:  # the parent sends them again over the wire
+            # Read as a failure only where the parent lent nothing (kernelproof.host.process,
+            # request_outputs): then the claim is a result owed and not delivered, the candidate's.
             message = f"could not map an input the parent lent: {exc}"
-            return failure(ReasonCode.INTERNAL_ERROR, message, handoff="failed"), []
+            return failure(ReasonCode.MISSING_RESULT, message, handoff="failed"), []
         with hooks.quiet():
             poison.fill(state.device, h.get("poison_bytes", []))
         case.lap("poison")

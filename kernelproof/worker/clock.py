@@ -236,3 +236,48 @@ def _persisting_l2_reset():
         return fn
     except Exception:
         return None
+
+
+def _methods(cls: type) -> tuple[tuple[str, object], ...]:
+    """The functions a clock class defines, by name, as they are now."""
+    return tuple((name, value) for name, value in vars(cls).items() if callable(value))
+
+
+def replaced(
+    clock: object,
+    _classes: tuple[type, ...] = (CpuClock, CudaClock),
+    _methods_then: tuple[tuple[tuple[str, object], ...], ...] = (_methods(CpuClock), _methods(CudaClock)),
+    _counters: tuple[object, ...] = (
+        _perf_counter_ns,
+        _perf_counter,
+        time.perf_counter_ns,
+        time.perf_counter,
+    ),
+) -> str:
+    """What of the harness's clock is not what this module made, or "" (#45, I5).
+
+    The solution reaches the worker's state (a torch helper walks frames for it), so the clock a
+    timed request reads there may be one of its own, reporting what it likes. Checked where the
+    clock is used, after the one read of it: the object is exactly one of this module's clock
+    classes, no method is shadowed on it, every method and the bound counters are those seen when
+    this module was imported, before any solution ran. The originals are held in this function's
+    defaults, tuples the solution cannot change in place (rebinding them is an audited
+    ``object.__setattr__`` that kernelproof.sandbox.guards refuses to solution code).
+
+    Not proof: a counter rebound and restored within one batch is not seen here; the parent's own
+    clock bounds what such a window can claim (kernelproof.measure.parent_clock, docs/timing.md).
+    """
+    kind = type(clock)
+    if kind not in _classes:
+        return f"the timed request's clock is a {kind.__name__[:60]}, not the harness's"
+    shadowed = sorted(set(getattr(clock, "__dict__", {})) & {name for name, _ in _methods(kind)})
+    if shadowed:
+        return f"the harness's clock has its own {', '.join(shadowed)}"
+    then = dict(_methods_then[_classes.index(kind)])
+    changed = [name for name, value in _methods(kind) if then.get(name) is not value]
+    if changed or len(then) != len(_methods(kind)):
+        return f"the harness's clock class {kind.__name__} changed: {', '.join(changed) or 'methods removed'}"
+    now = (_perf_counter_ns, _perf_counter, time.perf_counter_ns, time.perf_counter)
+    if any(a is not b for a, b in zip(now, _counters)):
+        return "the harness's clock counters were replaced"
+    return ""

@@ -29,7 +29,8 @@ import socket
 import sys
 import time
 import traceback
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -62,7 +63,9 @@ def handlers() -> dict[str, Handler]:
 def serve(sock: socket.socket, state: WorkerState) -> None:
     """Answer requests until ``bye`` or a closed connection."""
     protocol.send(sock, {"op": "hello", **environment(state)})
-    table = handlers()  # bound before any solution runs: rebinding a module's name later changes nothing here
+    # Bound before any solution runs: rebinding a module's name later changes nothing here. A read-only
+    # view, since a torch helper that walks frames hands the solution this frame's locals (#45).
+    table = types.MappingProxyType(handlers())
 
     # The request in flight, whose op and nonce every message back carries: the parent matches a
     # reply to its request. Within a timed batch each step answers the parent's latest message
@@ -100,7 +103,7 @@ def serve(sock: socket.socket, state: WorkerState) -> None:
 
 
 def answer(
-    table: dict[str, Handler],
+    table: Mapping[str, Handler],
     state: WorkerState,
     op: Any,
     header: dict[str, Any],

@@ -39,7 +39,7 @@ from kernelproof.inputs import (
 )
 from kernelproof.verdict import ReasonCode
 from kernelproof.wire.replies import failure
-from kernelproof.worker import calls, checks
+from kernelproof.worker import calls, checks, clock
 from kernelproof.worker.checks import hooks, reuse, shadows, threads
 from kernelproof.worker.state import WorkerState
 
@@ -66,15 +66,22 @@ def time_calls(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor
 
     run = [(lambda i=i: calls.call(state, batch.inputs[i])) for i in range(n)]
     threads_before = state.thread_state()
+    timer = state.clock  # read once: what is checked is what runs
+    swapped = clock.replaced(timer)
+    if swapped:
+        return failure(ReasonCode.TIMING_TAMPER, f"{swapped} (replaced before this timed request)"), []
     t0 = time.perf_counter()
     try:
         with hooks.collector_off():  # no finaliser of the solution's between a window and its fingerprint
-            outs, samples = state.clock.run(run, prepare, batch.after)
+            outs, samples = timer.run(run, prepare, batch.after)
     except Refused as refused:
         return refused.reply, []
     except BaseException as exc:  # noqa: BLE001
         return calls.call_failure(exc, "a timed call", state.solution_path), []
     wall_ms = (time.perf_counter() - t0) * 1e3
+    swapped = clock.replaced(timer)
+    if swapped:  # during the batch: its own figures are those of the clock that was there
+        return failure(ReasonCode.TIMING_TAMPER, f"{swapped} (during a timed request)"), []
     found = checks.harness_intact(state, timing=True) or threads.check(state, threads_before, "timed calls")
     if found is not None:
         return found, []
@@ -89,8 +96,8 @@ def time_calls(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor
         "lost": sorted(batch.lost),
         "wall_ms": wall_ms,
         "host_ms": [s.host_ms for s in samples],
-        "harness_ms": getattr(state.clock, "breakdown_ms", {}),
-        "clock": state.clock.name,
+        "harness_ms": getattr(timer, "breakdown_ms", {}),
+        "clock": timer.name,
     }, []
 
 

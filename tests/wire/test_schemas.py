@@ -187,6 +187,31 @@ def test_a_failed_reply_is_read_in_one_schema_and_carries_no_tensors():
     assert "ok is a string" in schemas.reply_violation(request, NONCE, {**failed, "ok": "yes"}, 0)
 
 
+PARENTS_CODES = sorted({c.value for c in schemas.ReasonCode} - {c.value for c in schemas.SOLUTION_FAILURES})
+
+
+@pytest.mark.parametrize("code", PARENTS_CODES)
+def test_a_candidates_failed_reply_naming_a_code_only_the_parent_sets_is_a_violation(code):
+    """machine_busy, environment, too_large, task_error, internal_error, timeout, ...: the parent
+    sets them from its own facts; a candidate's worker naming one broke the protocol (I9, I10)."""
+    failed = {"ok": False, "op": "run", "nonce": NONCE, "code": code, "message": "m", "detail": ""}
+    found = schemas.reply_violation({"op": "run"}, NONCE, failed, 0)
+    assert found is not None and f"names the code {code!r}, which only the parent sets" in found
+    assert schemas.reply_violation({"op": "run"}, NONCE, failed, 0, candidate=False) is None  # a baseline's
+
+
+@pytest.mark.parametrize("code", sorted(c.value for c in schemas.SOLUTION_FAILURES))
+def test_a_candidates_failed_reply_may_name_the_solutions_own_failures(code):
+    failed = {"ok": False, "op": "run", "nonce": NONCE, "code": code, "message": "m", "detail": ""}
+    assert schemas.reply_violation({"op": "run"}, NONCE, failed, 0) is None
+
+
+def test_the_solutions_own_failures_excuse_nothing():
+    excuses = {"machine_busy", "environment", "too_large", "task_error", "internal_error", "timeout"}
+    excuses |= {"degenerate_task", "protocol_violation"}
+    assert not excuses & {c.value for c in schemas.SOLUTION_FAILURES}
+
+
 def test_the_hello_is_a_message_of_its_own_kind():
     hello = {"op": "hello", "pid": 7, "python": "3.11.7", "torch": "2.13", "cuda_available": False}
     assert schemas.message_violation({**hello, "triton": None}, "hello") is None

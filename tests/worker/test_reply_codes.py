@@ -43,14 +43,40 @@ def test_every_failed_reply_of_the_worker_is_built_with_a_reason_code():
     assert offenders == []
 
 
-def test_an_unknown_request_is_an_internal_error_and_the_worker_goes_on():
-    worker = WorkerProcess(SpawnSpec("candidate", "cpu"))
+def test_an_unknown_request_is_an_internal_error_and_a_baseline_worker_goes_on():
+    worker = WorkerProcess(SpawnSpec("baseline", "cpu"))
     try:
         reply, _ = worker.request({"op": "no_such_op"}, None, 60)
         assert reply["code"] == "internal_error" and "no_such_op" in reply["message"]
         assert worker.finish(timeout_s=30) == 0
     finally:
         worker.close()
+
+
+def test_a_candidates_worker_naming_internal_error_broke_the_protocol():
+    """In the candidate's process an ``internal_error`` reply cannot be told from one the solution
+    wrote: the parent sets that code from its own facts only."""
+    worker = WorkerProcess(SpawnSpec("candidate", "cpu"))
+    try:
+        with pytest.raises(WorkerDied) as died:
+            worker.request({"op": "no_such_op"}, None, 60)
+        assert died.value.code == "protocol_violation" and "'internal_error'" in died.value.message
+    finally:
+        worker.close()
+
+
+def test_the_workers_driver_claim_is_a_runtime_error_with_a_label_the_parent_weighs():
+    """``environment`` never travels as a code: the worker's finding is the solution's
+    runtime_error with ``lacking`` set, read back as the claim machine.judged_lack weighs."""
+    from kernelproof.wire import schemas
+    from kernelproof.wire.replies import failure, reason_of
+
+    sent = failure(ReasonCode.ENVIRONMENT, "forward: this machine has no GPU driver", "tb")
+    assert sent["code"] == "runtime_error" and sent["lacking"] is True
+    header = {**sent, "op": "run", "nonce": 7}
+    assert schemas.reply_violation({"op": "run"}, 7, header, 0) is None
+    assert reason_of(sent).code is ReasonCode.ENVIRONMENT
+    assert reason_of({**sent, "code": "mismatch"}).code is ReasonCode.MISMATCH  # the label names no code
 
 
 class _Worker:
