@@ -31,7 +31,61 @@ SERVING_CONDITIONS = (*TIME_LIMITS, "per_device")
 
 
 @dataclass(frozen=True)
+class TimingPolicy:
+    """How one shape is timed: what ``measure/`` reads of an evaluation's options, and nothing else
+    (the rounds, when to stop, what to keep, whether a busy machine is timed, the cores a timed call
+    runs on). Derived from :class:`EvalOptions` (``options.timing``)."""
+
+    time_budget_s: float = 20.0  # timing budget per timed shape (adaptive stopping caps here)
+    min_rounds: int = 5  # interleaved rounds before the CI may stop timing
+    max_rounds: int = 50  # hard cap on interleaved rounds
+    calls_per_round: int = 5  # timed calls per program per round
+    target_ci_halfwidth: float = 0.01  # stop when the speedup CI half-width is under 1 %
+    keep_samples: bool = False  # put raw samples into the verdict JSON
+    # time on a machine too busy to (measure/busy.py) and flag it, instead of the error machine_busy
+    time_when_busy: bool = False
+    cpu_threads: int = 1  # cores for the candidate's worker and, apart, for the baselines' (host/cpus.py)
+
+
+@dataclass(frozen=True)
+class TimeLimits:
+    """The time limits of an evaluation (:data:`TIME_LIMITS`): each worker step bounded by its
+    phase's limit and by ``timeout_s``, the whole evaluation by ``evaluation_timeout_s``. Derived from
+    :class:`EvalOptions` (``options.limits``)."""
+
+    timeout_s: float = 600.0
+    import_timeout_s: float = 60.0
+    case_timeout_s: float = 300.0
+    timing_timeout_s: float = 600.0
+    evaluation_timeout_s: float = 3600.0
+
+    def step_limit(self, phase: str) -> float:
+        """Seconds one worker step of `phase` (import | case | timing) may take: its limit, capped
+        by timeout_s."""
+        return min(float(getattr(self, f"{phase}_timeout_s")), float(self.timeout_s))
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where an evaluation runs: its device, how many evaluations share it (their untimed stretches
+    overlap, their timings never do: host/gate.py), and the cores of its workers. Derived from
+    :class:`EvalOptions` (``options.placement``)."""
+
+    device: str = "auto"
+    per_device: int = 1
+    cpu_threads: int = 1
+
+
+def _record(cls, options: EvalOptions):
+    return cls(**{f.name: getattr(options, f.name) for f in dataclasses.fields(cls)})
+
+
+@dataclass(frozen=True)
 class EvalOptions:
+    """Everything an evaluation is asked, flat: the public type of the api and the store's key
+    (:meth:`cache_key_fields`). The layers read the small records they need from it:
+    :attr:`timing` (``measure/``), :attr:`limits` and :attr:`placement`."""
+
     device: str = "auto"  # "auto" | "cuda" | "cuda:N" | "cpu"
     baselines: tuple[str, ...] = ("eager",)  # baselines to time against
     seed: int | None = None  # None: a secret seed from the OS, recorded in the verdict afterwards
@@ -120,10 +174,25 @@ class EvalOptions:
                 out[f.name] = list(value) if isinstance(value, tuple) else value
         return out
 
+    @property
+    def timing(self) -> TimingPolicy:
+        """How each shape is timed: all that ``measure/`` reads."""
+        return _record(TimingPolicy, self)
+
+    @property
+    def limits(self) -> TimeLimits:
+        """The time limits of each worker step and of the whole evaluation."""
+        return _record(TimeLimits, self)
+
+    @property
+    def placement(self) -> Placement:
+        """The device, its sharing and the workers' cores."""
+        return _record(Placement, self)
+
     def step_limit(self, phase: str) -> float:
         """Seconds one worker step of `phase` (import | case | timing) may take: its limit, capped by
         timeout_s."""
-        return min(float(getattr(self, f"{phase}_timeout_s")), float(self.timeout_s))
+        return self.limits.step_limit(phase)
 
     def time_limits(self) -> dict[str, float]:
         """The time limits of an evaluation."""

@@ -30,6 +30,7 @@ VERBS = (
     "verify",
     "keys",
     "optimize",
+    "serve",
 )
 
 

@@ -29,6 +29,11 @@ CLI_MAY_IMPORT = {
     "kernelproof.text",
     "kernelproof.verdict",
     "kernelproof.report.metrics",  # fast_p of the bench's verdicts, as the report computes it
+    "kernelproof.commands.evaluation",  # eval, compare
+    "kernelproof.commands.bench",
+    "kernelproof.commands.audit",
+    "kernelproof.commands.results",
+    "kernelproof.commands.ceilings",
     "kernelproof.commands.report",
     "kernelproof.commands.optimize",
     "kernelproof.commands.cache",

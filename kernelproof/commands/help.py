@@ -18,6 +18,7 @@ SUMMARIES = {
     "verify": "Check a certificate's signature and claim; re-run it.",
     "keys": "Create your certificate signing key; show its public key.",
     "optimize": "Let an LLM write and improve kernels for a task.",
+    "serve": "Serve verdicts, rewards and feedback over HTTP to RL trainers.",
     "cache": "The build cache: compiled solutions and torch headers.",
 }
 

@@ -24,7 +24,8 @@ from typing import Annotated
 import typer
 
 from kernelproof import exits
-from kernelproof.commands.options import (  # noqa: F401 - typer reads the signature's names here
+from kernelproof.commands.options import (
+    Address,
     Baselines,
     BuildCacheOpt,
     BuildWorkers,
@@ -35,9 +36,12 @@ from kernelproof.commands.options import (  # noqa: F401 - typer reads the signa
     Device,
     EvalMode,
     EvaluationTimeout,
+    Executor,
+    ExitZero,
     Fresh,
     ImportTimeout,
     KernelbenchCompat,
+    PerDevice,
     Policy,
     Precision,
     RefuseRandom,
@@ -45,13 +49,15 @@ from kernelproof.commands.options import (  # noqa: F401 - typer reads the signa
     Seed,
     SeedsPerCase,
     ShapeVariants,
+    TimeBudget,
     TimeInterpreted,
     Timeout,
     TimeWhenBusy,
     TimingTimeout,
+    VerdictsJson,
+    eval_options,
 )
 from kernelproof.console import display_path, kernelbench_table, make_console, say, say_wrapped
-from kernelproof.options import EvalOptions
 from kernelproof.preflight import require_writable
 
 KEEP_SUFFIX = ".before-kernelproof.json"  # where a results file kernelproof did not write is kept
@@ -73,6 +79,7 @@ REMEDY = {
 
 
 def kernelbench_command(
+    ctx: typer.Context,
     run_dir: Annotated[
         Path, typer.Argument(help="KernelBench run folder: level_<L>_problem_<P>_sample_<S>_kernel.py files.")
     ],
@@ -132,17 +139,13 @@ def kernelbench_command(
         str, typer.Option("--pass-at-k", help="Comma-separated k values for pass@k (default: 1 and N).")
     ] = "",
     device: Device = "auto",
-    json_path: Annotated[
-        str | None, typer.Option("--json", help="Write every verdict here as a JSON list ('-' for stdout).")
-    ] = None,
+    json_path: VerdictsJson = None,
     baselines: Baselines = "eager",
     seed: Seed = None,
     correctness_only: CorrectnessOnly = False,
     kernelbench_compat: KernelbenchCompat = False,
     eval_mode: EvalMode = False,
-    time_budget: Annotated[
-        float, typer.Option("--time-budget", help="Seconds of timing per timed shape (cap).")
-    ] = 10.0,
+    time_budget: TimeBudget = 20.0,
     shape_variants: ShapeVariants = "probe",
     policy: Policy = None,
     precision: Precision = None,
@@ -155,15 +158,11 @@ def kernelbench_command(
     timing_timeout: TimingTimeout = 600.0,
     evaluation_timeout: EvaluationTimeout = 3600.0,
     seeds_per_case: SeedsPerCase = 2,
-    executor: Annotated[str, typer.Option("--executor", help="local (one worker per GPU) | ray")] = "local",
-    address: Annotated[
-        str | None, typer.Option("--address", help="Ray cluster address (with --executor ray).")
-    ] = None,
+    executor: Executor = "local",
+    address: Address = None,
     build_cache: BuildCacheOpt = None,
     build_workers: BuildWorkers = 0,
-    per_device: Annotated[
-        int, typer.Option("--per-device", help="Evaluations in flight per GPU (their timing never overlaps).")
-    ] = 1,
+    per_device: PerDevice = 1,
     require_sandbox: RequireSandbox = False,
     write: Annotated[
         bool,
@@ -171,9 +170,7 @@ def kernelbench_command(
             "--write/--no-write", help="Write eval_results.json, pass_at_k_results.json and baseline files."
         ),
     ] = True,
-    exit_zero: Annotated[
-        bool, typer.Option("--exit-zero", help="Exit 0 whatever the verdicts; misuse still exits 2.")
-    ] = False,
+    exit_zero: ExitZero = False,
     cpu_threads: CpuThreads = 1,
     time_when_busy: TimeWhenBusy = False,
     time_interpreted: TimeInterpreted = False,
@@ -182,59 +179,51 @@ def kernelbench_command(
 
     Every level_<L>_problem_<P>_sample_<S>_kernel.py in RUN_DIR is judged against problem P of the
     level in the checkout; fast_p and pass@k count every problem, as KernelBench does."""
-    from kernelproof.api import db_path, find_run
-    from kernelproof.progress import Progress, keeping
-    from kernelproof.report.kernelbench import parse_problems
-    from kernelproof.report.scaled_tasks import parse_sizes
-
     require_writable(json_path)
-    chosen = parse_problems(problems) if problems else None
-    factor = parse_sizes(sizes)
-    run = _scaled(find_run(run_dir, level, kernelbench, num_samples, chosen), factor)
+    run = _the_run(run_dir, kernelbench, level, num_samples, problems, sizes)
     _check_timing_method(timing_method or run.config.get("timing_method"))
     asked_backend = _check_backend(backend or run.config.get("backend"))
     ks = _ks(pass_at_k, run.num_samples)
-    options = EvalOptions(
-        device=device,
-        baselines=tuple(baselines.split(",")),
-        seed=seed,
-        correctness_only=correctness_only,
-        kernelbench_compat=kernelbench_compat,
-        eval_mode=eval_mode,
-        refuse_random_reference=refuse_random_reference,
-        shape_variants=shape_variants,
-        policy=policy,
-        precision=precision,
-        seeds_per_case=seeds_per_case,
-        cpu_threads=cpu_threads,
-        time_when_busy=time_when_busy,
-        time_interpreted=time_interpreted,
-        time_budget_s=time_budget,
-        fresh=fresh,
-        db=db,
-        timeout_s=timeout,
-        import_timeout_s=import_timeout,
-        case_timeout_s=case_timeout,
-        timing_timeout_s=timing_timeout,
-        evaluation_timeout_s=evaluation_timeout,
-        build_cache=build_cache,
-        build_workers=build_workers,
-        per_device=per_device,
-        require_sandbox=require_sandbox,
-    )
+    options = eval_options(ctx.params)
     out = make_console(stderr=json_path == "-")
-    judged: dict[tuple[int, int], object] = {}
-    notes: dict[tuple[int, int], str] = {}  # what eval_results.json says of how a sample was judged
-    total = len(run.pairs())
-    store = db_path(db)
-    where = f"in the store {display_path(store)}" if store else "nowhere (--db '' stores none)"
     say_wrapped(
         out,
-        f"level {run.level}: {total} sample file(s) of {len({s.problem for s in run.samples})} problem(s)"
+        f"level {run.level}: {len(run.pairs())} sample file(s) of "
+        f"{len({s.problem for s in run.samples})} problem(s)"
         + ("" if run.sizes == "published" else f", at reduced sizes ({_sizes_said(run.sizes)})"),
     )
     if asked_backend:
         _say_backends(out, run, asked_backend)
+    judged, notes = _judge_run(run, options, out, executor=executor, address=address)
+    _report(out, run, judged, ks, correctness_only, write, notes)
+    _write_verdicts(json_path, judged)
+    raise typer.Exit(exits.EXIT_PASS if exit_zero else exit_code(judged.values()))
+
+
+def _the_run(run_dir: Path, kernelbench: Path, level, num_samples, problems: str, sizes: str):
+    """The run folder's samples and the checkout's problems they answer, at the sizes asked."""
+    from kernelproof.api import find_run
+    from kernelproof.report.kernelbench import parse_problems
+    from kernelproof.report.scaled_tasks import parse_sizes
+
+    chosen = parse_problems(problems) if problems else None
+    factor = parse_sizes(sizes)
+    return _scaled(find_run(run_dir, level, kernelbench, num_samples, chosen), factor)
+
+
+def _judge_run(run, options, out, *, executor: str, address: str | None):
+    """Every sample judged, in three steps: what this machine cannot judge, decided at once (local
+    executor); the rest, as ``bench`` judges; what a busy machine could not time, judged again.
+    Returns the verdicts by (problem, sample) and the notes eval_results.json keeps of how a sample
+    was judged. Ctrl-C says how many were kept."""
+    from kernelproof.api import db_path
+    from kernelproof.progress import Progress, keeping
+
+    judged: dict[tuple[int, int], object] = {}
+    notes: dict[tuple[int, int], str] = {}  # what eval_results.json says of how a sample was judged
+    total = len(run.pairs())
+    store = db_path(options.db)
+    where = f"in the store {display_path(store)}" if store else "nowhere (--db '' stores none)"
 
     def kept() -> str:
         return (
@@ -259,7 +248,7 @@ def kernelbench_command(
                 shown.finished(text)
 
         if executor == "local":
-            for sample, v in _infeasible(run, device, shown):
+            for sample, v in _infeasible(run, options.device, shown):
                 show(sample, v)
             if judged:
                 left = total - len(judged)
@@ -275,16 +264,19 @@ def kernelbench_command(
             for sample, v in _judge(rest, options, executor=executor, address=address):
                 show(sample, v)
         busy = [s for s in run.samples if _busy(judged.get((s.problem, s.sample)))]
-        if busy and not correctness_only:
+        if busy and not options.correctness_only:
             _judge_busy_again(run, busy, options, executor, address, shown, show, notes, judged)
-    _report(out, run, judged, ks, correctness_only, write, notes)
+    return judged, notes
+
+
+def _write_verdicts(json_path: str | None, judged) -> None:
+    """--json: every verdict as a JSON list ('-': stdout)."""
     if json_path:
         text = json.dumps([v.to_json() for v in judged.values()], indent=2, allow_nan=False) + "\n"
         if json_path == "-":
             print(text, end="")
         else:
             Path(json_path).write_text(text)
-    raise typer.Exit(exits.EXIT_PASS if exit_zero else exit_code(judged.values()))
 
 
 def _judge(run, options, **kwargs):

@@ -26,6 +26,7 @@ import typer
 from kernelproof import exits
 from kernelproof.agent.budget import DEFAULT_MAX_CALLS
 from kernelproof.agent.errors import AgentError
+from kernelproof.commands.options import Baselines, Device, Timeout, eval_options
 from kernelproof.console import make_console, print_error, say
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ Opt = typer.Option
 
 
 def optimize_command(
+    ctx: typer.Context,
     task: Annotated[
         Path | None, typer.Argument(help="Task file (KernelBench format). Not needed with --resume.")
     ] = None,
@@ -110,11 +112,9 @@ def optimize_command(
     max_output_tokens: Annotated[int, Opt("--max-output-tokens", help="Cap of one answer.")] = 16384,
     language: Annotated[str, Opt("--language", help="triton | cuda | any")] = "triton",
     seed: Annotated[int, Opt("--seed", help="Seed of the strategies' random choices.")] = 0,
-    device: Annotated[str, Opt("--device", help="auto | cuda | cuda:N | cpu")] = "auto",
-    baselines: Annotated[
-        str, Opt("--baselines", help="Baselines to time against (comma separated).")
-    ] = "eager",
-    eval_timeout: Annotated[float, Opt("--timeout", help="Seconds one worker step may take.")] = 600.0,
+    device: Device = "auto",
+    baselines: Baselines = "eager",
+    eval_timeout: Timeout = 600.0,
     shape_variants: Annotated[
         str,
         Opt(
@@ -144,20 +144,11 @@ def optimize_command(
     own failure; 4 the LLM provider failed (calls still failing after their retries, replies
     that are not replies, a reply over the token cap it was sent).
     """
-    from kernelproof.agent import AgentOptions, Limits, SearchSettings, parse_model
-    from kernelproof.agent.budget import parse_price
-    from kernelproof.agent.options import evaluation
-    from kernelproof.agent.run import recorded_options
-    from kernelproof.api import SHAPE_VARIANTS, optimize
-    from kernelproof.options import normalize_baselines
+    from kernelproof.agent import Limits
+    from kernelproof.api import optimize
     from kernelproof.progress import Progress, keeping
 
-    if model and model.startswith(REPLAY_PREFIX):  # a recorded run's answers stand in for a provider
-        if replay:
-            raise typer.BadParameter("give the replay log once: --model replay:LOG or --replay LOG")
-        model, replay = None, model.removeprefix(REPLAY_PREFIX)
-        if not replay:
-            raise typer.BadParameter("--model replay:LOG needs the log: replay:examples/replay/09_gelu.replay.jsonl")
+    model, replay = _replay_in_model(model, replay)
     try:
         limits = Limits(max_candidates, max_tokens, max_dollars, max_gpu_seconds, max_calls)
         if resume:
@@ -167,53 +158,10 @@ def optimize_command(
             model = model or found["model"]
             base_url = base_url or found["base_url"] or None
         else:
-            if task is None:
-                raise typer.BadParameter("TASK is needed (or --resume RUN)")
-            if not model and not replay:
-                raise typer.BadParameter("--model PROVIDER:MODEL is needed (or --replay LOG)")
-            if shape_variants not in SHAPE_VARIANTS:
-                raise typer.BadParameter(f"--shape-variants must be {' | '.join(SHAPE_VARIANTS)}")
-            evaluated_as = evaluation(
-                device=device,
-                baselines=normalize_baselines(baselines.split(",")),
-                timeout_s=eval_timeout,
-                shape_variants=shape_variants,
-                db=db,
-            )
-            opts = AgentOptions(
-                strategy=strategy,
-                limits=limits,
-                search=SearchSettings(samples=samples, ideas=ideas, impls=impls, beam=beam, seed=seed),
-                eval=evaluated_as,
-                max_output_tokens=max_output_tokens,
-                min_output_tokens=min(1024, max_output_tokens),
-                patience=patience,
-                sol_target=sol_target,
-                max_rounds=max_rounds,
-                language=language,
-                eval_reserve_s=eval_reserve,
-                price=parse_price(price) if price else None,
-                plot=not no_plot,
-                out_dir=out,
-                db=db,
-            )
-        if replay and not resume:
-            recorded = recorded_options(replay, db)
-            if recorded is not None:  # plan the recorded turns; evaluate as asked here
-                opts = recorded.replace(
-                    eval=opts.eval,
-                    eval_reserve_s=eval_reserve,
-                    plot=opts.plot,
-                    out_dir=opts.out_dir,
-                    db=opts.db,
-                )
-        spec = (
-            parse_model(
-                model, base_url=base_url, temperature=temperature, max_retries=retries, timeout_s=call_timeout
-            )
-            if model and not replay
-            else (model or "")
-        )
+            opts = _new_run(ctx.params, task, model, replay, limits)
+            if replay:
+                opts = _as_recorded(opts, replay, db, eval_reserve)
+        spec = _model_spec(model, replay, base_url, temperature, retries, call_timeout)
         kept = "the run's folder keeps every candidate evaluated so far (continue with --resume RUN)"
         with Progress("optimize", console=console) as shown, keeping(lambda: kept):  # a live clock; Ctrl-C
             result = optimize(task, spec, opts, resume=resume, replay=replay, progress=shown.note)
@@ -222,11 +170,91 @@ def optimize_command(
         raise typer.Exit(exits.of_error(exc) if isinstance(exc, AgentError) else EXIT_USAGE) from None
     _report(result, make_console(stderr=json_path == "-"))
     _write_json(json_path, result)
+    raise typer.Exit(_exit_code(result))
+
+
+def _replay_in_model(model: str | None, replay: str | None) -> tuple[str | None, str | None]:
+    """--model replay:LOG is --replay LOG: a recorded run's answers stand in for a provider."""
+    if not (model and model.startswith(REPLAY_PREFIX)):
+        return model, replay
+    if replay:
+        raise typer.BadParameter("give the replay log once: --model replay:LOG or --replay LOG")
+    log = model.removeprefix(REPLAY_PREFIX)
+    if not log:
+        raise typer.BadParameter("--model replay:LOG needs the log: replay:examples/replay/09_gelu.replay.jsonl")
+    return None, log
+
+
+def _new_run(flags: dict, task: Path | None, model: str | None, replay: str | None, limits: Limits):
+    """The options of a new run, from its parsed flags: the search, its budgets and how each
+    candidate is evaluated (read by the verbs' one builder, commands/options.py)."""
+    from kernelproof.agent import AgentOptions, SearchSettings
+    from kernelproof.agent.budget import parse_price
+    from kernelproof.api import SHAPE_VARIANTS
+    from kernelproof.options import normalize_baselines
+
+    if task is None:
+        raise typer.BadParameter("TASK is needed (or --resume RUN)")
+    if not model and not replay:
+        raise typer.BadParameter("--model PROVIDER:MODEL is needed (or --replay LOG)")
+    if flags["shape_variants"] not in SHAPE_VARIANTS:
+        raise typer.BadParameter(f"--shape-variants must be {' | '.join(SHAPE_VARIANTS)}")
+    evaluated_as = eval_options(
+        {"device": flags["device"], "baselines": flags["baselines"], "timeout": flags["eval_timeout"]},
+        shape_variants=flags["shape_variants"],
+        db=flags["db"],
+    )
+    search = SearchSettings(**{k: flags[k] for k in ("samples", "ideas", "impls", "beam", "seed")})
+    return AgentOptions(
+        strategy=flags["strategy"],
+        limits=limits,
+        search=search,
+        eval=evaluated_as.replace(baselines=normalize_baselines(evaluated_as.baselines)),
+        max_output_tokens=flags["max_output_tokens"],
+        min_output_tokens=min(1024, flags["max_output_tokens"]),
+        patience=flags["patience"],
+        sol_target=flags["sol_target"],
+        max_rounds=flags["max_rounds"],
+        language=flags["language"],
+        eval_reserve_s=flags["eval_reserve"],
+        price=parse_price(flags["price"]) if flags["price"] else None,
+        plot=not flags["no_plot"],
+        out_dir=flags["out"],
+        db=flags["db"],
+    )
+
+
+def _as_recorded(opts, replay: str, db: str | None, eval_reserve: float | None):
+    """A replayed run plans the recorded turns (strategy, budgets) and evaluates as asked here."""
+    from kernelproof.agent.run import recorded_options
+
+    recorded = recorded_options(replay, db)
+    if recorded is None:
+        return opts
+    return recorded.replace(
+        eval=opts.eval, eval_reserve_s=eval_reserve, plot=opts.plot, out_dir=opts.out_dir, db=opts.db
+    )
+
+
+def _model_spec(model, replay, base_url, temperature, retries: int, call_timeout: float):
+    """The provider's model as asked (none for a replay: the log answers)."""
+    from kernelproof.agent import parse_model
+
+    if model and not replay:
+        return parse_model(
+            model, base_url=base_url, temperature=temperature, max_retries=retries, timeout_s=call_timeout
+        )
+    return model or ""
+
+
+def _exit_code(result) -> int:
+    """2 for a provider that refused the request as written, 4 for one that kept failing, else 0
+    when a verified solution was found and 1 when none was."""
     if result.stop_reason == "backend_error":
-        raise typer.Exit(EXIT_USAGE)
+        return EXIT_USAGE
     if result.stop_reason in PROVIDER_FAILURES:
-        raise typer.Exit(EXIT_PROVIDER)
-    raise typer.Exit(EXIT_FOUND if result.best is not None else EXIT_NONE)
+        return EXIT_PROVIDER
+    return EXIT_FOUND if result.best is not None else EXIT_NONE
 
 
 def _resumed(run: str, db: str | None, limits: Limits, no_plot: bool) -> dict:

@@ -25,8 +25,9 @@ from typing import Annotated
 import typer
 
 from kernelproof import exits
+from kernelproof.commands.options import Baselines, Device, EvalMode, TimeBudget, eval_options
 from kernelproof.console import REASON_CHARS, make_console, print_error, say_wrapped
-from kernelproof.options import EvalOptions, normalize_baselines
+from kernelproof.options import normalize_baselines
 from kernelproof.text import terminal
 
 EXIT_OK, EXIT_DOES_NOT_HOLD, EXIT_USAGE = exits.EXIT_PASS, exits.EXIT_REJECTED, exits.EXIT_USAGE
@@ -151,15 +152,16 @@ def keys_command(
 
 
 def certify_command(
+    ctx: typer.Context,
     task: Annotated[Path, typer.Argument(help="The task file.")],
     solution: Annotated[Path, typer.Argument(help="The solution file.")],
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Certificate path.")] = None,
     runs: Annotated[int, typer.Option("--runs", help="Independent runs (at least 2).")] = 2,
-    device: Annotated[str, typer.Option("--device", help="auto | cuda | cuda:N | cpu")] = "auto",
-    baselines: Annotated[str, typer.Option("--baselines", help="Comma-separated baselines.")] = "eager",
+    device: Device = "auto",
+    baselines: Baselines = "eager",
     seed: Annotated[int | None, typer.Option("--seed", help="Derive the runs' seeds from this.")] = None,
-    time_budget_s: Annotated[float, typer.Option("--time-budget", help="Timing budget per shape, s.")] = 20.0,
-    eval_mode: Annotated[bool, typer.Option("--eval-mode", help="Run models in eval() mode.")] = False,
+    time_budget: TimeBudget = 20.0,
+    eval_mode: EvalMode = False,
     key: KeyPath = None,
 ) -> None:
     """Evaluate a solution in independent runs and write a signed certificate anyone can verify."""
@@ -182,13 +184,8 @@ def certify_command(
         public = signing.public_key_path(where)
         _say(f"created a signing key: {where} (mode 0600); others trust your certificates through {public}")
     try:
-        options = EvalOptions(
-            device=device,
-            baselines=normalize_baselines(baselines.split(",")),
-            seed=seed,
-            time_budget_s=time_budget_s,
-            eval_mode=eval_mode,
-        )
+        options = eval_options(ctx.params)
+        options = options.replace(baselines=normalize_baselines(options.baselines))
         cert = certify(task, solution, options, runs=runs)
     except (UsageError, ValueError) as err:
         raise _fail(str(err)) from err

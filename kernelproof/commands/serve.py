@@ -11,7 +11,8 @@ from typing import Annotated
 
 import typer
 
-from kernelproof.commands.options import (  # noqa: F401 - typer reads the signature's names here
+from kernelproof.commands.options import (
+    Address,
     Baselines,
     BuildCacheOpt,
     BuildWorkers,
@@ -20,19 +21,24 @@ from kernelproof.commands.options import (  # noqa: F401 - typer reads the signa
     Db,
     Device,
     EvaluationTimeout,
+    Executor,
+    MaxRounds,
+    PerDevice,
     Policy,
     Seed,
     SeedsPerCase,
     ShapeVariants,
+    TimeBudget,
     Timeout,
     TimeWhenBusy,
+    eval_options,
 )
 from kernelproof.errors import UsageError
-from kernelproof.options import EvalOptions
 from kernelproof.rewards import RewardWeights
 
 
 def serve_command(
+    ctx: typer.Context,
     tasks: Annotated[
         list[Path],
         typer.Option(
@@ -58,19 +64,15 @@ def serve_command(
             help="Accept a client's own reference source (it runs in the trusted parent): only for clients you trust.",
         ),
     ] = False,
-    per_device: Annotated[
-        int, typer.Option("--per-device", help="Evaluations in flight on each device.")
-    ] = 1,
+    per_device: PerDevice = 1,
     queue_limit: Annotated[
         int, typer.Option("--queue-limit", help="Jobs queued or running before 429.")
     ] = 256,
     max_body_bytes: Annotated[
         int, typer.Option("--max-body-bytes", help="Largest request body (413 above).")
     ] = 1_000_000,
-    executor: Annotated[str, typer.Option("--executor", help="local | ray")] = "local",
-    address: Annotated[
-        str | None, typer.Option("--address", help="Ray cluster address (--executor ray).")
-    ] = None,
+    executor: Executor = "local",
+    address: Address = None,
     ray_slots: Annotated[
         int, typer.Option("--ray-slots", help="Ray: evaluations in flight (0: the cluster's slots).")
     ] = 0,
@@ -90,10 +92,8 @@ def serve_command(
     reward_speed_cap: Annotated[
         float, typer.Option("--reward-speed-cap", help="Lower-bound speedup earning the whole speed term.")
     ] = 4.0,
-    time_budget: Annotated[
-        float, typer.Option("--time-budget", help="Timing budget in seconds per timed shape.")
-    ] = 20.0,
-    max_rounds: Annotated[int, typer.Option("--max-rounds", help="Most interleaved timing rounds.")] = 50,
+    time_budget: TimeBudget = 20.0,
+    max_rounds: MaxRounds = 50,
     seed: Seed = None,
     time_when_busy: TimeWhenBusy = False,
     device: Device = "auto",
@@ -115,28 +115,7 @@ def serve_command(
     from kernelproof.serve.main import serve
     from kernelproof.store import db_path
 
-    options = checked_options(
-        EvalOptions(
-            device=device,
-            baselines=tuple(b for b in baselines.split(",") if b.strip()),
-            correctness_only=correctness_only,
-            seeds_per_case=seeds_per_case,
-            seed=seed,
-            time_when_busy=time_when_busy,
-            time_budget_s=time_budget,
-            min_rounds=min(5, max_rounds),
-            max_rounds=max_rounds,
-            shape_variants=shape_variants,
-            policy=policy,
-            cpu_threads=cpu_threads,
-            timeout_s=timeout,
-            evaluation_timeout_s=evaluation_timeout,
-            db=db,
-            build_cache=build_cache,
-            build_workers=build_workers,
-            per_device=per_device,
-        )
-    )
+    options = checked_options(eval_options(ctx.params))
     store = db_path(options.db)
     if state_dir is None:
         if store is None:

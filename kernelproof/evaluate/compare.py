@@ -109,7 +109,7 @@ def _paired_timing(
             if not reply.get("ok"):
                 return not_compared(f"{file.path}: {reply.get('message')}")
             programs.append(Program(name, w))
-        timing, reasons = time_variant(ctx, programs, options, rng, tol, options.timeout_s)
+        timing, reasons = time_variant(ctx, programs, options.timing, rng, tol, options.timeout_s)
     except WorkerDied as died:
         return not_compared(died.message)
     finally:

@@ -121,7 +121,9 @@ def time_candidate(
                 return _untimed(options, coverage, reasons, flags, claims)
         baselines = _baselines(setup, ctx, v, options, device, workers, flags, follow)
         programs = [Program("candidate", worker)] + baselines
-        timing, found = time_variant(ctx, programs, options, rng, tol, limit, flags, telemetry, claims.speed)
+        timing, found = time_variant(
+            ctx, programs, options.timing, rng, tol, limit, flags, telemetry, claims.speed
+        )
         reasons += [_named(r, limit) for r in found]
         if timing is None:
             return Timed(None, reasons=tuple(reasons), flags=tuple(flags))

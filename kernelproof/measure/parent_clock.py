@@ -28,7 +28,7 @@ from kernelproof.host.process import WorkerDied, WorkerProcess
 from kernelproof.measure import bounds, busy, steady_batch
 from kernelproof.measure.bounds import Differential
 from kernelproof.measure.steady_batch import SteadyBatch
-from kernelproof.options import EvalOptions
+from kernelproof.options import TimingPolicy
 from kernelproof.verdict import Reason, ReasonCode
 from kernelproof.verify.cases import VariantContext
 from kernelproof.wire.protocol import ProtocolError
@@ -70,7 +70,7 @@ Confirm = Callable[[], "Gaps | Reason"]  # a Reason: the candidate failed that r
 def judge(
     ctx: VariantContext,
     programs: list[Any],
-    options: EvalOptions,
+    policy: TimingPolicy,
     rng: random.Random,
     timeout_s: float,
     stopped_how: set[str],
@@ -86,7 +86,7 @@ def judge(
     distort is claimed; the timing goes on, flagged, as with ``--time-when-busy``."""
     cand, baselines = programs[0], programs[1:]
     cuda = ctx.device.type == "cuda"
-    plan = cpus.plan(options.cpu_threads)
+    plan = cpus.plan(policy.cpu_threads)
     how = _stopped(stopped_how)
     with cand.worker.frozen():
         others = busy.others_runnable()
@@ -120,9 +120,9 @@ def judge(
             busy.Quiet(True, others, quiet.cores, quiet.aa_factor, why).message(),
             detail,
         )
-        if BUSY_IS_ERROR and not options.time_when_busy and speed_claimed:
+        if BUSY_IS_ERROR and not policy.time_when_busy and speed_claimed:
             return [reason]
-        anyway = "--time-when-busy" if options.time_when_busy or speed_claimed else NO_CLAIM_ANYWAY
+        anyway = "--time-when-busy" if policy.time_when_busy or speed_claimed else NO_CLAIM_ANYWAY
         notes.append(f"machine_busy: timed anyway ({anyway}): {why}")
     if CHECKS_OFF:
         return []

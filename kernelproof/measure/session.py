@@ -32,7 +32,7 @@ from kernelproof.inputs import (
 from kernelproof.measure import parent_clock, stats, steady_batch
 from kernelproof.measure.batch import Batch, run_batch
 from kernelproof.measure.steady_batch import SteadyBatch
-from kernelproof.options import EvalOptions
+from kernelproof.options import TimingPolicy
 from kernelproof.verdict import Reason, ReasonCode, ShapeTiming, Speedup
 from kernelproof.verify.cases import VariantContext, run_model
 from kernelproof.verify.compare import Tolerance, compare, tolerance_for
@@ -67,7 +67,7 @@ class Program:
 def time_variant(
     ctx: VariantContext,
     programs: list[Program],
-    options: EvalOptions,
+    policy: TimingPolicy,
     rng: random.Random,
     tol: Tolerance,
     timeout_s: float,
@@ -120,12 +120,12 @@ def time_variant(
         clocks: list[Any] = []
         stopped_by = "max_rounds"
         rounds = 0
-        for r in range(options.max_rounds):
+        for r in range(policy.max_rounds):
             order = programs[r % len(programs) :] + programs[: r % len(programs)]
             for prog in order:
                 if prog not in programs:
                     continue
-                got = attempt(prog, options.calls_per_round)
+                got = attempt(prog, policy.calls_per_round)
                 reply, seeds = got.reply, got.seeds
                 if not reply.get("ok"):
                     if prog.name == "candidate":
@@ -160,17 +160,17 @@ def time_variant(
             sample = telemetry.sample() if telemetry is not None else None
             if sample is not None:
                 clocks.append(sample)
-            if rounds >= options.min_rounds:
+            if rounds >= policy.min_rounds:
                 speedups = _speedups(programs)
                 if speedups and all(
-                    stats.ci_halfwidth_rel(s) <= options.target_ci_halfwidth for s in speedups
+                    stats.ci_halfwidth_rel(s) <= policy.target_ci_halfwidth for s in speedups
                 ):
                     stopped_by = "ci_target"
                     break
-                if not speedups and rounds >= options.min_rounds:
+                if not speedups and rounds >= policy.min_rounds:
                     stopped_by = "ci_target"
                     break
-            if rounds >= options.min_rounds and time.monotonic() - started > options.time_budget_s:
+            if rounds >= policy.min_rounds and time.monotonic() - started > policy.time_budget_s:
                 stopped_by = "max_time"
                 break
     except WorkerDied as died:
@@ -188,7 +188,7 @@ def time_variant(
         base_gaps: list[list[float]] = []
         try:
             for prog in programs:
-                got = attempt(prog, options.calls_per_round)
+                got = attempt(prog, policy.calls_per_round)
                 if not got.reply.get("ok"):
                     if prog.name == "candidate":
                         return _reason_from(got.reply, prog)
@@ -208,7 +208,7 @@ def time_variant(
         )
 
     found = parent_clock.judge(
-        ctx, programs, options, rng, timeout_s, stopped_how, check_fp, notes, confirm, speed_claimed
+        ctx, programs, policy, rng, timeout_s, stopped_how, check_fp, notes, confirm, speed_claimed
     )
     if any(r.code is ReasonCode.MACHINE_BUSY for r in found):
         return None, found
@@ -224,7 +224,7 @@ def time_variant(
         speedups=tuple(speedups + ([best] if best else [])),
         rounds=rounds,
         stopped_by=stopped_by,
-        samples_ms={p.name: p.samples_ms for p in programs} if options.keep_samples else {},
+        samples_ms={p.name: p.samples_ms for p in programs} if policy.keep_samples else {},
         throttled_rounds=sum(1 for c in clocks if c.throttle),
         overhead_ms={p.name: _overhead_record(p) for p in programs if p.overhead_ms},
     )

@@ -118,10 +118,12 @@ def test_a_malformed_time_reply_ends_the_worker_and_never_raises_in_the_parent(t
     with scripted(tmp_path, _malformed_time) as w:
         monkeypatch.setattr(process, "REPLY_CHECKS", False)  # the defence off: the parent raised
         with pytest.raises(TypeError):
-            time_variant(_ctx(), [Program("candidate", w)], options, random.Random(0), None, 10)
+            time_variant(_ctx(), [Program("candidate", w)], options.timing, random.Random(0), None, 10)
     with scripted(tmp_path, _malformed_time) as w:
         monkeypatch.setattr(process, "REPLY_CHECKS", True)
-        timing, reasons = time_variant(_ctx(), [Program("candidate", w)], options, random.Random(0), None, 10)
+        timing, reasons = time_variant(
+            _ctx(), [Program("candidate", w)], options.timing, random.Random(0), None, 10
+        )
     assert timing is None and [r.code.value for r in reasons] == ["protocol_violation"]
     assert "span_ms[0] is a list, not a number" in reasons[0].message
 
