@@ -381,12 +381,17 @@ def kernelbench_infeasible(
     (``environment``, ``too_large``; kernelproof/report/feasibility.py), decided before any
     evaluation, as soon as each is known; ``progress(task)`` is told before each size estimate.
     Never stored, as the evaluation's own verdicts of these codes are not."""
-    from kernelproof.executors.local import resolve_devices
+    from kernelproof.executors.local import default_pool, resolve_devices
     from kernelproof.report.feasibility import infeasible
 
     dev = resolve_devices(device)[0]
+    pool = default_pool().builder_pool(dev, EvalOptions())  # the builds land where evaluations look
+
+    def build(path: Path, data: bytes):
+        return pool.build(path, data)
+
     by_path = {s.path: s for s in run.samples if s.path is not None}
-    for found in infeasible(run.pairs(), dev, progress):
+    for found in infeasible(run.pairs(), dev, build, progress):
         verdict = blame.error_verdict(str(found.task), str(found.solution), dev, found.reason)
         yield by_path[found.solution], verdict
 

@@ -155,6 +155,13 @@ class BuildRequestError(KernelproofError, RuntimeError):
     failure is, so a solution's ``except RuntimeError`` sees it the same."""
 
 
+class CudaUnavailableError(KernelproofError, RuntimeError):
+    """Raised in the builder to a load_inline / load / load_cuda call that asks for a CUDA build this
+    machine cannot do (no nvcc, or a torch without CUDA): nothing was compiled, and the call is
+    recorded (kernelproof/build/cuda.py), so the parent reports ``environment`` from its own facts.
+    A RuntimeError too, as torch's own build failure is."""
+
+
 class CacheTamperError(KernelproofError):
     """A published entry no longer matches its manifest: it was changed after publication."""
 

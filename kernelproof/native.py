@@ -36,7 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelproof.errors import NativeCompileError  # defined in the one tree, raised here
+from kernelproof.errors import (  # defined in the one tree, raised here
+    CudaUnavailableError,
+    NativeCompileError,
+)
 
 __all__ = ["NativeCompileError", "NativeKernel", "NativeModule", "Param", "load_cuda", "parse_signature"]
 
@@ -181,12 +184,19 @@ def compile_cubin(source: str, arch: str, options: Sequence[str] = DEFAULT_OPTIO
     try:
         tokens = compiler_flags.check("options", options, toolenv.staging())
     except compiler_flags.RefusedFlagError as e:
-        _records.append({"refused": str(e), "cached": True, "seconds": 0.0})
+        _records.append({"refused": str(e), "cached": True, "seconds": 0.0, "cuda": True})
         raise
     env = toolenv.environ()
     nvcc = nvcc_path(env)
-    if nvcc is None:
-        raise NativeCompileError("nvcc not found: set CUDA_HOME or put nvcc on PATH")
+    if nvcc is None:  # asked for, and impossible here: recorded (kernelproof/build/cuda.py)
+        _records.append({"cuda": True, "unavailable": "no CUDA toolkit (nvcc not found)", "seconds": 0.0})
+        _request(
+            source, arch, options, _cache_dir() / "unavailable.cubin"
+        )  # in a worker: the parent records it
+        raise CudaUnavailableError(
+            "load_cuda asks for a CUDA build and this machine cannot build it: nvcc not found "
+            "(set CUDA_HOME or put nvcc on PATH)"
+        )
     cmd_flags = ["-cubin", _gencode(_checked_arch(arch)), *tokens]
     h = hashlib.sha256()
     for part in (RECIPE, _first_line((nvcc, "--version"), last=True), " ".join(cmd_flags), source):
@@ -197,7 +207,9 @@ def compile_cubin(source: str, arch: str, options: Sequence[str] = DEFAULT_OPTIO
     requested = not cubin.is_file() and _request(source, arch, options, cubin)
     if cubin.is_file():
         seconds = time.perf_counter() - started
-        _records.append({"cubin": cubin.name, "cached": True, "requested": requested, "seconds": seconds})
+        _records.append(
+            {"cubin": cubin.name, "cached": True, "requested": requested, "seconds": seconds, "cuda": True}
+        )
         return cubin
     out_dir.mkdir(parents=True, exist_ok=True)
     # Plain files with absolute paths (no TemporaryDirectory): its cleanup removes by relative
@@ -220,7 +232,9 @@ def compile_cubin(source: str, arch: str, options: Sequence[str] = DEFAULT_OPTIO
         for leftover in (src, target):
             if leftover.exists():
                 os.remove(leftover)
-    _records.append({"cubin": cubin.name, "cached": False, "seconds": time.perf_counter() - started})
+    _records.append(
+        {"cubin": cubin.name, "cached": False, "seconds": time.perf_counter() - started, "cuda": True}
+    )
     return cubin
 
 

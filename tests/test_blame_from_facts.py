@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from kernelproof import api, exits
 from kernelproof.options import EvalOptions
@@ -60,3 +61,33 @@ def test_a_wrong_triton_kernels_driver_words_get_the_parents_note_not_an_excuse(
     message = v.reasons[0].message
     assert "0 active drivers" in message  # the solution's words, shown
     assert "ran on 'cpu'" in message and "judged as the solution's" in message  # the parent's note
+
+
+def test_an_uncalled_load_inline_of_cuda_is_judged_on_merit_and_stored(tmp_path):
+    """Dead code holding a CUDA build decides nothing; the same build called at import does."""
+    path = ATTACKS / "dead_load_inline_cuda_plain_torch.py"
+    v, stored = _judge(tmp_path, path)
+    assert v.verdict.value == "fail" and v.codes == ["mismatch"], v.reasons
+    assert exits.of_verdict(v) == 1 and stored == 1
+    (tmp_path / "control").mkdir()
+    called = path.read_text().replace("CALL = False", "CALL = True")
+    control, control_stored = _judge(tmp_path / "control", path, called)
+    if torch.cuda.is_available():  # a CUDA machine builds it: judged on merit there too
+        assert control.verdict.value == "fail", control.reasons
+    else:  # truly asked for, and this machine cannot do it: the machine's, never stored
+        assert control.codes == ["environment"] and control_stored == 0, control.reasons
+        assert "kp_dead_gelu" in control.reasons[0].message  # the call the builder recorded
+        assert exits.of_verdict(control) == 2
+
+
+def test_cuda_words_in_a_comment_or_string_are_judged_on_merit(tmp_path):
+    path = ATTACKS / "global_comment_plain_torch.py"
+    text = path.read_text()
+    assert "__global__ void k(" in text and "cuda_sources=SRC" in text  # the lever is there
+    v, stored = _judge(tmp_path, path)
+    assert v.verdict.value == "fail" and v.codes == ["mismatch"], v.reasons
+    assert exits.of_verdict(v) == 1 and stored == 1
+    (tmp_path / "control").mkdir()
+    plain = "\n".join(ln for ln in text.splitlines() if "__global__" not in ln and "cuda_sources" not in ln)
+    control, _ = _judge(tmp_path / "control", path, plain)
+    assert control.codes == ["mismatch"], control.reasons

@@ -2,8 +2,9 @@
 
 Before: on this CPU machine a load_inline solution with CUDA sources was compile_error ("CUDA_HOME
 environment variable is not set"), exit 1, reward 0, stored against the candidate, with "built in
-1.6 s" printed beside it. Decided now from the parent's facts: the triage's backend and sources,
-where nvcc is, whether torch was built with CUDA, and the evaluation's device.
+1.6 s" printed beside it. Decided now from the parent's facts: the CUDA builds the solution truly
+asked for (the builder's record of its calls), where nvcc is, whether torch was built with CUDA,
+and the evaluation's device.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kernelproof import api, exits
+from kernelproof.build import BuildResult, cuda
 from kernelproof.evaluate import machine
 from kernelproof.options import EvalOptions
 from kernelproof.solution import read_solution
@@ -67,27 +69,65 @@ def test_a_cuda_solution_on_this_cpu_machine_is_an_environment_error_not_stored(
     assert Store(str(db)).count() == 0
 
 
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a machine without CUDA")
+def test_a_cuda_build_asked_for_on_the_first_forward_is_an_environment_error_not_stored(tmp_path):
+    """Asked for while the solution runs (the worker's request, built by the parent's service):
+    decided from the service's record, whatever the solution did with the refusal."""
+    lazy = CUDA_SOLUTION.replace("ext = load_inline(", "def build():\n    return load_inline(").replace(
+        "        return torch.relu(x)", "        build()\n        return torch.relu(x)"
+    )
+    assert "build()\n        return" in lazy
+    db = tmp_path / "r.sqlite"
+    v = api.evaluate(
+        TASK, _write(tmp_path, "lazy.py", lazy), EvalOptions(device="cpu", db=str(db), correctness_only=True)
+    )
+    assert v.codes == ["environment"] and "kp_machine_cuda" in v.reasons[0].message, v.reasons
+    from kernelproof.store import Store
+
+    assert Store(str(db)).count() == 0
+
+
 def test_without_nvcc_nothing_is_built_and_the_toolkit_is_named(tmp_path, monkeypatch):
-    monkeypatch.setattr(machine, "nvcc_path", lambda: None)
+    monkeypatch.setattr(cuda, "nvcc_path", lambda environ=None: None)
+    assert "no CUDA toolkit" in (machine.cannot_build(("load_cuda",)) or "")
     sol = _write(tmp_path, "cuda_sol.py", CUDA_SOLUTION)
-    missing = machine.missing_toolkit(read_solution(sol))
-    assert missing is not None and "no CUDA toolkit" in missing and "nvcc" in missing
     v = api.evaluate(TASK, sol, EvalOptions(device="cpu", db="", correctness_only=True))
     assert v.codes == ["environment"] and v.build is None  # not reported as built
+    message = v.reasons[0].message
+    assert "no CUDA toolkit" in message and "nvcc" in message and "load_inline:kp_machine_cuda" in message
 
 
-def test_a_cuda_solution_is_refused_the_cpu_device_even_with_a_toolkit(tmp_path):
-    sol = read_solution(_write(tmp_path, "cuda_sol.py", CUDA_SOLUTION))
-    assert machine.needs_cuda(sol)
-    assert "need a CUDA device" in (machine.missing_device(sol, "cpu") or "")
-    assert machine.missing_device(sol, "cuda:0") is None
+def test_a_requested_cuda_build_is_refused_the_cpu_device_even_with_a_toolkit():
+    built = BuildResult(True, 1.0, "", "cuda", cuda=("load_inline:kp_machine_cuda",))
+    assert "need a CUDA device" in (machine.cannot_run(built.cuda, "cpu") or "")
+    assert machine.cannot_run(built.cuda, "cuda:0") is None
+    assert machine.unmet(built, "cpu") is not None
 
 
-def test_a_cpu_extension_and_plain_torch_need_no_cuda(tmp_path):
-    """A C++ extension built for the CPU is real CPU code: the machine lacks nothing for it."""
+def test_a_build_that_asked_for_no_cuda_lacks_nothing_whatever_its_text():
+    """The decision is the build's record, never the text: a build that asked for no CUDA, or no
+    build at all, lacks nothing here, even for a source full of CUDA words."""
+    for result in (None, BuildResult(True, 1.0, "", "cuda"), BuildResult(False, 0.5, "error: x", "cuda")):
+        assert machine.unmet(result, "cpu") is None
+
+
+def test_empty_cuda_sources_ask_for_no_cuda_build():
+    """A C++ extension built for the CPU names the CUDA arguments it leaves empty."""
+    for args in (
+        {"cuda_sources": []},
+        {"cuda_sources": [""]},
+        {"cuda_sources": ["  "], "with_cuda": None},
+        {},
+    ):
+        assert not cuda.asks_for_cuda(args)
+    assert cuda.asks_for_cuda({"cuda_sources": ["__global__ void k() {}"]})
+    assert cuda.asks_for_cuda({"cuda_sources": [], "with_cuda": True})
+
+
+def test_a_cpu_extension_and_plain_torch_do_not_look_like_cuda(tmp_path):
+    """The cheap guess (which kernelbench samples are built first) passes over CPU extensions."""
     for name, text in (
         ("cpu_ext.py", CPU_EXTENSION),
-        # published CPU extensions name the CUDA arguments they leave empty
         (
             "cpu_ext_empty_cuda.py",
             CPU_EXTENSION.replace("load_inline(", "load_inline(cuda_sources=[], with_cuda=False, "),
@@ -95,9 +135,7 @@ def test_a_cpu_extension_and_plain_torch_need_no_cuda(tmp_path):
         ("cpu_ext_none_cuda.py", CPU_EXTENSION.replace("load_inline(", "load_inline(cuda_sources=None, ")),
         ("plain.py", (DATA / "solutions" / "plain_torch.py").read_text()),
     ):
-        sol = read_solution(_write(tmp_path, name, text))
-        assert not machine.needs_cuda(sol)
-        assert machine.missing_toolkit(sol) is None and machine.missing_device(sol, "cpu") is None
+        assert not machine.looks_like_cuda(read_solution(_write(tmp_path, name, text)))
 
 
 # A plain-torch solution that needs no GPU, raising the words of a missing driver from its forward.

@@ -87,6 +87,9 @@ class BuildResult:
     violation: str = ""  # the guards' account of a forbidden action (-> forbidden_construct), if any
     detail: dict[str, str] = field(default_factory=dict)  # per-extension strategy and seconds, as strings
     layers: tuple[Layer, ...] = ()  # the builder's containment, layer by layer (kernelproof.sandbox)
+    # The calls that asked for a CUDA build, as they ran ("load_inline:<name>", "load_cuda"):
+    # what ``environment`` is decided from, with the parent's facts (kernelproof/build/cuda.py)
+    cuda: tuple[str, ...] = ()
 
 
 # The outputs a build declares, relative to <staging>/out: an extension kernelproof.build.inline
@@ -154,7 +157,7 @@ def build_solution(
     artifacts = tuple(
         sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and not p.is_symlink())
     )
-    detail, strategy = _child_account(staging / "result.json")
+    detail, strategy, cuda = _child_account(staging / "result.json")
     ok = returncode == 0 and not timed_out
     if timed_out:
         log_text = f"build did not finish in {timeout_s:g} s and was killed\n" + trim_log(text)
@@ -175,6 +178,7 @@ def build_solution(
         detail=detail,
         violation=violation,
         layers=layers,
+        cuda=cuda,
     )
 
 
@@ -255,13 +259,25 @@ def _child_env(staging: Path, device: str, opts: BuildOptions) -> dict[str, str]
 _kill_group = spawn.kill_group  # a build leaves nothing running (kept for callers of the old name)
 
 
-def _child_account(path: Path) -> tuple[dict[str, str], str]:
-    """The child's records, reduced to short strings (it is untrusted: shown, never acted on)."""
+def _child_account(path: Path) -> tuple[dict[str, str], str, tuple[str, ...]]:
+    """The child's records, reduced to short strings: the strategies (shown), and the calls that
+    asked for CUDA. Those decide ``environment`` only with the parent's own facts (a forged one
+    gives a solution nothing a real request would not: kernelproof/build/cuda.py)."""
     try:
         doc = json.loads(path.read_text()[:100_000])
         recs = doc.get("inline", []) if isinstance(doc, dict) else []
+        native = doc.get("native", []) if isinstance(doc, dict) else []
     except (OSError, ValueError):
-        return {}, ""
+        return {}, "", ()
+    recs = recs if isinstance(recs, list) else []
+    native = native if isinstance(native, list) else []
+    cuda = [
+        f"load_inline:{str(rec.get('name', ''))[:64]}"
+        for rec in recs
+        if isinstance(rec, dict) and rec.get("cuda") is True
+    ]
+    if any(isinstance(rec, dict) and rec.get("cuda") is True for rec in native):
+        cuda.append("load_cuda")
     detail: dict[str, str] = {}
     strategies = []
     for rec in recs[:16]:
@@ -273,7 +289,7 @@ def _child_account(path: Path) -> tuple[dict[str, str], str]:
         detail[name] = f"{strategy} {float(rec.get('seconds', 0.0)):.1f}s"
         if rec.get("fast_refused"):
             detail[name] += f" (fast path: {str(rec['fast_refused']).splitlines()[0][:120]})"
-    return detail, ",".join(dict.fromkeys(strategies))
+    return detail, ",".join(dict.fromkeys(strategies)), tuple(dict.fromkeys(cuda))[:16]
 
 
 def trim_log(text: str, max_lines: int = MAX_LOG_LINES, max_chars: int = MAX_LOG_CHARS) -> str:

@@ -70,13 +70,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _refusals(account: dict[str, object]) -> list[str]:
-    """The messages of the build calls whose flags kernelproof.compiler_flags refused."""
+    """The messages of the build calls refused: flags kernelproof.compiler_flags refused, or CUDA
+    builds this machine cannot do (kernelproof/build/cuda.py)."""
     out = []
     for key in ("inline", "native"):
         records = account.get(key)
         for rec in records if isinstance(records, list) else []:
             if isinstance(rec, dict) and rec.get("refused"):
                 out.append(str(rec["refused"]))
+            elif isinstance(rec, dict) and rec.get("unavailable"):  # a CUDA build this machine cannot do
+                out.append(f"a CUDA build was asked for and this machine cannot do it: {rec['unavailable']}")
     return out
 
 

@@ -40,11 +40,12 @@ from pathlib import Path
 from typing import Any
 
 from kernelproof import compiler_flags
+from kernelproof.build import cuda as _cuda
 from kernelproof.build import pch as _pch
 from kernelproof.build import sources as _sources
 from kernelproof.build import toolenv
 from kernelproof.build.split import split_cuda_source
-from kernelproof.errors import BuildRequestError  # defined in the one tree, raised here
+from kernelproof.errors import BuildRequestError, CudaUnavailableError  # defined in the one tree, raised here
 
 STAMP = "kp_inline.json"  # written beside <name>.so after a successful build
 _ARG_KEYS = (
@@ -219,6 +220,7 @@ def _load_checked(a: dict[str, Any], original: Any, request: tuple[str, dict[str
         build_dir = ce._get_build_directory(dirname, False)
     started = time.perf_counter()
     record: dict[str, Any] = {"name": a["name"], "digest": digest, "build_dir": build_dir}
+    record["cuda"] = _cuda.asks_for_cuda(a)  # a CUDA build was asked for: the parent's environment fact
     stamp = Path(build_dir) / STAMP
     so = Path(build_dir) / f"{a['name']}.so"
     if not (so.is_file() and _stamp_digest(stamp) == digest) and requester is not None:
@@ -231,6 +233,14 @@ def _load_checked(a: dict[str, Any], original: Any, request: tuple[str, dict[str
         return ce._import_module_from_library(a["name"], build_dir, bool(a["is_python_module"]))
     if requester is not None:
         raise BuildRequestError(f"the build of {a['name']!r} the parent provided is not where it belongs")
+    lacking = _cuda.lacks([_cuda.LOAD_INLINE]) if record["cuda"] else ()
+    if lacking:  # asked for, and impossible here: nothing is compiled (kernelproof/build/cuda.py)
+        record.update(strategy="unavailable", unavailable="; ".join(lacking), seconds=0.0)
+        _state["records"].append(record)
+        raise CudaUnavailableError(
+            f"load_inline {a['name']!r} asks for a CUDA build and this machine cannot build it: "
+            f"{'; '.join(lacking)}"
+        )
 
     try:
         with open(Path(build_dir) / "kp.lock", "w") as lock:

@@ -137,6 +137,7 @@ class BuilderPool:
             artifacts=tuple(f.path for f in entry.files),
             strategy=m.get("strategy", ""),
             cached=True,
+            cuda=tuple(r for r in m.get("cuda", "").split(",") if r),
             key=key,
         )
 
@@ -159,6 +160,7 @@ class BuilderPool:
                 "strategy": result.strategy,
                 "seconds": f"{result.seconds:.2f}",
                 "log": result.log,
+                "cuda": ",".join(result.cuda),  # the calls that asked for CUDA (kernelproof/build/cuda.py)
             }
             out = staging_out(staging)
             try:

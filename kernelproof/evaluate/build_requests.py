@@ -27,6 +27,7 @@ from kernelproof.build import BuilderPool, CacheTamperError
 from kernelproof.build import requests as build_requests
 from kernelproof.build import sources as build_sources
 from kernelproof.errors import BuildRequestError
+from kernelproof.evaluate import machine
 from kernelproof.host import admission
 
 DOCS = "docs/builds.md#builds-requested-at-run-time"
@@ -61,6 +62,9 @@ class BuildService:
         # The first request that failed or was refused: the solution's compile_error even if it caught
         # the error (a fallback to PyTorch behind a failed build is not a pass).
         self.failed = ""
+        # The first build it asked for that truly asked for CUDA this machine cannot build or run
+        # (the builder's record of the request and the parent's facts: ``environment``).
+        self.unmet = ""
 
     def close(self, why: str) -> None:
         """Refuse every later request, saying `why` (timing has started)."""
@@ -100,6 +104,10 @@ class BuildService:
                     return build_requests.reply(False, f"the build of '{name}' could not be provided: {exc}")
         finally:
             shutil.rmtree(work, ignore_errors=True)
+        unmet = machine.unmet(result, self.pool.device)
+        if unmet is not None:  # the evaluation's `environment`, whatever the solution does with the reply
+            self.unmet = self.unmet or unmet
+            self.notes.append(f"build_request {name}: asks for CUDA this machine cannot build or run")
         if not result.ok:
             self.notes.append(f"build_request {name}: failed")
             log = result.log.replace(str(work), "")

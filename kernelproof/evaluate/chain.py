@@ -65,6 +65,9 @@ class _Ran:
     worker: dict[str, Any] | None  # the worker's hello
     limits: str  # the resource limits applied to it
     sandbox: dict[str, Any] | None  # the containment layers it runs under, and whether each held
+    # a CUDA build it asked for while it ran, which this machine cannot build or run (the build
+    # service's record and the parent's facts: kernelproof/evaluate/build_requests.py)
+    unmet: str | None = None
 
 
 def evaluate_pair(
@@ -113,12 +116,14 @@ def _evaluate(
         built = wait_for_build(setup)
     if setup.pending_build is not None:
         phases.mark("build_done_s")
+    missing = machine.unmet(built.result, device)
+    if missing is not None:  # a CUDA build it truly asked for, which this machine cannot build or run
+        stop = Stopped(Outcome.ERROR, Reason(ReasonCode.ENVIRONMENT, missing), setup.flags)
+        return stopped_verdict(
+            stop, setup.task_ref, solution.ref, envelope, built if built.failure is None else None
+        )
     if built.failure is not None:
         stop = Stopped(Outcome.FAIL, built.failure, setup.flags)
-        return stopped_verdict(stop, setup.task_ref, solution.ref, envelope, built)
-    missing = machine.missing_device(solution.file, device)
-    if missing is not None:  # built (its compile errors are its own), but there is nothing to run it on
-        stop = Stopped(Outcome.ERROR, Reason(ReasonCode.ENVIRONMENT, missing), setup.flags)
         return stopped_verdict(stop, setup.task_ref, solution.ref, envelope, built)
     with steps.step("admission"):
         held.grow(setup.footprint_bytes)  # what setup measured of itself, and the worker's share
@@ -128,6 +133,9 @@ def _evaluate(
         env["worker"] = ran.worker
         env["limits"] = ran.limits
         env["sandbox"] = ran.sandbox
+    if ran.unmet is not None:  # whatever the solution did with the refusal: the machine's, not its
+        stop = Stopped(Outcome.ERROR, Reason(ReasonCode.ENVIRONMENT, ran.unmet), setup.flags)
+        return stopped_verdict(stop, setup.task_ref, solution.ref, envelope, ran.built)
     verdict = verdict_of(setup, ran.built, ran.checked, ran.timed, ran.probed, ran.died, envelope)
     del setup, ran  # the parent's references and oracles: the last of them
     give_back_cached(workers, device)
@@ -258,12 +266,16 @@ def _run_candidate_steps(
                 "(--evaluation-timeout); the worker was killed",
                 died.message,
             )
-        return _Ran(_noted(built, service), checked, timed, probed, reason, hello, limits, sandbox)
+        return _Ran(
+            _noted(built, service), checked, timed, probed, reason, hello, limits, sandbox, _unmet(service)
+        )
     except ProtocolError as exc:
         if worker is not None:
             worker.kill()
         reason = Reason(ReasonCode.CRASH, f"the worker broke the protocol: {exc}")
-        return _Ran(_noted(built, service), checked, timed, probed, reason, hello, limits, sandbox)
+        return _Ran(
+            _noted(built, service), checked, timed, probed, reason, hello, limits, sandbox, _unmet(service)
+        )
     finally:
         if watchdog is not None:
             watchdog.cancel()
@@ -272,7 +284,11 @@ def _run_candidate_steps(
                 worker.close()
     if service is not None and service.failed and not checked.reasons:
         checked = replace(checked, reasons=(Reason(ReasonCode.COMPILE_ERROR, service.failed[:4000]),))
-    return _Ran(_noted(built, service), checked, timed, probed, None, hello, limits, sandbox)
+    return _Ran(_noted(built, service), checked, timed, probed, None, hello, limits, sandbox, _unmet(service))
+
+
+def _unmet(service: BuildService | None) -> str | None:
+    return service.unmet if service is not None and service.unmet else None
 
 
 def _noted(built: Built, service: BuildService | None) -> Built:

@@ -16,7 +16,6 @@ from collections.abc import Callable
 import torch
 
 from kernelproof.errors import TaskError
-from kernelproof.evaluate import machine
 from kernelproof.evaluate.build import needs_build
 from kernelproof.evaluate.records import Setup, Solution, Stopped
 from kernelproof.evaluate.workers import WorkerSource
@@ -90,9 +89,6 @@ def prepare(
     if ENTRY_POINT not in solution.file.source:  # the name nowhere: no worker can find the class
         reason = Reason(ReasonCode.COMPILE_ERROR, NO_ENTRY_POINT)
         return Stopped(Outcome.FAIL, reason, tuple(flags), task.sha256)
-    missing = machine.missing_toolkit(solution.file)
-    if missing is not None:  # before any build: nothing is built, nothing is blamed on the solution
-        return Stopped(Outcome.ERROR, Reason(ReasonCode.ENVIRONMENT, missing), tuple(flags), task.sha256)
     dev = torch.device(device)
     variants = variants_for(task, dev.type)
     with steps.step("footprint"):

@@ -35,7 +35,6 @@ from kernelproof.build import (
 )
 from kernelproof.errors import UsageError
 from kernelproof.evaluate.build import PendingBuild, needs_build
-from kernelproof.evaluate.machine import missing_toolkit
 from kernelproof.evaluate.workers import WorkerSource
 from kernelproof.executors.memory import DeviceMemory, Unlimited
 from kernelproof.executors.memory import for_device as memory_for
@@ -307,8 +306,8 @@ class LocalPool(WorkerSource):
             except Exception:  # noqa: BLE001 - a missing file is reported by its own evaluation
                 continue
             path = sol.path
-            if not needs_build(sol.triage.backend) or sol.triage.syntax_error or missing_toolkit(sol):
-                continue  # (nothing to build with: the evaluation says so, as an environment error)
+            if not needs_build(sol.triage.backend) or sol.triage.syntax_error:
+                continue  # (a CUDA build this machine cannot do is refused at once, and recorded)
             key = (id(pool), sol.sha256)
             with self._lock:
                 pending = self._pending.get(key)

@@ -6,9 +6,12 @@ the parent's own facts, the same facts and the same functions an evaluation deci
 start (kernelproof/evaluate/setup.py), so the answer is the one the evaluation would reach, only
 sooner (I10, I11):
 
-- ``environment``: the sample's static triage needs CUDA (:func:`kernelproof.evaluate.machine.needs_cuda`)
-  and this machine cannot build it (:func:`~kernelproof.evaluate.machine.missing_toolkit`) or the run's
-  device is not a CUDA device. Nothing is built.
+- ``environment``: the sample truly asked for a CUDA build when the builder imported it (its build
+  record, :attr:`kernelproof.build.BuildResult.cuda`) and this machine cannot build it or the run's
+  device is not a CUDA device (:func:`kernelproof.evaluate.machine.unmet`). Text decides nothing: it
+  only picks which samples are built first (:func:`~kernelproof.evaluate.machine.looks_like_cuda`),
+  and a build this machine cannot do is refused at once, compiling nothing. A build it can do lands
+  in the build cache, where the sample's evaluation finds it.
 - ``too_large``: one case of the problem needs more memory than the device has, estimated on the meta
   device (:func:`kernelproof.verify.footprint.case_need`); nothing is allocated. One estimate per
   problem, whatever its number of samples.
@@ -28,7 +31,8 @@ from pathlib import Path
 
 import torch
 
-from kernelproof.evaluate.machine import missing_device, missing_toolkit
+from kernelproof.build import BuildResult
+from kernelproof.evaluate.machine import looks_like_cuda, unmet
 from kernelproof.measure import busy
 from kernelproof.solution import read_solution
 from kernelproof.verdict import Reason, ReasonCode
@@ -43,15 +47,17 @@ class Infeasible:
     reason: Reason
 
 
-def lacking(solution: Path, device: str) -> Reason | None:
-    """The ``environment`` reason of a sample this machine cannot build or run, or None."""
+Builder = Callable[[Path, bytes], BuildResult]  # a sample's path and bytes -> its build (the pool's)
+
+
+def lacking(solution: Path, device: str, build: Builder) -> Reason | None:
+    """The ``environment`` reason of a sample whose build asked for CUDA this machine cannot build
+    or run, or None. Only a sample whose text looks like CUDA is built here (the rest are left to
+    their evaluation, which decides the same way); the decision is its build's record's."""
     file = read_solution(str(solution))
-    why = missing_toolkit(file)
-    if why is None and missing_device(file, device) is not None:
-        why = (
-            f"the solution's {file.triage.backend} kernels need a CUDA device and this run's device is "
-            f"{device!r}; nothing was built. Judge it on a machine with a CUDA GPU (--device cuda)"
-        )
+    if file.triage.syntax_error or not looks_like_cuda(file):
+        return None
+    why = unmet(build(solution, file.data), device)
     return None if why is None else Reason(ReasonCode.ENVIRONMENT, why)
 
 
@@ -72,14 +78,18 @@ def oversize(task: Path, device: str) -> Reason | None:
 
 
 def infeasible(
-    pairs: list[tuple[Path, Path]], device: str, progress: Callable[[Path], None] | None = None
+    pairs: list[tuple[Path, Path]],
+    device: str,
+    build: Builder,
+    progress: Callable[[Path], None] | None = None,
 ) -> Iterator[Infeasible]:
     """Each (task, sample) pair this machine cannot judge, as soon as it is known: first the samples
-    it cannot build or run (a file's triage each: instant), then those of problems too large for the
-    device (a meta-device estimate per problem; ``progress(task)`` is told before each)."""
+    it cannot build or run (`build` builds those that look like CUDA: refused at once when this
+    machine cannot, cached for their evaluation when it can), then those of problems too large for
+    the device (a meta-device estimate per problem; ``progress(task)`` is told before each)."""
     left = []
     for task, solution in pairs:
-        reason = lacking(solution, device)
+        reason = lacking(solution, device, build)
         if reason is not None:
             yield Infeasible(task, solution, reason)
         else:

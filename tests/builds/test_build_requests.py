@@ -34,16 +34,18 @@ ARGS = {
 class _Pool:
     """A builder pool that records what it was asked to build and builds nothing."""
 
-    def __init__(self, ok: bool = True) -> None:
+    device = "cpu"
+
+    def __init__(self, ok: bool = True, cuda: tuple[str, ...] = ()) -> None:
         self.ok = ok
+        self.cuda = cuda  # the calls the builder recorded as asking for CUDA
         self.sources: list[str] = []
         self.materialized: list[Path] = []
 
     def build(self, path: Path) -> BuildResult:
         self.sources.append(path.read_text())
-        return BuildResult(
-            self.ok, 0.1, "" if self.ok else "main.cpp:1: error: expected ';'", "cuda", key="k" * 64
-        )
+        log = "" if self.ok else "main.cpp:1: error: expected ';'"
+        return BuildResult(self.ok, 0.1, log, "cuda", key="k" * 64, cuda=self.cuda)
 
     def materialize(self, result: BuildResult, dest: Path) -> None:
         self.materialized.append(Path(dest))
@@ -72,6 +74,19 @@ def test_a_failed_requested_build_answers_with_the_compiler_error(tmp_path):
     reply = service(_message())
     assert reply["ok"] is False and "expected ';'" in reply["message"] and "kp_ext" in reply["message"]
     assert "expected ';'" in service.failed  # the verdict's compile_error, even if the solution catches it
+
+
+def test_a_requested_cuda_build_this_machine_cannot_run_is_the_machines_not_the_solutions(tmp_path):
+    """The builder's record of the call (not the request's text) and the parent's facts decide."""
+    for ok in (True, False):  # built (a machine with a toolkit) or refused (one without)
+        service = BuildService(_Pool(ok=ok, cuda=("load_inline:kp_ext",)), tmp_path)  # device "cpu"
+        reply = service(_message(cuda_sources=["__global__ void k() {}"]))
+        assert reply["ok"] is ok  # the build's own answer, to the solution
+        assert "kp_ext" in service.unmet  # the evaluation's environment, whatever the solution does
+        assert "need a CUDA device" in service.unmet or "cannot build the CUDA" in service.unmet
+    words = BuildService(_Pool(ok=True), tmp_path)  # CUDA words in a C++ build that asked for none
+    assert words(_message(cpp_sources=["// __global__ void k("]))["ok"] is True
+    assert not words.unmet
 
 
 def test_rejects_a_build_request_once_timing_has_started(tmp_path):

@@ -12,6 +12,7 @@ import torch
 
 from kernelproof.build import inline
 from kernelproof.build.env import nvcc_path
+from kernelproof.errors import CudaUnavailableError
 
 TEMPLATED = r"""
 #include <torch/extension.h>
@@ -65,7 +66,25 @@ def hooked(monkeypatch, tmp_path):
     monkeypatch.setitem(inline._state, "original", fake)
     monkeypatch.setitem(inline._state, "records", [])
     monkeypatch.setitem(inline._state, "fast", True)
+    # a machine that can build CUDA: the fake stands in for torch's compilers (the machine's facts
+    # have their own tests below)
+    monkeypatch.setattr(inline._cuda, "lacks", lambda kinds, environ=None: ())
     return fake
+
+
+def test_a_cuda_build_this_machine_cannot_do_is_refused_and_recorded_compiling_nothing(hooked, monkeypatch):
+    monkeypatch.setattr(inline._cuda, "lacks", lambda kinds, environ=None: ("no CUDA toolkit",))
+    with pytest.raises(CudaUnavailableError, match="no CUDA toolkit"):
+        inline.load_inline("ext", "int f();", "__global__ void k() {}")
+    assert hooked.calls == []  # nothing reached a compiler
+    rec = inline.records()[0]
+    assert rec["cuda"] is True and rec["unavailable"] == "no CUDA toolkit"
+
+
+def test_a_cpu_extension_asks_for_no_cuda_whatever_its_text(hooked, monkeypatch):
+    monkeypatch.setattr(inline._cuda, "lacks", lambda kinds, environ=None: ("no CUDA toolkit",))
+    inline.load_inline("ext", "int f(); // __global__ void k(", cuda_sources=[], with_cuda=False)
+    assert len(hooked.calls) == 1 and inline.records()[0]["cuda"] is False
 
 
 def test_refused_split_falls_back_to_torch_with_the_same_arguments(hooked, tmp_path):
