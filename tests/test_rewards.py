@@ -108,3 +108,22 @@ def test_the_weights_are_the_operators():
 def test_weights_that_make_no_sense_are_refused(bad):
     with pytest.raises(ValueError, match="reward"):
         RewardWeights(**bad)
+
+
+def test_kernelgyms_coverage_fields_come_from_the_parents_profile():
+    from dataclasses import replace
+
+    from kernelproof.serve.kernelgym import _coverage_fields
+
+    profiled = Coverage(
+        0.7,
+        kernels=(("my_kernel", "solution", 3.0), ("at::native::reduce_kernel", "aten", 1.0)),
+        custom_fraction_raw=0.75,
+    )
+    fields = _coverage_fields(replace(verdict(), coverage=profiled))
+    assert fields["num_custom_kernels"] == 1 and fields["num_total_kernels"] == 2
+    assert fields["total_kernel_run_time_in_profiling_us"] == pytest.approx(4000.0)
+    # Dr. Kernel's time coverage, custom / total, is the parent's share of whole durations
+    ratio = fields["custom_kernel_cuda_time_in_profiling_us"] / fields["total_kernel_run_time_in_profiling_us"]
+    assert ratio == pytest.approx(0.75)
+    assert _coverage_fields(verdict(launches=1)) == {}  # the CPU: launches counted, no profile

@@ -215,6 +215,7 @@ def result_of(service: Service, name: str, job: Job) -> dict[str, Any]:
         error_code=v.codes[0] if v.codes else None,
     )
     out["metadata"].update(
+        **_coverage_fields(v),
         verdict=v.verdict.value,
         codes=v.codes,
         reward=answer["reward"],
@@ -224,6 +225,24 @@ def result_of(service: Service, name: str, job: Job) -> dict[str, Any]:
         kernelproof_verdict=answer["verdict"],
     )
     return out
+
+
+def _coverage_fields(v: Verdict) -> dict[str, Any]:
+    """KernelGYM's coverage fields, which Dr. Kernel's reward client reads from ``metadata``
+    (``num_custom_kernels``, ``num_total_kernels``, ``custom_kernel_cuda_time_in_profiling_us``,
+    ``total_kernel_run_time_in_profiling_us``), from the parent's profile of one call on a GPU: the
+    kernels the verdict lists (its top entries by GPU time) and the solution's share of whole
+    durations (``coverage.custom_fraction_raw``). Absent where coverage was not judged (the CPU)."""
+    cov = v.coverage
+    if cov is None or cov.custom_fraction_raw is None or not cov.kernels:
+        return {}
+    total_us = sum(ms for _name, _origin, ms in cov.kernels) * 1e3
+    return {
+        "num_custom_kernels": sum(1 for _name, origin, _ms in cov.kernels if origin == "solution"),
+        "num_total_kernels": len(cov.kernels),
+        "custom_kernel_cuda_time_in_profiling_us": cov.custom_fraction_raw * total_us,
+        "total_kernel_run_time_in_profiling_us": total_us,
+    }
 
 
 def _speedup_low(v: Verdict) -> float:
