@@ -25,9 +25,9 @@ def _counting_compiles(monkeypatch, arrivals: int) -> list[str]:
     start = threading.Barrier(arrivals)
     real_build = BuilderPool.build
 
-    def arrive_together(self, source_path):
+    def arrive_together(self, source_path, data=None):
         start.wait(timeout=30)
-        return real_build(self, source_path)
+        return real_build(self, source_path, data)
 
     def counted(source_path, *rest, **kw):
         compiles.append(str(source_path))

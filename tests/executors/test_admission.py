@@ -98,9 +98,11 @@ def test_a_build_the_worker_asks_for_lends_the_evaluations_slot(tmp_path):
     seen = []
 
     class Builders:
+        device = "cpu"
+
         def build(self, path):
             seen.append(adm.free)
-            return SimpleNamespace(ok=False, log="no compiler here", cached=False, key="")
+            return SimpleNamespace(ok=False, log="no compiler here", cached=False, key="", cuda=())
 
     with adm.slot():
         service = BuildService(Builders(), tmp_path / "private", tmp_path / "rw")

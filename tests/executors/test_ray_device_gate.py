@@ -132,6 +132,7 @@ def run_timed_batch(tmp_path: Path, device: str, num_gpus: int) -> None:
             min_rounds=3,
             max_rounds=4,
             time_when_busy=True,  # a busy machine is flagged in the verdict, not refused
+            time_interpreted=True,  # on the CPU a Triton kernel runs interpreted: timed only when asked
             per_device=2,
         )
         verdicts = list(evaluate_many_ray(pairs, options, evaluate=gate_logged_evaluate(log)))
