@@ -172,7 +172,7 @@ def test_level1_example_passes_timed_on_the_cpu(task: Path, solution: Path, monk
     gelu here (a bound from another case), which correctness-only runs never reach."""
     from kernelproof.measure import session
 
-    opts = _options("cpu", True).replace(time_budget_s=0.3, min_rounds=2, max_rounds=2)
+    opts = _options("cpu", True).replace(time_budget_s=0.3, min_rounds=2, max_rounds=2, time_interpreted=True)
     monkeypatch.setattr(session, "HIDDEN_FETCH_PROBABILITY", 1.0)  # every round re-checks a timed output
     v = evaluate(_relative(task), _relative(solution), opts)
     assert v.passed, describe(v)

@@ -36,10 +36,11 @@ def _timed(solution: str):
 def test_a_forged_profile_reply_is_a_protocol_violation(monkeypatch):
     monkeypatch.setattr(process, "REPLY_CHECKS", False)  # the reply check off: the reply is taken
     taken = _timed("forged_profile_reply.py")
-    # ... and gains nothing: the parent built no extension, so an "extension" launch is not the
-    # solution's (kernelproof/measure/attribution.py); it is judged as the plain PyTorch it is
-    assert taken.coverage is not None and taken.coverage.custom_launches == 0
-    assert "extension:forged" in taken.coverage.note and any(f.startswith("plain_torch") for f in taken.flags)
+    # ... and gains nothing: the parent built no extension, so an "extension" launch is never the
+    # solution's (kernelproof/measure/attribution.py), and the harness's own reply, left in the
+    # stream behind the forged one, desynchronises the timing that follows: no pass either way
+    assert not taken.passed, taken.reasons
+    assert taken.coverage is None or taken.coverage.custom_launches == 0
     monkeypatch.setattr(process, "REPLY_CHECKS", True)
     v = _timed("forged_profile_reply.py")
     assert v.verdict.value == "fail" and v.codes == ["protocol_violation"], v.reasons
