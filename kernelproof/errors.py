@@ -19,7 +19,8 @@ reaches it (kernelproof/exits.py has the whole table):
     │   ├── KeyFileError        a signing key file that cannot be made, read or used
     │   ├── ConfigError         * a bad model spec, option or combination
     │   ├── MissingDependencyError  * an optional SDK is not installed
-    │   └── ReplayError         * a replay log or a run to resume is unreadable or foreign
+    │   ├── ReplayError         * a replay log or a run to resume is unreadable or foreign
+    │   └── RequestError        a request `kernelproof serve` cannot take; ``status``: the HTTP answer
     ├── TaskError               the task does not load, or its reference does not run (exit 2)
     ├── AgentError              the agent loop's own (* the three above are agent errors too)
     │   └── BackendError        one LLM call failed for good: exit 4 when its retries ran out,
@@ -27,6 +28,8 @@ reaches it (kernelproof/exits.py has the whole table):
     ├── NativeCompileError      nvcc rejected a native source (in the candidate's build: compile_error)
     ├── RefusedFlagError        a compiler flag a solution passed is not allowed (kernelproof/compiler_flags.py)
     ├── BuildRequestError       a build the worker asked the parent for failed or was refused (compile_error)
+    ├── CudaUnavailableError    a CUDA build asked for on a machine that cannot do it (environment)
+    ├── QueueFull               the service's queue is full: answered 429 with Retry-After
     ├── CacheTamperError        a build cache entry changed after it was published
     ├── PublishError            a build's staging directory cannot be published
     ├── WorkerError             the trusted side of the worker protocol failed (not the candidate)
@@ -162,6 +165,10 @@ class CudaUnavailableError(KernelproofError, RuntimeError):
     A RuntimeError too, as torch's own build failure is."""
 
 
+class QueueFull(KernelproofError):
+    """The jobs queued or running in ``kernelproof serve`` would exceed its limit: answer 429."""
+
+
 class CacheTamperError(KernelproofError):
     """A published entry no longer matches its manifest: it was changed after publication."""
 
@@ -212,3 +219,11 @@ class StoreError(KernelproofError):
     bad input, like a bad task), so a script tells them from kernelproof's own failures."""
 
     exit_code: ClassVar[int] = EXIT_USAGE
+
+
+class RequestError(UsageError, ValueError):
+    """A request ``kernelproof serve`` cannot take, with the HTTP status to answer (422 unless said)."""
+
+    def __init__(self, message: str, status: int = 422):
+        super().__init__(message)
+        self.status = status

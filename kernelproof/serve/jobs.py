@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from kernelproof.errors import QueueFull  # defined in the one tree, raised here
 from kernelproof.options import EvalOptions
 from kernelproof.serve.backends import Backend
 from kernelproof.serve.book import CANCELLED, DONE, QUEUED, RUNNING, Job, JobBook
@@ -29,10 +30,6 @@ from kernelproof.serve.metrics import Metrics
 from kernelproof.verdict import Verdict
 
 Listener = Callable[[Job], None]
-
-
-class QueueFull(Exception):
-    """The jobs queued or running would exceed the limit: answer 429."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,18 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kernelproof.errors import RequestError  # defined in the one tree, raised here
 from kernelproof.options import normalize_baselines
 from kernelproof.serve.config import MAX_BATCH
 
 MAX_FIELD_CHARS = 512  # a task id, a baseline name
-
-
-class RequestError(ValueError):
-    """A request the service cannot take, with the HTTP status to answer (422 unless said)."""
-
-    def __init__(self, message: str, status: int = 422):
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(frozen=True)
