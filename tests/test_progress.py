@@ -154,9 +154,11 @@ def test_compare_and_audit_say_how_far_they_got_when_piped():
 
     good = str(DATA / "solutions" / "scale_relu_triton.py")
     ran = run_piped("compare", TASK, good, good, "--device", "cpu", "--time-budget", "0.5")
-    assert ran.code in (0, 1), ran
+    busy = ran.code == 2 and "busy" in ran.err  # a loaded machine: compare refuses to time, as eval does
+    assert ran.code in (0, 1) or busy, ran
     steps = [ln for ln in ran.err.splitlines() if ln.startswith("compare: ")]
-    assert steps[0].startswith("compare: A: task set up") and any(s.startswith("compare: B: ") for s in steps)
+    assert steps[0].startswith("compare: A: task set up")
+    assert busy or any(s.startswith("compare: B: ") for s in steps)
     audited = run_piped("audit", TASK, "--device", "cpu")
     assert audited.out.splitlines()[0] == "[1/1] ok " + os.path.relpath(TASK), audited
 
