@@ -161,6 +161,8 @@ KEYED = {
     "policy": "library-ok",
     "cpu_threads": 2,
     "time_when_busy": True,
+    "precision": "bf16",  # the contract the task is judged in (--precision)
+    "time_interpreted": True,  # an interpreted CPU candidate timed, or not
 }
 
 
