@@ -91,6 +91,20 @@ def read_manifest(path: Path, smoke: bool, device: str) -> list[Candidate]:
     return out
 
 
+def interleaved(candidates: list[Candidate]) -> list[Candidate]:
+    """The set in rounds over its tasks (each task's first candidate, then each one's second, ...):
+    several tasks are in flight together, as in a training batch of many problems, and a pass cut
+    at the deadline has judged every task alike rather than the manifest's first few."""
+    by_task: dict[str, list[Candidate]] = {}
+    for c in candidates:
+        by_task.setdefault(c.task, []).append(c)
+    queues = list(by_task.values())
+    out: list[Candidate] = []
+    for i in range(max((len(q) for q in queues), default=0)):
+        out += [q[i] for q in queues if i < len(q)]
+    return out
+
+
 def aa_pair(candidates: list[Candidate]) -> Candidate | None:
     """The A/A copy of the first honest candidate expected to pass (None where there is none)."""
     for c in candidates:
@@ -196,9 +210,9 @@ class BusyShare:
 # -- one pass -----------------------------------------------------------------------------------
 def one_pass(ns, candidates: list[Candidate], per_device: int, cache: Path, label: str) -> dict[str, Any]:
     """Start a server with a fresh store and the given build cache, send the whole set as one
-    streamed batch, and read the answers as they finish."""
-    import httpx
-
+    streamed batch, and read the answers as they finish. Each answer is appended to
+    ``service-throughput.rows.jsonl`` as it arrives; past ``--deadline-s`` the pass is cut (the
+    server stopped, the answers so far kept, the pass marked ``cut``)."""
     state = Path(tempfile.mkdtemp(prefix=f"service-throughput-{label}-"))
     args = [
         "--device", ns.device, "--per-device", str(per_device), "--db", str(state / "store.sqlite"),
@@ -214,10 +228,37 @@ def one_pass(ns, candidates: list[Candidate], per_device: int, cache: Path, labe
     server = Server(args, env)
     busy = BusyShare(ns.device)
     rows: list[dict[str, Any]] = []
+    failure: list[BaseException] = []
+    started = time.monotonic()
+    reader = threading.Thread(
+        target=_read_answers, args=(ns, server, candidates, label, started, rows, failure), daemon=True
+    )
     try:
-        by_id: dict[str, Candidate] = {}
-        items = [{"task": c.task, "solution": c.source} for c in candidates]
-        started = time.monotonic()
+        reader.start()
+        reader.join(timeout=None if ns.deadline is None else max(1.0, ns.deadline - time.monotonic()))
+        cut = reader.is_alive()
+        wall = time.monotonic() - started
+    finally:
+        share = busy.stop()
+        server.close()
+        reader.join(timeout=30)
+        shutil.rmtree(state, ignore_errors=True)
+    if failure and not cut:
+        raise RuntimeError(f"the {label} pass at {per_device} in flight failed") from failure[0]
+    summary = _summary(label, per_device, list(rows), wall, share)
+    summary["cut"] = cut
+    summary["sent"] = len(candidates)
+    return summary
+
+
+def _read_answers(ns, server: Server, candidates, label, started, rows, failure) -> None:
+    """Send the batch on one stream and record each answer as it arrives (a thread of its own, so
+    that the pass can be cut at the deadline)."""
+    import httpx
+
+    items = [{"task": c.task, "solution": c.source} for c in candidates]
+    log = (ns.out / "service-throughput.rows.jsonl").open("a")
+    try:
         with httpx.Client(base_url=server.url, timeout=None) as client:
             with client.stream("POST", "/v1/jobs/stream", json={"items": items}) as response:
                 response.raise_for_status()
@@ -228,19 +269,19 @@ def one_pass(ns, candidates: list[Candidate], per_device: int, cache: Path, labe
                     if not line.strip():
                         continue
                     answer = json.loads(line)
-                    rows.append(_row(by_id[answer["id"]], answer, time.monotonic() - started))
+                    row = _row(by_id[answer["id"]], answer, time.monotonic() - started)
+                    rows.append(row)
+                    log.write(json.dumps({"pass": label, **row}, default=str) + "\n")
+                    log.flush()
                     if ns.verbose:
-                        r = rows[-1]
                         print(
-                            f"  {label:5s} {r['task'][:44]:44s} {r['outcome']:5s} {r['seconds']:6.1f}s",
+                            f"  {label:5s} {row['task'][:44]:44s} {row['outcome']:5s} {row['seconds']:6.1f}s",
                             flush=True,
                         )
-        wall = time.monotonic() - started
+    except BaseException as e:  # noqa: BLE001 - the pass reports it (a cut pass ends here too)
+        failure.append(e)
     finally:
-        share = busy.stop()
-        server.close()
-        shutil.rmtree(state, ignore_errors=True)
-    return _summary(label, per_device, rows, wall, share)
+        log.close()
 
 
 def _row(c: Candidate, answer: dict[str, Any], arrived: float) -> dict[str, Any]:
@@ -286,6 +327,9 @@ def _summary(label: str, per_device: int, rows: list[dict], wall: float, share) 
         "per_device": per_device,
         "wall_s": round(wall, 2),
         "evaluations": len(fresh),
+        "judged": sum(
+            1 for r in fresh if r["outcome"] in ("pass", "fail")
+        ),  # the rest: errors of the machine
         "evaluations_per_gpu_hour": round(len(fresh) / wall * 3600, 1) if wall > 0 else None,
         "busy_share": share,
         "builds": sum(1 for r in rows if r["built"]),
@@ -337,14 +381,19 @@ def terminal(doc: dict[str, Any]) -> str:
             f"{r['label']:5s} {r['per_device']:9d} {r['evaluations']:5d} {r['wall_s']:8.1f} "
             f"{r['evaluations_per_gpu_hour'] or 0:11.1f} {busy[:8]:>8s} {aa_s[:9]:>9s} "
             f"{'yes' if r['all_expected'] else 'NO':>8s}"
+            + (f"  cut {r['evaluations']}/{r['sent']}" if r.get("cut") else "")
         )
+    for r in doc["runs"]:
+        if r["judged"] != r["evaluations"]:
+            out.append(f"{r['label']} at {r['per_device']}: {r['judged']} of {r['evaluations']} judged on merit "
+                       "(the rest errors of the machine)")  # fmt: skip
     if doc["runs"] and isinstance(doc["runs"][0]["busy_share"], str):
         out.append(f"busy: {doc['runs'][0]['busy_share']}")
     for label in ("cold", "warm"):
         best = doc["best"].get(label)
         if best:
             out.append(f"best {label}: {best['evaluations_per_gpu_hour']} evaluations per GPU-hour "
-                       f"at {best['per_device']} in flight")  # fmt: skip
+                       f"at {best['per_device']} in flight" + (" (cut at the deadline)" if best["cut"] else ""))  # fmt: skip
     if doc["broken_concurrency"]:
         out.append(f"A/A broken (left out): in flight {doc['broken_concurrency']}")
     last = doc["runs"][-1] if doc["runs"] else None
@@ -383,7 +432,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--verbose", action="store_true", help="a line per answer")
+    ap.add_argument(
+        "--build-cache", type=Path, default=None,
+        help="keep builds in this folder across calls (a warm pass in a later call; default: a fresh one per concurrency)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--only", action="append", default=[], help="only the tasks whose path contains this (repeatable)"
+    )
+    ap.add_argument(
+        "--deadline-s", type=float, default=None,
+        help="stop by this many seconds from the start: the pass under way is cut, its answers kept",
+    )  # fmt: skip
     ns = ap.parse_args(argv)
+    ns.deadline = None if ns.deadline_s is None else time.monotonic() + ns.deadline_s
     if ns.smoke:
         ns.device = ns.device or "cpu"
         ns.correctness_only = True
@@ -396,17 +457,56 @@ def main(argv: list[str] | None = None) -> int:
     if not ns.manifest.is_file():
         ap.error(f"no candidate manifest at {ns.manifest}")
     candidates = read_manifest(ns.manifest, ns.smoke, ns.device)
+    if ns.only:
+        candidates = [c for c in candidates if any(pat in c.task for pat in ns.only)]
+        if not candidates:
+            ap.error(f"no candidate's task matches {ns.only}")
+    ns.out = ns.out or out_dir()
+    ns.out.mkdir(parents=True, exist_ok=True)
+    (ns.out / "service-throughput.rows.jsonl").write_text("")
+    candidates = interleaved(candidates)
     twin = aa_pair(candidates)
-    if twin is not None:
-        candidates = candidates + [twin]
-    runs = []
+    if twin is not None:  # beside its original: a pass cut at the deadline still compares them
+        at = next(i for i, c in enumerate(candidates) if c.id == twin.id.removesuffix("#aa"))
+        candidates = candidates[: at + 1] + [twin] + candidates[at + 1 :]
+    runs: list[dict[str, Any]] = []
+    settings = {
+        "manifest": str(ns.manifest),
+        "tasks": [str(t) for t in ns.tasks],
+        "only": ns.only,
+        "smoke": ns.smoke,
+        "device": ns.device,
+        "correctness_only": ns.correctness_only,
+        "per_device": ns.per_device,
+        "passes": ns.passes,
+        "candidates": len(candidates),
+        "aa_tolerance": AA_TOLERANCE,
+        "deadline_s": ns.deadline_s,
+        "commit": _commit(),
+    }
+    doc = _document(settings, runs)
     for per_device in [int(x) for x in ns.per_device.split(",") if x.strip()]:
-        cache = Path(tempfile.mkdtemp(prefix="service-throughput-builds-"))  # cold: nothing built yet
+        # cold: nothing built yet, unless --build-cache names a folder a former call filled
+        cache = ns.build_cache or Path(tempfile.mkdtemp(prefix="service-throughput-builds-"))
         try:
             for label in [p.strip() for p in ns.passes.split(",") if p.strip()]:
+                if ns.deadline is not None and time.monotonic() >= ns.deadline:
+                    break
                 runs.append(one_pass(ns, candidates, per_device, cache, label))
+                doc = _document(settings, runs)  # written after each pass: a cut call keeps them
+                (ns.out / "service-throughput.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
         finally:
-            shutil.rmtree(cache, ignore_errors=True)
+            if ns.build_cache is None:
+                shutil.rmtree(cache, ignore_errors=True)
+    (ns.out / "service-throughput.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    print(terminal(doc))
+    print(f"\nwritten: {ns.out / 'service-throughput.json'}")
+    return 0 if doc["all_expected"] else 1
+
+
+def _document(settings: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The report: every pass, the concurrencies whose A/A check broke, and the best rate of each
+    pass kind among the others (a pass cut at the deadline counts only what it finished)."""
     broken = sorted({r["per_device"] for r in runs if r["aa"].get("checked") and not r["aa"]["ok"]})
     best = {}
     for label in ("cold", "warm"):
@@ -416,32 +516,16 @@ def main(argv: list[str] | None = None) -> int:
             best[label] = {
                 "per_device": top["per_device"],
                 "evaluations_per_gpu_hour": top["evaluations_per_gpu_hour"],
+                "cut": top.get("cut", False),
             }
-    doc = {
+    return {
         "schema": SCHEMA,
-        "settings": {
-            "manifest": str(ns.manifest),
-            "tasks": [str(t) for t in ns.tasks],
-            "smoke": ns.smoke,
-            "device": ns.device,
-            "correctness_only": ns.correctness_only,
-            "per_device": ns.per_device,
-            "passes": ns.passes,
-            "candidates": len(candidates),
-            "aa_tolerance": AA_TOLERANCE,
-            "commit": _commit(),
-        },  # fmt: skip
+        "settings": settings,
         "runs": runs,
         "broken_concurrency": broken,
         "best": best,
-        "all_expected": all(r["all_expected"] for r in runs),
+        "all_expected": bool(runs) and all(r["all_expected"] for r in runs),
     }
-    out = ns.out or out_dir()
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "service-throughput.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
-    print(terminal(doc))
-    print(f"\nwritten: {out / 'service-throughput.json'}")
-    return 0 if doc["all_expected"] else 1
 
 
 def _commit() -> str:
