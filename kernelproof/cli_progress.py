@@ -196,7 +196,7 @@ def phase_line(phase: str, seconds: float) -> None:
 
 class ItemSteps:
     """A verb over many evaluations (bench) on a terminal: each evaluation's phases, named by its
-    item (kernelproof/evaluate/progress.py's ``about``), at the end of the live line. `name` says
+    item (kernelproof/evaluate/phase_progress.py's ``about``), at the end of the live line. `name` says
     an item as the verb shows it (a path relative to its folder)."""
 
     def __init__(self, shown: Progress, name: Callable[[str], str] = str) -> None:
@@ -204,7 +204,7 @@ class ItemSteps:
         self.name = name
 
     def __call__(self, phase: str, seconds: float) -> None:
-        from kernelproof.evaluate.progress import current_item
+        from kernelproof.evaluate.phase_progress import current_item
 
         item = current_item()
         if item and self.shown.live:
@@ -235,7 +235,7 @@ class CompareSteps:
         shown.state("verifying A")
 
     def phase(self, phase: str, seconds: float) -> None:
-        """The sink of :func:`kernelproof.evaluate.progress.reporting`: A's phases, then B's."""
+        """The sink of :func:`kernelproof.evaluate.phase_progress.reporting`: A's phases, then B's."""
         if phase == "setup":  # each solution's evaluation begins with the task's set-up
             self.which = "B" if self.which == "A" else "A"
         words = f"{self.which}: {PHASE_WORDS.get(phase, phase)}"
