@@ -8,10 +8,10 @@ flight (minutes) nor print a traceback on a second Ctrl-C.
 
 The interface (command-line code only; library code never prints, nor touches signals):
 
-    from kernelproof import progress
+    from kernelproof import cli_progress
 
-    with progress.Progress("bench", total=len(pairs), console=out) as p:
-        with progress.keeping(lambda: f"{p.done} of {p.total} verdicts kept in the store"):
+    with cli_progress.Progress("bench", total=len(pairs), console=out) as p:
+        with cli_progress.keeping(lambda: f"{p.done} of {p.total} verdicts kept in the store"):
             p.running("level1/a.py")           # what is under way: "; running level1/a.py" at the
             p.state("worker ready at 5 s")      # live line's end, or any words (nothing in a pipe)
             ...
