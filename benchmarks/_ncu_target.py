@@ -8,7 +8,7 @@ import sys
 import torch
 
 from kernelproof.task import load_task
-from kernelproof.verify.cases import build_variant, make_inputs, to_device
+from kernelproof.verify.case_plan import build_variant, make_inputs, to_device
 
 
 def main() -> None:

@@ -227,7 +227,7 @@ def _admitted_bytes(device: str) -> float | None:
     """What the device's memory admission allows in all (None: the CPU, no admission)."""
     import torch
 
-    from kernelproof.executors.memory import for_device
+    from kernelproof.executors.device_memory import for_device
 
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -326,7 +326,7 @@ def _heartbeat(every_s: float, started: float, stop: threading.Event) -> None:
     """Lines starting ``..`` every `every_s`: each evaluation in flight with the step it is in, the
     device admissions' reservations, and the device's memory as the driver sees it. A sweep that
     goes minutes without a verdict shows where its evaluations wait."""
-    from kernelproof.executors.memory import admissions
+    from kernelproof.executors.device_memory import admissions
     from kernelproof.verify.steps import live
 
     while not stop.wait(every_s):

@@ -42,8 +42,8 @@ def measure(task: str, device: str, chunk_elements: int = 0) -> dict:
     import torch
 
     import kernelproof
-    from kernelproof.evaluate.records import Stopped
     from kernelproof.evaluate.setup import prepare, read
+    from kernelproof.evaluate.step_records import Stopped
     from kernelproof.options import EvalOptions
     from kernelproof.task import load_task, variants_for
 
@@ -61,9 +61,9 @@ def measure(task: str, device: str, chunk_elements: int = 0) -> dict:
 
             slices.CHUNK_ELEMENTS = chunk_elements
         except ImportError:  # a tree from before the slices were shared (--root): the comparisons' own
-            from kernelproof.verify import compare
+            from kernelproof.verify import oracle_compare
 
-            compare.CHUNK_ELEMENTS = chunk_elements
+            oracle_compare.CHUNK_ELEMENTS = chunk_elements
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     t = load_task(task)
     try:  # a tree from before the estimate existed (--root) has none

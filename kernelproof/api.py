@@ -33,15 +33,15 @@ from kernelproof import blame
 from kernelproof.blame import internal_error_verdict, too_large_verdict
 from kernelproof.code_identity import this_source
 from kernelproof.errors import UsageError
-from kernelproof.evaluate import compare_pair, evaluate_pair, progress
+from kernelproof.evaluate import compare_pair, evaluate_pair, phase_progress
 from kernelproof.evaluate.chain import give_back_cached
-from kernelproof.evaluate.progress import reporting  # noqa: F401  (the CLI's phase lines)
-from kernelproof.evaluate.requests import device_name
+from kernelproof.evaluate.phase_progress import reporting  # noqa: F401  (the CLI's phase lines)
+from kernelproof.evaluate.worker_requests import device_name
 from kernelproof.executors.local import LocalPool, default_pool, resolve_devices, run_many
 from kernelproof.measure.claims import start_profiler_here
 from kernelproof.options import EvalOptions
 from kernelproof.preflight import SHAPE_VARIANTS, PathLike, checked_options, require_files  # noqa: F401
-from kernelproof.report.kernelbench import KernelBenchRun, Sample, find_run  # noqa: F401  (kernelbench's)
+from kernelproof.report.kernelbench_run import KernelBenchRun, Sample, find_run  # noqa: F401  (kernelbench's)
 from kernelproof.solution import SolutionFile, solution_of
 from kernelproof.store import as_requested, db_path, open_store, served  # noqa: F401  (db_path: the CLI's)
 from kernelproof.submission import EvaluationKey, Submission, Submitted, read_submission
@@ -154,7 +154,7 @@ def _to_build(items: list[tuple[str, str]], options: EvalOptions, device: str) -
 
 def _evaluate_named(task: str, solution: str, options: EvalOptions, device: str, pool: LocalPool) -> Verdict:
     """:func:`_evaluate_on`, its phases reported as the solution's (a verb's live line names it)."""
-    with progress.about(solution):
+    with phase_progress.about(solution):
         return _evaluate_on(task, solution, options, device, pool)
 
 
@@ -354,7 +354,7 @@ def kernelbench(
     executor: str = "local",
     address: str | None = None,
 ) -> Iterator[tuple[Sample, Verdict]]:
-    """Judge every sample of a KernelBench run folder (:func:`kernelproof.report.kernelbench.find_run`)
+    """Judge every sample of a KernelBench run folder (:func:`kernelproof.report.kernelbench_run.find_run`)
     as :func:`bench` does; yield (sample, verdict) as they finish.
 
     A verdict is matched to its sample by the sha256 of both files: the store answers an identical

@@ -14,7 +14,7 @@ A verb over many items (``bench``, ``certify``, ``audit`` of a folder) exits wit
 among them. Errors go to stderr, as ``error: <message>``; results go to stdout, or to stderr when
 ``--json -`` gives stdout to the JSON. A reader that closes the pipe early (``| head``) changes no
 exit code. The long verbs show their progress, and Ctrl-C ends any verb within 5 s with one line
-of what was kept (kernelproof/progress.py).
+of what was kept (kernelproof/cli_progress.py).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Annotated
 
 import typer
 
-from kernelproof import exits, progress
+from kernelproof import cli_progress, exits
 from kernelproof.commands.audit import audit_command
 from kernelproof.commands.bench import bench_command
 from kernelproof.commands.ceilings import ceilings_command
@@ -126,7 +126,7 @@ def main() -> None:
 
         make_parent_nondumpable()
     sys.stdout = ClosedPipeSafe(sys.stdout)  # type: ignore[assignment]
-    with progress.interruptible():  # Ctrl-C: one line of what was kept, exit 130 within 5 s
+    with cli_progress.interruptible():  # Ctrl-C: one line of what was kept, exit 130 within 5 s
         code = run()
     sys.stdout.flush()
     sys.exit(code)

@@ -154,7 +154,7 @@ class RefusedFlagError(KernelproofError):
 
 class BuildRequestError(KernelproofError, RuntimeError):
     """Raised in the worker to the solution's load_inline / load call: the build it asked the parent for
-    (kernelproof/build/requests.py) failed or was refused. A RuntimeError too, as torch's own build
+    (kernelproof/build/runtime_request.py) failed or was refused. A RuntimeError too, as torch's own build
     failure is, so a solution's ``except RuntimeError`` sees it the same."""
 
 

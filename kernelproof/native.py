@@ -240,7 +240,7 @@ def compile_cubin(source: str, arch: str, options: Sequence[str] = DEFAULT_OPTIO
 
 def _request(source: str, arch: str, options: Sequence[str], cubin: Path) -> bool:
     """In a worker (whose cubin folder is read-only): ask the parent to compile this source, as a
-    build request (kernelproof.build.requests), whichever line of the solution called load_cuda.
+    build request (kernelproof.build.runtime_request), whichever line of the solution called load_cuda.
     The builder's compile hashes the same source, options and architecture, so the cubin it provides
     is the one looked for here. False outside a worker (nothing asked)."""
     from kernelproof.build import inline

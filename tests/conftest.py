@@ -103,16 +103,16 @@ def _time_when_busy(monkeypatch):
 
 @pytest.fixture
 def seeds_tried(monkeypatch) -> list[int]:
-    """Every seed kernelproof/verify/cases.py seeds torch with from now on, in order: a fallback from
+    """Every seed kernelproof/verify/case_plan.py seeds torch with from now on, in order: a fallback from
     the device to the CPU shows as the same seed twice."""
-    from kernelproof.verify import cases
+    from kernelproof.verify import case_plan
 
     tried: list[int] = []
-    real = cases.seeded
+    real = case_plan.seeded
 
     def seeded(seed):
         tried.append(seed)
         return real(seed)
 
-    monkeypatch.setattr(cases, "seeded", seeded)
+    monkeypatch.setattr(case_plan, "seeded", seeded)
     return tried

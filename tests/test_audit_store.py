@@ -17,7 +17,7 @@ from kernelproof.options import EvalOptions
 from kernelproof.task import load_task
 from kernelproof.verify import audit
 from kernelproof.verify.audit_store import AuditStore
-from kernelproof.verify.cases import build_variant
+from kernelproof.verify.case_plan import build_variant
 
 DATA = Path(__file__).parent / "data"
 TASK, SOL = str(DATA / "tasks" / "scale_relu.py"), str(DATA / "solutions" / "plain_torch.py")

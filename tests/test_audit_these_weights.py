@@ -21,7 +21,7 @@ from kernelproof.options import EvalOptions
 from kernelproof.task import load_task
 from kernelproof.verify import audit
 from kernelproof.verify.audit_store import AuditStore
-from kernelproof.verify.cases import build_variant
+from kernelproof.verify.case_plan import build_variant
 
 DATA = Path(__file__).parent / "data"
 TASK = str(DATA / "tasks" / "clamped_offset.py")

@@ -13,7 +13,12 @@ import torch
 
 from kernelproof.task import load_task
 from kernelproof.verify import chunks
-from kernelproof.verify.cases import build_variant, check_batch_separable, make_inputs, reference_and_oracle
+from kernelproof.verify.case_plan import (
+    build_variant,
+    check_batch_separable,
+    make_inputs,
+    reference_and_oracle,
+)
 
 DATA = Path(__file__).parent / "data"
 
@@ -85,7 +90,7 @@ def test_the_chunked_oracle_equals_the_whole_one(tmp_path, monkeypatch):
     calls = []
     real = chunks.oracle_in_chunks
     monkeypatch.setattr(
-        "kernelproof.verify.cases.oracle_in_chunks", lambda run, a, n: calls.append(n) or real(run, a, n)
+        "kernelproof.verify.case_plan.oracle_in_chunks", lambda run, a, n: calls.append(n) or real(run, a, n)
     )
     _, chunked = reference_and_oracle(ctx, args)
     assert calls == [6]  # 16 rows in chunks of at most 3
@@ -96,7 +101,7 @@ def test_a_task_refused_runs_its_oracle_whole(tmp_path, monkeypatch):
     ctx, args = _ctx(tmp_path, "(x @ self.w).sum(dim=0)")
     ctx.batch_separable = check_batch_separable(ctx, args)
     monkeypatch.setattr(chunks, "CHUNK_INPUT_BYTES", 64)
-    monkeypatch.setattr("kernelproof.verify.cases.oracle_in_chunks", lambda *a: pytest.fail("chunked"))
+    monkeypatch.setattr("kernelproof.verify.case_plan.oracle_in_chunks", lambda *a: pytest.fail("chunked"))
     _, orc = reference_and_oracle(ctx, args)
     assert orc[0].shape == (24,)
 

@@ -247,7 +247,7 @@ BUSY_ADVICE = (
 
 
 def test_compare_exits_2_on_a_busy_machine_as_eval_does_and_prints_its_advice_whole(capsys, monkeypatch):
-    from kernelproof.evaluate.compare import exit_of, not_compared
+    from kernelproof.evaluate.head_to_head import exit_of, not_compared
     from kernelproof.verdict import Reason, ReasonCode
 
     busy = (Reason(ReasonCode.MACHINE_BUSY, BUSY_ADVICE),)
@@ -259,7 +259,7 @@ def test_compare_exits_2_on_a_busy_machine_as_eval_does_and_prints_its_advice_wh
 
 
 def test_compare_exits_1_when_a_candidate_fails_and_2_when_the_task_or_machine_decided():
-    from kernelproof.evaluate.compare import exit_of
+    from kernelproof.evaluate.head_to_head import exit_of
     from kernelproof.verdict import Reason, ReasonCode
 
     assert exit_of((Reason(ReasonCode.TIMING_TAMPER, "forged"),)) == 1

@@ -1,4 +1,4 @@
-"""Every option of the command line is declared once (kernelproof/commands/options.py), and one
+"""Every option of the command line is declared once (kernelproof/commands/cli_options.py), and one
 builder reads every verb's flags into the EvalOptions the api takes: a flag has one help text and
 one default wherever it appears, and no verb can drift from another."""
 
@@ -13,7 +13,7 @@ import typer
 from cli_support import DATA, REPO, make_verdict, run_here
 
 from kernelproof import api
-from kernelproof.commands.options import FLAG_FIELDS, eval_options
+from kernelproof.commands.cli_options import FLAG_FIELDS, eval_options
 from kernelproof.options import EvalOptions
 
 TASK = str(DATA / "tasks" / "scale_relu.py")

@@ -28,7 +28,7 @@ CLI_MAY_IMPORT = {
     "kernelproof.options",
     "kernelproof.text",
     "kernelproof.verdict",
-    "kernelproof.report.metrics",  # fast_p of the bench's verdicts, as the report computes it
+    "kernelproof.report.scores",  # fast_p of the bench's verdicts, as the report computes it
     "kernelproof.commands.evaluation",  # eval, compare
     "kernelproof.commands.bench",
     "kernelproof.commands.audit",
@@ -41,9 +41,9 @@ CLI_MAY_IMPORT = {
     "kernelproof.commands.serve",
     "kernelproof.commands.failures",  # an exception that reached the top, printed and mapped
     "kernelproof.commands.help",  # the verbs' lines in --help
-    "kernelproof.commands.options",  # the options the evaluating verbs share
+    "kernelproof.commands.cli_options",  # the options the evaluating verbs share
     "kernelproof.commands.streams",  # stdout when its reader goes away
-    "kernelproof.progress",  # live lines, per-item lines and Ctrl-C
+    "kernelproof.cli_progress",  # live lines, per-item lines and Ctrl-C
     "kernelproof.sandbox.identity",  # main() makes the parent process non-dumpable, never the api
     "kernelproof.preflight",  # require_files: a mistyped path refused before the api (and torch) loads
     "kernelproof._version",  # --version, without importing the api

@@ -26,11 +26,11 @@ OLD_HOMES = {
     "ReportInputError": "kernelproof.report.load",
     "CacheTamperError": "kernelproof.build.cache",
     "PublishError": "kernelproof.build.cache",
-    "AgentError": "kernelproof.agent.errors",
-    "ConfigError": "kernelproof.agent.errors",
-    "MissingDependencyError": "kernelproof.agent.errors",
-    "ReplayError": "kernelproof.agent.errors",
-    "BackendError": "kernelproof.agent.errors",
+    "AgentError": "kernelproof.agent.agent_errors",
+    "ConfigError": "kernelproof.agent.agent_errors",
+    "MissingDependencyError": "kernelproof.agent.agent_errors",
+    "ReplayError": "kernelproof.agent.agent_errors",
+    "BackendError": "kernelproof.agent.agent_errors",
 }
 ALSO_EXPORTED = {  # packages that re-export them
     "CertificateError": "kernelproof.certify",

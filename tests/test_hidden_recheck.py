@@ -15,8 +15,8 @@ import torch
 from kernelproof.inputs import timed_inputs
 from kernelproof.measure import session
 from kernelproof.task import load_task
-from kernelproof.verify.cases import build_variant, make_inputs, reference_and_oracle, run_model
-from kernelproof.verify.compare import tolerance_for
+from kernelproof.verify.case_plan import build_variant, make_inputs, reference_and_oracle, run_model
+from kernelproof.verify.oracle_compare import tolerance_for
 
 TASK = Path(__file__).resolve().parents[1] / "suite" / "level1" / "09_gelu.py"
 
@@ -41,7 +41,7 @@ def test_an_honest_timed_output_passes_under_its_own_bounds_where_a_small_case_b
     x = timed_inputs(ctx.slots, ctx.fixed, ctx.scalars, seeds[0], ctx.device)[0]
     honest = x * 0.5 * (1.0 + torch.erf(x * 0.7071067811865476))  # gelu rounded another way
     ref = run_model(ctx.reference, [x], ctx.precision)[0]
-    from kernelproof.verify.compare import compare
+    from kernelproof.verify.oracle_compare import compare
 
     orc = run_model(ctx.oracle, [x.double()], "fp32")[0]
     assert not compare(honest, orc, ref, tol_small).passed  # judged by the small case: refused

@@ -13,7 +13,7 @@ from cli_support import DATA
 from kernelproof import EvalOptions, evaluate
 from kernelproof.evaluate import case_budget
 from kernelproof.verdict import SPEED_WITHHELD_INTERPRETER
-from kernelproof.verify.cases import plan_cases
+from kernelproof.verify.case_plan import plan_cases
 
 DISTRIBUTIONS = ("task", "normal", "heavy", "spiky")
 

@@ -163,7 +163,7 @@ def test_an_audit_report_round_trips_nonfinite_errors(x):
 
 @pytest.mark.parametrize("x", NONFINITE, ids=["inf", "-inf", "nan"])
 def test_a_replay_log_line_round_trips_a_nonfinite_cost(x):
-    from kernelproof.agent.records import LoggedCall
+    from kernelproof.agent.call_records import LoggedCall
 
     call = LoggedCall(1, 0, "draft", "h", "answer", 10, 20, x, "stop", "m")
     back = LoggedCall.from_json(strict_loads(json.dumps(call.to_json(), allow_nan=False)))
@@ -172,8 +172,8 @@ def test_a_replay_log_line_round_trips_a_nonfinite_cost(x):
 
 @pytest.mark.parametrize("x", NONFINITE, ids=["inf", "-inf", "nan"])
 def test_the_agents_stored_calls_and_candidates_round_trip_nonfinite_values(tmp_path, x):
+    from kernelproof.agent.call_records import Candidate, Completion, Message, Prompt
     from kernelproof.agent.memory import Memory
-    from kernelproof.agent.records import Candidate, Completion, Message, Prompt
 
     mem = Memory(tmp_path / "kp.db")
     mem.create_run(run_id="r", task_path="t.py", task_sha256="0" * 64, model="m", strategy="refine",

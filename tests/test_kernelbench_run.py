@@ -20,7 +20,7 @@ import pytest
 from cli_support import DATA, REPO, make_verdict, run_here, run_piped
 
 from kernelproof import api
-from kernelproof.report import kernelbench as kb
+from kernelproof.report import kernelbench_run as kb
 
 PINNED = re.search(
     r'PINNED_COMMIT = "([0-9a-f]{40})"', (REPO / "benchmarks" / "kernelbench_sweep.py").read_text()

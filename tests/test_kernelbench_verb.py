@@ -21,7 +21,7 @@ from cli_support import DATA, make_verdict, run_here, run_piped
 from kernelproof import api
 from kernelproof.commands import kernelbench as command
 from kernelproof.errors import UsageError
-from kernelproof.report import kernelbench as kb
+from kernelproof.report import kernelbench_run as kb
 from kernelproof.report import scaled_tasks
 
 # KernelBench's published fast_p (src/kernelbench/score.py, scripts/benchmark_eval_analysis.py at the

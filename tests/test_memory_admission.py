@@ -16,12 +16,12 @@ import torch
 
 from kernelproof import api, blame
 from kernelproof.evaluate.setup import footprint_bytes
+from kernelproof.executors.device_memory import DeviceMemory
 from kernelproof.executors.local import LocalPool
-from kernelproof.executors.memory import DeviceMemory
 from kernelproof.options import EvalOptions
 from kernelproof.task import load_task
 from kernelproof.verdict import Reason, ReasonCode
-from kernelproof.verify.cases import build_variant, make_inputs, reference_and_oracle
+from kernelproof.verify.case_plan import build_variant, make_inputs, reference_and_oracle
 
 DATA = Path(__file__).parent / "data"
 
@@ -221,7 +221,7 @@ def test_a_new_arrival_waits_behind_a_reservation_waiting_to_grow():
 def test_newer_growers_go_past_an_older_one_that_waits_a_bounded_number_of_times(monkeypatch):
     """A small evaluation may run beside a large one instead of behind the next large one, but a
     stream of them must not keep a large one waiting for ever."""
-    from kernelproof.executors import memory as memory_module
+    from kernelproof.executors import device_memory as memory_module
 
     monkeypatch.setattr(memory_module, "OVERTAKE_LIMIT", 1)
     mem = DeviceMemory(capacity_bytes=100)
@@ -275,7 +275,7 @@ def test_a_newer_grower_goes_beside_an_older_one_where_both_fit():
 
 def test_an_evaluation_holds_the_estimate_before_setup_and_its_footprint_before_the_worker(monkeypatch):
     """The parent's setup allocates inside the evaluation's reservation, never beside it."""
-    from kernelproof.executors import memory as memory_module
+    from kernelproof.executors import device_memory as memory_module
 
     grows: list[int] = []
     real = memory_module.DeviceMemory._grow
@@ -447,7 +447,7 @@ def test_a_worker_out_of_memory_in_an_evaluation_larger_than_the_device_is_too_l
 ):
     """A footprint beyond what the device admits, and a worker out of memory: the task's size, not
     the solution's crash. Within the device, a crash stays one."""
-    from kernelproof.executors.memory import DeviceMemory
+    from kernelproof.executors.device_memory import DeviceMemory
 
     pool, _ = fake_pool
     monkeypatch.setattr(pool, "memory", lambda device: DeviceMemory(129 * 10**9))

@@ -87,8 +87,8 @@ def test_a_crash_near_the_device_s_edge_is_too_large_only_if_the_reference_alone
     monkeypatch, alone, codes
 ):
     """80 GB of 129 GB admitted: the estimate alone does not decide, the reference's re-run does."""
+    from kernelproof.executors.device_memory import DeviceMemory
     from kernelproof.executors.local import LocalPool
-    from kernelproof.executors.memory import DeviceMemory
 
     outcomes = [_verdict_of(ReasonCode.CRASH, 80 * GB), _verdict_of(alone)]
     ran = []
@@ -137,8 +137,8 @@ def test_a_worker_out_of_memory_on_the_gpu_is_too_large_only_by_the_parent_s_fac
     account is a crash either way; the parent's facts decide. Where its footprint estimate exceeds
     what it admits for the device (forced here by admitting 1 byte), the evaluation does not fit
     and is too_large (an error, never stored); where it fits, the crash is the solution's."""
+    from kernelproof.executors.device_memory import DeviceMemory
     from kernelproof.executors.local import LocalPool
-    from kernelproof.executors.memory import DeviceMemory
 
     pool = LocalPool(prespawn=False)
     try:
@@ -154,8 +154,8 @@ def test_a_worker_out_of_memory_on_the_gpu_is_too_large_only_by_the_parent_s_fac
 
 def test_the_reference_alone_runs_with_every_device_slot_held(monkeypatch):
     """Its failure decides too_large: beside another evaluation's memory it would be theirs."""
+    from kernelproof.executors.device_memory import DeviceMemory
     from kernelproof.executors.local import LocalPool
-    from kernelproof.executors.memory import DeviceMemory
 
     outcomes = [_verdict_of(ReasonCode.CRASH, 80 * GB), _verdict_of(None)]
     free_slots = []

@@ -8,7 +8,6 @@ import random
 import pytest
 import torch
 
-from kernelproof.verify.compare import tolerance_for
 from kernelproof.verify.oracle import (
     Noise,
     convert_attributes,
@@ -17,6 +16,7 @@ from kernelproof.verify.oracle import (
     plain_attributes,
     spread,
 )
+from kernelproof.verify.oracle_compare import tolerance_for
 
 
 class WithAttributes(torch.nn.Module):

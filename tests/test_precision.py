@@ -19,8 +19,8 @@ from kernelproof.inputs import fingerprint
 from kernelproof.options import EvalOptions
 from kernelproof.task import load_task
 from kernelproof.verdict import Reason, ReasonCode
-from kernelproof.verify.cases import build_variant, make_inputs, reference_and_oracle
-from kernelproof.verify.compare import rel_norm_error
+from kernelproof.verify.case_plan import build_variant, make_inputs, reference_and_oracle
+from kernelproof.verify.oracle_compare import rel_norm_error
 from kernelproof.verify.precision import (
     FailedFingerprint,
     classify_downgrade,
@@ -175,7 +175,7 @@ def test_on_a_gpu_fp16_is_named_against_tf32_and_a_stale_output_stays_stale(solu
 
 @pytest.mark.parametrize("computed", ["fp16", "another_call"])
 def test_a_hidden_recheck_names_a_downgrade_and_keeps_a_stale_output_stale(ctx, computed):
-    from kernelproof.verify.compare import compare, tolerance_for
+    from kernelproof.verify.oracle_compare import compare, tolerance_for
     from kernelproof.verify.precision import rechecked_reason
 
     args = make_inputs(ctx, "normal", 31)

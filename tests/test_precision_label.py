@@ -14,8 +14,8 @@ import torch
 
 from kernelproof.evaluate.correctness import classify_downgrade
 from kernelproof.task import load_task
-from kernelproof.verify.cases import build_variant, make_inputs, reference_and_oracle
-from kernelproof.verify.compare import rel_norm_error
+from kernelproof.verify.case_plan import build_variant, make_inputs, reference_and_oracle
+from kernelproof.verify.oracle_compare import rel_norm_error
 from kernelproof.verify.precision import lower_precision_outputs
 
 TASK = Path(__file__).parent / "exploits" / "tasks" / "matmul.py"

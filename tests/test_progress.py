@@ -1,4 +1,4 @@
-"""Progress for the long verbs (kernelproof/progress.py): a live line on a terminal, a line per
+"""Progress for the long verbs (kernelproof/cli_progress.py): a live line on a terminal, a line per
 finished item in a pipe, and Ctrl-C that ends a run at once with one line of what was kept.
 
 The module's own behaviour is checked on consoles written to memory; the verbs through a
@@ -17,7 +17,7 @@ import pytest
 from cli_support import DATA, REPO
 from rich.console import Console
 
-from kernelproof import progress
+from kernelproof import cli_progress
 
 TASK = str(DATA / "tasks" / "scale_relu.py")
 HANGS = str(DATA / "solutions" / "forward_sleeps_forever.py")
@@ -30,7 +30,7 @@ def _console(terminal: bool) -> tuple[Console, io.StringIO]:
 
 def test_in_a_pipe_each_finished_item_is_a_line_with_its_count_and_nothing_is_redrawn():
     console, out = _console(terminal=False)
-    with progress.Progress("bench", 2, console=console) as shown:
+    with cli_progress.Progress("bench", 2, console=console) as shown:
         shown.running("a.py")
         shown.finished("pass  a.py")
         shown.note("no solution for c.py")
@@ -40,7 +40,7 @@ def test_in_a_pipe_each_finished_item_is_a_line_with_its_count_and_nothing_is_re
 
 def test_on_a_terminal_a_live_line_says_how_far_and_what_runs_then_is_erased():
     console, out = _console(terminal=True)
-    with progress.Progress("bench", 2, console=console) as shown:
+    with cli_progress.Progress("bench", 2, console=console) as shown:
         shown.running("level1/a.py")
         assert shown.line().startswith("bench: 0/2 done, ") and shown.line().endswith("running level1/a.py")
         shown.finished("pass  a.py")
@@ -52,7 +52,7 @@ def test_on_a_terminal_a_live_line_says_how_far_and_what_runs_then_is_erased():
 
 def test_a_live_line_of_untrusted_text_is_inert_and_never_wider_than_the_terminal():
     console, out = _console(terminal=True)
-    with progress.Progress("bench", console=console) as shown:
+    with cli_progress.Progress("bench", console=console) as shown:
         shown.running("evil\x1b]0;title\x07" + "x" * 200)
     drawn = [part for part in out.getvalue().split("\r\x1b[2K") if part]
     assert drawn and all(len(d) < 80 for d in drawn)
@@ -61,8 +61,8 @@ def test_a_live_line_of_untrusted_text_is_inert_and_never_wider_than_the_termina
 
 def test_compare_steps_name_which_solution_each_phase_belongs_to_in_a_pipe():
     console, out = _console(terminal=False)
-    with progress.Progress("compare", console=console) as shown:
-        steps = progress.CompareSteps(shown)
+    with cli_progress.Progress("compare", console=console) as shown:
+        steps = cli_progress.CompareSteps(shown)
         for phase, s in (
             ("setup", 0.5),
             ("correctness_done", 2.0),
@@ -76,11 +76,11 @@ def test_compare_steps_name_which_solution_each_phase_belongs_to_in_a_pipe():
 
 
 def test_what_a_ctrl_c_keeps_is_said_by_the_innermost_block():
-    with progress.keeping(lambda: "outer"):
-        with progress.keeping(lambda: "inner"):
-            assert progress._kept[-1]() == "inner"
-        assert progress._kept[-1]() == "outer"
-    assert not progress._kept
+    with cli_progress.keeping(lambda: "outer"):
+        with cli_progress.keeping(lambda: "inner"):
+            assert cli_progress._kept[-1]() == "inner"
+        assert cli_progress._kept[-1]() == "outer"
+    assert not cli_progress._kept
 
 
 # --- through a terminal ---------------------------------------------------------------------------
@@ -166,7 +166,7 @@ def test_compare_and_audit_say_how_far_they_got_when_piped():
 def test_a_slow_correctness_phase_tells_the_cases_done_and_a_quick_one_does_not(monkeypatch):
     """Inside correctness (minutes for a large task under the interpreter) a line at most every
     CASE_EVERY_S says how many cases are done: a sign of life, never a line per case."""
-    from kernelproof.evaluate import progress as evaluation_progress
+    from kernelproof.evaluate import phase_progress as evaluation_progress
 
     told: list[tuple[str, float]] = []
     clock = [100.0]
@@ -188,7 +188,7 @@ def test_a_slow_correctness_phase_tells_the_cases_done_and_a_quick_one_does_not(
 
 def test_the_probed_shapes_cases_are_named_apart_from_the_contracts(monkeypatch):
     """After "32/32 cases" the probed shapes' cases do not read as "case 1 of 2 checked"."""
-    from kernelproof.evaluate import progress as evaluation_progress
+    from kernelproof.evaluate import phase_progress as evaluation_progress
 
     told: list[str] = []
     clock = [100.0]
@@ -202,8 +202,8 @@ def test_the_probed_shapes_cases_are_named_apart_from_the_contracts(monkeypatch)
 
 def test_bench_live_line_names_the_solution_in_flight_and_the_step_it_reached():
     console, out = _console(terminal=True)
-    with progress.Progress("bench", 5, console=console) as shown:
-        steps = progress.ItemSteps(shown, lambda path: path.removeprefix("/sols/"))
+    with cli_progress.Progress("bench", 5, console=console) as shown:
+        steps = cli_progress.ItemSteps(shown, lambda path: path.removeprefix("/sols/"))
         with progress_item("/sols/level1/a.py"):
             steps("worker_ready", 5.2)
         assert shown.line().endswith("; running level1/a.py: worker ready at 5 s"), shown.line()
@@ -217,7 +217,7 @@ def test_bench_live_line_names_the_solution_in_flight_and_the_step_it_reached():
 
 
 def progress_item(item: str):
-    from kernelproof.evaluate import progress as evaluation_progress
+    from kernelproof.evaluate import phase_progress as evaluation_progress
 
     return evaluation_progress.about(item)
 
@@ -226,7 +226,7 @@ def test_evaluations_in_the_pool_report_their_phases_named_by_their_solution():
     """bench's evaluations run in the pool's threads: the sink set around them still hears each
     phase, with the solution it belongs to (kernelproof/executors/local.py copies the context)."""
     from kernelproof import EvalOptions, evaluate_many
-    from kernelproof.evaluate import progress as evaluation_progress
+    from kernelproof.evaluate import phase_progress as evaluation_progress
 
     heard: list[tuple[str, str]] = []
     solution = str(DATA / "solutions" / "plain_torch.py")

@@ -15,8 +15,8 @@ import torch
 
 from kernelproof.errors import TaskError
 from kernelproof.task import load_task
-from kernelproof.verify import audit, cases, fastpath
-from kernelproof.verify.cases import build_reference, build_variant
+from kernelproof.verify import audit, case_plan, fastpath
+from kernelproof.verify.case_plan import build_reference, build_variant
 
 TASK = textwrap.dedent(
     """
@@ -86,12 +86,12 @@ def test_where_the_device_cannot_build_it_the_cpu_does_with_the_same_seed(tmp_pa
     ctx = build_variant(task, "default", torch.device("cpu"), "eval", 5)
     tried = seeds_tried
     tried.clear()
-    model = cases._construct(ctx.module, ctx.init_args, 5, torch.device("cuda"))
+    model = case_plan._construct(ctx.module, ctx.init_args, 5, torch.device("cuda"))
     assert tried == [5, 5]  # the device first, then the CPU, each seeded afresh
     assert all(torch.equal(x, y) for x, y in zip(_params(model), _params(ctx.reference)))
     monkeypatch.setattr(fastpath, "ENABLED", False)
     tried.clear()
-    cases._construct(ctx.module, ctx.init_args, 5, torch.device("cuda"))
+    case_plan._construct(ctx.module, ctx.init_args, 5, torch.device("cuda"))
     assert tried == [5]  # the speed-up off: the CPU only
 
 

@@ -13,7 +13,7 @@ import pytest
 
 PROBE = """
 import json
-import kernelproof.worker.main
+import kernelproof.worker.message_loop
 from kernelproof.worker.surface import harness_references
 print(json.dumps(sorted({getattr(o, "__name__", type(o).__name__) + ":" + n for o, n in harness_references()})))
 """

@@ -11,7 +11,7 @@ import pytest
 
 from kernelproof import api
 from kernelproof.options import EvalOptions
-from kernelproof.verify import audit, cases, fastpath
+from kernelproof.verify import audit, case_plan, fastpath
 
 DATA = Path(__file__).parent / "data"
 TASK, SOL = str(DATA / "tasks" / "scale_relu.py"), str(DATA / "solutions" / "plain_torch.py")
@@ -19,14 +19,14 @@ TASK, SOL = str(DATA / "tasks" / "scale_relu.py"), str(DATA / "solutions" / "pla
 
 def _evaluate_counting_task_draws(monkeypatch, enabled: bool):
     calls = {"task": 0}
-    real = cases._make_inputs
+    real = case_plan._make_inputs
 
     def counted(ctx, distribution, seed, on_device=False):
         if distribution == "task":
             calls["task"] += 1
         return real(ctx, distribution, seed, on_device)
 
-    monkeypatch.setattr(cases, "_make_inputs", counted)
+    monkeypatch.setattr(case_plan, "_make_inputs", counted)
     monkeypatch.setattr(fastpath, "ENABLED", enabled)
     monkeypatch.setattr(audit, "_CACHE", {})  # the audit runs in each evaluation, not served
     options = EvalOptions(device="cpu", db="", correctness_only=True, seeds_per_case=1, seed=11)

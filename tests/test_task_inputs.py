@@ -10,8 +10,8 @@ import torch
 
 from kernelproof.errors import TaskError
 from kernelproof.task import load_task
-from kernelproof.verify import cases, fastpath
-from kernelproof.verify.cases import build_variant, make_inputs
+from kernelproof.verify import case_plan, fastpath
+from kernelproof.verify.case_plan import build_variant, make_inputs
 
 TASK = """
 import torch
@@ -55,12 +55,12 @@ def test_where_the_device_cannot_draw_them_the_task_runs_on_the_cpu(tmp_path, mo
     gpu = replace(ctx, device=torch.device("cuda")) if not torch.cuda.is_available() else None
     if gpu is None:
         pytest.skip("a CUDA machine draws there: the fallback is for tasks that fail on it")
-    got = cases._task_inputs(gpu, 11)
+    got = case_plan._task_inputs(gpu, 11)
     assert len(tried) == 2  # the device first, then the CPU, each seeded afresh
     assert all(torch.equal(x, y) for x, y in zip(got, want))
     monkeypatch.setattr(fastpath, "ENABLED", False)
     tried.clear()
-    cases._task_inputs(gpu, 11)
+    case_plan._task_inputs(gpu, 11)
     assert len(tried) == 1  # the speed-up off: the CPU only
 
 
@@ -77,14 +77,14 @@ def test_a_get_inputs_that_returns_no_list_is_a_task_error_on_every_path(tmp_pat
 def test_on_a_gpu_the_task_draws_there_and_the_seed_decides(tmp_path):
     ctx = _ctx(tmp_path, "return [torch.randn(8, 4), torch.randint(0, 8, (3,))]")
     gpu = replace(ctx, device=torch.device("cuda"))
-    a, b = cases._task_inputs(gpu, 11), cases._task_inputs(gpu, 11)
+    a, b = case_plan._task_inputs(gpu, 11), case_plan._task_inputs(gpu, 11)
     # drawn there, handed back on the CPU as get_inputs() always gave them
     assert a[0].device.type == "cpu" and torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
     numpy_task = _ctx(
         tmp_path,
         "import numpy as np; return [torch.from_numpy(np.ones((8, 4), np.float32)), torch.tensor([1])]",
     )
-    got = cases._task_inputs(replace(numpy_task, device=torch.device("cuda")), 11)
+    got = case_plan._task_inputs(replace(numpy_task, device=torch.device("cuda")), 11)
     assert got[0].shape == (8, 4)  # built on the CPU by numpy: taken as it comes
 
 
@@ -114,7 +114,7 @@ def test_every_draw_of_get_inputs_is_kept_on_the_device(monkeypatch):
     from kernelproof.options import EvalOptions
 
     asked: list[bool] = []
-    real = cases._task_inputs
+    real = case_plan._task_inputs
 
     def spy(ctx, seed, on_device=False):
         import inspect
@@ -123,7 +123,7 @@ def test_every_draw_of_get_inputs_is_kept_on_the_device(monkeypatch):
         asked.append((caller, on_device))
         return real(ctx, seed, on_device)
 
-    monkeypatch.setattr(cases, "_task_inputs", spy)
+    monkeypatch.setattr(case_plan, "_task_inputs", spy)
     from kernelproof.verify import audit
 
     monkeypatch.setattr(audit, "_CACHE", {})  # the audit runs here, not served from an earlier test's

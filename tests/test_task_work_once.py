@@ -16,7 +16,7 @@ import torch
 
 from kernelproof.task import load_task
 from kernelproof.verify import audit
-from kernelproof.verify.cases import build_variant
+from kernelproof.verify.case_plan import build_variant
 from kernelproof.verify.single_flight import KeyedLocks
 
 DATA = Path(__file__).parent / "data"

@@ -10,7 +10,7 @@ import torch
 from kernelproof import numeric_flags
 from kernelproof.task import load_task
 from kernelproof.torch_globals import seeded
-from kernelproof.verify.cases import build_variant
+from kernelproof.verify.case_plan import build_variant
 
 WAIT_S = 0.5  # how long the first block waits for the second to enter (it must not)
 

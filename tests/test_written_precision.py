@@ -22,7 +22,7 @@ from kernelproof.console import print_verdict
 from kernelproof.options import EvalOptions
 from kernelproof.task import load_task
 from kernelproof.verify import audit as task_audit
-from kernelproof.verify.cases import build_variant, make_inputs
+from kernelproof.verify.case_plan import build_variant, make_inputs
 from kernelproof.verify.contract import judged
 
 DATA = Path(__file__).parent / "data"

@@ -6,18 +6,18 @@ and verdict in the store, and returns the fastest verified solution. The SDKs (`
 ``anthropic``) are optional and imported only when a live call is made.
 """
 
-from kernelproof.agent.backends import BackendConfig, parse_model
-from kernelproof.agent.budget import Limits, Price
-from kernelproof.agent.errors import (
+from kernelproof.agent.agent_errors import (
     AgentError,
     BackendError,
     ConfigError,
     MissingDependencyError,
     ReplayError,
 )
+from kernelproof.agent.agent_options import AgentOptions
+from kernelproof.agent.budget import Limits, Price
 from kernelproof.agent.feedback import describe_verdict
+from kernelproof.agent.llm_backends import BackendConfig, parse_model
 from kernelproof.agent.loop import optimize
-from kernelproof.agent.options import AgentOptions
 from kernelproof.agent.run import RunResult, Spend, load_run, recorded_options
 from kernelproof.agent.strategies import STRATEGIES, SearchSettings
 

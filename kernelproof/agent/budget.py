@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kernelproof.agent.errors import ConfigError
+from kernelproof.agent.agent_errors import ConfigError
 
 # The bound a run gets when it is given none on calls, tokens or dollars: rounds and patience end
 # a search that goes nowhere, but only a bound on spending ends one whatever the provider answers.

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from kernelproof.agent.backends import Backend
-from kernelproof.agent.errors import BackendError
+from kernelproof.agent.agent_errors import BackendError
+from kernelproof.agent.call_records import Completion, LoggedCall, Request, bounded_reply
+from kernelproof.agent.llm_backends import Backend
 from kernelproof.agent.memory import Memory
-from kernelproof.agent.records import Completion, LoggedCall, Request, bounded_reply
 from kernelproof.agent.replay import ReplayLog, ReplayWriter
 
 

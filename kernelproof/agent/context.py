@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelproof import pyast
-from kernelproof.agent.errors import ConfigError
+from kernelproof.agent.agent_errors import ConfigError
 
 # Dense datasheet peaks (no sparsity) per device name fragment, from NVIDIA's product datasheets:
 # (TFLOP/s by dtype, HBM TB/s). Ordered: the first fragment found in the device name wins.

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 from kernelproof import pyast
-from kernelproof.agent.records import Rejection
+from kernelproof.agent.call_records import Rejection
 
 MAX_SOLUTION_BYTES = 256_000  # far above any real solution file; bounds what is written and sent back
 MAX_IDEA_CHARS = 600  # one idea is a sentence or two

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from kernelproof.agent.records import Candidate
+from kernelproof.agent.call_records import Candidate
 from kernelproof.verdict import Outcome, ReasonCode, Verdict
 
 MAX_LOG_LINES = 40  # of a compiler log or traceback shown back

@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from kernelproof.agent import ranking
-from kernelproof.agent.backends import Backend, BackendConfig
+from kernelproof.agent.agent_options import AgentOptions
 from kernelproof.agent.budget import Budget, CallGrant, EvalGrant, Refusal
+from kernelproof.agent.call_records import Candidate, Completion, LoggedCall, Rejection, candidate_id
 from kernelproof.agent.caller import Caller, Outcome, Slot
 from kernelproof.agent.extract import extract_solution
-from kernelproof.agent.options import AgentOptions
-from kernelproof.agent.records import Candidate, Completion, LoggedCall, Rejection, candidate_id
+from kernelproof.agent.llm_backends import Backend, BackendConfig
 from kernelproof.agent.run import RunResult, Session, open_session
 from kernelproof.agent.strategies import SearchState, make_strategy
 from kernelproof.options import EvalOptions
@@ -64,7 +64,7 @@ def optimize(
     """
     options = options or AgentOptions()
     if not options.limits.bounds_spending():  # AgentOptions gives a default; nothing starts unbounded
-        from kernelproof.agent.errors import ConfigError
+        from kernelproof.agent.agent_errors import ConfigError
 
         raise ConfigError(
             "optimize needs a bound on calls, tokens or dollars (--max-calls, --max-tokens, --max-dollars)"

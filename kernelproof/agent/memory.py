@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from kernelproof import jsonsafe, store_key
-from kernelproof.agent.errors import ReplayError
+from kernelproof.agent.agent_errors import ReplayError
+from kernelproof.agent.call_records import Candidate, Completion, LoggedCall, Prompt, Rejection
 from kernelproof.agent.ranking import score
-from kernelproof.agent.records import Candidate, Completion, LoggedCall, Prompt, Rejection
 from kernelproof.store import open_connection, refuse_foreign_objects
 from kernelproof.verdict import from_json as verdict_from_json
 

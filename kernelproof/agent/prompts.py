@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kernelproof.agent.call_records import Candidate, Message, Prompt
 from kernelproof.agent.context import POLICIES, PRECISIONS, DeviceInfo, TaskInfo, device_text
 from kernelproof.agent.feedback import describe_candidate, fence
 from kernelproof.agent.ranking import barred, best_speedup
-from kernelproof.agent.records import Candidate, Message, Prompt
 from kernelproof.agent.sizes import SizesTested, sizes_text
 from kernelproof.verdict import ReasonCode
 

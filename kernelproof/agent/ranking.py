@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from kernelproof.agent.records import Candidate
+from kernelproof.agent.call_records import Candidate
 from kernelproof.verdict import Speedup, Verdict
 
 Score = tuple[float, float]

@@ -17,8 +17,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from kernelproof.agent.errors import ReplayError
-from kernelproof.agent.records import LoggedCall
+from kernelproof.agent.agent_errors import ReplayError
+from kernelproof.agent.call_records import LoggedCall
 
 FORMAT = "kernelproof.replay/1"
 

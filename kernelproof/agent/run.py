@@ -18,15 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from kernelproof.agent import ranking
-from kernelproof.agent.backends import Backend, BackendConfig, make_backend, parse_model
+from kernelproof.agent.agent_errors import ConfigError, ReplayError
+from kernelproof.agent.agent_options import AgentOptions
 from kernelproof.agent.budget import Budget, price_for
+from kernelproof.agent.call_records import Candidate, Completion, Prompt
 from kernelproof.agent.caller import Caller
 from kernelproof.agent.context import TaskInfo, describe_device, read_task
-from kernelproof.agent.errors import ConfigError, ReplayError
+from kernelproof.agent.llm_backends import Backend, BackendConfig, make_backend, parse_model
 from kernelproof.agent.memory import Memory, now
-from kernelproof.agent.options import AgentOptions
 from kernelproof.agent.prompts import PromptContext
-from kernelproof.agent.records import Candidate, Completion, Prompt
 from kernelproof.agent.replay import ReplayLog, ReplayWriter
 from kernelproof.agent.sizes import sizes_tested
 from kernelproof.agent.summary import plot, render_markdown, summarize

@@ -19,6 +19,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from kernelproof.agent.call_records import Candidate, Request
 from kernelproof.agent.extract import extract_ideas
 from kernelproof.agent.prompts import (
     PromptContext,
@@ -30,7 +31,6 @@ from kernelproof.agent.prompts import (
     refine_prompt,
 )
 from kernelproof.agent.ranking import rank
-from kernelproof.agent.records import Candidate, Request
 
 STRATEGIES = ("refine", "best-of-n", "tree", "evolve")
 
@@ -190,7 +190,7 @@ def _tournament(ranked: list[Candidate], rng: random.Random, size: int = 2) -> C
 def make_strategy(name: str, settings: SearchSettings) -> Strategy:
     kinds = {cls.name: cls for cls in (Refine, BestOfN, Tree, Evolve)}
     if name not in kinds:
-        from kernelproof.agent.errors import ConfigError
+        from kernelproof.agent.agent_errors import ConfigError
 
         raise ConfigError(f"unknown strategy {name!r}; choose from {', '.join(STRATEGIES)}")
     return kinds[name](settings)

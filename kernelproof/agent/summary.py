@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelproof.agent import ranking
-from kernelproof.agent.records import Candidate
+from kernelproof.agent.call_records import Candidate
 from kernelproof.text import markdown_code, markdown_text
 
 PROSE_CHARS = 2000  # of one warning or stop detail in summary.md

@@ -72,14 +72,14 @@ _state: dict[str, Any] = {
     "pch_dir": None,
     "fast": True,
     "records": [],
-    "requester": None,  # in a worker: sends a build request to the parent (kernelproof.build.requests)
+    "requester": None,  # in a worker: sends a build request to the parent (kernelproof.build.runtime_request)
 }
 MAX_SOURCE_FILE_BYTES = _sources.MAX_SOURCE_FILE_BYTES  # one source file cpp_extension.load names
 
 
 def set_requester(requester: Any) -> None:
     """In a worker: builds the solution asks for become requests to the parent (never built here).
-    `requester(call, args)` sends one build message (kernelproof.build.requests) and returns the reply."""
+    `requester(call, args)` sends one build message (kernelproof.build.runtime_request) and returns the reply."""
     _state["requester"] = requester
 
 
@@ -208,7 +208,7 @@ def _inline_call(original: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
 
 def _load_checked(a: dict[str, Any], original: Any, request: tuple[str, dict[str, Any]]) -> Any:
     """Load (or in the builder, build) load_inline's arguments `a`; in a worker whose folder lacks
-    the build, `request` (a call and its arguments: kernelproof.build.requests) goes to the parent."""
+    the build, `request` (a call and its arguments: kernelproof.build.runtime_request) goes to the parent."""
     from torch.utils import cpp_extension as ce
 
     digest = _digest(a)

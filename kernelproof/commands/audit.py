@@ -9,8 +9,8 @@ from typing import Annotated
 
 import typer
 
-from kernelproof import exits, progress
-from kernelproof.commands.options import Device, Seed, eval_options
+from kernelproof import cli_progress, exits
+from kernelproof.commands.cli_options import Device, Seed, eval_options
 from kernelproof.commands.output import out_console, write_json
 from kernelproof.console import say
 from kernelproof.preflight import require_writable
@@ -28,9 +28,9 @@ def audit_command(
     """Run the negative controls on each task and shape: a task they pass cannot be scored (exit 1)."""
     require_writable(json_path)
     from kernelproof.api import audit, audit_targets
+    from kernelproof.cli_progress import Progress
     from kernelproof.console import display_path
-    from kernelproof.progress import Progress
-    from kernelproof.report.metrics import plural
+    from kernelproof.report.scores import plural
 
     out = out_console(json_path)
     audits = []
@@ -39,7 +39,7 @@ def audit_command(
     def kept() -> str:
         return f"{len(audits)} of {len(targets)} tasks audited (listed above; an audit stores nothing)"
 
-    with Progress("audit", len(targets), console=out) as shown, progress.keeping(kept):
+    with Progress("audit", len(targets), console=out) as shown, cli_progress.keeping(kept):
         for a in audit(target, eval_options(ctx.params, db="")):
             audits.append(a)
             name = display_path(a.task)

@@ -11,8 +11,8 @@ from typing import Annotated
 
 import typer
 
-from kernelproof import exits, progress
-from kernelproof.commands.options import (
+from kernelproof import cli_progress, exits
+from kernelproof.commands.cli_options import (
     Address,
     Baselines,
     BuildCacheOpt,
@@ -112,8 +112,8 @@ def _judge(pairs, options, suite: Path, solutions: Path, out, *, executor: str, 
     many were kept. Returns the verdicts as evaluated (the JSON's) and as shown under the paths
     given here (the table's)."""
     from kernelproof.api import bench, db_path, reporting
+    from kernelproof.cli_progress import Progress
     from kernelproof.console import AskedPaths, display_path
-    from kernelproof.progress import Progress
 
     verdicts, seen = [], []
     total = len(pairs)
@@ -124,9 +124,9 @@ def _judge(pairs, options, suite: Path, solutions: Path, out, *, executor: str, 
     def kept() -> str:
         return f"{len(verdicts)} of {total} verdicts kept {where}; {total - len(verdicts)} not finished"
 
-    with Progress("bench", total, console=out) as shown, progress.keeping(kept):
+    with Progress("bench", total, console=out) as shown, cli_progress.keeping(kept):
         # the live line names the solution under way and the step it reached (case 3 of 16 checked)
-        steps = progress.ItemSteps(shown, lambda path: display_path(path, solutions))
+        steps = cli_progress.ItemSteps(shown, lambda path: display_path(path, solutions))
         with reporting(steps):
             for v in bench(pairs, options, executor=executor, address=address):
                 verdicts.append(v)  # as evaluated or served: the JSON's
@@ -144,7 +144,7 @@ def _print_summary(out, verdicts, seen, found, suite: Path, *, correctness_only:
     """The table, how many are correct, fast_p against eager and the best baseline (KernelBench's
     rule: a task without a solution counts as incorrect), and the tasks without a solution."""
     from kernelproof.console import bench_table, display_path
-    from kernelproof.report.metrics import fast_p, fast_p_note, results_from
+    from kernelproof.report.scores import fast_p, fast_p_note, results_from
 
     out.print(bench_table(seen, suite=suite, width=out.width))
     passed = sum(v.passed for v in verdicts)

@@ -10,8 +10,8 @@ from typing import Annotated
 
 import typer
 
-from kernelproof import exits, progress
-from kernelproof.commands.options import (
+from kernelproof import cli_progress, exits
+from kernelproof.commands.cli_options import (
     Baselines,
     BuildCacheOpt,
     BuildWorkers,
@@ -95,11 +95,11 @@ def eval_command(
     busy = sys.stdout.isatty() and json_path != "-"
     # On a terminal a live line with the phase reached; piped, a line per phase on stderr (stdout
     # keeps the verdict alone).
-    shown = progress.Progress("eval", console=console if busy else stderr)
+    shown = cli_progress.Progress("eval", console=console if busy else stderr)
     with (
         shown,
-        reporting(progress.PhaseLine(shown) if shown.live else progress.phase_line),
-        progress.keeping(
+        reporting(cli_progress.PhaseLine(shown) if shown.live else cli_progress.phase_line),
+        cli_progress.keeping(
             lambda: "nothing was kept (the evaluation in flight was stopped; no verdict stored)"
         ),
     ):
@@ -121,12 +121,12 @@ def compare_command(
     """Paired speedup of B over A (both verified first), interleaved in one session."""
     require_files(task, a, b, what=("task", "solution A", "solution B"))  # before torch is imported
     from kernelproof.api import compare, reporting
-    from kernelproof.progress import CompareSteps, Progress
+    from kernelproof.cli_progress import CompareSteps, Progress
 
     options = eval_options(ctx.params, db="")
     with (
         Progress("compare", console=make_console(stderr=True)) as shown,
-        progress.keeping(lambda: "nothing was kept"),
+        cli_progress.keeping(lambda: "nothing was kept"),
     ):
         steps = CompareSteps(shown)
         with reporting(steps.phase):

@@ -6,7 +6,7 @@ first what this machine cannot judge (kernelproof/report/feasibility.py: a CUDA 
 a problem too large for the device) and prints it at once, runs the rest as ``bench`` does (in
 parallel over the GPUs, served from the store when judged before), judges again what a busy machine
 could not time, prints the table and KernelBench's scores, and writes KernelBench's own files into
-RUN_DIR (kernelproof/report/kernelbench.py says which and in what shape; docs/kernelbench.md shows
+RUN_DIR (kernelproof/report/kernelbench_run.py says which and in what shape; docs/kernelbench.md shows
 the commands). Exit codes, from the one table (kernelproof/exits.py): 1 when any sample was
 rejected, whatever else happened (an error of the machine or of kernelproof never hides a
 rejection, and is reported on its own lines); else the worst over the samples; 2 for misuse; 0 with
@@ -24,7 +24,7 @@ from typing import Annotated
 import typer
 
 from kernelproof import exits
-from kernelproof.commands.options import (
+from kernelproof.commands.cli_options import (
     Address,
     Baselines,
     BuildCacheOpt,
@@ -203,7 +203,7 @@ def kernelbench_command(
 def _the_run(run_dir: Path, kernelbench: Path, level, num_samples, problems: str, sizes: str):
     """The run folder's samples and the checkout's problems they answer, at the sizes asked."""
     from kernelproof.api import find_run
-    from kernelproof.report.kernelbench import parse_problems
+    from kernelproof.report.kernelbench_run import parse_problems
     from kernelproof.report.scaled_tasks import parse_sizes
 
     chosen = parse_problems(problems) if problems else None
@@ -217,7 +217,7 @@ def _judge_run(run, options, out, *, executor: str, address: str | None):
     Returns the verdicts by (problem, sample) and the notes eval_results.json keeps of how a sample
     was judged. Ctrl-C says how many were kept."""
     from kernelproof.api import db_path
-    from kernelproof.progress import Progress, keeping
+    from kernelproof.cli_progress import Progress, keeping
 
     judged: dict[tuple[int, int], object] = {}
     notes: dict[tuple[int, int], str] = {}  # what eval_results.json says of how a sample was judged
@@ -363,7 +363,7 @@ def _check_timing_method(method: str | None) -> None:
 
 def _say_backends(out, run, backend: str) -> None:
     """Name the samples whose source holds no kernel of the run's backend (judged all the same)."""
-    from kernelproof.report.kernelbench import sample_backends
+    from kernelproof.report.kernelbench_run import sample_backends
 
     found = {b: n for b, n in sample_backends(run).items() if b != backend}
     if found:
@@ -436,7 +436,7 @@ def _ks(text: str, n: int) -> tuple[int, ...]:
 
 
 def _report(out, run, judged, ks, correctness_only: bool, write: bool, notes=None) -> None:
-    from kernelproof.report import kernelbench as kb
+    from kernelproof.report import kernelbench_run as kb
 
     docs = {key: v.to_json() for key, v in judged.items()}
     rows = [

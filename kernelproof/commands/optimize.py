@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from kernelproof import exits
+from kernelproof.agent.agent_errors import AgentError
 from kernelproof.agent.budget import DEFAULT_MAX_CALLS
-from kernelproof.agent.errors import AgentError
-from kernelproof.commands.options import Baselines, Device, Timeout, eval_options
+from kernelproof.commands.cli_options import Baselines, Device, Timeout, eval_options
 from kernelproof.console import make_console, print_error, say
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ def optimize_command(
     """
     from kernelproof.agent import Limits
     from kernelproof.api import optimize
-    from kernelproof.progress import Progress, keeping
+    from kernelproof.cli_progress import Progress, keeping
 
     model, replay = _replay_in_model(model, replay)
     try:
@@ -187,7 +187,7 @@ def _replay_in_model(model: str | None, replay: str | None) -> tuple[str | None,
 
 def _new_run(flags: dict, task: Path | None, model: str | None, replay: str | None, limits: Limits):
     """The options of a new run, from its parsed flags: the search, its budgets and how each
-    candidate is evaluated (read by the verbs' one builder, commands/options.py)."""
+    candidate is evaluated (read by the verbs' one builder, commands/cli_options.py)."""
     from kernelproof.agent import AgentOptions, SearchSettings
     from kernelproof.agent.budget import parse_price
     from kernelproof.api import SHAPE_VARIANTS

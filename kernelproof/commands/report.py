@@ -25,7 +25,7 @@ from typing import Annotated
 import typer
 
 from kernelproof import exits
-from kernelproof.commands.options import Baselines, Device, EvalMode, TimeBudget, eval_options
+from kernelproof.commands.cli_options import Baselines, Device, EvalMode, TimeBudget, eval_options
 from kernelproof.console import REASON_CHARS, make_console, print_error, say_wrapped
 from kernelproof.options import normalize_baselines
 from kernelproof.text import terminal
@@ -76,7 +76,7 @@ def report_command(
     """Write an HTML and/or Markdown report of verdicts: scores, fast_p, speedups, roofline."""
     from kernelproof.data import load_ceilings
     from kernelproof.report import ReportInputError, build_report, load_documents
-    from kernelproof.report.metrics import plural
+    from kernelproof.report.scores import plural
     from kernelproof.store import db_path
 
     if html is None and md is None:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from kernelproof.commands.options import Db
+from kernelproof.commands.cli_options import Db
 from kernelproof.commands.output import out_console, write_json
 from kernelproof.console import WHOLE_LINE_CHARS, say
 from kernelproof.preflight import require_writable

@@ -1,7 +1,7 @@
 """``kernelproof serve``: the evaluator as an HTTP reward service, registered by ``kernelproof.cli``.
 
 A thin layer (house rule 10): it reads the options into a :class:`~kernelproof.serve.config.ServeConfig`
-and runs :func:`kernelproof.serve.main.serve` until stopped. docs/serve.md shows the endpoints.
+and runs :func:`kernelproof.serve.listener.serve` until stopped. docs/serve.md shows the endpoints.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from kernelproof.commands.options import (
+from kernelproof.commands.cli_options import (
     Address,
     Baselines,
     BuildCacheOpt,
@@ -112,7 +112,7 @@ def serve_command(
     """Serve verdicts, rewards and feedback over HTTP to RL trainers (docs/serve.md)."""
     from kernelproof.preflight import checked_options
     from kernelproof.serve.config import ServeConfig, read_token
-    from kernelproof.serve.main import serve
+    from kernelproof.serve.listener import serve
     from kernelproof.store import db_path
 
     options = checked_options(eval_options(ctx.params))

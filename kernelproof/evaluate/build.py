@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from kernelproof import pyast
 from kernelproof.build import BuilderPool, BuildResult, CacheTamperError
 from kernelproof.errors import WorkerError
-from kernelproof.evaluate.records import Built, Setup
+from kernelproof.evaluate.step_records import Built, Setup
 from kernelproof.host.process import WorkerProcess
 from kernelproof.verdict import BuildRecord, Reason, ReasonCode
 

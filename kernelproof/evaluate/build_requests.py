@@ -1,4 +1,4 @@
-"""Builds a solution asks for while it runs, served by the parent (kernelproof.build.requests).
+"""Builds a solution asks for while it runs, served by the parent (kernelproof.build.runtime_request).
 
 The candidate's worker sends a build message from inside whatever request is running (a load
 whose ``__init__`` calls load_inline, a first forward that does); the worker process object hands
@@ -24,7 +24,7 @@ from typing import Any
 
 from kernelproof import text
 from kernelproof.build import BuilderPool, CacheTamperError
-from kernelproof.build import requests as build_requests
+from kernelproof.build import runtime_request as build_requests
 from kernelproof.build import sources as build_sources
 from kernelproof.errors import BuildRequestError
 from kernelproof.evaluate import machine

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelproof.verify.cases import Case
+from kernelproof.verify.case_plan import Case
 
 CPU_CASES_BUDGET_S = 30.0  # the whole plan's projected time above which its seeds are reduced
 CASES_REDUCED = "cases_reduced"  # the flag's name (docs/verdict.md)

@@ -2,7 +2,7 @@
 
     setup -> build -> [candidate worker: install build, correctness, sanitizer] -> timing -> finish
 
-Each step returns a frozen record (kernelproof/evaluate/records.py) or a :class:`Stopped` that
+Each step returns a frozen record (kernelproof/evaluate/step_records.py) or a :class:`Stopped` that
 decides the verdict early; this module only orders them, owns the candidate's worker for its one
 use, and holds the device gate: shared around untimed GPU work, exclusive around timing. Pass only
 by positive confirmation of every case (I9); any missing result is a failure (I1). Everything the
@@ -19,15 +19,15 @@ from typing import Any
 
 import torch
 
-from kernelproof.evaluate import machine, progress
+from kernelproof.evaluate import machine, phase_progress
 from kernelproof.evaluate.build import install_build, preparer, wait_for_build
 from kernelproof.evaluate.build_requests import BuildService
 from kernelproof.evaluate.correctness import check_correctness
 from kernelproof.evaluate.finish import Envelope, environment, settings_of, stopped_verdict, verdict_of
-from kernelproof.evaluate.records import Built, Checked, Probed, Setup, Stopped, Timed
 from kernelproof.evaluate.sanitizer import sanitize_first_case
 from kernelproof.evaluate.setup import prepare, read
 from kernelproof.evaluate.shapes import probe_shapes
+from kernelproof.evaluate.step_records import Built, Checked, Probed, Setup, Stopped, Timed
 from kernelproof.evaluate.timing import time_candidate
 from kernelproof.evaluate.workers import WorkerSource
 from kernelproof.host.process import WorkerDied, WorkerProcess
@@ -46,11 +46,11 @@ class _Phases:
     marks: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        progress.began(self.started)
+        phase_progress.began(self.started)
 
     def mark(self, name: str) -> None:
         self.marks[name] = time.monotonic() - self.started
-        progress.report(name.removesuffix("_s"), self.marks[name])
+        phase_progress.report(name.removesuffix("_s"), self.marks[name])
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def evaluate_pair(
     Both files come as the bytes the caller read once (kernelproof/submission.py): those bytes are
     hashed into the verdict, built, staged into the worker and judged; no path is read again."""
     # One reservation of the device's memory for the whole evaluation, from before setup allocates
-    # (kernelproof/executors/memory.py): setup's reference, oracle and audit are the parent's
+    # (kernelproof/executors/device_memory.py): setup's reference, oracle and audit are the parent's
     # largest allocations, and four of them at once took an H200 past its memory.
     with steps.recording(task.path) as clock, workers.memory(device).hold(0) as held:
         return _evaluate(task, solution, options, device, workers, clock, held)

@@ -17,22 +17,22 @@ from dataclasses import dataclass, replace
 import torch
 
 from kernelproof import numeric_flags
-from kernelproof.evaluate import case_budget, progress
-from kernelproof.evaluate.records import Checked, Setup
-from kernelproof.evaluate.requests import encode_args, load_candidate, named_timeout
+from kernelproof.evaluate import case_budget, phase_progress
+from kernelproof.evaluate.step_records import Checked, Setup
+from kernelproof.evaluate.worker_requests import encode_args, load_candidate, named_timeout
 from kernelproof.host.process import WorkerProcess
 from kernelproof.inputs import FINGERPRINT_SIGMAS, checksum, fingerprint
 from kernelproof.options import EvalOptions
 from kernelproof.verdict import CaseResult, Reason, ReasonCode
 from kernelproof.verify import steps
-from kernelproof.verify.cases import (
+from kernelproof.verify.case_plan import (
     Case,
     VariantContext,
     drawable,
     make_inputs,
     reference_and_oracle,
 )
-from kernelproof.verify.compare import (
+from kernelproof.verify.oracle_compare import (
     Tolerance,
     compare,
     kernelbench_accepts,
@@ -116,7 +116,7 @@ def run_cases(
     while done < len(cases):
         case = cases[done]
         if done:
-            progress.case_done(done, len(cases), what)
+            phase_progress.case_done(done, len(cases), what)
         started = time.monotonic()
         ctx = setup.contexts[case.variant]
         if loaded != case.variant:

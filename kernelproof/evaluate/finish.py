@@ -24,8 +24,8 @@ from kernelproof.code_identity import this_source
 from kernelproof.evaluate import machine
 from kernelproof.evaluate.build import with_worker_report
 from kernelproof.evaluate.provenance import provenance_of
-from kernelproof.evaluate.records import Built, Checked, Probed, Setup, Stopped, Timed
-from kernelproof.evaluate.requests import device_name
+from kernelproof.evaluate.step_records import Built, Checked, Probed, Setup, Stopped, Timed
+from kernelproof.evaluate.worker_requests import device_name
 from kernelproof.options import EvalOptions
 from kernelproof.verdict import (
     Correctness,
@@ -36,7 +36,7 @@ from kernelproof.verdict import (
     Verdict,
     compute_reward,
 )
-from kernelproof.verify.compare import C_NORM, K_NORM
+from kernelproof.verify.oracle_compare import C_NORM, K_NORM
 
 # The parent's findings that excuse a candidate (an error of the evaluation, never stored).
 EXCUSES = frozenset({ReasonCode.MACHINE_BUSY, ReasonCode.ENVIRONMENT, ReasonCode.TOO_LARGE})

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kernelproof.evaluate.records import Checked, Setup
-from kernelproof.evaluate.requests import encode_args, load_candidate
+from kernelproof.evaluate.step_records import Checked, Setup
+from kernelproof.evaluate.worker_requests import encode_args, load_candidate
 from kernelproof.host.process import WorkerProcess
 from kernelproof.options import EvalOptions
 from kernelproof.solution import SolutionFile
-from kernelproof.verify.cases import make_inputs, run_model
+from kernelproof.verify.case_plan import make_inputs, run_model
 from kernelproof.wire.expected import Expected
 
 

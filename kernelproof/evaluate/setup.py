@@ -17,7 +17,7 @@ import torch
 
 from kernelproof.errors import TaskError
 from kernelproof.evaluate.build import needs_build
-from kernelproof.evaluate.records import Setup, Solution, Stopped
+from kernelproof.evaluate.step_records import Setup, Solution, Stopped
 from kernelproof.evaluate.workers import WorkerSource
 from kernelproof.inputs import slot_bytes
 from kernelproof.options import EvalOptions
@@ -30,7 +30,7 @@ from kernelproof.verify import audit as task_audit
 from kernelproof.verify import fastpath, steps
 from kernelproof.verify import footprint as case_memory
 from kernelproof.verify.audit_store import AuditStore
-from kernelproof.verify.cases import (
+from kernelproof.verify.case_plan import (
     VariantContext,
     allowed_distributions,
     build_variant,
@@ -327,7 +327,7 @@ def footprint_bytes(contexts, measured_parent_bytes: int) -> int:
     the candidate's outputs. The worker's share is estimated: the weights, the inputs three times
     (this case's, their saved copies, and the previous case's first-run inputs that its second run
     reuses: B1), two runs of outputs and a spare poisoned block of their size (kernelproof/worker/
-    cases.py; its fingerprints and checksums take a chunk at a time).
+    case_runs.py; its fingerprints and checksums take a chunk at a time).
     """
     parent = worker = 0
     for ctx in contexts:

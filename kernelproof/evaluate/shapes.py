@@ -13,7 +13,7 @@ shapes part of the contract instead: kernelproof/evaluate/correctness.py).
 from __future__ import annotations
 
 from kernelproof.evaluate.correctness import run_cases, specialized
-from kernelproof.evaluate.records import Probed, Setup
+from kernelproof.evaluate.step_records import Probed, Setup
 from kernelproof.host.process import WorkerDied, WorkerProcess
 from kernelproof.options import EvalOptions
 from kernelproof.verdict import Reason, ReasonCode

@@ -16,8 +16,8 @@ from dataclasses import replace
 import torch
 
 from kernelproof import numeric_flags
-from kernelproof.evaluate.records import Checked, Setup, Timed
-from kernelproof.evaluate.requests import device_name, load_candidate, load_program
+from kernelproof.evaluate.step_records import Checked, Setup, Timed
+from kernelproof.evaluate.worker_requests import device_name, load_candidate, load_program
 from kernelproof.evaluate.workers import WorkerSource
 from kernelproof.host.process import WorkerDied, WorkerProcess
 from kernelproof.measure import roofline as physics
@@ -49,7 +49,7 @@ from kernelproof.verdict import (
     Speedup,
     Timing,
 )
-from kernelproof.verify.cases import VariantContext, make_inputs, reference_and_oracle
+from kernelproof.verify.case_plan import VariantContext, make_inputs, reference_and_oracle
 from kernelproof.wire.replies import reason_of
 
 STEADY_ONLY = ("compile:reduce-overhead", "compile:max-autotune")  # baselines of the steady regime

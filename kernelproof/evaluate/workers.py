@@ -56,7 +56,7 @@ class WorkerSource:
 
     def memory(self, device: str):
         """The device's memory admission: ``hold(nbytes)`` is a context manager that waits until
-        the evaluations in flight leave room, and its reservation may grow (kernelproof/executors/memory.py).
+        the evaluations in flight leave room, and its reservation may grow (kernelproof/executors/device_memory.py).
         None here: no limit."""
         return _NO_LIMIT
 

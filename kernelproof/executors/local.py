@@ -36,8 +36,8 @@ from kernelproof.build import (
 from kernelproof.errors import UsageError
 from kernelproof.evaluate.build import PendingBuild, needs_build
 from kernelproof.evaluate.workers import WorkerSource
-from kernelproof.executors.memory import DeviceMemory, Unlimited
-from kernelproof.executors.memory import for_device as memory_for
+from kernelproof.executors.device_memory import DeviceMemory, Unlimited
+from kernelproof.executors.device_memory import for_device as memory_for
 from kernelproof.host.admission import Admission
 from kernelproof.host.gate import DeviceGate
 from kernelproof.host.process import SpawnSpec, WorkerProcess
@@ -399,7 +399,7 @@ def run_many(
     with ThreadPoolExecutor(max_workers=max(1, len(devices))) as ex:
         for d in devices:
             # each thread in a copy of the caller's context: a progress sink the caller set
-            # (kernelproof/evaluate/progress.py) hears the evaluations' phases
+            # (kernelproof/evaluate/phase_progress.py) hears the evaluations' phases
             ex.submit(contextvars.copy_context().run, loop, d)
         try:
             for _ in range(count):

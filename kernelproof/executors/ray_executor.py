@@ -230,7 +230,7 @@ class DeviceEvaluator:
     """A Ray actor's body: one device's evaluations, ``per_device`` at once, in one process.
 
     Why one process per device: the device gate (host/gate.py), its admission (host/admission.py)
-    and its memory reservations (executors/memory.py) are a process's ``LocalPool``; two Ray
+    and its memory reservations (executors/device_memory.py) are a process's ``LocalPool``; two Ray
     tasks on one GPU would each have their own and could time at once. Every evaluation of the
     device passes through this actor's pool, so untimed stretches overlap and timings never do
     (the candidate still runs in the pool's sandboxed workers, I1/I8).

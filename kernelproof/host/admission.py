@@ -10,7 +10,7 @@ waiting, so that no evaluation holding GPU memory ever waits for a slot (a slot 
 waiting for that memory would never come free). For that moment more than ``per_device``
 evaluations may be running: the slots are a throttle. What keeps timing honest is the device's
 gate (kernelproof/host/gate.py), which every evaluation passes whatever its admission, and what
-keeps memory in bounds is the memory admission (kernelproof/executors/memory.py).
+keeps memory in bounds is the memory admission (kernelproof/executors/device_memory.py).
 
 An evaluation that needs the device alone (the re-run of a failure with nothing beside it,
 kernelproof/blame.py) waits until no evaluation is running or standing aside: one standing aside

@@ -38,7 +38,7 @@ def tensor_violation(
 ) -> str | None:
     """Why a successful reply's tensors, as its header declares them, are not the ones the request
     expects; None when they are. The worker compares its outputs with the expectation before it
-    sends any (kernelproof.worker.cases, fetch), so a mismatch here is not the harness's reply.
+    sends any (kernelproof.worker.case_runs, fetch), so a mismatch here is not the harness's reply.
     Without an expectation a reply carries no tensor at all."""
     where = f"{request.get('op')} reply"
     if expect is None:

@@ -113,7 +113,7 @@ class WorkerProcess(Scheduling):
         self.violation: WorkerDied | None = None  # the first protocol violation: nothing read after it
         self._inbox: handoff.Inbox | None = None  # device buffers the worker copies large outputs into
         self.handoff_failed = False  # reading them failed once: outputs take the wire from then on
-        # Answers a build message the worker sends mid-request (kernelproof.build.requests); None: refused.
+        # Answers a build message the worker sends mid-request (kernelproof.build.runtime_request); None: refused.
         self.build_handler: Callable[[dict[str, Any]], dict[str, Any]] | None = None
         self._init_scheduling()  # running, unpinned, nothing stopped (host/scheduling.py)
 
@@ -260,7 +260,7 @@ class WorkerProcess(Scheduling):
         try:
             incoming = protocol.recv_header(self.sock, schemas.MAX_REPLY_HEADER_BYTES)
             while incoming.header.get("op") == "build" and nonce is not None:
-                # The solution asked for a build (kernelproof.build.requests): not the reply. Its
+                # The solution asked for a build (kernelproof.build.runtime_request): not the reply. Its
                 # arguments are read in that module's schema by the handler; it carries no tensors.
                 if incoming.metas:
                     incoming.drop()

@@ -30,7 +30,7 @@ from kernelproof.inputs import dtype_from_name
 from kernelproof.measure.attribution import KernelIdentity, identity_of
 from kernelproof.measure.coverage import EPILOGUE_INPUT_FRACTION, SET_ASIDE, classify, shares
 from kernelproof.verdict import Coverage, Reason, ReasonCode
-from kernelproof.verify.cases import VariantContext
+from kernelproof.verify.case_plan import VariantContext
 from kernelproof.wire.protocol import ProtocolError
 from kernelproof.wire.replies import reason_of
 

@@ -30,7 +30,7 @@ from kernelproof.verdict import (
     Coverage,
     Speedup,
 )
-from kernelproof.verify.cases import VariantContext, make_inputs, run_model
+from kernelproof.verify.case_plan import VariantContext, make_inputs, run_model
 
 KINETO_QUIET = "6"  # above Kineto's USDT level (5), whose lines torch 2.13 prints at every profiler start
 WITHHELD_NOTE = (

@@ -30,7 +30,7 @@ from kernelproof.measure.bounds import Differential
 from kernelproof.measure.steady_batch import SteadyBatch
 from kernelproof.options import TimingPolicy
 from kernelproof.verdict import Reason, ReasonCode
-from kernelproof.verify.cases import VariantContext
+from kernelproof.verify.case_plan import VariantContext
 from kernelproof.wire.protocol import ProtocolError
 from kernelproof.wire.replies import reason_of
 

@@ -34,9 +34,9 @@ from kernelproof.measure.batch import Batch, run_batch
 from kernelproof.measure.steady_batch import SteadyBatch
 from kernelproof.options import TimingPolicy
 from kernelproof.verdict import Reason, ReasonCode, ShapeTiming, Speedup
-from kernelproof.verify.cases import VariantContext, run_model
-from kernelproof.verify.compare import Tolerance, compare, tolerance_for
+from kernelproof.verify.case_plan import VariantContext, run_model
 from kernelproof.verify.oracle import oracle_scope
+from kernelproof.verify.oracle_compare import Tolerance, compare, tolerance_for
 from kernelproof.verify.precision import FailedFingerprint, rechecked_reason, timed_output_reason
 from kernelproof.wire.expected import OUTPUT_REUSED, REUSED_NOTE
 from kernelproof.wire.protocol import ProtocolError

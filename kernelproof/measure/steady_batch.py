@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from kernelproof.inputs import STEADY_WARMUP_CALLS, input_bytes
-from kernelproof.verify.cases import VariantContext
+from kernelproof.verify.case_plan import VariantContext
 
 STEADY_CHECKS = 3  # calls checked besides the last, picked after the reply
 BATCH_BYTES = {"cpu": 512 << 20, "cuda": 2 << 30}  # a batch's inputs and outputs held at once, at most

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelproof.report.load import ReportInputError, load_documents, read_store
-from kernelproof.report.metrics import Summary, fast_p, geomean_speedup, results_from, summarize
+from kernelproof.report.scores import Summary, fast_p, geomean_speedup, results_from, summarize
 
 __all__ = [
     "ReportInputError",

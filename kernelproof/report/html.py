@@ -12,7 +12,8 @@ from pathlib import Path
 
 from kernelproof._version import __version__
 from kernelproof.report import plots
-from kernelproof.report.metrics import (
+from kernelproof.report.plots import VERDICT_COLOURS
+from kernelproof.report.scores import (
     STANDARD_P,
     Result,
     Summary,
@@ -22,7 +23,6 @@ from kernelproof.report.metrics import (
     plural,
     task_label,
 )
-from kernelproof.report.plots import VERDICT_COLOURS
 from kernelproof.text import html
 
 _CSS = """

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelproof.report.metrics import (
+from kernelproof.report.scores import (
     STANDARD_P,
     Result,
     Summary,

@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from kernelproof.report.metrics import Result, fast_p, is_positive, task_best
+from kernelproof.report.scores import Result, fast_p, is_positive, task_best
 from kernelproof.text import plot_label
 
 VERDICT_COLOURS = {"pass": "#1b9e4b", "fail": "#d1495b", "error": "#7f7f7f"}

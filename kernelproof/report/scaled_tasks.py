@@ -8,7 +8,7 @@ module-level integer constants (``N = 2048 * 2``, ``batch_size = 16``), read by 
 A verdict at reduced sizes is a different judgement from one at the published sizes, and the two
 are never mixed: the scaled copy is another file, so its sha256, the store's key, differs
 (kernelproof/store.py), and every entry written from it carries its ``sizes`` label
-(kernelproof/report/kernelbench.py). The copies are written into the run folder, under
+(kernelproof/report/kernelbench_run.py). The copies are written into the run folder, under
 ``.kernelproof/sizes-1of<F>/level<L>/``, where a reader of a verdict's task path finds what was
 judged.
 """

@@ -27,7 +27,7 @@ from starlette.routing import Route
 from kernelproof.serve.book import QUEUED, RUNNING
 from kernelproof.serve.guard import Guard
 from kernelproof.serve.jobs import QueueFull
-from kernelproof.serve.requests import RequestError, parse_batch
+from kernelproof.serve.request_records import RequestError, parse_batch
 from kernelproof.serve.service import Service
 
 NDJSON = "application/x-ndjson"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hmac
 import json
 
-from kernelproof.serve.metrics import Metrics
+from kernelproof.serve.prometheus import Metrics
 
 OPEN_PATHS = frozenset({"/healthz"})
 

@@ -24,9 +24,9 @@ from pathlib import Path
 
 from kernelproof.errors import QueueFull  # defined in the one tree, raised here
 from kernelproof.options import EvalOptions
-from kernelproof.serve.backends import Backend
 from kernelproof.serve.book import CANCELLED, DONE, QUEUED, RUNNING, Job, JobBook
-from kernelproof.serve.metrics import Metrics
+from kernelproof.serve.eval_backends import Backend
+from kernelproof.serve.prometheus import Metrics
 from kernelproof.verdict import Verdict
 
 Listener = Callable[[Job], None]

@@ -28,7 +28,7 @@ from starlette.routing import Route
 
 from kernelproof.serve.book import CANCELLED, DONE, QUEUED, RUNNING, Job
 from kernelproof.serve.jobs import QueueFull
-from kernelproof.serve.requests import EvalItem, RequestError
+from kernelproof.serve.request_records import EvalItem, RequestError
 from kernelproof.serve.service import Service
 from kernelproof.verdict import Outcome, ReasonCode, Verdict
 

@@ -22,7 +22,7 @@ from starlette.routing import Route
 
 from kernelproof.agent.extract import extract_solution
 from kernelproof.serve.jobs import QueueFull
-from kernelproof.serve.requests import EvalItem, RequestError
+from kernelproof.serve.request_records import EvalItem, RequestError
 from kernelproof.serve.service import Service
 
 

@@ -16,12 +16,12 @@ from typing import Any
 
 from kernelproof.agent.feedback import describe_verdict
 from kernelproof.rewards import reward_terms
-from kernelproof.serve.backends import Backend, LocalBackend, RayBackend
 from kernelproof.serve.book import DONE, Job, JobBook
 from kernelproof.serve.config import ServeConfig
+from kernelproof.serve.eval_backends import Backend, LocalBackend, RayBackend
 from kernelproof.serve.jobs import QueueFull, Scheduler, Submission  # noqa: F401 (QueueFull: the app's)
-from kernelproof.serve.metrics import Metrics
-from kernelproof.serve.requests import EvalItem, RequestError
+from kernelproof.serve.prometheus import Metrics
+from kernelproof.serve.request_records import EvalItem, RequestError
 from kernelproof.serve.tasks import TaskCatalog
 
 DISCONNECT_POLL_S = 0.5

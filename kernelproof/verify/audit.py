@@ -33,7 +33,7 @@ from kernelproof import jsonsafe
 from kernelproof.task import Task
 from kernelproof.verify import steps
 from kernelproof.verify.audit_store import AuditStore
-from kernelproof.verify.cases import (
+from kernelproof.verify.case_plan import (
     VariantContext,
     build_reference,
     build_variant,
@@ -43,7 +43,7 @@ from kernelproof.verify.cases import (
     run_model,
     to_device,
 )
-from kernelproof.verify.compare import compare, tolerance_for
+from kernelproof.verify.oracle_compare import compare, tolerance_for
 from kernelproof.verify.precision import lower_precision_outputs
 from kernelproof.verify.single_flight import KeyedLocks
 

@@ -30,7 +30,7 @@ from kernelproof.store import open_connection, refuse_foreign_objects
 if TYPE_CHECKING:
     from kernelproof.task import Task
     from kernelproof.verify.audit import AuditReport
-    from kernelproof.verify.cases import VariantContext
+    from kernelproof.verify.case_plan import VariantContext
 
 TABLE = "audits"
 SCHEMA = f"CREATE TABLE IF NOT EXISTS {TABLE} (key TEXT PRIMARY KEY, doc TEXT NOT NULL, hmac TEXT NOT NULL)"

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from kernelproof.verify.compare import rel_norm_error
+from kernelproof.verify.oracle_compare import rel_norm_error
 
 CHUNK_INPUT_BYTES = 2**30  # float64 input bytes per chunk: 1 GiB keeps the oracle's copy small
 SAME_REL_NORM = 1e-12  # chunked and whole float64 oracles agree to rounding (BLAS blocking may differ)

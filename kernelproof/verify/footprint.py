@@ -7,7 +7,7 @@ task's ``get_init_inputs()``, ``Model`` and ``get_inputs()`` run with every tens
 device (shapes and dtypes, no storage), and the reference's ``forward`` runs on those: the sizes of
 the inputs, the weights and the outputs are known in seconds, before any full-size tensor exists.
 
-What one case holds at once, at least (the counts follow kernelproof/verify/cases.py and the
+What one case holds at once, at least (the counts follow kernelproof/verify/case_plan.py and the
 worker): the parent's reference weights and their float64 twin (the oracle), the case's inputs,
 the reference's outputs and the oracle's (float64, whole even when computed in chunks); the
 candidate's worker its own weights, inputs and one run's outputs. On a GPU all of it is the
@@ -83,8 +83,8 @@ def evaluation_bytes(input_bytes: int, weight_bytes: int, output_bytes: int) -> 
     oracle's at twice the size, and two runs of the candidate's coming back). The worker holds the
     weights, the inputs three times (this case's, their saved copies, and the previous case's
     first-run inputs that its second run reuses) and the outputs three times (two runs and a spare
-    poisoned block; kernelproof/worker/cases.py). Unlike :meth:`Estimate.case_bytes` this is not a
-    floor: it is what the device's admission reserves (kernelproof/executors/memory.py), so that
+    poisoned block; kernelproof/worker/case_runs.py). Unlike :meth:`Estimate.case_bytes` this is not a
+    floor: it is what the device's admission reserves (kernelproof/executors/device_memory.py), so that
     evaluations that would not fit together never start together. Measured on an H200 for a task
     of 6.4 GB a tensor: 90.2 GB by this count, the parent's allocator peaking at 38.7 GB and the
     worker at 52.3 GB."""
@@ -156,7 +156,7 @@ def case_need_of(task_path: str, device: str) -> Need:
 
 def estimate_variant(task: Task, variant: str) -> Estimate | str:
     """The sizes of one case of `variant`, or why they cannot be read on the meta device."""
-    from kernelproof.verify.cases import CONTRACT_DTYPE
+    from kernelproof.verify.case_plan import CONTRACT_DTYPE
 
     dtype = CONTRACT_DTYPE[task.meta.precision]
     try:
@@ -192,7 +192,7 @@ def estimate_variant(task: Task, variant: str) -> Estimate | str:
 
 def available_bytes(device: str | torch.device) -> int | None:
     """The device's memory: a GPU's total (evaluations wait for each other's share, see
-    kernelproof/executors/memory.py), the CPU's available RAM within this process's cgroup limit."""
+    kernelproof/executors/device_memory.py), the CPU's available RAM within this process's cgroup limit."""
     dev = torch.device(device)
     if dev.type == "cuda":
         try:

@@ -155,7 +155,7 @@ def plain_attributes(module: torch.nn.Module) -> dict[str, torch.Tensor]:
 class Noise:
     """How far the reference differs from itself on the same inputs: rounding, not randomness.
 
-    Added to the reference's own error when a tolerance is set (verify/compare.py)."""
+    Added to the reference's own error when a tolerance is set (verify/oracle_compare.py)."""
 
     rel_norm: float = 0.0  # ||a - b|| / ||a|| between two runs, the largest seen
     abs_over_rms: float = 0.0  # max |a - b| / rms(a): scales to any case's output size

@@ -28,9 +28,9 @@ import torch
 
 from kernelproof.inputs import fingerprint
 from kernelproof.verdict import Reason, ReasonCode
-from kernelproof.verify.cases import CONTRACT_DTYPE, VariantContext, run_model, to_device
-from kernelproof.verify.compare import DOWNGRADE_BAND, rel_norm_error
+from kernelproof.verify.case_plan import CONTRACT_DTYPE, VariantContext, run_model, to_device
 from kernelproof.verify.oracle import FactoryDtype, convert_attributes, oracle_scope
+from kernelproof.verify.oracle_compare import DOWNGRADE_BAND, rel_norm_error
 
 # Below each contract; of those within the band, the one whose error is nearest names it.
 LOWER_PRECISIONS = {

@@ -1,6 +1,6 @@
 """Aligned float64 slices of large outputs: how every whole-output comparison bounds its temporaries.
 
-The comparisons against the oracle (kernelproof/verify/compare.py) and the reference's run-to-run
+The comparisons against the oracle (kernelproof/verify/oracle_compare.py) and the reference's run-to-run
 spread (kernelproof/verify/oracle.py) widen outputs to float64 and build masks and differences of
 them. Over whole tensors that is several float64 copies of an output at once: a 6.4 GB output
 (KernelBench's 4096 x 393216 fp32 inputs) took the parent past an H200's memory in the

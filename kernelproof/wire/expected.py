@@ -124,7 +124,7 @@ def refusal(
     expected: Sequence[Spec], got: Sequence[Spec], count: str = COUNT_OF_A_CALL
 ) -> tuple[ReasonCode, str] | None:
     """Why ``got`` cannot be the outputs ``expected`` describes, as a reason code and a sentence; None
-    when they match. Shapes and dtypes in the words of the parent's comparison (verify/compare.py)."""
+    when they match. Shapes and dtypes in the words of the parent's comparison (verify/oracle_compare.py)."""
     if len(got) != len(expected):
         return ReasonCode.WRONG_SHAPE, count.format(got=len(got), want=len(expected))
     for k, (want, have) in enumerate(zip(expected, got)):

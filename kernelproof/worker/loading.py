@@ -64,11 +64,11 @@ def _threads(n: Any) -> None:
 
 
 def _requester(ask: Any):
-    """Send one build request to the parent and wait for its answer (kernelproof.build.requests)."""
-    from kernelproof.build import requests
+    """Send one build request to the parent and wait for its answer (kernelproof.build.runtime_request)."""
+    from kernelproof.build import runtime_request
 
     def request(call: str, args: dict[str, Any]) -> dict[str, Any]:
-        return ask(requests.message(args, call))
+        return ask(runtime_request.message(args, call))
 
     return request
 

@@ -25,7 +25,7 @@ from kernelproof.worker.checks import hooks
 from kernelproof.worker.clock import kernels_of_call
 from kernelproof.worker.launches import EXTENSION, PREFIX
 from kernelproof.worker.state import WorkerState
-from kernelproof.worker.timing import input_spec
+from kernelproof.worker.timed_calls import input_spec
 
 # ATen ops that allocate, reshape or alias without computing anything: left out of the list of
 # ops a call ran outside its launches (an honest Triton forward allocates its output with

@@ -2,7 +2,7 @@
 
 A worker's start was mostly the import of torch and Triton (about 1.5 s of CPU on a 2-core
 machine, every time, for a process used by one evaluation). The zygote pays it once: it imports
-what ``kernelproof.worker.main`` imports, then waits on its socket to the parent
+what ``kernelproof.worker.message_loop`` imports, then waits on its socket to the parent
 (kernelproof.host.zygote). For each request it forks a child, which becomes the worker exactly
 as ``python -m kernelproof.worker`` would: its own session, the descriptors it was sent (the
 worker's socket, its containment report's pipe, its log) and nothing else, the environment it was
@@ -49,7 +49,7 @@ def preload() -> None:
     import torch  # noqa: F401
 
     import kernelproof.build.builder_main  # noqa: F401
-    import kernelproof.worker.main  # noqa: F401
+    import kernelproof.worker.message_loop  # noqa: F401
 
     try:
         import triton  # noqa: F401
@@ -185,7 +185,7 @@ class Zygote:
                 from kernelproof.sandbox.contain import enter
 
                 argv = enter(args)  # the containment, before anything of the request runs
-                from kernelproof.worker.main import main as worker_main
+                from kernelproof.worker.message_loop import main as worker_main
 
                 code = worker_main(argv)
         except SystemExit as exc:

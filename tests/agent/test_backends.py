@@ -5,15 +5,15 @@ import sys
 import pytest
 from agent_loopback import Drop, Raw, Reply, Status
 
-from kernelproof.agent.backends import (
+from kernelproof.agent.agent_errors import BackendError, ConfigError, MissingDependencyError
+from kernelproof.agent.call_records import Message, Prompt
+from kernelproof.agent.llm_backends import (
     AnthropicBackend,
     OpenAIBackend,
     make_backend,
     parse_model,
     retry_after_s,
 )
-from kernelproof.agent.errors import BackendError, ConfigError, MissingDependencyError
-from kernelproof.agent.records import Message, Prompt
 
 PROMPT = Prompt("You write kernels.", (Message("user", "Write ModelNew."),))
 

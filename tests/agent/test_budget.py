@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from kernelproof.agent.agent_errors import ConfigError
 from kernelproof.agent.budget import Budget, Limits, Price, parse_price, price_for
-from kernelproof.agent.errors import ConfigError
 
 
 def test_a_call_is_granted_a_smaller_output_cap_to_fit_the_token_budget():

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
+from kernelproof.agent.agent_errors import BackendError
+from kernelproof.agent.call_records import Completion, LoggedCall, Message, Prompt, Request
 from kernelproof.agent.caller import Caller, Slot
-from kernelproof.agent.errors import BackendError
 from kernelproof.agent.memory import Memory
-from kernelproof.agent.records import Completion, LoggedCall, Message, Prompt, Request
 from kernelproof.agent.replay import ReplayLog, ReplayWriter
 
 PROMPT = Prompt("sys", (Message("user", "go"),))

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
+from kernelproof.agent.agent_errors import ConfigError
 from kernelproof.agent.context import _ceilings, describe_device, device_text, read_task
-from kernelproof.agent.errors import ConfigError
 
 
 def test_reads_the_metadata_without_running_the_task(tmp_path):

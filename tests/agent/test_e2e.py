@@ -8,7 +8,7 @@ import pytest
 from agent_loopback import Reply
 
 from kernelproof.agent import AgentOptions, Limits, parse_model
-from kernelproof.agent.options import evaluation
+from kernelproof.agent.agent_options import evaluation
 from kernelproof.api import optimize
 from kernelproof.options import EvalOptions
 

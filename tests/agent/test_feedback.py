@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from agent_fakes import make_verdict, solution
 
+from kernelproof.agent.call_records import Candidate, Rejection
 from kernelproof.agent.feedback import describe_candidate, describe_verdict, trim_log
-from kernelproof.agent.records import Candidate, Rejection
 
 
 def candidate(marker: str, **kw) -> Candidate:

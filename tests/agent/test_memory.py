@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from agent_fakes import make_verdict, solution
 
-from kernelproof.agent.errors import ReplayError
+from kernelproof.agent.agent_errors import ReplayError
+from kernelproof.agent.call_records import Candidate, Completion, Message, Prompt, Rejection
 from kernelproof.agent.memory import Memory, UnverifiedRowWarning
-from kernelproof.agent.records import Candidate, Completion, Message, Prompt, Rejection
 
 PROMPT = Prompt("sys", (Message("user", "go"),))
 

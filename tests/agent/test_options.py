@@ -5,7 +5,7 @@ import json
 import pytest
 
 from kernelproof.agent import AgentOptions, Limits, Price, SearchSettings
-from kernelproof.agent.errors import ConfigError
+from kernelproof.agent.agent_errors import ConfigError
 from kernelproof.options import EvalOptions
 
 
@@ -32,7 +32,7 @@ def test_bad_options_are_refused_with_a_sentence(fields):
 
 
 def test_candidates_are_evaluated_with_the_probed_shapes_in_the_contract_by_default():
-    from kernelproof.agent.options import evaluation
+    from kernelproof.agent.agent_options import evaluation
 
     assert AgentOptions().eval.shape_variants == "auto"  # a shape-specialised candidate is never the best
     assert evaluation(device="cpu") == EvalOptions(device="cpu", shape_variants="auto")

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from agent_fakes import make_verdict, sha, solution
 
+from kernelproof.agent.call_records import Candidate
 from kernelproof.agent.context import DeviceInfo, read_task
 from kernelproof.agent.prompts import (
     MAX_HISTORY_CHARS,
@@ -16,7 +17,6 @@ from kernelproof.agent.prompts import (
     mutate_prompt,
     refine_prompt,
 )
-from kernelproof.agent.records import Candidate
 from kernelproof.agent.sizes import sizes_tested
 from kernelproof.verdict import ReasonCode
 

@@ -5,8 +5,8 @@ import hashlib
 
 from agent_fakes import make_verdict, solution
 
+from kernelproof.agent.call_records import Candidate, Rejection
 from kernelproof.agent.ranking import best, rank, score, speedup_text
-from kernelproof.agent.records import Candidate, Rejection
 from kernelproof.verdict import Speedup
 
 

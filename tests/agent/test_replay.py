@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from kernelproof.agent.errors import ReplayError
-from kernelproof.agent.records import LoggedCall
+from kernelproof.agent.agent_errors import ReplayError
+from kernelproof.agent.call_records import LoggedCall
 from kernelproof.agent.replay import ReplayLog, ReplayWriter
 
 

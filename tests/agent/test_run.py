@@ -13,7 +13,7 @@ from agent_fakes import FakeEvaluator, answer
 from agent_loopback import Reply
 
 from kernelproof.agent import AgentOptions, Limits, SearchSettings, load_run, optimize, parse_model
-from kernelproof.agent.errors import ReplayError
+from kernelproof.agent.agent_errors import ReplayError
 from kernelproof.options import EvalOptions
 
 MARKERS = ["WRONG", "SPEED: 1.3", "COMPILE_ERROR", "SPEED: 1.9", "SPEED: 1.6", "SPEED: 2.4", "SPEED: 1.1"]

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from agent_fakes import make_verdict, sha, solution
 
+from kernelproof.agent.call_records import Candidate
 from kernelproof.agent.context import DeviceInfo, read_task
 from kernelproof.agent.prompts import PromptContext
-from kernelproof.agent.records import Candidate
 from kernelproof.agent.strategies import SearchSettings, SearchState, make_strategy
 
 

@@ -5,7 +5,7 @@ import io
 from agent_fakes import make_verdict, sha, solution
 from rich.console import Console
 
-from kernelproof.agent.records import Candidate, Rejection
+from kernelproof.agent.call_records import Candidate, Rejection
 from kernelproof.agent.summary import plot, render_markdown, rich_table, summarize
 from kernelproof.text import markdown_text
 

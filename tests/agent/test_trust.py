@@ -14,10 +14,10 @@ from agent_loopback import Reply, Status
 from markdown_it import MarkdownIt
 
 from kernelproof.agent import AgentOptions, Limits, SearchSettings, optimize, parse_model
+from kernelproof.agent.agent_errors import ConfigError
 from kernelproof.agent.budget import DEFAULT_MAX_CALLS
-from kernelproof.agent.errors import ConfigError
+from kernelproof.agent.call_records import Completion, bounded_reply
 from kernelproof.agent.extract import extract_solution
-from kernelproof.agent.records import Completion, bounded_reply
 from kernelproof.agent.strategies import STRATEGIES
 from kernelproof.options import EvalOptions
 

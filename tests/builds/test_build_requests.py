@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kernelproof.build import inline
-from kernelproof.build import requests as build_requests
+from kernelproof.build import runtime_request as build_requests
 from kernelproof.build import sources as build_sources
 from kernelproof.build.builder import BuildResult
 from kernelproof.build.env import nvcc_path

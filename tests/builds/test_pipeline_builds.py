@@ -355,7 +355,7 @@ def test_a_single_evaluation_builds_before_it_takes_the_gpu(env, monkeypatch):
 def test_once_timing_starts_the_workers_build_requests_are_refused(env, monkeypatch):
     """Correctness and warm-up run every timed shape first: a build asked for inside the timing
     would time the compiler. The chain closes the evaluation's build service before it times."""
-    from kernelproof.build import requests as build_requests
+    from kernelproof.build import runtime_request as build_requests
     from kernelproof.evaluate import chain
 
     pool, cache, root = env

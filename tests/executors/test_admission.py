@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kernelproof.build import requests as build_requests
+from kernelproof.build import runtime_request as build_requests
 from kernelproof.evaluate.build_requests import BuildService
 from kernelproof.host.admission import Admission, held, stand_aside
 

@@ -24,7 +24,7 @@ from kernelproof.host import process
 from kernelproof.measure.session import Program, time_variant
 from kernelproof.options import EvalOptions
 from kernelproof.task import load_task
-from kernelproof.verify.cases import build_variant, make_inputs
+from kernelproof.verify.case_plan import build_variant, make_inputs
 from kernelproof.wire.expected import Expected
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -17,7 +17,7 @@ import pytest
 
 from kernelproof.report.html import render_html
 from kernelproof.report.markdown import render_markdown
-from kernelproof.report.metrics import summarize
+from kernelproof.report.scores import summarize
 from kernelproof.verdict import Outcome, ReasonCode
 
 SCREEN_PX = 1280

@@ -12,7 +12,7 @@ import pytest
 
 from kernelproof.report import build_report
 from kernelproof.report.html import render_html
-from kernelproof.report.metrics import summarize
+from kernelproof.report.scores import summarize
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_FLAGS = [

@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 from markdown_it import MarkdownIt
 
 from kernelproof.report.markdown import render_markdown
-from kernelproof.report.metrics import summarize
+from kernelproof.report.scores import summarize
 
 
 def test_has_scores_and_a_leaderboard_per_task(suite_docs):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelproof.report.metrics import (
+from kernelproof.report.scores import (
     baselines_of,
     fast_p,
     fast_p_note,
@@ -106,7 +106,7 @@ def test_h200_ceilings_are_matched_from_the_verdicts_device(suite_docs, make_ver
 
 
 def test_speedups_print_with_their_interval():
-    from kernelproof.report.metrics import Figure
+    from kernelproof.report.scores import Figure
 
     assert format_speedup(Figure(2.3456, (2.2, 2.5))) == "2.35x [2.20, 2.50]"
     assert format_speedup(Figure(None, None, "not timed")) == "—"

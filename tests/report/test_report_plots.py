@@ -6,7 +6,7 @@ import base64
 
 from kernelproof.data import load_ceilings
 from kernelproof.report import plots
-from kernelproof.report.metrics import results_from
+from kernelproof.report.scores import results_from
 
 
 def test_figures_are_png_data_uris(suite_docs):

@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-PRELOAD = ["torch", "kernelproof.worker.main"]
+PRELOAD = ["torch", "kernelproof.worker.message_loop"]
 _context = None
 
 

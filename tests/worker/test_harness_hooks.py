@@ -22,7 +22,7 @@ def found_after(attack: str, full: bool = True, imported: tuple[str, ...] = ()) 
     source = textwrap.dedent(
         f"""
         import json, sys, torch
-        import kernelproof.worker.main
+        import kernelproof.worker.message_loop
         from kernelproof.worker.checks import hooks
         left_active = hooks.watch(imported={imported!r})
         """
@@ -103,7 +103,7 @@ def test_the_dispatchers_tables_show_a_change_the_record_does_not():
     script = textwrap.dedent(
         """
         import json, torch
-        import kernelproof.worker.main
+        import kernelproof.worker.message_loop
         from kernelproof.worker.checks import hooks
         left_active = hooks.watch(("aten::clone",))
         lib = torch.library.Library("aten", "IMPL")
@@ -217,7 +217,7 @@ def test_importing_new_modules_is_not_a_plant():
 
 
 def test_the_worker_watches_the_modules_its_functions_import():
-    import kernelproof.worker.main  # noqa: F401 - every module the worker runs, as in a worker
+    import kernelproof.worker.message_loop  # noqa: F401 - every module the worker runs, as in a worker
     from kernelproof.worker import surface
 
     names = set(surface.harness_imports())

@@ -77,7 +77,7 @@ def test_replacing_the_wrapped_load_inline_is_forbidden_at_load():
 
     from kernelproof.host.process import SpawnSpec, WorkerProcess
     from kernelproof.task import load_task
-    from kernelproof.verify.cases import build_variant, make_inputs
+    from kernelproof.verify.case_plan import build_variant, make_inputs
 
     ctx = build_variant(load_task(SCALE_RELU), "small", torch.device("cpu"), "eval", 0)
     make_inputs(ctx, "task", 0)

@@ -16,7 +16,7 @@ import torch
 
 from kernelproof.inputs import fingerprint, timed_inputs
 from kernelproof.measure.batch import run_batch
-from kernelproof.verify.cases import run_model
+from kernelproof.verify.case_plan import run_model
 from kernelproof.wire.expected import Expected
 
 sys.path.insert(0, str(Path(__file__).parent))

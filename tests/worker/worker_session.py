@@ -7,10 +7,10 @@ from pathlib import Path
 
 import torch
 
-from kernelproof.evaluate.requests import load_request
+from kernelproof.evaluate.worker_requests import load_request
 from kernelproof.host.process import SpawnSpec, WorkerProcess
 from kernelproof.task import load_task
-from kernelproof.verify.cases import VariantContext, build_variant, make_inputs
+from kernelproof.verify.case_plan import VariantContext, build_variant, make_inputs
 
 TESTS = Path(__file__).resolve().parents[1]
 EXPLOITS = TESTS / "exploits"

@@ -2,7 +2,7 @@
 
 Legit case: published solutions call load_inline from __init__, from a function, inside a try or on
 the first forward. The worker cannot build (its extensions folder is read-only): the call becomes a
-build request the parent serves with the builder pool (kernelproof/build/requests.py). `-fopenmp`
+build request the parent serves with the builder pool (kernelproof/build/runtime_request.py). `-fopenmp`
 is an ordinary flag (docs/builds.md). A C++ extension with no CUDA sources runs on the CPU, so this
 pair runs in CI.
 """

@@ -4,7 +4,7 @@ Legit case (GPU): the pattern of published LLM-written CUDA kernels that kernelp
 `forbidden_construct` (8 of 25 sampled from CUDA-L1's release): the extension is built when the
 model is made, not at import, and the build sits in a try. The worker cannot build (its extensions
 folder is read-only): the call becomes a build request that the parent checks and the builder pool
-compiles with nvcc (kernelproof/build/requests.py, docs/builds.md), and the worker loads the result.
+compiles with nvcc (kernelproof/build/runtime_request.py, docs/builds.md), and the worker loads the result.
 A failed build is not swallowed into a fallback: the model has no other way to compute.
 """
 

@@ -1,7 +1,7 @@
 """relu(x) * scale + bias as a kernelproof.native kernel compiled from __init__ (not at import).
 
 Legit case: a solution that compiles its kernel when the model is built. The worker's cubin folder is
-read-only: the call becomes a build request (kernelproof/build/requests.py, call ``load_cuda``) the
+read-only: the call becomes a build request (kernelproof/build/runtime_request.py, call ``load_cuda``) the
 parent's builder pool serves, and the cubin appears where the worker's load_cuda looks. Runs on a GPU.
 """
 

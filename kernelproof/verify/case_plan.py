@@ -33,7 +33,6 @@ from kernelproof.task import Task, TaskModule, eval_expr, instantiate
 from kernelproof.torch_globals import seeded
 from kernelproof.verify import fastpath, steps
 from kernelproof.verify.chunks import batch_of, batch_separable, chunks_for, oracle_in_chunks
-from kernelproof.verify.compare import tolerance_for
 from kernelproof.verify.oracle import (
     NO_NOISE,
     FactoryDtype,
@@ -44,6 +43,7 @@ from kernelproof.verify.oracle import (
     oracle_scope,
     plain_attributes,
 )
+from kernelproof.verify.oracle_compare import tolerance_for
 
 CONTRACT_DTYPE = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 LIGHT_DISTRIBUTIONS = ("task", "normal", "heavy", "spiky")  # for timed (large) variants on a GPU

@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kernelproof.agent.errors import BackendError, ConfigError, MissingDependencyError
-from kernelproof.agent.records import Completion, Prompt
+from kernelproof.agent.agent_errors import BackendError, ConfigError, MissingDependencyError
+from kernelproof.agent.call_records import Completion, Prompt
 
 INSTALL_HINT = 'pip install -e ".[agent]" (from the kernelproof checkout)'
 

@@ -8,10 +8,10 @@ flight (minutes) nor print a traceback on a second Ctrl-C.
 
 The interface (command-line code only; library code never prints, nor touches signals):
 
-    from kernelproof import progress
+    from kernelproof import cli_progress
 
-    with progress.Progress("bench", total=len(pairs), console=out) as p:
-        with progress.keeping(lambda: f"{p.done} of {p.total} verdicts kept in the store"):
+    with cli_progress.Progress("bench", total=len(pairs), console=out) as p:
+        with cli_progress.keeping(lambda: f"{p.done} of {p.total} verdicts kept in the store"):
             p.running("level1/a.py")           # what is under way: "; running level1/a.py" at the
             p.state("worker ready at 5 s")      # live line's end, or any words (nothing in a pipe)
             ...
@@ -196,7 +196,7 @@ def phase_line(phase: str, seconds: float) -> None:
 
 class ItemSteps:
     """A verb over many evaluations (bench) on a terminal: each evaluation's phases, named by its
-    item (kernelproof/evaluate/progress.py's ``about``), at the end of the live line. `name` says
+    item (kernelproof/evaluate/phase_progress.py's ``about``), at the end of the live line. `name` says
     an item as the verb shows it (a path relative to its folder)."""
 
     def __init__(self, shown: Progress, name: Callable[[str], str] = str) -> None:
@@ -204,7 +204,7 @@ class ItemSteps:
         self.name = name
 
     def __call__(self, phase: str, seconds: float) -> None:
-        from kernelproof.evaluate.progress import current_item
+        from kernelproof.evaluate.phase_progress import current_item
 
         item = current_item()
         if item and self.shown.live:
@@ -235,7 +235,7 @@ class CompareSteps:
         shown.state("verifying A")
 
     def phase(self, phase: str, seconds: float) -> None:
-        """The sink of :func:`kernelproof.evaluate.progress.reporting`: A's phases, then B's."""
+        """The sink of :func:`kernelproof.evaluate.phase_progress.reporting`: A's phases, then B's."""
         if phase == "setup":  # each solution's evaluation begins with the task's set-up
             self.which = "B" if self.which == "A" else "A"
         words = f"{self.which}: {PHASE_WORDS.get(phase, phase)}"

@@ -79,7 +79,7 @@ class BuildRequest:
 
     def source_text(self) -> str:
         """A Python file whose import makes exactly this call: what the builder pool builds."""
-        head = '"""A build requested by a solution at run time (kernelproof.build.requests)."""\n'
+        head = '"""A build requested by a solution at run time (kernelproof.build.runtime_request)."""\n'
         if self.call == "load_cuda":
             # compile_cubin is load_cuda's build: the kernels' names decide nothing in it
             return (

@@ -13,7 +13,7 @@ import torch
 from kernelproof.host import cpus
 from kernelproof.host.process import WorkerDied, WorkerProcess
 from kernelproof.options import EvalOptions
-from kernelproof.verify.cases import VariantContext
+from kernelproof.verify.case_plan import VariantContext
 
 
 def load_program(

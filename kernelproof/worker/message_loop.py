@@ -12,8 +12,8 @@ schema of its kind (:mod:`kernelproof.wire.schemas`). The nonce keeps frames in 
 authentication, since the candidate shares this process and can read it.
 
 - ``prebuilt``, ``load``: :mod:`~kernelproof.worker.loading` (the guards are armed there)
-- ``run``: one correctness case, :mod:`~kernelproof.worker.cases`
-- ``time``, ``steady``: :mod:`~kernelproof.worker.timing` (a ``time`` batch is an exchange: the
+- ``run``: one correctness case, :mod:`~kernelproof.worker.case_runs`
+- ``time``, ``steady``: :mod:`~kernelproof.worker.timed_calls` (a ``time`` batch is an exchange: the
   worker says ``closed`` and ``fingerprint`` after each call and takes ``project``, then ``next`` or
   ``end``, through ``state.channel``; kernelproof.measure.batch is the parent's side)
 - ``fetch``: a timed call's full output, :mod:`~kernelproof.worker.fetch`
@@ -38,7 +38,7 @@ import torch
 from kernelproof.verdict import ReasonCode
 from kernelproof.wire import handoff, protocol
 from kernelproof.wire.replies import failure
-from kernelproof.worker import cases, checks, fetch, loading, profiling, surface, timing
+from kernelproof.worker import case_runs, checks, fetch, loading, profiling, surface, timed_calls
 from kernelproof.worker.state import WorkerState
 
 Handler = Callable[
@@ -52,9 +52,9 @@ def handlers() -> dict[str, Handler]:
     return {
         "prebuilt": loading.prebuilt,
         "load": loading.load,
-        "run": cases.run,
-        "time": timing.time_calls,
-        "steady": timing.steady,
+        "run": case_runs.run,
+        "time": timed_calls.time_calls,
+        "steady": timed_calls.steady,
         "fetch": fetch.fetch,
         "profile": profiling.profile,
     }

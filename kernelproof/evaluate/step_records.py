@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from kernelproof.solution import SolutionFile
     from kernelproof.task import Task
     from kernelproof.verdict import FileRef
-    from kernelproof.verify.cases import Case, VariantContext
-    from kernelproof.verify.compare import Tolerance
+    from kernelproof.verify.case_plan import Case, VariantContext
+    from kernelproof.verify.oracle_compare import Tolerance
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernelproof.agent.agent_errors import ConfigError
 from kernelproof.agent.budget import DEFAULT_MAX_CALLS, Limits, Price
-from kernelproof.agent.errors import ConfigError
 from kernelproof.agent.strategies import STRATEGIES, SearchSettings
 from kernelproof.options import EvalOptions
 

@@ -16,7 +16,7 @@ import torch
 from kernelproof import exits
 from kernelproof.evaluate.build import failure, needs_build, provide
 from kernelproof.evaluate.chain import evaluate_pair
-from kernelproof.evaluate.requests import load_candidate
+from kernelproof.evaluate.worker_requests import load_candidate
 from kernelproof.evaluate.workers import WorkerSource
 from kernelproof.host.process import WorkerDied, WorkerProcess
 from kernelproof.measure.session import Program, time_variant
@@ -25,9 +25,9 @@ from kernelproof.solution import SolutionFile, solution_of
 from kernelproof.submission import Submitted, read_submitted
 from kernelproof.task import load_task
 from kernelproof.verdict import Reason, Speedup
-from kernelproof.verify.cases import build_variant, make_inputs, reference_and_oracle
-from kernelproof.verify.compare import tolerance_for
+from kernelproof.verify.case_plan import build_variant, make_inputs, reference_and_oracle
 from kernelproof.verify.contract import judged
+from kernelproof.verify.oracle_compare import tolerance_for
 
 
 @dataclass(frozen=True)
