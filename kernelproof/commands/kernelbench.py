@@ -78,66 +78,84 @@ REMEDY = {
 }
 
 
+# The verb's own options (the shared ones: commands/options.py), in the order --help lists them.
+RunDir = Annotated[
+    Path, typer.Argument(help="KernelBench run folder: level_<L>_problem_<P>_sample_<S>_kernel.py files.")
+]
+Kernelbench = Annotated[
+    Path,
+    typer.Option(
+        "--kernelbench",
+        help="Root of a KernelBench checkout (it holds KernelBench/level1) or a folder prepared by "
+        "benchmarks/kernelbench_sweep.py --prepare (it holds level1).",
+    ),
+]
+Level = Annotated[
+    int | None,
+    typer.Option(
+        "--level",
+        help="KernelBench level of the run (default: generation_config.yaml's, else the one level "
+        "the sample files name).",
+    ),
+]
+Problems = Annotated[
+    str, typer.Option("--problems", help="Only these problem ids: 1,19 or ranges such as 3-7.")
+]
+Sizes = Annotated[
+    str,
+    typer.Option(
+        "--sizes",
+        help="published (default) | small (the problems' large size constants divided by 16) | a "
+        "factor N: a smoke run, every verdict labelled with its sizes.",
+    ),
+]
+Backend = Annotated[
+    str | None,
+    typer.Option(
+        "--backend",
+        help="KernelBench's backend of the run: cuda | triton (default: generation_config.yaml's). "
+        "kernelproof reads each sample's own from its source.",
+    ),
+]
+TimingMethod = Annotated[
+    str | None,
+    typer.Option(
+        "--timing-method",
+        "--timing_method",
+        help="KernelBench's timing method: cuda_event only (kernelproof's own clock, docs/timing.md).",
+    ),
+]
+NumSamples = Annotated[
+    int | None,
+    typer.Option(
+        "--num-samples",
+        help="Samples per problem, as the run was made (default: generation_config.yaml's "
+        "num_samples, else the highest sample id found + 1); a sample below it without a file is "
+        "judged missing (incorrect).",
+    ),
+]
+PassAtK = Annotated[
+    str, typer.Option("--pass-at-k", help="Comma-separated k values for pass@k (default: 1 and N).")
+]
+Write = Annotated[
+    bool,
+    typer.Option(
+        "--write/--no-write", help="Write eval_results.json, pass_at_k_results.json and baseline files."
+    ),
+]
+
+
 def kernelbench_command(
     ctx: typer.Context,
-    run_dir: Annotated[
-        Path, typer.Argument(help="KernelBench run folder: level_<L>_problem_<P>_sample_<S>_kernel.py files.")
-    ],
-    kernelbench: Annotated[
-        Path,
-        typer.Option(
-            "--kernelbench",
-            help="Root of a KernelBench checkout (it holds KernelBench/level1) or a folder prepared by "
-            "benchmarks/kernelbench_sweep.py --prepare (it holds level1).",
-        ),
-    ],
-    level: Annotated[
-        int | None,
-        typer.Option(
-            "--level",
-            help="KernelBench level of the run (default: generation_config.yaml's, else the one level "
-            "the sample files name).",
-        ),
-    ] = None,
-    problems: Annotated[
-        str, typer.Option("--problems", help="Only these problem ids: 1,19 or ranges such as 3-7.")
-    ] = "",
-    sizes: Annotated[
-        str,
-        typer.Option(
-            "--sizes",
-            help="published (default) | small (the problems' large size constants divided by 16) | a "
-            "factor N: a smoke run, every verdict labelled with its sizes.",
-        ),
-    ] = "published",
-    backend: Annotated[
-        str | None,
-        typer.Option(
-            "--backend",
-            help="KernelBench's backend of the run: cuda | triton (default: generation_config.yaml's). "
-            "kernelproof reads each sample's own from its source.",
-        ),
-    ] = None,
-    timing_method: Annotated[
-        str | None,
-        typer.Option(
-            "--timing-method",
-            "--timing_method",
-            help="KernelBench's timing method: cuda_event only (kernelproof's own clock, docs/timing.md).",
-        ),
-    ] = None,
-    num_samples: Annotated[
-        int | None,
-        typer.Option(
-            "--num-samples",
-            help="Samples per problem, as the run was made (default: generation_config.yaml's "
-            "num_samples, else the highest sample id found + 1); a sample below it without a file is "
-            "judged missing (incorrect).",
-        ),
-    ] = None,
-    pass_at_k: Annotated[
-        str, typer.Option("--pass-at-k", help="Comma-separated k values for pass@k (default: 1 and N).")
-    ] = "",
+    run_dir: RunDir,
+    kernelbench: Kernelbench,
+    level: Level = None,
+    problems: Problems = "",
+    sizes: Sizes = "published",
+    backend: Backend = None,
+    timing_method: TimingMethod = None,
+    num_samples: NumSamples = None,
+    pass_at_k: PassAtK = "",
     device: Device = "auto",
     json_path: VerdictsJson = None,
     baselines: Baselines = "eager",
@@ -164,12 +182,7 @@ def kernelbench_command(
     build_workers: BuildWorkers = 0,
     per_device: PerDevice = 1,
     require_sandbox: RequireSandbox = False,
-    write: Annotated[
-        bool,
-        typer.Option(
-            "--write/--no-write", help="Write eval_results.json, pass_at_k_results.json and baseline files."
-        ),
-    ] = True,
+    write: Write = True,
     exit_zero: ExitZero = False,
     cpu_threads: CpuThreads = 1,
     time_when_busy: TimeWhenBusy = False,

@@ -44,98 +44,118 @@ console = make_console(stderr=True)
 Opt = typer.Option
 
 
+# The verb's own options (the shared ones: commands/options.py), in the order --help lists them.
+Task = Annotated[
+    Path | None, typer.Argument(help="Task file (KernelBench format). Not needed with --resume.")
+]
+Model = Annotated[
+    str | None,
+    Opt(
+        "--model",
+        "-m",
+        help="PROVIDER:MODEL: openai, anthropic, vllm, sglang, ollama, openrouter; or replay:LOG, a "
+        "recorded run's answers (as --replay LOG: no key, no network).",
+    ),
+]
+Strategy = Annotated[str, Opt("--strategy", help="refine | best-of-n | tree | evolve")]
+MaxCandidates = Annotated[
+    int | None,
+    Opt(
+        "--max-candidates",
+        help="Candidates, at most: those evaluated plus repeats (an answer equal to an earlier one).",
+    ),
+]
+MaxCalls = Annotated[
+    int | None,
+    Opt(
+        "--max-calls",
+        help="LLM calls over the run, answered or failed. A run always has a bound on calls, tokens or "
+        f"dollars: without --max-calls, --max-tokens or --max-dollars it is --max-calls {DEFAULT_MAX_CALLS}.",
+    ),
+]
+MaxTokens = Annotated[int | None, Opt("--max-tokens", help="Input+output tokens over the run.")]
+MaxDollars = Annotated[float | None, Opt("--max-dollars", help="USD over the run (needs a price).")]
+MaxGpuSeconds = Annotated[float | None, Opt("--max-gpu-seconds", help="Evaluation seconds over the run.")]
+Out = Annotated[str | None, Opt("--out", help="The run's folder (default kernelproof-runs/<task>-<run>).")]
+Resume = Annotated[str | None, Opt("--resume", help="Continue a run (its folder or id).")]
+Replay = Annotated[
+    str | None,
+    Opt(
+        "--replay",
+        help="Re-run a recorded run from its replay log (replay.jsonl, folder or id): its strategy and budgets, "
+        "evaluated here; no network.",
+    ),
+]
+BaseUrl = Annotated[str | None, Opt("--base-url", help="OpenAI-compatible server URL (vLLM, SGLang...).")]
+Price = Annotated[str | None, Opt("--price", help="IN,OUT USD per million tokens (overrides the table).")]
+Temperature = Annotated[float | None, Opt("--temperature", help="Sampling temperature.")]
+TurnSamples = Annotated[int, Opt("--samples", help="Answers per turn (best-of-n, evolve).")]
+Ideas = Annotated[int, Opt("--ideas", help="Ideas per expanded node (tree).")]
+Impls = Annotated[int, Opt("--impls", help="Implementations per idea (tree).")]
+Beam = Annotated[int, Opt("--beam", help="Nodes expanded per round (tree).")]
+Patience = Annotated[int, Opt("--patience", help="Stop after K rounds without improvement.")]
+SolTarget = Annotated[float | None, Opt("--sol-target", help="Stop at this speed-of-light fraction (0-1).")]
+SearchRounds = Annotated[int, Opt("--max-rounds", help="Rounds of candidates, at most.")]
+MaxOutputTokens = Annotated[int, Opt("--max-output-tokens", help="Cap of one answer.")]
+Language = Annotated[str, Opt("--language", help="triton | cuda | any")]
+StrategySeed = Annotated[int, Opt("--seed", help="Seed of the strategies' random choices.")]
+RunShapeVariants = Annotated[
+    str,
+    Opt(
+        "--shape-variants",
+        help="auto: the probed shapes (the task's sizes made odd and about half) are part of the "
+        "contract, so a shape-specialised candidate is never chosen; probe: they only flag; task: none.",
+    ),
+]
+EvalReserve = Annotated[
+    float | None,
+    Opt("--eval-reserve", help="GPU seconds reserved per evaluation (default: the longest one seen)."),
+]
+RunDb = Annotated[
+    str | None, Opt("--db", help="SQLite store shared with the verdicts ('' : in the run folder).")
+]
+Retries = Annotated[int, Opt("--retries", help="Retries of a failed LLM call.")]
+CallTimeout = Annotated[float, Opt("--call-timeout", help="Seconds one LLM request may take.")]
+NoPlot = Annotated[bool, Opt("--no-plot", help="Do not draw summary.png.")]
+JsonPath = Annotated[str | None, Opt("--json", help="Write the run's result as JSON here ('-': stdout).")]
+
+
 def optimize_command(
     ctx: typer.Context,
-    task: Annotated[
-        Path | None, typer.Argument(help="Task file (KernelBench format). Not needed with --resume.")
-    ] = None,
-    model: Annotated[
-        str | None,
-        Opt(
-            "--model",
-            "-m",
-            help="PROVIDER:MODEL: openai, anthropic, vllm, sglang, ollama, openrouter; or replay:LOG, a "
-            "recorded run's answers (as --replay LOG: no key, no network).",
-        ),
-    ] = None,
-    strategy: Annotated[str, Opt("--strategy", help="refine | best-of-n | tree | evolve")] = "refine",
-    max_candidates: Annotated[
-        int | None,
-        Opt(
-            "--max-candidates",
-            help="Candidates, at most: those evaluated plus repeats (an answer equal to an earlier one).",
-        ),
-    ] = None,
-    max_calls: Annotated[
-        int | None,
-        Opt(
-            "--max-calls",
-            help="LLM calls over the run, answered or failed. A run always has a bound on calls, tokens or "
-            f"dollars: without --max-calls, --max-tokens or --max-dollars it is --max-calls {DEFAULT_MAX_CALLS}.",
-        ),
-    ] = None,
-    max_tokens: Annotated[int | None, Opt("--max-tokens", help="Input+output tokens over the run.")] = None,
-    max_dollars: Annotated[
-        float | None, Opt("--max-dollars", help="USD over the run (needs a price).")
-    ] = None,
-    max_gpu_seconds: Annotated[
-        float | None, Opt("--max-gpu-seconds", help="Evaluation seconds over the run.")
-    ] = None,
-    out: Annotated[
-        str | None, Opt("--out", help="The run's folder (default kernelproof-runs/<task>-<run>).")
-    ] = None,
-    resume: Annotated[str | None, Opt("--resume", help="Continue a run (its folder or id).")] = None,
-    replay: Annotated[
-        str | None,
-        Opt(
-            "--replay",
-            help="Re-run a recorded run from its replay log (replay.jsonl, folder or id): its strategy and budgets, "
-            "evaluated here; no network.",
-        ),
-    ] = None,
-    base_url: Annotated[
-        str | None, Opt("--base-url", help="OpenAI-compatible server URL (vLLM, SGLang...).")
-    ] = None,
-    price: Annotated[
-        str | None, Opt("--price", help="IN,OUT USD per million tokens (overrides the table).")
-    ] = None,
-    temperature: Annotated[float | None, Opt("--temperature", help="Sampling temperature.")] = None,
-    samples: Annotated[int, Opt("--samples", help="Answers per turn (best-of-n, evolve).")] = 4,
-    ideas: Annotated[int, Opt("--ideas", help="Ideas per expanded node (tree).")] = 3,
-    impls: Annotated[int, Opt("--impls", help="Implementations per idea (tree).")] = 2,
-    beam: Annotated[int, Opt("--beam", help="Nodes expanded per round (tree).")] = 2,
-    patience: Annotated[int, Opt("--patience", help="Stop after K rounds without improvement.")] = 4,
-    sol_target: Annotated[
-        float | None, Opt("--sol-target", help="Stop at this speed-of-light fraction (0-1).")
-    ] = None,
-    max_rounds: Annotated[int, Opt("--max-rounds", help="Rounds of candidates, at most.")] = 50,
-    max_output_tokens: Annotated[int, Opt("--max-output-tokens", help="Cap of one answer.")] = 16384,
-    language: Annotated[str, Opt("--language", help="triton | cuda | any")] = "triton",
-    seed: Annotated[int, Opt("--seed", help="Seed of the strategies' random choices.")] = 0,
+    task: Task = None,
+    model: Model = None,
+    strategy: Strategy = "refine",
+    max_candidates: MaxCandidates = None,
+    max_calls: MaxCalls = None,
+    max_tokens: MaxTokens = None,
+    max_dollars: MaxDollars = None,
+    max_gpu_seconds: MaxGpuSeconds = None,
+    out: Out = None,
+    resume: Resume = None,
+    replay: Replay = None,
+    base_url: BaseUrl = None,
+    price: Price = None,
+    temperature: Temperature = None,
+    samples: TurnSamples = 4,
+    ideas: Ideas = 3,
+    impls: Impls = 2,
+    beam: Beam = 2,
+    patience: Patience = 4,
+    sol_target: SolTarget = None,
+    max_rounds: SearchRounds = 50,
+    max_output_tokens: MaxOutputTokens = 16384,
+    language: Language = "triton",
+    seed: StrategySeed = 0,
     device: Device = "auto",
     baselines: Baselines = "eager",
     eval_timeout: Timeout = 600.0,
-    shape_variants: Annotated[
-        str,
-        Opt(
-            "--shape-variants",
-            help="auto: the probed shapes (the task's sizes made odd and about half) are part of the "
-            "contract, so a shape-specialised candidate is never chosen; probe: they only flag; task: none.",
-        ),
-    ] = "auto",
-    eval_reserve: Annotated[
-        float | None,
-        Opt("--eval-reserve", help="GPU seconds reserved per evaluation (default: the longest one seen)."),
-    ] = None,
-    db: Annotated[
-        str | None, Opt("--db", help="SQLite store shared with the verdicts ('' : in the run folder).")
-    ] = None,
-    retries: Annotated[int, Opt("--retries", help="Retries of a failed LLM call.")] = 5,
-    call_timeout: Annotated[float, Opt("--call-timeout", help="Seconds one LLM request may take.")] = 600.0,
-    no_plot: Annotated[bool, Opt("--no-plot", help="Do not draw summary.png.")] = False,
-    json_path: Annotated[
-        str | None, Opt("--json", help="Write the run's result as JSON here ('-': stdout).")
-    ] = None,
+    shape_variants: RunShapeVariants = "auto",
+    eval_reserve: EvalReserve = None,
+    db: RunDb = None,
+    retries: Retries = 5,
+    call_timeout: CallTimeout = 600.0,
+    no_plot: NoPlot = False,
+    json_path: JsonPath = None,
 ) -> None:
     """Let an LLM write and improve kernels for TASK; kernelproof verifies every candidate.
 

@@ -36,62 +36,67 @@ from kernelproof.commands.cli_options import (
 from kernelproof.errors import UsageError
 from kernelproof.rewards import RewardWeights
 
+# The verb's own options (the shared ones: commands/options.py), in the order --help lists them.
+Tasks = Annotated[
+    list[Path],
+    typer.Option(
+        "--tasks",
+        help="A folder of tasks served by id (repeatable): suite/, a prepared KernelBench folder, any folder.",
+    ),
+]
+Host = Annotated[
+    str,
+    typer.Option("--host", help="Address to bind (loopback by default; any other needs --token-file)."),
+]
+Port = Annotated[int, typer.Option("--port", help="Port to bind (0: any free one, printed on stdout).")]
+TokenFile = Annotated[
+    Path | None,
+    typer.Option("--token-file", help="A file holding the bearer token every request must carry."),
+]
+TrustClientTasks = Annotated[
+    bool,
+    typer.Option(
+        "--trust-client-tasks",
+        help="Accept a client's own reference source (it runs in the trusted parent): only for clients you trust.",
+    ),
+]
+QueueLimit = Annotated[int, typer.Option("--queue-limit", help="Jobs queued or running before 429.")]
+MaxBodyBytes = Annotated[int, typer.Option("--max-body-bytes", help="Largest request body (413 above).")]
+RaySlots = Annotated[
+    int, typer.Option("--ray-slots", help="Ray: evaluations in flight (0: the cluster's slots).")
+]
+StateDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--state-dir", help="Where the job book and request files live (default: beside the store)."
+    ),
+]
+RewardCorrect = Annotated[float, typer.Option("--reward-correct", help="Weight of a pass (docs/rewards.md).")]
+RewardSpeed = Annotated[float, typer.Option("--reward-speed", help="Weight of the speed term.")]
+RewardCoverage = Annotated[float, typer.Option("--reward-coverage", help="Weight of the coverage term.")]
+RewardSpeedCap = Annotated[
+    float, typer.Option("--reward-speed-cap", help="Lower-bound speedup earning the whole speed term.")
+]
+
 
 def serve_command(
     ctx: typer.Context,
-    tasks: Annotated[
-        list[Path],
-        typer.Option(
-            "--tasks",
-            help="A folder of tasks served by id (repeatable): suite/, a prepared KernelBench folder, any folder.",
-        ),
-    ],
-    host: Annotated[
-        str,
-        typer.Option("--host", help="Address to bind (loopback by default; any other needs --token-file)."),
-    ] = "127.0.0.1",
-    port: Annotated[
-        int, typer.Option("--port", help="Port to bind (0: any free one, printed on stdout).")
-    ] = 8000,
-    token_file: Annotated[
-        Path | None,
-        typer.Option("--token-file", help="A file holding the bearer token every request must carry."),
-    ] = None,
-    trust_client_tasks: Annotated[
-        bool,
-        typer.Option(
-            "--trust-client-tasks",
-            help="Accept a client's own reference source (it runs in the trusted parent): only for clients you trust.",
-        ),
-    ] = False,
+    tasks: Tasks,
+    host: Host = "127.0.0.1",
+    port: Port = 8000,
+    token_file: TokenFile = None,
+    trust_client_tasks: TrustClientTasks = False,
     per_device: PerDevice = 1,
-    queue_limit: Annotated[
-        int, typer.Option("--queue-limit", help="Jobs queued or running before 429.")
-    ] = 256,
-    max_body_bytes: Annotated[
-        int, typer.Option("--max-body-bytes", help="Largest request body (413 above).")
-    ] = 1_000_000,
+    queue_limit: QueueLimit = 256,
+    max_body_bytes: MaxBodyBytes = 1_000_000,
     executor: Executor = "local",
     address: Address = None,
-    ray_slots: Annotated[
-        int, typer.Option("--ray-slots", help="Ray: evaluations in flight (0: the cluster's slots).")
-    ] = 0,
-    state_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--state-dir", help="Where the job book and request files live (default: beside the store)."
-        ),
-    ] = None,
-    reward_correct: Annotated[
-        float, typer.Option("--reward-correct", help="Weight of a pass (docs/rewards.md).")
-    ] = 0.5,
-    reward_speed: Annotated[float, typer.Option("--reward-speed", help="Weight of the speed term.")] = 1.0,
-    reward_coverage: Annotated[
-        float, typer.Option("--reward-coverage", help="Weight of the coverage term.")
-    ] = 0.5,
-    reward_speed_cap: Annotated[
-        float, typer.Option("--reward-speed-cap", help="Lower-bound speedup earning the whole speed term.")
-    ] = 4.0,
+    ray_slots: RaySlots = 0,
+    state_dir: StateDir = None,
+    reward_correct: RewardCorrect = 0.5,
+    reward_speed: RewardSpeed = 1.0,
+    reward_coverage: RewardCoverage = 0.5,
+    reward_speed_cap: RewardSpeedCap = 4.0,
     time_budget: TimeBudget = 20.0,
     max_rounds: MaxRounds = 50,
     seed: Seed = None,

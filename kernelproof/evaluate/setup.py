@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -74,21 +76,14 @@ def prepare(
     compile_error, degenerate_task). `admit(nbytes)` holds that much of the device's memory for
     the evaluation before setup allocates any: the meta device's estimate of what the whole
     evaluation holds (kernelproof/verify/footprint.py, ``evaluation_bytes``), not the floor of one
-    case, so that evaluations that cannot fit together do not set up together."""
-    try:
-        # the contract it is judged in: --precision, else its declared one, else its own dtypes
-        task = judged(load_task(task_file.path, task_file.data), options.precision)
-    except TaskError as exc:
-        return Stopped(Outcome.ERROR, Reason(ReasonCode.TASK_ERROR, str(exc)), solution.flags)
-    flags = list(solution.flags)
-    syntax_error = solution.file.triage.syntax_error
-    if syntax_error:
-        where = f"{solution.ref.path}:{syntax_error.removeprefix('line ')}"  # path:line: message
-        reason = Reason(ReasonCode.COMPILE_ERROR, f"the solution does not parse: {where}")
-        return Stopped(Outcome.FAIL, reason, tuple(flags), task.sha256)
-    if ENTRY_POINT not in solution.file.source:  # the name nowhere: no worker can find the class
-        reason = Reason(ReasonCode.COMPILE_ERROR, NO_ENTRY_POINT)
-        return Stopped(Outcome.FAIL, reason, tuple(flags), task.sha256)
+    case, so that evaluations that cannot fit together do not set up together.
+
+    In the steps it records: footprint, admission, shapes, build_models (with probe, inplace,
+    randomness, chunk_check), audit, then the plan of the cases."""
+    read_task = _read_task(task_file, solution, options)
+    if isinstance(read_task, Stopped):
+        return read_task
+    task, flags = read_task
     dev = torch.device(device)
     variants = variants_for(task, dev.type)
     with steps.step("footprint"):
@@ -123,83 +118,19 @@ def prepare(
             if v in task.meta.variants
         )
         try:
-            with steps.step("build_models"):
-                contexts = {v: build_variant(task, v, dev, mode, init_seed) for v in variants}
-            first = contexts[probe_variant(task, variants)]
-            with steps.step("probe"):
-                probe = make_inputs(first, "task", rng.getrandbits(62), on_device=True)
-            with steps.step("inplace"):
-                flags += inplace_findings(first, probe)
-            with steps.step("randomness"):
-                randomness = reference_randomness(first, probe)
-            random_reference = randomness.random
-            if random_reference:
-                stop = _random_reference(randomness, mode, options, flags, task.sha256)
-                if stop is not None:
-                    return stop
-                mode = "eval"  # dropout off in the reference, the oracle and ModelNew alike
-                contexts = {v: build_variant(task, v, dev, mode, init_seed) for v in variants}
-                first = contexts[probe_variant(task, variants)]
-                randomness = reference_randomness(first, probe)
-                if randomness.random:
-                    reason = Reason(
-                        ReasonCode.TASK_ERROR,
-                        "the reference's output depends on the random number generator even in eval() "
-                        f"mode (runs under different seeds differ by {min(randomness.other_seed_rel_norm):.3g}, "
-                        f"the tolerance is {randomness.tolerance_rel_norm:.3g}): outputs cannot be compared",
-                    )
-                    return Stopped(Outcome.ERROR, reason, tuple(flags), task.sha256)
-            with steps.step("chunk_check"):
-                separable = check_batch_separable(first, probe)  # at a small shape, never assumed
-            for ctx in contexts.values():
-                ctx.noise = randomness.noise  # rounding between runs: part of the reference's own error
-                ctx.batch_separable = separable
-            for v in variants:
-                # the probe's inputs (drawn from the secret seed, held here anyway) are the
-                # audit's first on its variant: one get_inputs() call fewer (fastpath.py)
-                shared = probe if fastpath.ENABLED and contexts[v] is first else None
-                with steps.step("audit"):
-                    report = task_audit.audit_variant(task, contexts[v], rng.getrandbits(62), audits, shared)
-                if report.degenerate:
-                    # the first draw's reference and oracle are let go before another is built
-                    # (`first` is read only for this variant's audit, done)
-                    order = list(contexts)
-                    first = None if contexts[v] is first else first
-                    report, redrawn = _draw_weights_again(
-                        task, v, contexts.pop(v), report, rng, audits, flags
-                    )
-                    if redrawn is not None:
-                        contexts[v] = redrawn
-                        contexts = {k: contexts[k] for k in order}
-                if report.degenerate and v in shapes_probed and options.shape_variants == "probe":
-                    flags.append(
-                        f"auto shape variant {v!r} not probed: it fails its audit ({report.summary()})"
-                    )
-                    # neither probed nor part of the contract: no case is planned for it (its
-                    # context went with its last draw)
-                    shapes_probed = tuple(x for x in shapes_probed if x != v)
-                    variants = tuple(x for x in variants if x != v)
-                    continue
-                if report.degenerate:
-                    reason = Reason(
-                        ReasonCode.DEGENERATE_TASK, f"shape variant {v!r} fails its audit: {report.summary()}"
-                    )
-                    return Stopped(Outcome.ERROR, reason, tuple(flags), task.sha256)
-            flags += sorted({c.oracle_note for c in contexts.values() if c.oracle_note})
-            dists = allowed_distributions(task, len(probe), options.distributions)
-            light = set(timed) if dev.type == "cuda" else set()
-            contract = tuple(
-                v for v in variants if options.shape_variants == "auto" or v not in shapes_probed
-            )
-            cases = plan_cases(contract, light, dists, options.seeds_per_case, rng)
-            probe_cases = []
-            if options.shape_variants == "probe":  # one light case per probed shape
-                probe_dists = tuple(d for d in ("normal", "task") if d in dists)[:1] or dists[:1]
-                probe_cases = plan_cases(shapes_probed, set(), probe_dists, 1, rng)
+            models = _build_models(task, variants, dev, mode, init_seed, rng, options, flags)
+            if isinstance(models, Stopped):
+                return models
+            audited = _audit(task, models, variants, shapes_probed, rng, audits, options, flags)
+            if isinstance(audited, Stopped):
+                return audited
+            plan = _plan(task, models.probe, audited, timed, dev, options, rng, flags)
             # Reserved once for the whole evaluation (chain.py): its largest case, never the sum.
             # never below the reservation made from the meta device's sizes: a variant whose
             # inputs setup never drew (its audit served from the store) has no slots to count yet
-            footprint = max(footprint_bytes(contexts.values(), peak.bytes()), need.evaluation_bytes or 0)
+            footprint = max(
+                footprint_bytes(audited.contexts.values(), peak.bytes()), need.evaluation_bytes or 0
+            )
         except TaskError as exc:
             return Stopped(Outcome.ERROR, Reason(ReasonCode.TASK_ERROR, str(exc)), tuple(flags), task.sha256)
     return Setup(
@@ -208,19 +139,183 @@ def prepare(
         solution=solution,
         seed=seed,
         device=dev,
-        mode=mode,
-        contexts=contexts,
+        mode=models.mode,
+        contexts=audited.contexts,
         timed=timed,
-        cases=tuple(cases),
+        cases=tuple(plan.cases),
         timing_seed=rng.getrandbits(62),
         pending_build=pending,
         flags=tuple(flags),
-        random_reference=random_reference,
+        random_reference=models.random_reference,
         footprint_bytes=footprint,
-        shapes_probed=shapes_probed,
+        shapes_probed=audited.shapes_probed,
         shapes_in_contract=options.shape_variants == "auto",
-        probe_cases=tuple(probe_cases),
+        probe_cases=tuple(plan.probe_cases),
     )
+
+
+def _read_task(
+    task_file: Submitted, solution: Solution, options: EvalOptions
+) -> tuple[Task, list[str]] | Stopped:
+    """The task in the contract it is judged in, and the flags so far; or the verdict of a task
+    that does not load or a solution that cannot run (it does not parse, or never names the class)."""
+    try:
+        # the contract it is judged in: --precision, else its declared one, else its own dtypes
+        task = judged(load_task(task_file.path, task_file.data), options.precision)
+    except TaskError as exc:
+        return Stopped(Outcome.ERROR, Reason(ReasonCode.TASK_ERROR, str(exc)), solution.flags)
+    flags = list(solution.flags)
+    syntax_error = solution.file.triage.syntax_error
+    if syntax_error:
+        where = f"{solution.ref.path}:{syntax_error.removeprefix('line ')}"  # path:line: message
+        reason = Reason(ReasonCode.COMPILE_ERROR, f"the solution does not parse: {where}")
+        return Stopped(Outcome.FAIL, reason, tuple(flags), task.sha256)
+    if ENTRY_POINT not in solution.file.source:  # the name nowhere: no worker can find the class
+        reason = Reason(ReasonCode.COMPILE_ERROR, NO_ENTRY_POINT)
+        return Stopped(Outcome.FAIL, reason, tuple(flags), task.sha256)
+    return task, flags
+
+
+@dataclass
+class _Models:
+    """Every variant's reference and oracle built, and what the probe's inputs told of the task."""
+
+    contexts: dict[str, VariantContext]
+    probe: list[Any]  # the probe variant's inputs, drawn from the secret seed
+    mode: str  # "eval" where a random reference turned dropout off
+    random_reference: bool
+
+
+@dataclass
+class _Audited:
+    """The contexts judged after the audit (a variant's weights maybe drawn again), and the
+    variants left: a probed shape that fails its audit is dropped."""
+
+    contexts: dict[str, VariantContext]
+    variants: tuple[str, ...]
+    shapes_probed: tuple[str, ...]
+
+
+@dataclass
+class _Plan:
+    cases: list[Any]
+    probe_cases: list[Any]  # one light case per probed shape (--shape-variants probe)
+
+
+def _build_models(
+    task: Task,
+    variants: tuple[str, ...],
+    dev: torch.device,
+    mode: str,
+    init_seed: int,
+    rng: random.Random,
+    options: EvalOptions,
+    flags: list[str],
+) -> _Models | Stopped:
+    """The steps build_models, probe, inplace, randomness and chunk_check: the references and
+    oracles, and the task's own questions asked at the probe variant's inputs."""
+    with steps.step("build_models"):
+        contexts = {v: build_variant(task, v, dev, mode, init_seed) for v in variants}
+    first = contexts[probe_variant(task, variants)]
+    with steps.step("probe"):
+        probe = make_inputs(first, "task", rng.getrandbits(62), on_device=True)
+    with steps.step("inplace"):
+        flags += inplace_findings(first, probe)
+    with steps.step("randomness"):
+        randomness = reference_randomness(first, probe)
+    random_reference = randomness.random
+    if random_reference:
+        stop = _random_reference(randomness, mode, options, flags, task.sha256)
+        if stop is not None:
+            return stop
+        mode = "eval"  # dropout off in the reference, the oracle and ModelNew alike
+        contexts = {v: build_variant(task, v, dev, mode, init_seed) for v in variants}
+        first = contexts[probe_variant(task, variants)]
+        randomness = reference_randomness(first, probe)
+        if randomness.random:
+            reason = Reason(
+                ReasonCode.TASK_ERROR,
+                "the reference's output depends on the random number generator even in eval() "
+                f"mode (runs under different seeds differ by {min(randomness.other_seed_rel_norm):.3g}, "
+                f"the tolerance is {randomness.tolerance_rel_norm:.3g}): outputs cannot be compared",
+            )
+            return Stopped(Outcome.ERROR, reason, tuple(flags), task.sha256)
+    with steps.step("chunk_check"):
+        separable = check_batch_separable(first, probe)  # at a small shape, never assumed
+    for ctx in contexts.values():
+        ctx.noise = randomness.noise  # rounding between runs: part of the reference's own error
+        ctx.batch_separable = separable
+    return _Models(contexts, probe, mode, random_reference)
+
+
+def _audit(
+    task: Task,
+    models: _Models,
+    variants: tuple[str, ...],
+    shapes_probed: tuple[str, ...],
+    rng: random.Random,
+    audits: AuditStore | None,
+    options: EvalOptions,
+    flags: list[str],
+) -> _Audited | Stopped:
+    """The audit step, variant by variant: a degenerate one's weights drawn again; a probed shape
+    still degenerate is dropped, a shape of the task's own makes it degenerate_task."""
+    contexts, probe = models.contexts, models.probe
+    first: VariantContext | None = contexts[probe_variant(task, variants)]
+    for v in variants:
+        # the probe's inputs (drawn from the secret seed, held here anyway) are the
+        # audit's first on its variant: one get_inputs() call fewer (fastpath.py)
+        shared = probe if fastpath.ENABLED and contexts[v] is first else None
+        with steps.step("audit"):
+            report = task_audit.audit_variant(task, contexts[v], rng.getrandbits(62), audits, shared)
+        if report.degenerate:
+            # the first draw's reference and oracle are let go before another is built
+            # (`first` is read only for this variant's audit, done)
+            order = list(contexts)
+            first = None if contexts[v] is first else first
+            report, redrawn = _draw_weights_again(task, v, contexts.pop(v), report, rng, audits, flags)
+            if redrawn is not None:
+                contexts[v] = redrawn
+                contexts = {k: contexts[k] for k in order}
+        if report.degenerate and v in shapes_probed and options.shape_variants == "probe":
+            flags.append(f"auto shape variant {v!r} not probed: it fails its audit ({report.summary()})")
+            # neither probed nor part of the contract: no case is planned for it (its
+            # context went with its last draw)
+            shapes_probed = tuple(x for x in shapes_probed if x != v)
+            variants = tuple(x for x in variants if x != v)
+            continue
+        if report.degenerate:
+            reason = Reason(
+                ReasonCode.DEGENERATE_TASK, f"shape variant {v!r} fails its audit: {report.summary()}"
+            )
+            return Stopped(Outcome.ERROR, reason, tuple(flags), task.sha256)
+    return _Audited(contexts, variants, shapes_probed)
+
+
+def _plan(
+    task: Task,
+    probe: list[Any],
+    audited: _Audited,
+    timed: tuple[str, ...],
+    dev: torch.device,
+    options: EvalOptions,
+    rng: random.Random,
+    flags: list[str],
+) -> _Plan:
+    """The correctness cases drawn from the secret seed over the variants of the contract, and
+    the probed shapes' own; the oracle's notes added to the flags."""
+    flags += sorted({c.oracle_note for c in audited.contexts.values() if c.oracle_note})
+    dists = allowed_distributions(task, len(probe), options.distributions)
+    light = set(timed) if dev.type == "cuda" else set()
+    contract = tuple(
+        v for v in audited.variants if options.shape_variants == "auto" or v not in audited.shapes_probed
+    )
+    cases = plan_cases(contract, light, dists, options.seeds_per_case, rng)
+    probe_cases = []
+    if options.shape_variants == "probe":  # one light case per probed shape
+        probe_dists = tuple(d for d in ("normal", "task") if d in dists)[:1] or dists[:1]
+        probe_cases = plan_cases(audited.shapes_probed, set(), probe_dists, 1, rng)
+    return _Plan(cases, probe_cases)
 
 
 WEIGHT_DRAWS = 4  # draws of a variant's weights before its task is refused under every one

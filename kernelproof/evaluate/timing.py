@@ -50,6 +50,7 @@ from kernelproof.verdict import (
     Timing,
 )
 from kernelproof.verify.case_plan import VariantContext, make_inputs, reference_and_oracle
+from kernelproof.verify.oracle_compare import Tolerance
 from kernelproof.wire.replies import reason_of
 
 STEADY_ONLY = ("compile:reduce-overhead", "compile:max-autotune")  # baselines of the steady regime
@@ -128,37 +129,17 @@ def time_candidate(
         if timing is None:
             return Timed(None, reasons=tuple(reasons), flags=tuple(flags))
         shapes.append(timing)
-        kinds = {slot.index: slot.kind for slot in ctx.slots}
-        if options.steady and any(kinds.get(i) != "float" for i in ctx.inplace):
-            # A back-to-back batch draws each call's float inputs anew; its other inputs are one
-            # copy shared by every call, where updates in place would compound.
-            flags.append(
-                f"steady regime of {v!r} not measured: the task updates in place an input that "
-                "back-to-back calls share, so their updates would compound"
-            )
-        elif options.steady and steady_batch.calls_that_fit(ctx, steady_batch.MIN_CALLS) == 0:
-            flags.append(
-                f"steady regime of {v!r} not measured: {steady_batch.MIN_CALLS} calls' inputs and outputs, "
-                "held at once by a back-to-back batch, would not fit its memory"
-            )
-        elif options.steady:
-            steady, found = time_steady(ctx, programs, timing, rng, tol, options.step_limit("timing"))
+        if options.steady:
+            steady, found = _steady(ctx, v, programs, timing, rng, tol, options, flags)
             reasons += found
-            if steady is not None:
-                shapes.append(steady)
+            shapes += steady
         if roof is None:
             roof, floor_reason = _place(setup, ctx, timing, device)
             reasons += [floor_reason] if floor_reason else []
         if device.startswith("cuda"):  # every timed shape profiled; the largest decides (below)
-            floor = launch_floor(device)
-            if identity.own:  # what the task's own reference runs is never the solution's
-                seed = rng.getrandbits(62)
-                for b in baselines:
-                    identity = identity.with_baseline(baseline_kernels(b.worker, ctx, seed, limit))
-            cov = account(worker, ctx, rng.getrandbits(62), identity, policy, limit, floor.us)
-            if floor.us is None and not any(f.startswith("coverage_floor") for f in flags):
-                flags.append(f"coverage_floor: {floor.how}; kernels counted whole")
-            tamper = reconcile(cov, timing.candidate.max_ms, v)
+            identity, cov, tamper = _gpu_coverage(
+                worker, ctx, v, baselines, timing, rng, identity, policy, limit, device, flags
+            )
             reasons += [tamper] if tamper else []
             per_shape.append((v, cov))
     flags = [with_floor(f, roof) for f in flags]
@@ -178,6 +159,62 @@ def time_candidate(
         tuple(flags),
         claims,
     )
+
+
+def _steady(
+    ctx: VariantContext,
+    v: str,
+    programs: list[Program],
+    timing: ShapeTiming,
+    rng: random.Random,
+    tol: Tolerance,
+    options: EvalOptions,
+    flags: list[str],
+) -> tuple[list[ShapeTiming], list[Reason]]:
+    """The steady regime of one shape (back-to-back calls), or the flag that says why it was not measured."""
+    kinds = {slot.index: slot.kind for slot in ctx.slots}
+    if any(kinds.get(i) != "float" for i in ctx.inplace):
+        # A back-to-back batch draws each call's float inputs anew; its other inputs are one
+        # copy shared by every call, where updates in place would compound.
+        flags.append(
+            f"steady regime of {v!r} not measured: the task updates in place an input that "
+            "back-to-back calls share, so their updates would compound"
+        )
+        return [], []
+    if steady_batch.calls_that_fit(ctx, steady_batch.MIN_CALLS) == 0:
+        flags.append(
+            f"steady regime of {v!r} not measured: {steady_batch.MIN_CALLS} calls' inputs and outputs, "
+            "held at once by a back-to-back batch, would not fit its memory"
+        )
+        return [], []
+    steady, found = time_steady(ctx, programs, timing, rng, tol, options.step_limit("timing"))
+    return ([steady] if steady is not None else []), list(found)
+
+
+def _gpu_coverage(
+    worker: WorkerProcess,
+    ctx: VariantContext,
+    v: str,
+    baselines: list[Program],
+    timing: ShapeTiming,
+    rng: random.Random,
+    identity: KernelIdentity,
+    policy: str,
+    limit: float,
+    device: str,
+    flags: list[str],
+) -> tuple[KernelIdentity, Coverage, Reason | None]:
+    """One timed shape's kernels profiled on the GPU: the identity with the baselines' kernels
+    (once), the candidate's coverage, and the reason if its profile contradicts its timing."""
+    floor = launch_floor(device)
+    if identity.own:  # what the task's own reference runs is never the solution's
+        seed = rng.getrandbits(62)
+        for b in baselines:
+            identity = identity.with_baseline(baseline_kernels(b.worker, ctx, seed, limit))
+    cov = account(worker, ctx, rng.getrandbits(62), identity, policy, limit, floor.us)
+    if floor.us is None and not any(f.startswith("coverage_floor") for f in flags):
+        flags.append(f"coverage_floor: {floor.how}; kernels counted whole")
+    return identity, cov, reconcile(cov, timing.candidate.max_ms, v)
 
 
 def kernel_identity(setup: Setup, worker: WorkerProcess) -> KernelIdentity:

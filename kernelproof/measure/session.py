@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +65,50 @@ class Program:
     clock: str = ""  # how the worker took the time
 
 
+@dataclass
+class _Shape:
+    """What every batch of one shape's timing shares: its inputs, the oracle, the candidate's pause."""
+
+    ctx: VariantContext
+    rng: random.Random
+    tol: Tolerance
+    timeout_s: float
+    base: dict[str, Any]
+    fixed_tensors: list[torch.Tensor]
+    stopped_how: set[str]  # how the candidate stood still in each baseline batch
+    pause: Callable[[], AbstractContextManager[Any]] | None
+
+    def draw(self) -> int:
+        return self.rng.getrandbits(62)
+
+    def attempt(self, prog: Program, n: int) -> Batch:
+        """A batch, its seeds sent call by call; a baseline whose worker died answers like a
+        failed reply (and is dropped)."""
+        try:
+            if prog.name != "candidate" and self.pause is not None:
+                with self.pause():  # the candidate's processes stand still while a baseline is timed
+                    return run_batch(prog.worker, self.base, self.fixed_tensors, n, self.draw, self.timeout_s)
+            return run_batch(prog.worker, self.base, self.fixed_tensors, n, self.draw, self.timeout_s)
+        except WorkerDied as died:
+            if prog.name == "candidate":
+                raise
+            return Batch({"ok": False, "message": died.message})
+
+    def checked(self, prog: Program, got: Batch) -> Reason | None:
+        """The candidate's batch against the oracle: every call's fingerprint, lost outputs fetched."""
+        fetch = _fetcher(prog.worker, got.reply.get("lost") or [], self.timeout_s)
+        return _check_fingerprints(self.ctx, got.seeds, got.projections, got.fingerprints, self.tol, fetch)
+
+
+@dataclass
+class _Rounds:
+    """How the timed rounds ended: how many ran, what stopped them, the clocks sampled after each."""
+
+    rounds: int = 0
+    stopped_by: str = "max_rounds"
+    clocks: list[Any] = field(default_factory=list)
+
+
 def time_variant(
     ctx: VariantContext,
     programs: list[Program],
@@ -76,166 +121,183 @@ def time_variant(
     speed_claimed: bool = True,
 ) -> tuple[ShapeTiming | None, list[Reason]]:
     """Time one shape; baselines that fail are dropped with a note, a failing candidate is rejected.
-    ``speed_claimed`` False: no figure of it is a claim, so a busy machine is no error (parent_clock.judge)."""
+    ``speed_claimed`` False: no figure of it is a claim, so a busy machine is no error (parent_clock.judge).
+
+    In steps: warm up every program, the timed rounds, the parent's own judgement of them (with
+    one confirming round), the shape's timing record."""
     notes = notes if notes is not None else []
     spec, fixed_tensors = ctx.input_spec()
-    base = {"op": "time", **spec}
-
-    def draw() -> int:
-        return rng.getrandbits(62)
-
-    stopped_how: set[str] = set()  # how the candidate stood still in each baseline batch
+    stopped_how: set[str] = set()
     pause = parent_clock.freeze_recorder(programs[0].worker, stopped_how)
-
-    def attempt(prog: Program, n: int) -> Batch:
-        """A batch, its seeds sent call by call; a baseline whose worker died answers like a
-        failed reply (and is dropped)."""
-        try:
-            if prog.name != "candidate" and pause is not None:
-                with pause():  # the candidate's processes stand still while a baseline is timed
-                    return run_batch(prog.worker, base, fixed_tensors, n, draw, timeout_s)
-            return run_batch(prog.worker, base, fixed_tensors, n, draw, timeout_s)
-        except WorkerDied as died:
-            if prog.name == "candidate":
-                raise
-            return Batch({"ok": False, "message": died.message})
-
-    def checked(prog: Program, got: Batch) -> Reason | None:
-        """The candidate's batch against the oracle: every call's fingerprint, lost outputs fetched."""
-        fetch = _fetcher(prog.worker, got.reply.get("lost") or [], timeout_s)
-        return _check_fingerprints(ctx, got.seeds, got.projections, got.fingerprints, tol, fetch)
-
-    reasons: list[Reason] = []
+    shape = _Shape(ctx, rng, tol, timeout_s, {"op": "time", **spec}, fixed_tensors, stopped_how, pause)
     try:
-        for prog in list(programs):
-            reply = attempt(prog, WARMUP_CALLS).reply
-            if not reply.get("ok"):
-                if prog.name == "candidate":
-                    return None, [_reason_from(reply, prog)]
-                notes.append(f"baseline {prog.name} was dropped: {_dropped(reply, prog)}")
-                programs.remove(prog)
-            elif prog.name == "candidate":
-                _note_reuse(reply, ctx, notes)
-        started = time.monotonic()
-        clocks: list[Any] = []
-        stopped_by = "max_rounds"
-        rounds = 0
-        for r in range(policy.max_rounds):
-            order = programs[r % len(programs) :] + programs[: r % len(programs)]
-            for prog in order:
-                if prog not in programs:
-                    continue
-                got = attempt(prog, policy.calls_per_round)
-                reply, seeds = got.reply, got.seeds
-                if not reply.get("ok"):
-                    if prog.name == "candidate":
-                        return None, [_reason_from(reply, prog)]
-                    notes.append(f"baseline {prog.name} was dropped mid-run: {_dropped(reply, prog)}")
-                    programs.remove(prog)  # the others keep one entry per round: still paired
-                    continue
-                spans, gaps = _spans_and_gaps(got)
-                prog.samples_ms += spans
-                prog.event_ms += [float(x) for x in reply["event_ms"]]
-                prog.round_ms.append(stats.round_figure(spans))
-                prog.clock = str(reply.get("clock", ""))
-                prog.overhead_ms.append(max(0.0, got.wall_ms - sum(spans)) / len(spans))
-                prog.gap_ms += gaps
-                prog.cycle_ms += got.cycle_ms
-                prog.host_ms += [float(x) for x in reply.get("host_ms", [])]
-                if reply.get("harness_ms"):
-                    prog.harness_ms.append({str(k): float(v) for k, v in reply["harness_ms"].items()})
-                if prog.name == "candidate":
-                    bad = checked(prog, got)
-                    if bad:
-                        return None, [bad]
-                    _note_reuse(reply, ctx, notes)
-                    # Only calls whose full output still exists (a reused buffer overwrites the others).
-                    whole = [i for i in range(len(seeds)) if i not in set(reply.get("lost") or [])]
-                    if whole and rng.random() < HIDDEN_FETCH_PROBABILITY:
-                        index = whole[rng.randrange(len(whole))]
-                        bad = _hidden_recheck(ctx, prog.worker, index, seeds, tol, timeout_s)
-                        if bad:
-                            return None, [bad]
-            rounds = r + 1
-            sample = telemetry.sample() if telemetry is not None else None
-            if sample is not None:
-                clocks.append(sample)
-            if rounds >= policy.min_rounds:
-                speedups = _speedups(programs)
-                if speedups and all(
-                    stats.ci_halfwidth_rel(s) <= policy.target_ci_halfwidth for s in speedups
-                ):
-                    stopped_by = "ci_target"
-                    break
-                if not speedups and rounds >= policy.min_rounds:
-                    stopped_by = "ci_target"
-                    break
-            if rounds >= policy.min_rounds and time.monotonic() - started > policy.time_budget_s:
-                stopped_by = "max_time"
-                break
+        bad = _warm_up(shape, programs, notes)
+        if bad:
+            return None, [bad]
+        ran = _timed_rounds(shape, programs, policy, notes, telemetry)
+        if isinstance(ran, Reason):
+            return None, [ran]
     except WorkerDied as died:
         return None, [Reason(ReasonCode(died.code), died.message, died.detail)]
-
-    cand = programs[0]
-
-    def check_fp(batch: SteadyBatch, fps: Any) -> Reason | None:
-        return check_batch(ctx, batch, fps, tol, rng)
-
-    def confirm() -> parent_clock.Gaps | Reason:
-        """One more round of every program, its candidate's fingerprints checked as in the rounds."""
-        cand_gaps: list[float] = []
-        cand_spans: list[float] = []
-        base_gaps: list[list[float]] = []
-        try:
-            for prog in programs:
-                got = attempt(prog, policy.calls_per_round)
-                if not got.reply.get("ok"):
-                    if prog.name == "candidate":
-                        return _reason_from(got.reply, prog)
-                    continue
-                spans, gaps = _spans_and_gaps(got)
-                if prog.name != "candidate":
-                    base_gaps.append(gaps)
-                    continue
-                bad = checked(prog, got)
-                if bad:
-                    return bad
-                cand_gaps, cand_spans = gaps, spans
-        except WorkerDied as died:
-            return Reason(ReasonCode(died.code), died.message, died.detail)
-        return parent_clock.Gaps(
-            cand_gaps, base_gaps, float(np.mean(cand_spans)) if cand_spans else float("nan")
-        )
-
     found = parent_clock.judge(
-        ctx, programs, policy, rng, timeout_s, stopped_how, check_fp, notes, confirm, speed_claimed
+        ctx,
+        programs,
+        policy,
+        rng,
+        timeout_s,
+        stopped_how,
+        lambda batch, fps: check_batch(ctx, batch, fps, tol, rng),
+        notes,
+        lambda: _confirm(shape, programs, policy),
+        speed_claimed,
     )
     if any(r.code is ReasonCode.MACHINE_BUSY for r in found):
         return None, found
-    reasons += found
+    timing = _shape_timing(ctx, programs, policy, ran)
+    if ran.clocks:
+        notes.append(_clocks_note(ctx, ran.clocks))
+    return timing, list(found)
+
+
+def _warm_up(shape: _Shape, programs: list[Program], notes: list[str]) -> Reason | None:
+    """One discarded batch per program; a baseline that fails it is dropped, a failing candidate rejected."""
+    for prog in list(programs):
+        reply = shape.attempt(prog, WARMUP_CALLS).reply
+        if not reply.get("ok"):
+            if prog.name == "candidate":
+                return _reason_from(reply, prog)
+            notes.append(f"baseline {prog.name} was dropped: {_dropped(reply, prog)}")
+            programs.remove(prog)
+        elif prog.name == "candidate":
+            _note_reuse(reply, shape.ctx, notes)
+    return None
+
+
+def _timed_rounds(
+    shape: _Shape, programs: list[Program], policy: TimingPolicy, notes: list[str], telemetry: Any
+) -> _Rounds | Reason:
+    """Interleaved rounds in a rotating order until the speedups' intervals are narrow enough, the
+    rounds or the time run out; the candidate's every batch checked. A Reason: the candidate failed."""
+    ran = _Rounds()
+    started = time.monotonic()
+    for r in range(policy.max_rounds):
+        order = programs[r % len(programs) :] + programs[: r % len(programs)]
+        for prog in order:
+            if prog not in programs:
+                continue
+            got = shape.attempt(prog, policy.calls_per_round)
+            if not got.reply.get("ok"):
+                if prog.name == "candidate":
+                    return _reason_from(got.reply, prog)
+                notes.append(f"baseline {prog.name} was dropped mid-run: {_dropped(got.reply, prog)}")
+                programs.remove(prog)  # the others keep one entry per round: still paired
+                continue
+            _record_batch(prog, got)
+            if prog.name == "candidate":
+                bad = _check_candidate_batch(shape, prog, got, notes)
+                if bad:
+                    return bad
+        ran.rounds = r + 1
+        sample = telemetry.sample() if telemetry is not None else None
+        if sample is not None:
+            ran.clocks.append(sample)
+        if ran.rounds >= policy.min_rounds:
+            speedups = _speedups(programs)
+            if not speedups or all(stats.ci_halfwidth_rel(s) <= policy.target_ci_halfwidth for s in speedups):
+                ran.stopped_by = "ci_target"
+                break
+        if ran.rounds >= policy.min_rounds and time.monotonic() - started > policy.time_budget_s:
+            ran.stopped_by = "max_time"
+            break
+    return ran
+
+
+def _record_batch(prog: Program, got: Batch) -> None:
+    """A good batch's figures added to its program's record."""
+    reply = got.reply
+    spans, gaps = _spans_and_gaps(got)
+    prog.samples_ms += spans
+    prog.event_ms += [float(x) for x in reply["event_ms"]]
+    prog.round_ms.append(stats.round_figure(spans))
+    prog.clock = str(reply.get("clock", ""))
+    prog.overhead_ms.append(max(0.0, got.wall_ms - sum(spans)) / len(spans))
+    prog.gap_ms += gaps
+    prog.cycle_ms += got.cycle_ms
+    prog.host_ms += [float(x) for x in reply.get("host_ms", [])]
+    if reply.get("harness_ms"):
+        prog.harness_ms.append({str(k): float(v) for k, v in reply["harness_ms"].items()})
+
+
+def _check_candidate_batch(shape: _Shape, prog: Program, got: Batch, notes: list[str]) -> Reason | None:
+    """The candidate's timed batch: its fingerprints, now and then one hidden call's full output."""
+    bad = shape.checked(prog, got)
+    if bad:
+        return bad
+    reply, seeds = got.reply, got.seeds
+    _note_reuse(reply, shape.ctx, notes)
+    # Only calls whose full output still exists (a reused buffer overwrites the others).
+    whole = [i for i in range(len(seeds)) if i not in set(reply.get("lost") or [])]
+    if whole and shape.rng.random() < HIDDEN_FETCH_PROBABILITY:
+        index = whole[shape.rng.randrange(len(whole))]
+        return _hidden_recheck(shape.ctx, prog.worker, index, seeds, shape.tol, shape.timeout_s)
+    return None
+
+
+def _confirm(shape: _Shape, programs: list[Program], policy: TimingPolicy) -> parent_clock.Gaps | Reason:
+    """One more round of every program, its candidate's fingerprints checked as in the rounds."""
+    cand_gaps: list[float] = []
+    cand_spans: list[float] = []
+    base_gaps: list[list[float]] = []
+    try:
+        for prog in programs:
+            got = shape.attempt(prog, policy.calls_per_round)
+            if not got.reply.get("ok"):
+                if prog.name == "candidate":
+                    return _reason_from(got.reply, prog)
+                continue
+            spans, gaps = _spans_and_gaps(got)
+            if prog.name != "candidate":
+                base_gaps.append(gaps)
+                continue
+            bad = shape.checked(prog, got)
+            if bad:
+                return bad
+            cand_gaps, cand_spans = gaps, spans
+    except WorkerDied as died:
+        return Reason(ReasonCode(died.code), died.message, died.detail)
+    return parent_clock.Gaps(cand_gaps, base_gaps, float(np.mean(cand_spans)) if cand_spans else float("nan"))
+
+
+def _shape_timing(
+    ctx: VariantContext, programs: list[Program], policy: TimingPolicy, ran: _Rounds
+) -> ShapeTiming:
+    """The cold regime's record of one shape, from the programs' figures after the rounds."""
+    cand = programs[0]
     speedups = _speedups(programs)
     best = _best(programs, cand)
-    timing = ShapeTiming(
+    return ShapeTiming(
         shape=ctx.variant,
         regime="cold",
         clock=cand.clock,
         candidate=stats.summarize(cand.samples_ms),
         baselines={p.name: stats.summarize(p.samples_ms) for p in programs[1:]},
         speedups=tuple(speedups + ([best] if best else [])),
-        rounds=rounds,
-        stopped_by=stopped_by,
+        rounds=ran.rounds,
+        stopped_by=ran.stopped_by,
         samples_ms={p.name: p.samples_ms for p in programs} if policy.keep_samples else {},
-        throttled_rounds=sum(1 for c in clocks if c.throttle),
+        throttled_rounds=sum(1 for c in ran.clocks if c.throttle),
         overhead_ms={p.name: _overhead_record(p) for p in programs if p.overhead_ms},
     )
-    if clocks:
-        sm = [c.sm_clock_mhz for c in clocks]
-        notes.append(
-            f"clocks during timing of {ctx.variant!r}: SM {min(sm)}-{max(sm)} MHz, "
-            f"{max(c.temperature_c for c in clocks)} C max, {max(c.power_w for c in clocks):.0f} W max, "
-            f"{sum(1 for c in clocks if c.throttle)} of {len(clocks)} rounds throttled"
-        )
-    return timing, reasons
+
+
+def _clocks_note(ctx: VariantContext, clocks: list[Any]) -> str:
+    """The GPU's clocks, temperature and power over the rounds, in one note."""
+    sm = [c.sm_clock_mhz for c in clocks]
+    return (
+        f"clocks during timing of {ctx.variant!r}: SM {min(sm)}-{max(sm)} MHz, "
+        f"{max(c.temperature_c for c in clocks)} C max, {max(c.power_w for c in clocks):.0f} W max, "
+        f"{sum(1 for c in clocks if c.throttle)} of {len(clocks)} rounds throttled"
+    )
 
 
 def _dropped(reply: dict[str, Any], prog: Program) -> str:

@@ -155,22 +155,28 @@ def _stdlib_dirs() -> tuple[str, ...]:
     return tuple(p for p in paths if p)
 
 
-def install(config: GuardConfig, emit: Callable[[str], None] | None = None) -> Callable[[bool], None]:
-    """Arm the audit hook; return the switch that marks when solution code is running.
+SITE_MARKERS = ("site-packages", "dist-packages")
 
-    What is forbidden is decided by who acted (the stack), not by the phase, so a finaliser or
-    callback of the solution that runs inside harness code is judged the same; the phase only
-    labels the violation message. The switch is returned, not stored in a module, so candidate
-    code cannot reach it without frame walking.
-    """
+
+@dataclass(frozen=True)
+class _Paths:
+    """The hook's tables of paths, fixed when it is armed (see :func:`install`)."""
+
+    stdlib: tuple[str, ...]
+    solution: str  # the candidate's file, resolved
+    denied: tuple[str, ...]  # files the worker must never read, resolved
+    write_ok: tuple[str, ...]  # where anything may be written
+    writable: tuple[str, ...]  # where the solution could have written a file (its code there is its own)
+    trusted: tuple[str, ...]  # code that is never the solution's, wherever it lives
+    generators: tuple[str, ...]  # the standard library's code generators' files
+    logging_file: tuple[str, ...]
+    module_namers: dict[str, str]  # file -> the function in it that reads its caller's module name
+
+
+def _paths(config: GuardConfig) -> _Paths:
+    """The tables of paths the hook consults, computed once from `config` before it is armed."""
     stdlib = _stdlib_dirs()
-    site_markers = ("site-packages", "dist-packages")
-    solution = os.path.realpath(config.solution_path)
     private = os.path.realpath(config.private_dir)
-    denied = tuple(os.path.realpath(p) for p in config.denied_reads)
-    state = {"on": False, "busy": False, "threads": 0}
-    write_ok = (private, "/dev/null", "/dev/nvidia", "/dev/tty", *_bound_to(os.path.join(private, "tmp")))
-    writable = tuple(dict.fromkeys((private, "/tmp", "/var/tmp", "/dev/shm", os.path.realpath("/tmp"))))
     # Code that is never the solution's, wherever it lives (a checkout under /tmp included).
     trusted = tuple(
         dict.fromkeys(
@@ -178,13 +184,45 @@ def install(config: GuardConfig, emit: Callable[[str], None] | None = None) -> C
             for p in (
                 os.path.dirname(os.path.dirname(os.path.abspath(__file__))),  # the kernelproof package
                 *stdlib,
-                *(q for q in sys.path if any(m in q for m in site_markers)),
+                *(q for q in sys.path if any(m in q for m in SITE_MARKERS)),
                 sys.prefix,
                 sys.base_prefix,
             )
             if p
         )
     )
+    return _Paths(
+        stdlib=stdlib,
+        solution=os.path.realpath(config.solution_path),
+        denied=tuple(os.path.realpath(p) for p in config.denied_reads),
+        write_ok=(private, "/dev/null", "/dev/nvidia", "/dev/tty", *_bound_to(os.path.join(private, "tmp"))),
+        writable=tuple(dict.fromkeys((private, "/tmp", "/var/tmp", "/dev/shm", os.path.realpath("/tmp")))),
+        trusted=trusted,
+        generators=tuple(os.path.join(d, m) for d in stdlib for m in STDLIB_CODE_GENERATORS),
+        logging_file=tuple(os.path.join(d, "logging", "__init__.py") for d in stdlib),
+        module_namers={os.path.join(d, f): name for d in stdlib for f, name in STDLIB_MODULE_NAMERS},
+    )
+
+
+def install(config: GuardConfig, emit: Callable[[str], None] | None = None) -> Callable[[bool], None]:
+    """Arm the audit hook; return the switch that marks when solution code is running.
+
+    What is forbidden is decided by who acted (the stack), not by the phase, so a finaliser or
+    callback of the solution that runs inside harness code is judged the same; the phase only
+    labels the violation message. The switch is returned, not stored in a module, so candidate
+    code cannot reach it without frame walking.
+
+    Kept whole past its tables of paths (:func:`_paths`): the hook and its checks share the switch's
+    state and the originals of ``os._exit``, ``os.write`` and ``sys._getframe`` through closure cells;
+    moved to module level they would be looked up as module attributes, which code in the worker can
+    rebind without an audit event.
+    """
+    paths = _paths(config)
+    # Unpacked into locals: the hook's closures read them from their own cells, as before.
+    stdlib, site_markers, solution, denied = paths.stdlib, SITE_MARKERS, paths.solution, paths.denied
+    write_ok, writable, trusted = paths.write_ok, paths.writable, paths.trusted
+    generators, logging_file, module_namers = paths.generators, paths.logging_file, paths.module_namers
+    state = {"on": False, "busy": False, "threads": 0}
     _exit = os._exit
     _write = os.write
     _getframe = sys._getframe
@@ -234,8 +272,6 @@ def install(config: GuardConfig, emit: Callable[[str], None] | None = None) -> C
             return is_candidate_file(fn)
         return False
 
-    generators = tuple(os.path.join(d, m) for d in stdlib for m in STDLIB_CODE_GENERATORS)
-
     def raised_by_code_generator(event: str, args: tuple) -> bool:
         """Was the event raised by the standard library's own code generation for a class the
         solution declares: the exec or compile of a dataclass's ``__init__`` or a namedtuple's
@@ -252,9 +288,6 @@ def install(config: GuardConfig, emit: Callable[[str], None] | None = None) -> C
         if event == "sys._getframe":
             return in_namedtuple or names_the_callers_module(code) or logging_finds_its_caller(frame)
         return in_namedtuple and event == "object.__setattr__" and len(args) > 1 and args[1] == "__module__"
-
-    logging_file = tuple(os.path.join(d, "logging", "__init__.py") for d in stdlib)
-    module_namers = {os.path.join(d, f): name for d in stdlib for f, name in STDLIB_MODULE_NAMERS}
 
     def names_the_callers_module(code: Any) -> bool:
         """typing's ``_caller`` (TypeVar, ParamSpec, NewType) or the functional Enum API reading
