@@ -49,7 +49,7 @@ def run_piped(*args: str, columns: int = 80, cwd: str | Path | None = None, env:
 
     A child process would import torch and start a zygote of its own for each call (about 4 s of
     CPU on a 2-core machine); here the evaluations use this process's. What needs a process of its
-    own (a terminal, the raw bytes written, the entry point's exit status) starts one: test_cli.py.
+    own (a terminal, the raw bytes written, the entry point's exit status) starts one: tests/commands/test_cli.py.
     """
     from kernelproof.cli import run
 
