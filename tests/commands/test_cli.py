@@ -3,28 +3,18 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_support import run_child, run_on_terminal, run_piped
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TASK = str(DATA / "tasks" / "scale_relu.py")
 
 
-def kp(*args: str) -> subprocess.CompletedProcess:
-    """The CLI run piped in this process (cli_support.run_piped), as a CompletedProcess. What needs
-    a process of its own (a terminal, raw bytes) goes through _kp_bytes and _kp_pty."""
-    from cli_support import run_piped
-
-    ran = run_piped(*args)
-    return subprocess.CompletedProcess(list(args), ran.code, ran.out, ran.err)
-
-
 def test_eval_pass_exits_0_and_writes_the_verdict_json(tmp_path):
     out = tmp_path / "v.json"
-    r = kp(
+    r = run_piped(
         "eval",
         TASK,
         str(DATA / "solutions" / "scale_relu_triton.py"),
@@ -36,13 +26,13 @@ def test_eval_pass_exits_0_and_writes_the_verdict_json(tmp_path):
         "--json",
         str(out),
     )
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.code == 0, r.out + r.err
     doc = json.loads(out.read_text())
     assert doc["schema"] == "kernelproof.verdict/2" and doc["verdict"] == "pass"
 
 
 def test_eval_rejection_exits_1_with_the_reason_printed():
-    r = kp(
+    r = run_piped(
         "eval",
         TASK,
         str(DATA / "solutions" / "wrong_shape.py"),
@@ -52,18 +42,18 @@ def test_eval_rejection_exits_1_with_the_reason_printed():
         "",
         "--correctness-only",
     )
-    assert r.returncode == 1
-    assert "wrong_shape" in r.stdout
+    assert r.code == 1
+    assert "wrong_shape" in r.out
 
 
 def test_missing_file_and_bad_option_exit_2():
-    assert kp("eval", "nope.py", "nope2.py").returncode == 2
-    assert kp("eval", TASK, TASK, "--baselines", "turbo").returncode == 2
-    assert kp("eval", TASK, TASK, "--no-such-flag").returncode == 2
+    assert run_piped("eval", "nope.py", "nope2.py").code == 2
+    assert run_piped("eval", TASK, TASK, "--baselines", "turbo").code == 2
+    assert run_piped("eval", TASK, TASK, "--no-such-flag").code == 2
 
 
 def test_broken_task_exits_2():
-    r = kp(
+    r = run_piped(
         "eval",
         str(DATA / "tasks" / "reference_raises.py"),
         str(DATA / "solutions" / "plain_torch.py"),
@@ -73,13 +63,13 @@ def test_broken_task_exits_2():
         "",
         "--correctness-only",
     )
-    assert r.returncode == 2 and "task_error" in r.stdout
+    assert r.code == 2 and "task_error" in r.out
 
 
 def test_audit_json_names_every_control(tmp_path):
     out = tmp_path / "a.json"
-    r = kp("audit", TASK, "--device", "cpu", "--json", str(out), "--seed", "3")
-    assert r.returncode == 0, r.stdout + r.stderr
+    r = run_piped("audit", TASK, "--device", "cpu", "--json", str(out), "--seed", "3")
+    assert r.code == 0, r.out + r.err
     doc = json.loads(out.read_text())
     assert doc["task"].endswith("scale_relu.py") and doc["degenerate"] is False
     names = {c["name"] for c in doc["controls"]}
@@ -96,9 +86,9 @@ def test_a_constant_output_task_fails_its_audit(tmp_path):
         "def get_inputs():\n    return [torch.rand(8, n)]\n"
         "def get_init_inputs():\n    return []\n"
     )
-    r = kp("audit", str(t), "--device", "cpu", "--json", "-", "--seed", "1")
-    assert r.returncode == 1
-    assert json.loads(r.stdout)["degenerate"] is True
+    r = run_piped("audit", str(t), "--device", "cpu", "--json", "-", "--seed", "1")
+    assert r.code == 1
+    assert json.loads(r.out)["degenerate"] is True
 
 
 def test_audit_json_of_a_task_with_infinite_errors_is_written(tmp_path):
@@ -111,8 +101,8 @@ def test_audit_json_of_a_task_with_infinite_errors_is_written(tmp_path):
         "def get_init_inputs():\n    return []\n"
     )
     out = tmp_path / "a.json"
-    r = kp("audit", str(t), "--device", "cpu", "--json", str(out), "--seed", "1")
-    assert r.returncode == 1, r.stdout + r.stderr  # degenerate, and said so: not an internal error
+    r = run_piped("audit", str(t), "--device", "cpu", "--json", str(out), "--seed", "1")
+    assert r.code == 1, r.out + r.err  # degenerate, and said so: not an internal error
     doc = json.loads(out.read_text(), parse_constant=lambda name: pytest.fail(f"{name} in the JSON"))
     assert "inf" in {c["rel_norm_err"] for c in doc["controls"]}
     assert doc["shapes"][0]["schema"] == "kernelproof.audit/1"
@@ -120,7 +110,7 @@ def test_audit_json_of_a_task_with_infinite_errors_is_written(tmp_path):
 
 def test_results_lists_what_eval_stored(tmp_path):
     db = str(tmp_path / "r.sqlite")
-    kp(
+    run_piped(
         "eval",
         TASK,
         str(DATA / "solutions" / "wrong_dtype.py"),
@@ -130,14 +120,14 @@ def test_results_lists_what_eval_stored(tmp_path):
         db,
         "--correctness-only",
     )
-    r = kp("results", "--db", db, "--json", "-", "--code", "wrong_dtype")
-    docs = json.loads(r.stdout)
+    r = run_piped("results", "--db", db, "--json", "-", "--code", "wrong_dtype")
+    docs = json.loads(r.out)
     assert len(docs) == 1 and docs[0]["reasons"][0]["code"] == "wrong_dtype"
 
 
 def test_build_cache_and_build_workers_flags(tmp_path):
     cache = tmp_path / "builds"
-    r = kp(
+    r = run_piped(
         "eval",
         TASK,
         str(DATA / "solutions" / "plain_torch.py"),
@@ -151,9 +141,9 @@ def test_build_cache_and_build_workers_flags(tmp_path):
         "--build-workers",
         "1",
     )
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.code == 0, r.out + r.err
     assert not cache.exists()  # a plain torch solution has no build step
-    assert kp("eval", TASK, TASK, "--build-workers", "-1").returncode == 2
+    assert run_piped("eval", TASK, TASK, "--build-workers", "-1").code == 2
 
 
 def test_bench_evaluates_a_suite_folder_and_reports_fast_p_only_when_it_timed(tmp_path):
@@ -164,14 +154,16 @@ def test_bench_evaluates_a_suite_folder_and_reports_fast_p_only_when_it_timed(tm
     shutil.copy(TASK, tmp_path / "suite" / "level1" / "scale_relu.py")
     shutil.copy(DATA / "solutions" / "scale_relu_triton.py", tmp_path / "sols" / "level1" / "scale_relu.py")
     common = ["bench", str(tmp_path / "suite"), "--solutions", str(tmp_path / "sols"), "--device", "cpu"]
-    r = kp(*common, "--db", "", "--correctness-only", "--seeds-per-case", "1")
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "correct: 1/1" in r.stdout and "fast_p: not measured" in r.stdout, r.stdout
+    r = run_piped(*common, "--db", "", "--correctness-only", "--seeds-per-case", "1")
+    assert r.code == 0, r.out + r.err
+    assert "correct: 1/1" in r.out and "fast_p: not measured" in r.out, r.out
     out = tmp_path / "bench.json"
-    r = kp(*common, "--db", "", "--seeds-per-case", "1", "--time-budget", "0.5", "--json", str(out))
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "vs eager: fast_0=" in r.stdout, r.stdout
-    assert "fast_p leaves out 1 verdict of tasks solved at a speed that is not a claim" in " ".join(r.stdout.split())
+    r = run_piped(*common, "--db", "", "--seeds-per-case", "1", "--time-budget", "0.5", "--json", str(out))
+    assert r.code == 0, r.out + r.err
+    assert "vs eager: fast_0=" in r.out, r.out
+    assert "fast_p leaves out 1 verdict of tasks solved at a speed that is not a claim" in " ".join(
+        r.out.split()
+    )
     (verdict,) = json.loads(out.read_text())
     assert verdict["verdict"] == "pass" and verdict["speedup"]["eager"]["median"] is None
     assert verdict["claims"]["speed_withheld"] == "triton_interpreter"
@@ -189,59 +181,26 @@ def _assert_inert(out: bytes) -> str:
     return text
 
 
-def _kp_bytes(*args: str) -> subprocess.CompletedProcess:
-    """Run the CLI piped, on lines wide enough that Rich does not wrap what the tests look for."""
-    import os
-
-    env = dict(os.environ, COLUMNS="400")
-    return subprocess.run(
-        [sys.executable, "-m", "kernelproof.cli", *args], capture_output=True, timeout=300, env=env
-    )
-
-
-def _kp_pty(*args: str, term: str) -> tuple[int, bytes]:
-    """Run the CLI with a pseudo-terminal as its stdout and stderr; return (exit status, output)."""
-    import os
-    import pty
-
-    env = dict(os.environ, TERM=term, COLUMNS="400")
-    env.pop("NO_COLOR", None)
-    pid, fd = pty.fork()
-    if pid == 0:  # pragma: no cover - the child
-        os.execvpe(sys.executable, [sys.executable, "-m", "kernelproof.cli", *args], env)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(fd)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), b"".join(chunks)
-
-
 EVAL_HOSTILE = ("eval", TASK, HOSTILE, "--device", "cpu", "--db", "", "--correctness-only")
 
 
 def test_eval_piped_shows_a_candidates_escape_sequences_as_text():
-    r = _kp_bytes(*EVAL_HOSTILE)
-    assert r.returncode == 1
-    text = _assert_inert(r.stdout + r.stderr)
+    r = run_child(*EVAL_HOSTILE, columns=400)  # lines wide enough that Rich does not wrap them
+    assert r.code == 1
+    text = _assert_inert(r.raw)
     assert "\\x1b]0;pwned title\\x07" in text and "\\x1b[1A\\x1b[2K" in text
     assert "\\x1b[32mPASS  forged line" in text and "\r" not in text
     assert "[bold red]markup[/]" in text  # Rich markup printed as written, not applied
 
 
 def test_eval_on_a_terminal_writes_no_escape_sequence_of_the_candidates():
-    status, out = _kp_pty(*EVAL_HOSTILE, term="dumb")  # a tty on which Rich itself styles nothing
-    assert status == 1
-    text = _assert_inert(out)
+    ran = run_on_terminal(*EVAL_HOSTILE, term="dumb", columns=400)  # Rich itself styles nothing
+    assert ran.code == 1
+    text = _assert_inert(ran.raw)
     assert "runtime_error" in text and "\\x1b]8;;https://evil.example/" in text
-    status, out = _kp_pty(*EVAL_HOSTILE, term="xterm-256color")  # Rich colours its own words
-    assert status == 1
+    ran = run_on_terminal(*EVAL_HOSTILE, term="xterm-256color", columns=400)  # Rich colours its words
+    assert ran.code == 1
+    out = ran.raw
     assert b"\x1b]" not in out and b"\x1b[32mPASS" not in out and b"\x1b[1A\x1b[2K\r" not in out
     assert b"\\x1b[1A\\x1b[2K" in out and b"\\x1b[32mPASS  forged line" in out
 
@@ -249,8 +208,6 @@ def test_eval_on_a_terminal_writes_no_escape_sequence_of_the_candidates():
 def test_paths_and_messages_stay_inert_in_results_audit_and_compare(tmp_path):
     """Piped, in this process (the raw bytes of a child's output are checked above, for eval)."""
     import shutil
-
-    from cli_support import run_piped
 
     def kp_text(*args: str):
         ran = run_piped(*args, columns=400)

@@ -11,12 +11,10 @@ import io
 import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from cli_support import DATA, make_verdict, run_here, run_piped
+from cli_support import DATA, make_verdict, run_child, run_here, run_on_terminal, run_piped
 from rich.console import Console
 
 from kernelproof import api
@@ -124,19 +122,13 @@ def test_a_closed_pipe_is_not_a_failure_a_pass_still_exits_0():
     read, write = os.pipe()
     os.close(read)
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "kernelproof.cli", "eval", TASK, GOOD, "--device", "cpu", "--db", ""]
-            + ["--correctness-only"],
-            stdout=write,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=300,
-            env=dict(os.environ, COLUMNS="80"),
+        done = run_child(
+            "eval", TASK, GOOD, "--device", "cpu", "--db", "", "--correctness-only", stdout=write
         )
     finally:
         os.close(write)
-    assert done.returncode == 0, done.stderr
-    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr and "error:" not in done.stderr
+    assert done.code == 0, done.err
+    assert "Traceback" not in done.err and "BrokenPipe" not in done.err and "error:" not in done.err
 
 
 def _sha256(path) -> str:
@@ -175,38 +167,13 @@ def test_bench_prints_a_line_per_finished_item_when_piped(capsys, monkeypatch, t
     assert "\x1b" not in ran.out and "\r" not in ran.out  # no live line in a pipe
 
 
-def _on_terminal(*args: str, cwd, columns: int = 80) -> tuple[int, str]:
-    """``kernelproof ARGS`` in ``cwd`` with a pseudo-terminal ``columns`` wide as stdout and stderr."""
-    import pty
-
-    from cli_support import REPO
-
-    env = dict(os.environ, TERM="dumb", COLUMNS=str(columns))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
-    pid, fd = pty.fork()
-    if pid == 0:  # pragma: no cover - the child
-        os.chdir(cwd)
-        os.execvpe(sys.executable, [sys.executable, "-m", "kernelproof.cli", *args], env)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(fd)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), b"".join(chunks).decode(errors="replace")
-
-
 def test_eval_on_an_80_column_terminal_wraps_its_lines_at_words(tmp_path):
     task = tmp_path / "a_task_whose_file_name_is_long_enough_to_need_a_second_line.py"
     solution = tmp_path / "its_solution_with_a_name_as_long_as_the_task_or_longer_still.py"
     shutil.copy(TASK, task)
     shutil.copy(DATA / "solutions" / "no_modelnew.py", solution)
-    status, text = _on_terminal("eval", str(task), str(solution), "--device", "cpu", "--db", "", cwd=tmp_path)
+    ran = run_on_terminal("eval", str(task), str(solution), "--device", "cpu", "--db", "", cwd=tmp_path)
+    status, text = ran.code, ran.out
     assert status == 1, text
     lines = [re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", ln).split("\r")[-1] for ln in text.splitlines()]
     assert max(len(ln) for ln in lines) <= 80, text

@@ -8,10 +8,9 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 
 import pytest
-from cli_support import DATA, make_verdict, run_here, run_piped
+from cli_support import DATA, Ran, make_verdict, run_child, run_here, run_piped
 
 from kernelproof import store_key
 from kernelproof.store import Store
@@ -118,30 +117,22 @@ def _tamper_one(db: str) -> None:
     con.close()
 
 
-def _read_only(tmp_path, db: str, *args: str) -> subprocess.CompletedProcess:
+def _read_only(tmp_path, db: str, *args: str) -> Ran:
     """``kernelproof ARGS`` with the store's folder read-only: a read-only bind mount for root (whom
     file modes do not stop), the folder's and file's write bits removed otherwise."""
     folder = os.path.dirname(db)
-    cmd = [sys.executable, "-m", "kernelproof.cli", *args]
-    env = dict(os.environ, COLUMNS="80")
     if os.geteuid() != 0:
         os.chmod(db, 0o444)
         os.chmod(folder, 0o555)
         try:
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+            return run_child(*args)
         finally:
             os.chmod(folder, 0o755)
     unshare = shutil.which("unshare")
     if unshare is None or subprocess.run([unshare, "-m", "true"], capture_output=True).returncode != 0:
         pytest.skip("root without a mount namespace: no way to make a read-only folder here")
     script = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
-    return subprocess.run(
-        [unshare, "-m", "sh", "-c", script, folder, *cmd],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    return run_child(*args, wrap=(unshare, "-m", "sh", "-c", script, folder))
 
 
 def test_a_read_only_store_is_still_listed_and_reported(tmp_path):
@@ -151,19 +142,15 @@ def test_a_read_only_store_is_still_listed_and_reported(tmp_path):
     with sqlite3.connect(db) as con:  # a WAL store left with no -wal or -shm file beside it
         con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     listed = _read_only(tmp_path, db, "results", "--db", db)
-    assert listed.returncode == 0, listed.stderr
-    assert "1 shown of 1 stored" in listed.stdout
+    assert listed.code == 0, listed.err
+    assert "1 shown of 1 stored" in listed.out
     md = tmp_path / "r.md"
     reported = _read_only(tmp_path, db, "report", "--db", db, "--md", str(md))
-    assert reported.returncode == 0, reported.stderr
+    assert reported.code == 0, reported.err
     assert md.is_file()
     evaluated = _read_only(tmp_path, db, "eval", TASK, GOOD, "--device", "cpu", "--db", db)
-    assert evaluated.returncode == 2 and evaluated.stderr.count("\n") == 1, evaluated.stderr
-    assert (
-        "readonly database" in evaluated.stderr
-        and db in evaluated.stderr
-        and "worker" not in evaluated.stderr
-    )
+    assert evaluated.code == 2 and evaluated.err.count("\n") == 1, evaluated.err
+    assert "readonly database" in evaluated.err and db in evaluated.err and "worker" not in evaluated.err
 
 
 def test_results_before_anything_was_stored_in_the_default_store_says_so(tmp_path):

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import io
 import os
-import select
 import shutil
-import sys
-import time
 
 import pytest
-from cli_support import DATA, REPO
+from cli_support import DATA, run_on_terminal
 from rich.console import Console
 
 from kernelproof import progress
@@ -89,36 +86,8 @@ def test_what_a_ctrl_c_keeps_is_said_by_the_innermost_block():
 def _interrupted(args: list[str], ready: bytes, cwd) -> tuple[int, str]:
     """Run ``kernelproof ARGS`` on a pseudo-terminal, press Ctrl-C once ``ready`` is on screen and
     again half a second later; return its exit status and everything it wrote."""
-    import pty
-
-    env = dict(os.environ, TERM="xterm", COLUMNS="80")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)  # this tree
-    pid, fd = pty.fork()
-    if pid == 0:  # pragma: no cover - the child
-        os.chdir(cwd)
-        os.execvpe(sys.executable, [sys.executable, "-m", "kernelproof.cli", *args], env)
-    out, pressed, started = b"", 0, time.monotonic()
-    last = started  # when Ctrl-C was last pressed
-    while True:
-        if time.monotonic() - started > 280:  # the test's own guard, not a claim about speed
-            os.kill(pid, 9)
-            break
-        if (pressed == 0 and ready in out) or (pressed == 1 and time.monotonic() - last > 0.5):
-            os.write(fd, b"\x03")
-            pressed, last = pressed + 1, time.monotonic()
-        r, _, _ = select.select([fd], [], [], 0.1)
-        if r:
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not chunk:
-                break
-            out += chunk
-    os.close(fd)
-    _, status = os.waitpid(pid, 0)
-    assert pressed >= 1, out.decode(errors="replace")
-    return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
+    ran = run_on_terminal(*args, term="xterm", columns=80, cwd=cwd, interrupt_when=ready)
+    return ran.code, ran.out
 
 
 @pytest.mark.timeout(300)

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 
 import pytest
+from cli_support import run_child
 
 from kernelproof import store_key
 from kernelproof.errors import StoreError
@@ -193,14 +192,9 @@ def test_results_lists_unverified_rows_without_crashing(tmp_path):
     store.put("k", failing("honest.py"))
     store.put("k2", failing("other.py"))
     sql(db, "UPDATE verdicts SET doc = '{broken' WHERE solution_path = 'other.py';")
-    r = subprocess.run(
-        [sys.executable, "-m", "kernelproof.cli", "results", "--db", str(db)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "1 shown of 2 stored" in r.stdout and "unverified row 2: task.py / other.py" in r.stdout
+    r = run_child("results", "--db", str(db), timeout=120)
+    assert r.code == 0, r.output
+    assert "1 shown of 2 stored" in r.out and "unverified row 2: task.py / other.py" in r.out
 
 
 def test_a_crafted_trigger_name_is_not_echoed_into_a_command_to_run(tmp_path):
