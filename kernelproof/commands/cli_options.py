@@ -4,7 +4,7 @@ optimize), declared once, and the one builder from the parsed flags to :class:`E
 Each option is a typed ``Annotated`` alias a verb's signature names, so one flag has one spelling,
 one help text and one default in every verb that takes it; :func:`eval_options` reads the parsed
 flags of any verb into the options the api takes, so what a flag means is written once too
-(tests/test_cli_options.py holds both to it). The defaults are :class:`EvalOptions`' own: the
+(tests/commands/test_cli_options.py holds both to it). The defaults are :class:`EvalOptions`' own: the
 command line and the api evaluate alike when nothing is asked (docs/architecture.md, house rule 10).
 """
 

@@ -3,12 +3,11 @@ from __future__ import annotations
 import json
 
 import pytest
-import typer
 from agent_fakes import FakeEvaluator, answer
 from agent_loopback import Raw, Reply
-from typer.testing import CliRunner
+from cli_support import run_piped
 
-from kernelproof.commands.optimize import EXIT_FOUND, EXIT_NONE, EXIT_PROVIDER, EXIT_USAGE, register
+from kernelproof.commands.optimize import EXIT_FOUND, EXIT_NONE, EXIT_PROVIDER, EXIT_USAGE
 
 
 @pytest.fixture
@@ -18,14 +17,9 @@ def cli(monkeypatch):
 
     ev = FakeEvaluator()
     monkeypatch.setattr(kernelproof.api, "evaluate_many", ev)
-    app = typer.Typer()
-    register(app)
-
-    @app.command("noop")  # a second command keeps "optimize" a named sub-command
-    def _noop() -> None: ...
 
     def invoke(*args: str):
-        return CliRunner().invoke(app, ["optimize", *args])
+        return run_piped("optimize", *args)
 
     invoke.evaluator = ev
     return invoke
@@ -62,7 +56,7 @@ def test_optimize_runs_against_a_local_server_and_writes_the_best_file(cli, serv
         "--json",
         str(tmp_path / "result.json"),
     )
-    assert result.exit_code == EXIT_FOUND, result.output
+    assert result.code == EXIT_FOUND, result.output
     assert "best t001s00: 1.70x" in result.output and "stopped: max_candidates" in result.output
     doc = json.loads((tmp_path / "result.json").read_text())
     assert doc["best"] == str(out / "best.py") and doc["verdict"]["verdict"] == "pass"
@@ -85,7 +79,7 @@ def test_candidates_are_judged_on_the_probed_shapes_unless_told_and_the_prompt_s
         str(task_file), "--model", "vllm:qwen", "--base-url", server.openai_url, "--max-candidates", "1",
         "--device", "cpu", "--out", str(out), "--db", "", "--no-plot", *args,
     )  # fmt: skip
-    assert result.exit_code == EXIT_FOUND, result.output
+    assert result.code == EXIT_FOUND, result.output
     assert [o.shape_variants for o in cli.evaluator.options] == [mode]
     prompt = server.requests[0].last_user
     assert said in prompt and (mode == "auto") == ("auto_half" in prompt)
@@ -106,9 +100,9 @@ def test_resume_by_folder_takes_the_runs_own_settings_and_a_larger_budget(cli, s
         str(tmp_path / "run"),
         *args,
     )
-    assert first.exit_code == EXIT_FOUND and server.count == 2
+    assert first.code == EXIT_FOUND and server.count == 2
     more = cli("--resume", str(tmp_path / "run"), "--max-candidates", "3", "--no-plot")
-    assert more.exit_code == EXIT_FOUND, more.output
+    assert more.code == EXIT_FOUND, more.output
     assert server.count == 3 and "best t002s00: 1.90x" in more.output
 
 
@@ -135,7 +129,7 @@ def test_replay_needs_no_model_makes_no_call_and_keeps_the_recorded_budgets(cli,
     again = cli(
         str(task_file), "--replay", str(tmp_path / "a" / "replay.jsonl"), "--out", str(tmp_path / "b"), *args
     )
-    assert again.exit_code == EXIT_FOUND, again.output
+    assert again.code == EXIT_FOUND, again.output
     assert server.count == calls and "0 live calls" in again.output
     assert "stopped: max_candidates" in again.output and "best-of-n" in again.output
 
@@ -158,7 +152,7 @@ def test_a_run_without_a_verified_candidate_exits_1(cli, serve, task_file, tmp_p
         "",
         "--no-plot",
     )
-    assert result.exit_code == EXIT_NONE and "no verified solution" in result.output
+    assert result.code == EXIT_NONE and "no verified solution" in result.output
     assert (tmp_path / "r" / "agent.db").exists()
 
 
@@ -174,13 +168,13 @@ def test_a_run_without_a_verified_candidate_exits_1(cli, serve, task_file, tmp_p
 )
 def test_misuse_exits_2_with_a_sentence(cli, task_file, tmp_path, args, message):
     result = cli(str(task_file), *args, "--out", str(tmp_path / "r"), "--db", "", "--device", "cpu")
-    assert result.exit_code == EXIT_USAGE
+    assert result.code == EXIT_USAGE
     assert message in result.output
 
 
 def test_a_task_is_needed_unless_resuming(cli):
     result = cli("--model", "openai:gpt-5")
-    assert result.exit_code == EXIT_USAGE and "TASK is needed" in result.output
+    assert result.code == EXIT_USAGE and "TASK is needed" in result.output
 
 
 def run_args(server, tmp_path, *more: str) -> list[str]:
@@ -203,7 +197,7 @@ def run_args(server, tmp_path, *more: str) -> list[str]:
 def test_malformed_replies_are_retried_then_the_run_exits_4(cli, serve, task_file, tmp_path):
     server = serve(lambda req: Raw('{"choices": nope'))
     result = cli(str(task_file), *run_args(server, tmp_path, "--retries", "1"))
-    assert result.exit_code == EXIT_PROVIDER, result.output
+    assert result.code == EXIT_PROVIDER, result.output
     assert server.count == 6  # three turns of one call, each tried twice
     assert "stopped: backend_unavailable" in result.output and "MalformedReply" in result.output
 
@@ -213,8 +207,8 @@ def test_a_reply_over_its_cap_is_warned_about_on_stderr_and_exits_4(cli, serve, 
     result = cli(
         str(task_file), *run_args(server, tmp_path, "--max-output-tokens", "2000", "--price", "1,10")
     )
-    assert result.exit_code == EXIT_PROVIDER, result.output
-    stderr = " ".join(result.stderr.split())  # rich wraps at the terminal's width
+    assert result.code == EXIT_PROVIDER, result.output
+    stderr = " ".join(result.err.split())  # rich wraps at the terminal's width
     assert "warning: the reply to call t000s00 reported 6000 output tokens, over the cap of 2000" in stderr
     assert "stopped: reply_over_cap" in result.output and server.count == 1
     assert (tmp_path / "run" / "best.py").exists()  # what was paid for and verified is kept
@@ -223,7 +217,7 @@ def test_a_reply_over_its_cap_is_warned_about_on_stderr_and_exits_4(cli, serve, 
 def test_a_model_that_repeats_itself_stops_at_max_candidates(cli, serve, task_file, tmp_path):
     server = serve(lambda req: Reply(answer("SPEED: 1.4", "same")))
     result = cli(str(task_file), *run_args(server, tmp_path, "--max-candidates", "2"))
-    assert result.exit_code == EXIT_FOUND, result.output
+    assert result.code == EXIT_FOUND, result.output
     assert server.count == 2 and "stopped: max_candidates" in result.output and "1 repeats" in result.output
     assert len(cli.evaluator.evaluated) == 1
 
@@ -231,7 +225,7 @@ def test_a_model_that_repeats_itself_stops_at_max_candidates(cli, serve, task_fi
 def test_max_calls_bounds_the_calls_and_says_so(cli, serve, task_file, tmp_path):
     server = counter_server(serve, ["WRONG"])
     result = cli(str(task_file), *run_args(server, tmp_path, "--max-calls", "2"))
-    assert result.exit_code == EXIT_NONE and server.count == 2
+    assert result.code == EXIT_NONE and server.count == 2
     assert "stopped: max_calls (2 of the 2 calls allowed are made)" in result.output
 
 
@@ -264,7 +258,7 @@ def test_optimize_without_a_spending_bound_runs_with_the_default_and_its_help_sa
         "--patience",
         "500",
     )
-    assert result.exit_code == EXIT_NONE, result.output
+    assert result.code == EXIT_NONE, result.output
     assert "stopped: max_calls" in result.output and server.count == DEFAULT_MAX_CALLS
     again = cli(str(task_file), *args, "--out", str(out), "--db", str(tmp_path / "kp.db"))
-    assert again.exit_code == EXIT_USAGE and "one folder holds one run" in " ".join(again.output.split())
+    assert again.code == EXIT_USAGE and "one folder holds one run" in " ".join(again.output.split())

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_support import run_child
 
 ROOT = Path(__file__).resolve().parents[2]
 LOG = "examples/replay/09_gelu.replay.jsonl"
@@ -29,41 +28,21 @@ def test_the_shipped_replay_log_was_recorded_on_the_built_in_task_it_names():
 
 @pytest.mark.slow
 def test_optimize_runs_the_shipped_replay_without_a_key_and_makes_no_call(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env["PYTHONPATH"] = str(ROOT)
-    ran = subprocess.run(
-        [sys.executable, "-m", "kernelproof.cli", "optimize", TASK, "--model", f"replay:{LOG}"]
-        + ["--device", "cpu", "--db", "", "--no-plot", "--out", str(tmp_path / "run")],
+    no_keys = {k: None for k in os.environ if k.endswith("_API_KEY")}
+    ran = run_child(
+        *("optimize", TASK, "--model", f"replay:{LOG}"),
+        *("--device", "cpu", "--db", "", "--no-plot", "--out", str(tmp_path / "run")),
         cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=env,
+        env=no_keys,
         timeout=550,
     )
-    assert ran.returncode == 0, ran.stdout + ran.stderr
-    text = " ".join(ran.stdout.split())
-    assert "0 live calls" in text and "2 evaluated" in text, ran.stdout
+    assert ran.code == 0, ran.output
+    text = " ".join(ran.out.split())
+    assert "0 live calls" in text and "2 evaluated" in text, ran.out
     assert (tmp_path / "run" / "best.py").is_file()
-    assert "External init callback" not in ran.stderr
+    assert "External init callback" not in ran.err
 
 
 def test_replay_as_a_model_and_replay_as_an_option_are_not_given_together(tmp_path):
-    ran = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kernelproof.cli",
-            "optimize",
-            TASK,
-            "--model",
-            f"replay:{LOG}",
-            "--replay",
-            LOG,
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=120,
-    )
-    assert ran.returncode == 2 and "once" in ran.stderr + ran.stdout
+    ran = run_child("optimize", TASK, "--model", f"replay:{LOG}", "--replay", LOG, cwd=ROOT, timeout=120)
+    assert ran.code == 2 and "once" in ran.output

@@ -179,19 +179,16 @@ def test_rejects_keys_that_are_not_hex(tmp_path):
 
 
 def test_cache_commands_report_and_clear(tmp_path):
-    from typer.testing import CliRunner
-
-    from kernelproof.commands.cache import cache_app
+    from cli_support import run_piped
 
     cache = BuildCache(tmp_path / "cache")
     cache.publish(KEY, _staging(tmp_path), {"backend": "cuda"})
-    runner = CliRunner()
-    shown = runner.invoke(cache_app, ["info", "--root", str(tmp_path / "cache"), "--json"])
-    assert shown.exit_code == 0 and json.loads(shown.output)["entries"] == 1
-    text = runner.invoke(cache_app, ["info", "--root", str(tmp_path / "cache")])
-    assert "entries      1" in text.output and "cuda 1" in text.output
-    cleared = runner.invoke(cache_app, ["clear", "--root", str(tmp_path / "cache")])
-    assert cleared.exit_code == 0 and "removed 1 entries" in cleared.output
+    shown = run_piped("cache", "info", "--root", tmp_path / "cache", "--json")
+    assert shown.code == 0 and json.loads(shown.out)["entries"] == 1
+    text = run_piped("cache", "info", "--root", tmp_path / "cache")
+    assert "entries      1" in text.out and "cuda 1" in text.out
+    cleared = run_piped("cache", "clear", "--root", tmp_path / "cache")
+    assert cleared.code == 0 and "removed 1 entries" in cleared.out
     assert cache.keys() == []
 
 

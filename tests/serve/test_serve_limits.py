@@ -4,12 +4,11 @@ loopback without one; 401 without it), a client that goes away, and a restart mi
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 
 import httpx
 import pytest
+from cli_support import run_child
 from serving import FAST, GOOD, ROOT, WRONG, start, wait_for
 
 TOKEN = "s3cret-token-for-the-tests-0123456789"
@@ -32,32 +31,15 @@ def test_a_full_queue_answers_429_with_retry_after(tmp_path, servers):
 
 
 def test_binding_beyond_loopback_without_a_token_is_refused_at_startup(tmp_path):
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kernelproof.cli",
-            "serve",
-            "--tasks",
-            "tests/data/tasks",
-            "--host",
-            "0.0.0.0",
-            "--port",
-            "0",
-            "--db",
-            str(tmp_path / "s.sqlite"),
-            "--device",
-            "cpu",
-        ],
+    done = run_child(
+        *("serve", "--tasks", "tests/data/tasks", "--host", "0.0.0.0", "--port", "0"),
+        *("--db", str(tmp_path / "s.sqlite"), "--device", "cpu"),
         cwd=ROOT,
-        capture_output=True,
-        text=True,
         timeout=120,
-        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
     )
-    assert done.returncode == 2, done.stderr
-    assert "not a loopback address" in done.stderr and "--token-file" in done.stderr
-    assert "listening" not in done.stdout
+    assert done.code == 2, done.err
+    assert "not a loopback address" in done.err and "--token-file" in done.err
+    assert "listening" not in done.out
 
 
 def test_with_a_token_file_every_request_but_healthz_needs_the_token(tmp_path, servers):

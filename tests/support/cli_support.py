@@ -1,4 +1,8 @@
-"""Helpers for command-line tests: run the CLI in this process, as a terminal or a pipe sees it, and build verdicts."""
+"""Helpers for command-line tests, the one runner of the command line in tests: in this process
+(``run_here``, ``run_piped``), in a process of its own (``run_child``: raw bytes, the entry point's
+exit status, a closed pipe, a read-only folder) or on a pseudo-terminal (``run_on_terminal``, Ctrl-C
+included); and verdicts built as the evaluator writes them. tests/test_layout.py keeps copies of
+these runners out of the test files."""
 
 from __future__ import annotations
 
@@ -6,6 +10,10 @@ import contextlib
 import hashlib
 import io
 import os
+import select
+import subprocess
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +39,12 @@ class Ran:
     code: int
     out: str
     err: str
+    raw: bytes = b""  # a child's: the bytes it wrote (stdout, then stderr; on a terminal, both as one)
+
+    @property
+    def output(self) -> str:
+        """stdout, then stderr: what a person at the command line reads."""
+        return self.out + self.err
 
 
 def run_here(capsys, *args: str) -> Ran:
@@ -49,7 +63,7 @@ def run_piped(*args: str, columns: int = 80, cwd: str | Path | None = None, env:
 
     A child process would import torch and start a zygote of its own for each call (about 4 s of
     CPU on a 2-core machine); here the evaluations use this process's. What needs a process of its
-    own (a terminal, the raw bytes written, the entry point's exit status) starts one: test_cli.py.
+    own (a terminal, the raw bytes written, the entry point's exit status) starts one: tests/commands/test_cli.py.
     """
     from kernelproof.cli import run
 
@@ -66,6 +80,89 @@ def run_piped(*args: str, columns: int = 80, cwd: str | Path | None = None, env:
         os.environ.clear()
         os.environ.update(saved_env)
     return Ran(code, out.getvalue(), err.getvalue())
+
+
+def _child_env(env: dict | None, columns: int, term: str | None = None) -> dict[str, str]:
+    """This process's environment for a child, with this tree first on its PYTHONPATH."""
+    out = {**os.environ, "COLUMNS": str(columns), **(env or {})}
+    out["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), out.get("PYTHONPATH", "")) if p)
+    if term is not None:
+        out["TERM"] = term
+        out.pop("NO_COLOR", None)
+    return out
+
+
+def run_child(
+    *args: str,
+    columns: int = 80,
+    cwd: str | Path | None = None,
+    env: dict | None = None,
+    timeout: float = 300,
+    wrap: tuple[str, ...] = (),
+    stdout: int | None = None,
+) -> Ran:
+    """``python -m kernelproof.cli ARGS`` in a process of its own, piped, ``columns`` wide, in
+    ``cwd`` with ``env`` added (a value None removes the variable). ``wrap``: a command that runs the
+    CLI (``unshare -m sh -c ...``); ``stdout``: a file descriptor of the caller's for its stdout (a
+    closed pipe). Text decoded as UTF-8; ``raw`` keeps the bytes."""
+    full = {k: v for k, v in _child_env(env, columns).items() if v is not None}
+    done = subprocess.run(
+        [*wrap, sys.executable, "-m", "kernelproof.cli", *map(str, args)],
+        stdout=subprocess.PIPE if stdout is None else stdout,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env=full,
+        timeout=timeout,
+    )
+    out, err = done.stdout or b"", done.stderr or b""
+    return Ran(done.returncode, out.decode(errors="replace"), err.decode(errors="replace"), out + err)
+
+
+def run_on_terminal(
+    *args: str,
+    term: str = "dumb",
+    columns: int = 80,
+    cwd: str | Path | None = None,
+    interrupt_when: bytes | None = None,
+    guard_s: float = 280,
+) -> Ran:
+    """``kernelproof ARGS`` in ``cwd`` with a pseudo-terminal ``columns`` wide as its stdout and
+    stderr (``out``, and ``raw`` as written). ``interrupt_when``: Ctrl-C is pressed once that is on
+    the screen and again half a second later, as a person presses it; ``guard_s`` ends a child that
+    never exits (the test's own guard, no claim about speed)."""
+    import pty
+
+    env = _child_env(None, columns, term)
+    pid, fd = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        if cwd is not None:
+            os.chdir(cwd)
+        os.execvpe(sys.executable, [sys.executable, "-m", "kernelproof.cli", *map(str, args)], env)
+    out, pressed, started = b"", 0, time.monotonic()
+    last = started  # when Ctrl-C was last pressed
+    while True:
+        if time.monotonic() - started > guard_s:
+            os.kill(pid, 9)
+            break
+        if interrupt_when is not None and (
+            (pressed == 0 and interrupt_when in out) or (pressed == 1 and time.monotonic() - last > 0.5)
+        ):
+            os.write(fd, b"\x03")
+            pressed, last = pressed + 1, time.monotonic()
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+    os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    if interrupt_when is not None:
+        assert pressed >= 1, out.decode(errors="replace")
+    return Ran(os.waitstatus_to_exitcode(status), out.decode(errors="replace"), "", out)
 
 
 def _stats(median_ms: float, n: int = 25) -> TimeStats:

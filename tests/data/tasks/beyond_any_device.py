@@ -1,7 +1,7 @@
 """A task no device holds: 2**32 rows of 96 floats, 1.6 TB a tensor.
 
 Its verdict must be ``too_large`` from the meta device's sizes alone, in seconds, before any
-full-size tensor exists (tests/test_footprint.py; on a GPU, benchmarks/memory_trace.py times it).
+full-size tensor exists (tests/verify/test_footprint.py; on a GPU, benchmarks/memory_trace.py times it).
 """
 
 import torch

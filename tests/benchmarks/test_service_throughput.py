@@ -1,0 +1,120 @@
+"""benchmarks/service_throughput.py: the candidate set through ``kernelproof serve`` (issue 48).
+
+The smoke run starts the real server and checks every verdict of the smoke set against the
+manifest's expectation; the other tests check the benchmark's own reading and arithmetic without a
+server. No timing is asserted: the machine's load decides the numbers.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFEST = REPO / "benchmarks" / "candidates" / "manifest.json"
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    return importlib.import_module("service_throughput")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not MANIFEST.is_file(), reason="the candidate set (benchmarks/candidates) is not here")
+def test_the_smoke_set_through_the_service_gets_every_expected_verdict(tmp_path):
+    run = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "service_throughput.py"), "--smoke", "--passes", "cold",
+         "--out", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    doc = json.loads((tmp_path / "service-throughput.json").read_text())
+    assert doc["schema"] == "kernelproof.service-throughput/1"
+    (only,) = doc["runs"]
+    smoke = json.loads(MANIFEST.read_text())["smoke"]
+    want = sum(len(group["candidates"]) for group in smoke) + 1  # and the A/A copy
+    assert len(only["rows"]) == want
+    assert [r for r in only["rows"] if r["expected"] is not True] == [], run.stdout[-3000:]
+    assert doc["all_expected"] and run.returncode == 0, run.stdout[-3000:]
+    assert only["busy_share"] == "not measured (CPU)"
+    assert only["costs"]["steps_total_s"], "the cost table comes from the verdicts' step records"
+    assert all(len(line) <= 80 for line in run.stdout.splitlines() if not line.startswith("written:"))
+
+
+def _write_manifest(tmp_path: Path) -> Path:
+    (tmp_path / "a").mkdir()
+    for name in ("honest", "wrong"):
+        (tmp_path / "a" / f"{name}.py").write_text(f"# {name}\n")
+    doc = {
+        "schema": "kernelproof.candidates/1",
+        "tasks": {},
+        "smoke": [{"task_file": "7_Op.py", "candidates": ["level1/7_Op/honest", "level1/7_Op/wrong"]}],
+        "candidates": [
+            {"id": "level1/7_Op/honest", "task": "level1/7_Op.py", "file": "a/honest.py", "kind": "honest_triton",
+             "expect": {"gpu": {"verdict": "pass", "codes": []}, "cpu": {"verdict": "pass", "codes": []}}},
+            {"id": "level1/7_Op/wrong", "task": "level1/7_Op.py", "file": "a/wrong.py", "kind": "wrong_math",
+             "expect": {"gpu": {"verdict": "fail", "codes": ["mismatch", "nonfinite"]}, "cpu": None}},
+        ],
+    }  # fmt: skip
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_the_manifest_reader_names_tasks_as_the_server_does_and_takes_the_devices_expectation(
+    bench, tmp_path
+):
+    path = _write_manifest(tmp_path)
+    gpu = bench.read_manifest(path, smoke=False, device="cuda")
+    assert [(c.task, c.kind, c.source) for c in gpu] == [
+        ("level1/7_Op", "honest_triton", "# honest\n"),
+        ("level1/7_Op", "wrong_math", "# wrong\n"),
+    ]
+    assert gpu[1].expect == {"verdict": "fail", "codes": ["mismatch", "nonfinite"]}
+    smoke = bench.read_manifest(path, smoke=True, device="cpu")
+    assert [c.task for c in smoke] == ["7_Op", "7_Op"]  # the smoke tasks are files named by their stems
+    assert smoke[1].expect is None  # the CPU cannot show it: not checked
+
+
+def test_a_verdict_matches_its_expectation_by_outcome_any_listed_code_and_every_flag(bench, tmp_path):
+    wrong = bench.read_manifest(_write_manifest(tmp_path), smoke=False, device="cuda")[1]
+    fail = {"verdict": "fail", "reasons": [{"code": "nonfinite"}], "flags": []}
+    assert bench.expected(wrong, fail) is True
+    assert bench.expected(wrong, fail | {"reasons": [{"code": "timeout"}]}) is False
+    assert bench.expected(wrong, fail | {"verdict": "pass"}) is False
+    flagged = bench.Candidate("x", "t", "k", "", {"verdict": "pass", "codes": [], "flags": ["plain-torch"]})
+    assert bench.expected(flagged, {"verdict": "pass", "reasons": [], "flags": ["plain-torch: no kernel"]})
+    assert not bench.expected(flagged, {"verdict": "pass", "reasons": [], "flags": []})
+
+
+def test_the_aa_copy_differs_in_bytes_only_and_a_pair_beyond_three_percent_breaks_its_concurrency(
+    bench, tmp_path
+):
+    honest = bench.read_manifest(_write_manifest(tmp_path), smoke=False, device="cuda")
+    twin = bench.aa_pair(honest)
+    assert twin.task == honest[0].task and twin.source != honest[0].source
+    assert twin.source.startswith(honest[0].source)
+
+    def row(task, speedup):
+        return {"task": task, "kind": "honest_triton", "latency_s": 1.0, "seconds": 1.0, "stored": False,
+                "built": False, "expected": True, "expect": None, "outcome": "pass", "codes": [],
+                "speedup_eager": speedup, "steps": {}}  # fmt: skip
+
+    close = bench._summary("warm", 2, [row("a", 2.00), row("a#aa", 2.05)], 10.0, "not measured (CPU)")
+    assert close["aa"]["checked"] and close["aa"]["ok"]
+    far = bench._summary("warm", 4, [row("a", 2.00), row("a#aa", 2.20)], 10.0, "not measured (CPU)")
+    assert far["aa"]["checked"] and not far["aa"]["ok"]
+    untimed = bench._summary("warm", 1, [row("a", None), row("a#aa", None)], 10.0, "not measured (CPU)")
+    assert not untimed["aa"]["checked"]
+    assert close["evaluations_per_gpu_hour"] == 720.0
+
+
+def test_percentiles_are_nearest_rank(bench):
+    assert bench._pct([5.0, 1.0, 3.0, 2.0, 4.0], 50) == 3.0
+    assert bench._pct([float(i) for i in range(1, 21)], 95) == 19.0
+    assert bench._pct([], 95) == 0.0

@@ -1,0 +1,88 @@
+"""The sweep's speed-ups keep every check: the audit takes setup's probe inputs instead of calling
+get_inputs() again (one call fewer on the CPU), and the verdict carries the cost of each step."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelproof import api
+from kernelproof.options import EvalOptions
+from kernelproof.verify import audit, case_plan, fastpath
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+TASK, SOL = str(DATA / "tasks" / "scale_relu.py"), str(DATA / "solutions" / "plain_torch.py")
+
+
+def _evaluate_counting_task_draws(monkeypatch, enabled: bool):
+    calls = {"task": 0}
+    real = case_plan._make_inputs
+
+    def counted(ctx, distribution, seed, on_device=False):
+        if distribution == "task":
+            calls["task"] += 1
+        return real(ctx, distribution, seed, on_device)
+
+    monkeypatch.setattr(case_plan, "_make_inputs", counted)
+    monkeypatch.setattr(fastpath, "ENABLED", enabled)
+    monkeypatch.setattr(audit, "_CACHE", {})  # the audit runs in each evaluation, not served
+    options = EvalOptions(device="cpu", db="", correctness_only=True, seeds_per_case=1, seed=11)
+    return api.evaluate(TASK, SOL, options), calls["task"]
+
+
+def test_the_audit_takes_the_probe_inputs_instead_of_calling_get_inputs_again(monkeypatch):
+    off, draws_off = _evaluate_counting_task_draws(monkeypatch, enabled=False)
+    on, draws_on = _evaluate_counting_task_draws(monkeypatch, enabled=True)
+    assert off.verdict.value == on.verdict.value == "pass"
+    assert draws_on == draws_off - 1
+    for v in (off, on):  # every control still ran, on both audit distributions
+        steps = v.environment["steps"]
+        for control in ("zeros", "mean", "passthrough", "other_seed", "other_weights"):
+            assert steps[f"setup/audit/{control}"]["n"] >= 2, control
+
+
+@pytest.mark.parametrize("enabled", [False, True])
+def test_the_verdict_says_what_each_step_cost(monkeypatch, enabled):
+    v, _ = _evaluate_counting_task_draws(monkeypatch, enabled)
+    steps = v.environment["steps"]
+    for name in (
+        "setup",
+        "setup/footprint",
+        "setup/randomness",
+        "setup/chunk_check",
+        "worker_start",
+        "handoff",
+    ):
+        assert steps[name]["n"] == 1 and steps[name]["s"] >= 0, name
+    audited = steps["setup/audit/oracle"]["n"]
+    assert audited >= 2 and audited % 2 == 0  # one per audit distribution, on each variant
+    cases_run = v.correctness.cases_run
+    assert steps["correctness/case_worker"]["n"] == steps["correctness/case_compare"]["n"] == cases_run
+    assert steps["setup"]["s"] >= steps["setup/audit"]["s"]  # a nested step is part of its parent
+
+
+def test_an_evaluation_in_progress_says_which_step_it_is_in():
+    """A sweep's heartbeat lists the evaluations in flight and where each is (verify/steps.py)."""
+    from kernelproof.verify import steps as step_clock
+
+    inside, leave = threading.Event(), threading.Event()
+
+    def evaluation():
+        with step_clock.recording("level1/20_LeakyReLU.py"), step_clock.step("setup"):
+            with step_clock.step("audit"):
+                inside.set()
+                leave.wait(5)
+
+    t = threading.Thread(target=evaluation, daemon=True)
+    t.start()
+    assert inside.wait(5)
+    time.sleep(0.05)
+    now = [o for o in step_clock.live() if o.label == "level1/20_LeakyReLU.py"]
+    leave.set()
+    t.join(5)
+    assert len(now) == 1 and now[0].step == "setup/audit" and now[0].step_s >= 0.04
+    assert now[0].elapsed_s >= now[0].step_s
+    assert not [o for o in step_clock.live() if o.label == "level1/20_LeakyReLU.py"]  # closed: gone
