@@ -2,8 +2,10 @@
 (tests/verify/ for kernelproof/verify/, ...), and the command line is run by one runner, the one in
 tests/support/cli_support.py.
 
-At the top of tests/ only what tests the tree as a whole: this layout, the layer contract over
-every module (test_layers.py) and the root package, kernelproof/__init__.py (test_root_package.py).
+At the top of tests/ only what tests the tree as a whole: this layout, the house's rules over every
+module (the layer contract, test_layers.py; one file name per module, test_module_names.py; the
+length of a function, test_function_length.py) and the root package, kernelproof/__init__.py
+(test_root_package.py).
 A new test file goes in the folder of the package it mainly tests."""
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 PACKAGE = TESTS.parent / "kernelproof"
 
-TOP_LEVEL = {"test_layout.py", "test_layers.py", "test_root_package.py"}
+TOP_LEVEL = {
+    "test_layout.py",
+    "test_layers.py",
+    "test_module_names.py",
+    "test_function_length.py",
+    "test_root_package.py",
+}
 
 # Folders of tests/ that are not named after a subpackage of kernelproof, and what they test.
 OTHER_FOLDERS = {
