@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from kernelproof.code_identity import this_source
 from kernelproof.options import EvalOptions
-from kernelproof.store import as_requested, served
+from kernelproof.store import as_requested, keep, served
 from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode, Verdict, from_json
 
 RAY_HINT = 'the Ray executor needs Ray: pip install -e ".[ray]" (from the kernelproof checkout)'
@@ -56,7 +56,7 @@ class VerdictStore(Protocol):
 
     def get(self, key: str) -> Verdict | None: ...
 
-    def put(self, key: str, verdict: Verdict) -> Any: ...
+    def put(self, key: str, verdict: Verdict, *, options_sha256: str = "", limits: Any = None) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -175,7 +175,8 @@ def _run(
             job = next(jobs, None)
             if job is None:
                 return
-            cached = served(store, job.key) if store is not None and not options.fresh else None
+            fresh = options.fresh or store is None
+            cached = None if fresh else served(store, job.key, options.serving_conditions())
             if cached is not None:
                 stored.append(_restore_paths(cached, job))
             else:
@@ -205,8 +206,7 @@ def _run(
             else:
                 dispatch.finished(ref, lost=False)
                 verdict = _restore_paths(from_json(doc), job)
-                if store is not None:
-                    store.put(job.key, verdict)
+                keep(store, job.key, verdict, options)  # the local executor's rule (store.keep)
                 yield verdict
             fill()
     finally:
