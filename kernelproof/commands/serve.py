@@ -78,9 +78,7 @@ def serve_command(
     ] = 0,
     state_dir: Annotated[
         Path | None,
-        typer.Option(
-            "--state-dir", help="Where the job book and request files live (default: beside the store)."
-        ),
+        typer.Option("--state-dir", help="Where the job book lives (default: beside the store)."),
     ] = None,
     reward_correct: Annotated[
         float, typer.Option("--reward-correct", help="Weight of a pass (docs/rewards.md).")

@@ -136,6 +136,22 @@ def test_stores_as_the_local_executor_does_with_limits_and_never_a_machines_erro
     assert limits["timeout_s"] == 123.0
 
 
+def test_pairs_given_as_bytes_are_judged_on_those_bytes_and_no_file_is_read(tmp_path):
+    """A service hands the driver the bytes it received (kernelproof.submission.Submitted): their
+    paths only name them (none exists here), and the node judges exactly those bytes."""
+    from kernelproof.submission import submitted_bytes
+
+    task = submitted_bytes(str(tmp_path / "absent" / "task.py"), b"# task as posted\r\n")
+    solution = submitted_bytes(str(tmp_path / "absent" / "sol.py"), "# solution, naïve\n".encode())
+    store = MemoryStore()
+    (verdict,) = evaluate_many_ray(
+        [(task, solution)], EvalOptions(device="cpu"), store=store, evaluate=node_verdict
+    )
+    assert (verdict.task.path, verdict.solution.path) == (task.path, solution.path)
+    assert (verdict.task.sha256, verdict.solution.sha256) == (task.sha256, solution.sha256)
+    assert not (tmp_path / "absent").exists() and store.puts == [solution.path]
+
+
 def test_one_evaluation_per_gpu_at_a_time(tmp_path):
     def timed(task, solution, options):
         start = time.time()
