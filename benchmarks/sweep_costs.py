@@ -18,7 +18,6 @@ first, so the file cache is warmer for ``after`` (small next to the evaluations'
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import shutil
 import tempfile
@@ -28,30 +27,9 @@ from pathlib import Path
 from _common import ROOT, out_dir
 from _costs import cost_table, markdown, row_steps
 
+from kernelproof.report.scaled_tasks import scaled_source
+
 IDENTITY = '\n\nclass ModelNew(Model):\n    """The identity solution: the task\'s own Model."""\n'
-SHRINK_FROM = 64  # constants below this (kernel sizes, strides, channels of a few) are kept
-
-
-def shrunk(source: str, factor: int) -> str:
-    """The task with each module-level integer constant of at least SHRINK_FROM divided by `factor`."""
-    if factor <= 1:
-        return source
-    tree = ast.parse(source)
-    lines = source.splitlines()
-    for node in tree.body:
-        if not (
-            isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-        ):
-            continue
-        try:
-            value = eval(compile(ast.Expression(node.value), "<size>", "eval"), {"__builtins__": {}})  # noqa: S307
-        except Exception:  # noqa: BLE001 - not a constant expression: left as it is
-            continue
-        if isinstance(value, int) and not isinstance(value, bool) and value >= SHRINK_FROM:
-            if node.lineno == node.end_lineno:
-                name = node.targets[0].id
-                lines[node.lineno - 1] = f"{name} = {max(SHRINK_FROM // 2, value // factor)}"
-    return "\n".join(lines) + "\n"
 
 
 def scratch_pairs(kb: Path, levels: list[str], factor: int, limit: int, only: list[str], dest: Path):
@@ -60,7 +38,7 @@ def scratch_pairs(kb: Path, levels: list[str], factor: int, limit: int, only: li
         tasks = sorted((kb / level).glob("*.py"), key=lambda p: (int(p.name.split("_", 1)[0]), p.name))
         tasks = [t for t in tasks if not only or any(o in f"{level}/{t.name}" for o in only)]
         for task in tasks[:limit] if limit else tasks:
-            text = shrunk(task.read_text(), factor)
+            text = scaled_source(task.read_text(), factor)
             t = dest / "tasks" / level / task.name
             s = dest / "identity" / level / task.name
             t.parent.mkdir(parents=True, exist_ok=True)

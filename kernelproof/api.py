@@ -43,7 +43,7 @@ from kernelproof.options import EvalOptions
 from kernelproof.preflight import SHAPE_VARIANTS, PathLike, checked_options, require_files  # noqa: F401
 from kernelproof.report.kernelbench_run import KernelBenchRun, Sample, find_run  # noqa: F401  (kernelbench's)
 from kernelproof.solution import SolutionFile, solution_of
-from kernelproof.store import as_requested, db_path, open_store, served  # noqa: F401  (db_path: the CLI's)
+from kernelproof.store import as_requested, db_path, keep, open_store, served  # noqa: F401  (db_path: the CLI's)
 from kernelproof.submission import EvaluationKey, Submission, Submitted, read_submission
 from kernelproof.survey import (  # noqa: F401  (the verbs that judge no solution, re-exported)
     DeviceCeilings,
@@ -54,7 +54,7 @@ from kernelproof.survey import (  # noqa: F401  (the verbs that judge no solutio
     ceilings,
     results,
 )
-from kernelproof.verdict import ReasonCode, Verdict
+from kernelproof.verdict import Verdict
 
 EXECUTORS = ("local", "ray")
 
@@ -210,11 +210,7 @@ def _judged_and_stored(
             verdict = blame.beyond_the_device(verdict, task, options, device, pool, judge)
     else:
         verdict = blame.beyond_the_device(verdict, task, options, device, pool, judge)
-    never_stored = (ReasonCode.TOO_LARGE.value, ReasonCode.ENVIRONMENT.value, ReasonCode.MACHINE_BUSY.value)
-    if verdict.codes and (verdict.codes[0] in never_stored or ReasonCode.ENVIRONMENT.value in verdict.codes):
-        return verdict  # a property of this machine (and its neighbours) at the time: never stored
-    if store is not None:
-        store.put(key, verdict, options_sha256=options_digest(options), limits=options.serving_conditions())
+    keep(store, key, verdict, options)  # an error of this machine at the time is never stored
     return verdict
 
 
@@ -260,11 +256,6 @@ def submission_key(submission: Submission, options: EvalOptions, device: str) ->
     }
     h.update(json.dumps({"settings": options.cache_key_fields(), "env": env}, sort_keys=True).encode())
     return EvaluationKey(h.hexdigest(), submission.task.sha256, submission.solution.sha256)
-
-
-def options_digest(options: EvalOptions) -> str:
-    """sha256 of the settings an evaluation is keyed on (signed with its stored row)."""
-    return hashlib.sha256(json.dumps(options.cache_key_fields(), sort_keys=True).encode()).hexdigest()
 
 
 def _open_store(options: EvalOptions):

@@ -21,6 +21,7 @@ wrote to the file:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -37,6 +38,7 @@ from typing import Any
 from kernelproof import jsonsafe, store_key
 from kernelproof._version import __version__
 from kernelproof.errors import StoreError
+from kernelproof.options import EvalOptions
 from kernelproof.submission import EvaluationKey
 from kernelproof.verdict import ReasonCode, Stored, Verdict, from_json
 
@@ -147,6 +149,34 @@ def served(store: Any, key: str, conditions: Mapping[str, float] | None = None) 
     if CONDITION_BOUND_CODES.intersection(found.codes) and not _as_hard(conditions, found.stored):
         return None
     return found
+
+
+# Errors of the machine (and its neighbours) at the time, never of the evaluation's bytes: never stored.
+NEVER_STORED = frozenset(
+    {ReasonCode.TOO_LARGE.value, ReasonCode.ENVIRONMENT.value, ReasonCode.MACHINE_BUSY.value}
+)
+
+
+def storable(verdict: Verdict) -> bool:
+    """Is the verdict one the store keeps? Not when it is an error of this machine: ``too_large``,
+    ``machine_busy`` or ``environment`` first, or ``environment`` anywhere."""
+    codes = verdict.codes
+    return not (codes and (codes[0] in NEVER_STORED or ReasonCode.ENVIRONMENT.value in codes))
+
+
+def options_digest(options: EvalOptions) -> str:
+    """sha256 of the settings an evaluation is keyed on (signed with its stored row)."""
+    return hashlib.sha256(json.dumps(options.cache_key_fields(), sort_keys=True).encode()).hexdigest()
+
+
+def keep(store: Any, key: str | EvaluationKey, verdict: Verdict, options: EvalOptions) -> bool:
+    """Store a finished evaluation's verdict as every executor does (local, Ray): with the digest
+    of its settings and the time limits it ran under (``limits``, checked by :func:`served`), and
+    never an error of the machine (:func:`storable`). True when it was stored."""
+    if store is None or not storable(verdict):
+        return False
+    store.put(key, verdict, options_sha256=options_digest(options), limits=options.serving_conditions())
+    return True
 
 
 def as_requested(verdict: Verdict, task: str, solution: str) -> Verdict:

@@ -1,7 +1,9 @@
 """What every prompt says about the problem: the task (source, contract, policy) and the device.
 
-The task is read as text and its ``KERNELPROOF`` dict with ``ast.literal_eval``: the agent never
-executes the task (the evaluator does that, under its own rules). The device is described from
+The task is read as text and its ``KERNELPROOF`` dict with ``ast.literal_eval``. Its precision
+contract is the evaluator's own (:func:`kernelproof.verify.contract.judged`): a declared precision
+as declared, ``--precision`` over it, and a task that declares none in the dtypes it is written in
+(a bf16 task is a bf16 task), read as the evaluator reads them, by loading the task. The device is described from
 the CUDA driver's properties and its ceilings: measured ones (what a good kernel can reach) from a
 file given by the user or shipped in ``kernelproof.data``, else datasheet peaks.
 """
@@ -17,6 +19,9 @@ from typing import Any
 
 from kernelproof import pyast
 from kernelproof.agent.agent_errors import ConfigError
+from kernelproof.errors import TaskError
+from kernelproof.task import load_task
+from kernelproof.verify import contract
 
 # Dense datasheet peaks (no sparsity) per device name fragment, from NVIDIA's product datasheets:
 # (TFLOP/s by dtype, HBM TB/s). Ordered: the first fragment found in the device name wins.
@@ -68,8 +73,10 @@ class DeviceInfo:
     ceilings: str = ""  # where the peaks come from
 
 
-def read_task(path: str | Path) -> TaskInfo:
-    """The task's text and its metadata, without running it."""
+def read_task(path: str | Path, precision: str | None = None) -> TaskInfo:
+    """The task's text, its metadata and the precision contract the evaluator judges it in.
+
+    `precision`: ``--precision`` of the evaluations (``EvalOptions.precision``; None: not given)."""
     p = Path(path).resolve()
     try:
         data = p.read_bytes()
@@ -82,11 +89,23 @@ def read_task(path: str | Path) -> TaskInfo:
         name=p.stem,
         source=source,
         sha256=hashlib.sha256(data).hexdigest(),
-        precision=str(meta.get("precision", "fp32")),
+        precision=_contract(p, data, meta, precision),
         split_precision=bool(meta.get("split_precision", True)),
         policy=str(meta.get("policy", "strict")),
         mode=str(meta.get("mode", "train")),
     )
+
+
+def _contract(path: Path, data: bytes, meta: dict[str, Any], flag: str | None) -> str:
+    """The precision the evaluator judges the task in (kernelproof.verify.contract.judged): a
+    declared one is read from the literal without running the task; otherwise the task is loaded
+    and its contract resolved as the evaluator resolves it."""
+    if flag is None and "precision" in meta:
+        return str(meta["precision"])
+    try:
+        return contract.judged(load_task(path, data), flag).meta.precision
+    except TaskError as exc:
+        raise ConfigError(f"task {exc}") from exc
 
 
 def _metadata(source: str, where: str) -> dict[str, Any]:

@@ -206,7 +206,7 @@ def open_session(
         raise ReplayError(
             "--resume and --replay do not go together: resume continues a run, replay re-runs one"
         )
-    info = read_task(task)
+    info = read_task(task, options.eval.precision)
     config = model if isinstance(model, BackendConfig) else None
     model = config.name if config is not None else str(model or "")
     live: Backend | None = None  # checked before anything is written: a bad spec or budget leaves no trace

@@ -67,9 +67,7 @@ RaySlots = Annotated[
 ]
 StateDir = Annotated[
     Path | None,
-    typer.Option(
-        "--state-dir", help="Where the job book and request files live (default: beside the store)."
-    ),
+    typer.Option("--state-dir", help="Where the job book lives (default: beside the store)."),
 ]
 RewardCorrect = Annotated[float, typer.Option("--reward-correct", help="Weight of a pass (docs/rewards.md).")]
 RewardSpeed = Annotated[float, typer.Option("--reward-speed", help="Weight of the speed term.")]

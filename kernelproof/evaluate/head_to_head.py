@@ -72,9 +72,9 @@ def compare_pair(
     """Paired timing of two verified candidates, interleaved in one session. Each file is read
     once: the bytes verified are the bytes timed (kernelproof/submission.py)."""
     task = read_submitted(task_path, "task")
-    files = {path: read_submitted(path, "solution") for path in (a, b)}
-    for path, file in files.items():
-        v = evaluate_pair(task, file, options.replace(correctness_only=True), device, workers)
+    files = {path: read_submitted(path, "solution") for path in (a, b)}  # one read per file
+    for path in (a, b):  # A verified, then B: each its own evaluation (and progress), the same file too
+        v = evaluate_pair(task, files[path], options.replace(correctness_only=True), device, workers)
         if not v.passed:
             why = "; ".join(r.message for r in v.reasons)
             return not_compared(f"{path} does not pass: {why}", exits.of_verdict(v))

@@ -32,7 +32,8 @@ from typing import Any, Protocol
 
 from kernelproof.code_identity import this_source
 from kernelproof.options import EvalOptions
-from kernelproof.store import as_requested, served
+from kernelproof.store import as_requested, keep, served
+from kernelproof.submission import Submitted
 from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode, Verdict, from_json
 
 RAY_HINT = 'the Ray executor needs Ray: pip install -e ".[ray]" (from the kernelproof checkout)'
@@ -56,7 +57,7 @@ class VerdictStore(Protocol):
 
     def get(self, key: str) -> Verdict | None: ...
 
-    def put(self, key: str, verdict: Verdict) -> Any: ...
+    def put(self, key: str, verdict: Verdict, *, options_sha256: str = "", limits: Any = None) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ class _Job:
 
 
 def evaluate_many_ray(
-    pairs: Iterable[tuple[str | Path, str | Path]],
+    pairs: Iterable[tuple[str | Path | Submitted, str | Path | Submitted]],
     options: EvalOptions | None = None,
     ray_options: RayOptions | None = None,
     *,
@@ -175,7 +176,8 @@ def _run(
             job = next(jobs, None)
             if job is None:
                 return
-            cached = served(store, job.key) if store is not None and not options.fresh else None
+            fresh = options.fresh or store is None
+            cached = None if fresh else served(store, job.key, options.serving_conditions())
             if cached is not None:
                 stored.append(_restore_paths(cached, job))
             else:
@@ -205,8 +207,7 @@ def _run(
             else:
                 dispatch.finished(ref, lost=False)
                 verdict = _restore_paths(from_json(doc), job)
-                if store is not None:
-                    store.put(job.key, verdict)
+                keep(store, job.key, verdict, options)  # the local executor's rule (store.keep)
                 yield verdict
             fill()
     finally:
@@ -364,11 +365,23 @@ def _connect(ray: Any, ropts: RayOptions) -> bool:
 
 
 def _job(
-    index: int, task: str | Path, solution: str | Path, options: EvalOptions, accelerators: list[str]
+    index: int,
+    task: str | Path | Submitted,
+    solution: str | Path | Submitted,
+    options: EvalOptions,
+    accelerators: list[str],
 ) -> _Job:
-    task_bytes, solution_bytes = Path(task).read_bytes(), Path(solution).read_bytes()
+    """One pair's job: files named by a path are read here, once; a file given as bytes
+    (:class:`~kernelproof.submission.Submitted`, a service's submission) is never read from disk."""
+    (task, task_bytes), (solution, solution_bytes) = _read(task), _read(solution)
     key = ray_evaluation_key(task_bytes, solution_bytes, options, accelerators)
-    return _Job(index, str(task), str(solution), task_bytes, solution_bytes, key)
+    return _Job(index, task, solution, task_bytes, solution_bytes, key)
+
+
+def _read(file: str | Path | Submitted) -> tuple[str, bytes]:
+    if isinstance(file, Submitted):
+        return file.path, file.data
+    return str(file), Path(file).read_bytes()
 
 
 def ray_evaluation_key(

@@ -3,7 +3,8 @@
 Why persistent: a trainer that submitted a batch must find its verdicts after the service
 restarts. A finished job keeps its verdict document; a job queued or running when the service
 stopped is queued again when it starts (:meth:`JobBook.unfinished`), so nothing accepted is lost
-and nothing half-run is served.
+and nothing half-run is served. A job keeps the bytes it was submitted with (task and solution):
+the bytes judged after a restart are the bytes posted, never a file read back.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelproof.submission import Submission, submitted_bytes
 from kernelproof.verdict import Verdict, from_json
 
 QUEUED, RUNNING, DONE, CANCELLED = "queued", "running", "done", "cancelled"
@@ -34,7 +36,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     state TEXT NOT NULL,
     verdict TEXT,
     created REAL NOT NULL,
-    finished REAL
+    finished REAL,
+    task_data BLOB,
+    solution_data BLOB
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, created);
 CREATE TABLE IF NOT EXISTS aliases (
@@ -50,8 +54,7 @@ class Job:
     batch: str  # the request that submitted it (one id for a batch)
     position: int  # its place in that request
     task_id: str
-    task_path: str
-    solution_path: str
+    files: Submission  # the task's and the solution's bytes, as submitted (their paths only name them)
     options: dict[str, Any]  # the EvalOptions fields it is judged under
     key: str  # content hash of task, solution and options (jobs.job_key)
     state: str
@@ -67,6 +70,10 @@ class JobBook:
         self._con.execute("PRAGMA journal_mode=WAL")
         self._con.execute("PRAGMA synchronous=NORMAL")
         self._con.executescript(_SCHEMA)
+        have = {row[1] for row in self._con.execute("PRAGMA table_info(jobs)")}
+        for column in ("task_data", "solution_data"):  # a book written before jobs kept their bytes
+            if column not in have:
+                self._con.execute(f"ALTER TABLE jobs ADD COLUMN {column} BLOB")
         self._lock = threading.Lock()
 
     def add(self, jobs: list[Job]) -> None:
@@ -74,19 +81,21 @@ class JobBook:
             self._con.execute("BEGIN")
             self._con.executemany(
                 "INSERT INTO jobs (id, batch, position, task_id, task_path, solution_path, options, key,"
-                " state, created) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                " state, created, task_data, solution_data) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 [
                     (
                         j.id,
                         j.batch,
                         j.position,
                         j.task_id,
-                        j.task_path,
-                        j.solution_path,
+                        j.files.task.path,
+                        j.files.solution.path,
                         json.dumps(j.options, sort_keys=True),
                         j.key,
                         j.state,
                         j.created,
+                        j.files.task.data,
+                        j.files.solution.data,
                     )
                     for j in jobs
                 ],
@@ -141,7 +150,8 @@ class JobBook:
 
 
 _COLUMNS = (
-    "id, batch, position, task_id, task_path, solution_path, options, key, state, verdict, created, finished"
+    "id, batch, position, task_id, task_path, solution_path, options, key, state, verdict, created, finished,"
+    " task_data, solution_data"
 )
 
 
@@ -159,14 +169,15 @@ def _job(row: tuple) -> Job:
         verdict,
         created,
         finished,
+        task_data,
+        solution_data,
     ) = row
     return Job(
         id=job_id,
         batch=batch,
         position=position,
         task_id=task_id,
-        task_path=task_path,
-        solution_path=solution_path,
+        files=Submission(_file(task_path, task_data), _file(solution_path, solution_data)),
         options=json.loads(options),
         key=key,
         state=state,
@@ -174,3 +185,11 @@ def _job(row: tuple) -> Job:
         created=created,
         finished=finished,
     )
+
+
+def _file(path: str, data: bytes | None):
+    """A job's file as submitted; a job of a book written before jobs kept their bytes is read from
+    the file that service wrote, once."""
+    if data is None:
+        data = Path(path).read_bytes() if Path(path).is_file() else b""
+    return submitted_bytes(path, bytes(data))

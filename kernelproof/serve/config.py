@@ -20,7 +20,7 @@ MAX_BATCH = 512  # items in one batch request
 class ServeConfig:
     task_dirs: tuple[Path, ...]  # task sets served by id (--tasks, repeatable)
     options: EvalOptions  # the operator's evaluation options; a request may narrow a few
-    state_dir: Path  # the job book (SQLite) and the request files, beside the store
+    state_dir: Path  # the job book (SQLite: jobs and their submitted bytes), beside the store
     host: str = "127.0.0.1"
     port: int = 8000
     token: str | None = None  # bearer token (--token-file); required beyond loopback

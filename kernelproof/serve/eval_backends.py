@@ -1,6 +1,9 @@
 """Where the service's evaluations run: the existing executors, reused, never rewritten.
 
-- :class:`LocalBackend`: :func:`kernelproof.api.evaluate` on this host's devices, ``per_device``
+Both take the bytes the service received (:class:`kernelproof.submission.Submission`), never a path
+to read: the bytes judged, keyed and stored are the bytes posted.
+
+- :class:`LocalBackend`: :func:`kernelproof.api.evaluate_submission` on this host's devices, ``per_device``
   evaluations in flight on each (the local executor's admission, gate and builders: their
   untimed stretches overlap, their timings never do, as ``evaluate_many`` runs a sweep).
 - :class:`RayBackend`: :func:`kernelproof.executors.ray_executor.evaluate_many_ray`, one pair per
@@ -21,15 +24,16 @@ from kernelproof import api
 from kernelproof.executors.local import LocalPool, resolve_devices
 from kernelproof.options import EvalOptions
 from kernelproof.store import as_requested, open_store, served
+from kernelproof.submission import Submission
 from kernelproof.verdict import Verdict
 
 
 class Backend(Protocol):
     def slots(self) -> list[str]: ...  # one entry (a device name) per evaluation in flight at once
 
-    def stored(self, task: str, solution: str, options: EvalOptions) -> Verdict | None: ...
+    def stored(self, files: Submission, options: EvalOptions) -> Verdict | None: ...
 
-    def evaluate(self, task: str, solution: str, options: EvalOptions, slot: str) -> Verdict: ...
+    def evaluate(self, files: Submission, options: EvalOptions, slot: str) -> Verdict: ...
 
     def close(self) -> None: ...
 
@@ -44,20 +48,20 @@ class LocalBackend:
     def slots(self) -> list[str]:
         return [d for d in self._devices for _ in range(self._per_device)]
 
-    def stored(self, task: str, solution: str, options: EvalOptions) -> Verdict | None:
+    def stored(self, files: Submission, options: EvalOptions) -> Verdict | None:
         """A verdict the store holds for this evaluation on any of the service's devices (the key
         names the device: a verdict reached on one GPU answers for that GPU's model)."""
         if self._store is None or options.fresh:
             return None
         for device in self._devices:
-            key = api.evaluation_key(task, solution, options, device)
+            key = api.submission_key(files, options, device).digest
             found = served(self._store, key, options.serving_conditions())
             if found is not None:
-                return as_requested(found, task, solution)
+                return as_requested(found, files.task.path, files.solution.path)
         return None
 
-    def evaluate(self, task: str, solution: str, options: EvalOptions, slot: str) -> Verdict:
-        return api.evaluate(task, solution, options.replace(device=slot), pool=self._pool)
+    def evaluate(self, files: Submission, options: EvalOptions, slot: str) -> Verdict:
+        return api.evaluate_submission(files, options.replace(device=slot), pool=self._pool)
 
     def close(self) -> None:
         self._pool.close()
@@ -89,13 +93,13 @@ class RayBackend:
     def slots(self) -> list[str]:
         return list(self._slots)
 
-    def stored(self, task: str, solution: str, options: EvalOptions) -> Verdict | None:
+    def stored(self, files: Submission, options: EvalOptions) -> Verdict | None:
         return None  # the Ray executor answers from the driver's store itself
 
-    def evaluate(self, task: str, solution: str, options: EvalOptions, slot: str) -> Verdict:
+    def evaluate(self, files: Submission, options: EvalOptions, slot: str) -> Verdict:
         from kernelproof.executors.ray_executor import evaluate_many_ray
 
-        pairs = [(task, solution)]
+        pairs = [(files.task, files.solution)]  # bytes: the driver reads no file (ray_executor._job)
         return next(
             iter(
                 evaluate_many_ray(

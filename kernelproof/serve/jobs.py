@@ -20,13 +20,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 
 from kernelproof.errors import QueueFull  # defined in the one tree, raised here
 from kernelproof.options import EvalOptions
 from kernelproof.serve.book import CANCELLED, DONE, QUEUED, RUNNING, Job, JobBook
 from kernelproof.serve.eval_backends import Backend
 from kernelproof.serve.prometheus import Metrics
+from kernelproof.submission import Submission as Submitted
 from kernelproof.verdict import Verdict
 
 Listener = Callable[[Job], None]
@@ -34,17 +34,19 @@ Listener = Callable[[Job], None]
 
 @dataclasses.dataclass(frozen=True)
 class Submission:
+    """One item as the service judges it: the task's and the solution's bytes, read or received
+    once (kernelproof/submission.py), never a file written and read back."""
+
     task_id: str
-    task_path: str
-    solution_path: str
+    files: Submitted  # the task and the solution, as bytes
     options: EvalOptions
 
 
-def job_key(task_path: str, solution_path: str, options: EvalOptions) -> str:
+def job_key(files: Submitted, options: EvalOptions) -> str:
     """The content hash of one evaluation: the bytes of task and solution and the settings."""
     h = hashlib.sha256()
-    for p in (task_path, solution_path):
-        h.update(hashlib.sha256(Path(p).read_bytes()).digest())
+    for f in (files.task, files.solution):
+        h.update(bytes.fromhex(f.sha256))
     h.update(json.dumps(options.cache_key_fields(), sort_keys=True).encode())
     return h.hexdigest()
 
@@ -93,14 +95,13 @@ class Scheduler:
                 batch=batch,
                 position=position,
                 task_id=s.task_id,
-                task_path=s.task_path,
-                solution_path=s.solution_path,
+                files=s.files,
                 options=options_doc,
-                key=job_key(s.task_path, s.solution_path, s.options),
+                key=job_key(s.files, s.options),
                 state=QUEUED,
                 created=now,
             )
-            stored = self._backend.stored(s.task_path, s.solution_path, s.options)
+            stored = self._backend.stored(s.files, s.options)
             if stored is not None:
                 answered.append((job, stored))
             jobs.append(job)
@@ -183,7 +184,7 @@ class Scheduler:
             except BaseException as exc:  # noqa: BLE001 - the service must outlive a harness bug
                 from kernelproof.blame import internal_error_verdict
 
-                verdict = internal_error_verdict(job.task_path, job.solution_path, slot, exc)
+                verdict = internal_error_verdict(job.files.task, job.files.solution, slot, exc)
             finally:
                 self._metrics.stopped(slot)
             if self._stopping:
@@ -193,10 +194,10 @@ class Scheduler:
 
     def _judge(self, job: Job, slot: str) -> Verdict:
         options = options_of(job)
-        stored = self._backend.stored(job.task_path, job.solution_path, options)
+        stored = self._backend.stored(job.files, options)
         if stored is not None:  # an identical job finished while this one waited
             return stored
-        return self._backend.evaluate(job.task_path, job.solution_path, options, slot)
+        return self._backend.evaluate(job.files, options, slot)
 
     def _finish(self, job: Job, verdict: Verdict, from_store: bool) -> None:
         self._book.finish(job.id, verdict)

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
-import tempfile
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,8 +21,17 @@ from kernelproof.serve.jobs import QueueFull, Scheduler, Submission  # noqa: F40
 from kernelproof.serve.prometheus import Metrics
 from kernelproof.serve.request_records import EvalItem, RequestError
 from kernelproof.serve.tasks import TaskCatalog
+from kernelproof.submission import Submission as Files
+from kernelproof.submission import Submitted, read_submitted, submitted_bytes
 
 DISCONNECT_POLL_S = 0.5
+
+
+def _received(role: str, text: str) -> Submitted:
+    """A file as the client posted it: its bytes, judged and stored as they are (no file is written
+    and read back: kernelproof.api.evaluate_submission). The name only labels it."""
+    data = text.encode("utf-8", errors="surrogateescape")
+    return submitted_bytes(f"{role}-{hashlib.sha256(data).hexdigest()[:16]}.py", data)
 
 
 class Service:
@@ -32,8 +39,6 @@ class Service:
         self.config = config
         self.catalog = TaskCatalog(config.task_dirs)
         self.metrics = Metrics()
-        self.files = config.state_dir / "files"
-        self.files.mkdir(parents=True, exist_ok=True)
         self.book = JobBook(config.state_dir / "serve-jobs.sqlite")
         if backend is None:
             backend = (
@@ -60,14 +65,14 @@ class Service:
                     "only (the operator may start it with --trust-client-tasks)",
                     status=403,
                 )
-            task_path = self._write("task", item.reference)
+            task = _received("task", item.reference)
         else:
             found = self.catalog.find(item.task_id)
             if found is None:
                 raise RequestError(
                     f"no task {item.task_id!r} in the task sets this service was started with", status=404
                 )
-            task_path = str(found)
+            task = read_submitted(found, "task")  # read once, here: the bytes judged are these
         options = self.config.options
         if item.correctness_only is False and options.correctness_only:
             raise RequestError("this service judges correctness only (started with --correctness-only)")
@@ -75,21 +80,10 @@ class Service:
             options = options.replace(correctness_only=True)
         if item.baselines is not None:
             options = options.replace(baselines=item.baselines)
-        return Submission(item.task_id, task_path, self._write("solution", item.solution), options)
+        return Submission(item.task_id, Files(task, _received("solution", item.solution)), options)
 
     def submit(self, items: tuple[EvalItem, ...]) -> list[Job]:
         return self.scheduler.submit([self.submission(i) for i in items])
-
-    def _write(self, role: str, text: str) -> str:
-        """The text as a content-addressed file the evaluation reads (never a path a client named)."""
-        data = text.encode("utf-8", errors="surrogateescape")
-        path = self.files / f"{role}-{hashlib.sha256(data).hexdigest()}.py"
-        if not path.is_file():
-            fd, tmp = tempfile.mkstemp(dir=self.files, prefix=".part-")
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        return str(path)
 
     # -- jobs to answers ----------------------------------------------------------------------
     def answer(self, job: Job, *, feedback: bool = True) -> dict[str, Any]:

@@ -12,9 +12,9 @@ is the candidate's word. So it may name only the solution's own failures
 (:data:`SOLUTION_FAILURES`); every code that excuses or blames someone else (``machine_busy``,
 ``environment``, ``too_large``, ``task_error``, ``timeout``, ``internal_error``, ...) is set by the
 parent alone, from its own facts, and a candidate's reply naming one is ``protocol_violation``
-(kernelproof.wire.schemas, I10). That the machine lacks a GPU driver is not a code the worker
-sends but a labelled claim beside the solution's ``runtime_error`` (``lacking``), which the parent
-keeps only where its own facts agree (kernelproof.evaluate.machine.judged_lack).
+(kernelproof.wire.schemas, I10). That the machine lacks what a solution needs is never the
+worker's to say: the parent decides ``environment`` from its own facts, the builder's record of the
+CUDA builds the solution truly asked for (kernelproof.evaluate.machine).
 """
 
 from __future__ import annotations
@@ -49,13 +49,7 @@ SOLUTION_FAILURES = frozenset(
 
 
 def failure(code: ReasonCode, message: str, detail: str = "", **extra: Any) -> dict[str, Any]:
-    """The header of a failed request (the worker side).
-
-    ``environment`` is never sent as a code: the worker's finding that this machine lacks a GPU
-    driver travels as the solution's ``runtime_error`` with ``lacking`` set, a claim the parent
-    weighs against its own facts (:func:`reason_of`)."""
-    if ReasonCode(code) is ReasonCode.ENVIRONMENT:
-        code, extra = ReasonCode.RUNTIME_ERROR, {"lacking": True, **extra}
+    """The header of a failed request (the worker side)."""
     return {"ok": False, "code": ReasonCode(code).value, "message": message, "detail": detail, **extra}
 
 
@@ -70,8 +64,4 @@ def reason_of(reply: dict[str, Any], where: str = "") -> Reason:
     except ValueError:
         raise ProtocolError(f"the worker's reply names an unknown reason code {raw!r}") from None
     prefix = f"{where}: " if where else ""
-    if reply.get("lacking") is True and code is ReasonCode.RUNTIME_ERROR:
-        # the worker's claim that the machine lacks a driver: the parent's facts decide it
-        # (kernelproof.evaluate.machine.judged_lack keeps it, or makes it this runtime_error again)
-        code = ReasonCode.ENVIRONMENT
     return Reason(code, prefix + str(reply.get("message", "")), str(reply.get("detail", "")))

@@ -232,7 +232,6 @@ def _failed(codes: frozenset[ReasonCode]) -> Check:
             "detail": text(),
             "handoff": text(16, frozenset({"failed"})),  # a lent input could not be mapped (run)
             "build": mapping(either(items(NAME, 4096), integer(0))),  # the import's build report (load)
-            "lacking": boolean,  # the worker's claim that the machine lacks a GPU driver (wire.replies)
         },
     )
 

@@ -137,7 +137,7 @@ def _load_candidate(state: WorkerState, h: dict[str, Any], init_args: list[Any])
         arm(state, tuple(h.get("deny_read", ())))
     threads_before = state.thread_state()
     state.switch(True)
-    model, failed = program.load_candidate(state.solution_path, init_args)
+    model, failed = program.load_candidate(state.solution_path, init_args, state.imported)
     state.switch(False)
     report = {"build": _build_report()} if state.prebuilt else {}
     refused = checks.harness_intact(state, full=True) or threads.check(

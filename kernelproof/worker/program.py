@@ -6,11 +6,13 @@ compiler's relevant lines, because they are the feedback an agent needs (docs/ar
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import re
 import sys
 import traceback
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -96,11 +98,20 @@ def _compiler_excerpt(text: str) -> str:
     return "\n".join(out)
 
 
-def load_candidate(path: str, init_args: list[Any]) -> tuple[torch.nn.Module | None, LoadFailure | None]:
+def load_candidate(
+    path: str, init_args: list[Any], imported: dict[tuple[str, str], Any] | None = None
+) -> tuple[torch.nn.Module | None, LoadFailure | None]:
     """The candidate's ModelNew built with ``init_args``, or why it could not be: describing an
-    exception of the solution's that cannot be described is a failure of its own."""
+    exception of the solution's that cannot be described is a failure of its own.
+
+    ``imported``: the worker's modules by (path, sha256 of the file's bytes). The solution's file is
+    imported once per worker and its ModelNew built again for each shape variant: its module-level
+    code runs once, as in any program. Imported once per variant, a solution that registers an
+    operator at module level (``torch.library.Library(ns, "DEF")``, ``@torch.library.impl``, a
+    legitimate pattern) met its own registration at the second import and failed as
+    ``compile_error``."""
     try:
-        return _load_candidate(path, init_args)
+        return _load_candidate(path, init_args, {} if imported is None else imported)
     except BaseException as exc:  # noqa: BLE001 - raised while describing the solution's exception
         return None, LoadFailure(
             ReasonCode.COMPILE_ERROR,
@@ -108,9 +119,15 @@ def load_candidate(path: str, init_args: list[Any]) -> tuple[torch.nn.Module | N
         )
 
 
-def _load_candidate(path: str, init_args: list[Any]) -> tuple[torch.nn.Module | None, LoadFailure | None]:
+def _load_candidate(
+    path: str, init_args: list[Any], imported: dict[tuple[str, str], Any]
+) -> tuple[torch.nn.Module | None, LoadFailure | None]:
     try:
-        module = import_file(path, "kernelproof_solution")
+        key = (path, hashlib.sha256(Path(path).read_bytes()).hexdigest())
+        module = imported.get(key)
+        if module is None:
+            module = import_file(path, "kernelproof_solution")
+            imported[key] = module
     except SystemExit:
         return None, LoadFailure(ReasonCode.FORBIDDEN_CONSTRUCT, "the solution called sys.exit while loading")
     except ModuleNotFoundError as exc:

@@ -55,6 +55,9 @@ class WorkerState:
     precision: str = "fp32"  # the precision contract; the numeric flags it pins are re-checked
     inplace: tuple[int, ...] = ()  # arguments the task updates in place (their values are results)
     solution_path: str = ""  # the file solution code runs from (errors point at its lines)
+    # The solution's module by (path, sha256 of its bytes): imported once per worker, its ModelNew
+    # built again for each shape variant (kernelproof.worker.program.load_candidate)
+    imported: dict[tuple[str, str], Any] = field(default_factory=dict)
     clock: Any = None  # CudaClock or CpuClock (kernelproof.worker.clock)
     prebuilt: bool = False  # load_inline routed to kernelproof.build.inline (the parent built it)
     # Buffers kept between requests.

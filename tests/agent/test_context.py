@@ -18,11 +18,45 @@ def test_reads_the_metadata_without_running_the_task(tmp_path):
     assert len(info.sha256) == 64 and info.name == "t"
 
 
-def test_a_task_without_metadata_gets_the_defaults(task_file, tmp_path):
+BF16_TASK = """import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+def get_inputs():
+    return [torch.rand(8, dtype=torch.bfloat16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_task_without_metadata_gets_the_evaluators_contract(task_file, tmp_path):
+    """An undeclared task is judged in the dtypes it is written in (kernelproof.verify.contract):
+    the agent's context says the same, and ``--precision`` wins over it as it does for the evaluator."""
+    assert read_task(task_file).precision == "fp32"
+    bf16 = tmp_path / "bf16.py"
+    bf16.write_text(BF16_TASK)
+    assert read_task(bf16).precision == "bf16"
+    assert read_task(bf16, "fp32").precision == "fp32"
+    fp16 = tmp_path / "fp16.py"
+    fp16.write_text(BF16_TASK.replace("bfloat16", "float16"))
+    assert read_task(fp16).precision == "fp16"
+    declared = tmp_path / "declared.py"
+    declared.write_text(BF16_TASK + 'KERNELPROOF = {"precision": "fp16"}\n')
+    assert read_task(declared).precision == "fp16"
+    assert read_task(declared, "bf16").precision == "bf16"
+
+
+def test_a_task_the_evaluator_cannot_load_is_a_config_error(tmp_path):
     plain = tmp_path / "p.py"
     plain.write_text("x = 1\n")
-    assert read_task(plain).precision == "fp32"
-    assert read_task(task_file).precision == "fp32"
+    with pytest.raises(ConfigError, match="defines no `Model`"):
+        read_task(plain)
 
 
 def test_a_task_that_does_not_parse_is_a_config_error(tmp_path):

@@ -75,13 +75,15 @@ class MemoryStore:
     def __init__(self):
         self.rows: dict[str, Verdict] = {}
         self.puts: list[str] = []
+        self.written: dict[str, tuple[str, dict | None]] = {}  # key -> (options_sha256, limits)
 
     def get(self, key):
         return self.rows.get(key)
 
-    def put(self, key, verdict):
+    def put(self, key, verdict, *, options_sha256="", limits=None):
         self.rows[key] = verdict
         self.puts.append(verdict.solution.path)
+        self.written[key] = (options_sha256, limits)
 
 
 def make_pairs(tmp_path: Path, n: int) -> list[tuple[Path, Path]]:
@@ -104,6 +106,50 @@ def test_yields_every_verdict_with_the_users_paths_and_stores_each(tmp_path):
         assert v.task.sha256 == hashlib.sha256(task.read_bytes()).hexdigest()  # the node got the bytes
         assert v.settings == {"device": "cpu", "db": ""}  # the node's own store is off
     assert store.puts == [v.solution.path for v in verdicts]  # written as they arrived
+
+
+def test_stores_as_the_local_executor_does_with_limits_and_never_a_machines_error(tmp_path):
+    """One rule for every executor (kernelproof.store.keep): a verdict is stored with its settings'
+    digest and the time limits it ran under, and machine_busy, too_large and environment (errors of
+    the machine at the time, not of the bytes) are yielded but never stored."""
+    from kernelproof.store import options_digest
+
+    machine_errors = {"sol1.py": ReasonCode.MACHINE_BUSY, "sol2.py": ReasonCode.TOO_LARGE}
+    machine_errors["sol3.py"] = ReasonCode.ENVIRONMENT
+
+    def judged(task, solution, options):
+        verdict = node_verdict(task, solution, options)
+        code = {"sol1": "machine_busy", "sol2": "too_large", "sol3": "environment"}.get(Path(solution).stem)
+        if code is None:
+            return verdict
+        return dataclasses.replace(verdict, verdict=Outcome.ERROR, reasons=(Reason(ReasonCode(code), "x"),))
+
+    pairs = make_pairs(tmp_path, 4)
+    store = MemoryStore()
+    options = EvalOptions(device="cpu", timeout_s=123.0)
+    verdicts = list(evaluate_many_ray(pairs, options, store=store, evaluate=judged))
+    codes = {Path(v.solution.path).name: v.codes for v in verdicts}
+    assert {n: c[0] for n, c in codes.items() if c} == {n: c.value for n, c in machine_errors.items()}
+    assert [Path(p).name for p in store.puts] == ["sol0.py"]  # the machine's errors are never stored
+    ((digest, limits),) = store.written.values()
+    assert digest == options_digest(options) and limits == options.serving_conditions()
+    assert limits["timeout_s"] == 123.0
+
+
+def test_pairs_given_as_bytes_are_judged_on_those_bytes_and_no_file_is_read(tmp_path):
+    """A service hands the driver the bytes it received (kernelproof.submission.Submitted): their
+    paths only name them (none exists here), and the node judges exactly those bytes."""
+    from kernelproof.submission import submitted_bytes
+
+    task = submitted_bytes(str(tmp_path / "absent" / "task.py"), b"# task as posted\r\n")
+    solution = submitted_bytes(str(tmp_path / "absent" / "sol.py"), "# solution, naïve\n".encode())
+    store = MemoryStore()
+    (verdict,) = evaluate_many_ray(
+        [(task, solution)], EvalOptions(device="cpu"), store=store, evaluate=node_verdict
+    )
+    assert (verdict.task.path, verdict.solution.path) == (task.path, solution.path)
+    assert (verdict.task.sha256, verdict.solution.sha256) == (task.sha256, solution.sha256)
+    assert not (tmp_path / "absent").exists() and store.puts == [solution.path]
 
 
 def test_one_evaluation_per_gpu_at_a_time(tmp_path):

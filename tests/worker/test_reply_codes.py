@@ -65,18 +65,22 @@ def test_a_candidates_worker_naming_internal_error_broke_the_protocol():
         worker.close()
 
 
-def test_the_workers_driver_claim_is_a_runtime_error_with_a_label_the_parent_weighs():
-    """``environment`` never travels as a code: the worker's finding is the solution's
-    runtime_error with ``lacking`` set, read back as the claim machine.judged_lack weighs."""
+def test_no_reply_claims_the_machine_lacks_anything():
+    """``environment`` is the parent's alone, from the builder's record of real CUDA build requests:
+    no worker label carries a claim of it. A failed reply with a ``lacking`` key breaks the protocol,
+    a worker's ``environment`` code is refused from a candidate, and a runtime_error stays one."""
     from kernelproof.wire import schemas
     from kernelproof.wire.replies import failure, reason_of
 
-    sent = failure(ReasonCode.ENVIRONMENT, "forward: this machine has no GPU driver", "tb")
-    assert sent["code"] == "runtime_error" and sent["lacking"] is True
-    header = {**sent, "op": "run", "nonce": 7}
-    assert schemas.reply_violation({"op": "run"}, 7, header, 0) is None
-    assert reason_of(sent).code is ReasonCode.ENVIRONMENT
-    assert reason_of({**sent, "code": "mismatch"}).code is ReasonCode.MISMATCH  # the label names no code
+    sent = failure(ReasonCode.RUNTIME_ERROR, "forward: this machine has no GPU driver", "tb")
+    assert "lacking" not in sent
+    labelled = {**sent, "lacking": True, "op": "run", "nonce": 7}
+    assert "unknown key 'lacking'" in schemas.reply_violation({"op": "run"}, 7, labelled, 0)
+    assert "unknown key 'lacking'" in schemas.reply_violation({"op": "run"}, 7, labelled, 0, candidate=False)
+    assert reason_of({**sent, "lacking": True}).code is ReasonCode.RUNTIME_ERROR
+    claimed = {**failure(ReasonCode.ENVIRONMENT, "no driver"), "op": "run", "nonce": 7}
+    assert claimed["code"] == "environment"
+    assert "only the parent sets" in schemas.reply_violation({"op": "run"}, 7, claimed, 0)
 
 
 class _Worker:
