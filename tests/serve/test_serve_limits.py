@@ -79,7 +79,10 @@ def test_a_client_that_goes_away_cancels_its_queued_jobs(tmp_path, servers):
     assert sorted(states.values()) == ["cancelled", "cancelled", "done"], states
 
     # a client of the synchronous endpoint that stops waiting: its queued jobs are cancelled too
-    waiting = [{"task": "scale_relu", "solution": GOOD + f"\n# impatient {i}\n"} for i in range(5)]
+    # each job at least 1.5 s (its import waits): however fast the machine, the client's 2 s run
+    # out with three or more still queued
+    slow = "import time as _time\n_time.sleep(1.5)\n" + GOOD
+    waiting = [{"task": "scale_relu", "solution": slow + f"\n# impatient {i}\n"} for i in range(5)]
     with s.client(timeout=2) as c, pytest.raises(httpx.ReadTimeout):
         c.post("/v1/evaluate", json={"items": waiting})
     with s.client() as c:
