@@ -20,6 +20,7 @@ import torch
 
 from kernelproof.evaluate.memory_blame import (
     MemoryFacts,
+    failed_after_correctness,
     memory_shaped,
     near_the_edge,
     own_out_of_memory,
@@ -83,7 +84,10 @@ def beyond_the_device(
     if not verdict.reasons or not memory_shaped(verdict.reasons[0].code):
         return verdict
     if not own_out_of_memory(facts) and near_the_edge(facts):
-        facts = dataclasses.replace(facts, reference_alone_failed=reference_alone_fails(task, options, judge))
+        timed = failed_after_correctness(verdict)
+        facts = dataclasses.replace(
+            facts, reference_alone_failed=reference_alone_fails(task, options, judge, through_timing=timed)
+        )
     if not own_out_of_memory(facts):
         return verdict
     why = (

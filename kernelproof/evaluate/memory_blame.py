@@ -66,14 +66,31 @@ def near_the_edge(facts: MemoryFacts) -> bool:
     return facts.footprint_bytes >= RERUN_SHARE * facts.available_bytes
 
 
+def failed_after_correctness(verdict: Verdict) -> bool:
+    """Did the candidate's failure come after its correctness cases, all of which the parent
+    confirmed (in the timing phase, which holds its own inputs: a batch of fresh input sets in the
+    candidate's worker and the baselines' own)? Read from the parent's comparison of the cases,
+    never from the reason's text."""
+    c = verdict.correctness
+    return c is not None and c.cases_run > 0 and c.cases_passed == c.cases_run
+
+
 def reference_alone_fails(
-    task: Submitted, options: EvalOptions, judge: Callable[[Submitted, Submitted, EvalOptions], Verdict]
+    task: Submitted,
+    options: EvalOptions,
+    judge: Callable[[Submitted, Submitted, EvalOptions], Verdict],
+    through_timing: bool = False,
 ) -> bool:
-    """Run the task's own reference as the candidate, in a fresh worker of the same size (its
-    correctness cases only, through `judge`): does it fail as a lack of memory would? Then the
-    candidate's failure was the evaluation's size, not its code."""
+    """Run the task's own reference as the candidate, in a fresh worker of the same size, through
+    the phase the candidate failed in (its correctness cases only, or, `through_timing`, the timed
+    rounds too, as the evaluation was asked for): does it fail as a lack of memory would? Then the
+    candidate's failure was the evaluation's size, not its code. (On an H100, KernelBench
+    level1/47_Sum_reduction_over_a_dimension, 8 GiB a case: an honest kernel passed its four cases
+    alone on the device, then a timed call ran out of memory while the harness drew the round's
+    inputs; the reference's correctness-only re-run passed, and the candidate was stored as a crash.)"""
     # the task's bytes as the evaluation read them, with the line that makes its Model the candidate
     alone = submitted_bytes(REFERENCE_ALONE_NAME, task.data + REFERENCE_ALONE.encode())
-    verdict = judge(task, alone, options.replace(correctness_only=True))
+    timed = through_timing and not options.correctness_only
+    verdict = judge(task, alone, options if timed else options.replace(correctness_only=True))
     first = verdict.reasons[0].code if verdict.reasons else None
     return first is not None and (memory_shaped(first) or first is ReasonCode.TOO_LARGE)

@@ -176,3 +176,50 @@ def test_the_reference_alone_runs_with_every_device_slot_held(monkeypatch):
     finally:
         pool.close()
     assert free_slots == [2, 0]  # the evaluation in one slot of three; the reference's re-run in all
+
+
+def _with_cases(verdict, run: int, passed: int):
+    """`verdict` with the parent's count of its correctness cases."""
+    from kernelproof.verdict import Correctness
+
+    record = Correctness(run, passed, 0.0, 0.0, "rel 1e-5", "fp32")
+    return dataclasses.replace(verdict, correctness=record)
+
+
+@pytest.mark.parametrize(
+    ("cases", "correctness_only", "rerun_timed"),
+    [
+        ((4, 4), False, True),  # failed in the timed rounds: the reference is timed too
+        ((4, 3), False, False),  # failed among its cases: the reference's cases alone
+        ((0, 0), False, False),  # failed before any case
+        ((4, 4), True, False),  # nothing was timed: neither is the reference
+    ],
+)
+def test_the_reference_alone_runs_through_the_phase_the_candidate_failed_in(
+    monkeypatch, cases, correctness_only, rerun_timed
+):
+    """A timed call that runs out of memory after every case passed (the harness's batch of fresh
+    inputs, the baselines' workers) is weighed by a reference that is timed as well: a
+    correctness-only re-run passes and would store an honest kernel as a crash."""
+    from kernelproof.executors.device_memory import DeviceMemory
+    from kernelproof.executors.local import LocalPool
+
+    failed = _with_cases(_verdict_of(ReasonCode.CRASH, 80 * GB), *cases)
+    alone = _verdict_of(ReasonCode.CRASH) if rerun_timed else _verdict_of(None)
+    outcomes = [failed, alone]
+    asked = []
+
+    def fake(task, solution, options, device, workers):
+        asked.append(options.correctness_only)
+        return outcomes.pop(0)
+
+    monkeypatch.setattr(api, "evaluate_pair", fake)
+    pool = LocalPool(prespawn=False)
+    monkeypatch.setattr(pool, "memory", lambda device: DeviceMemory(129 * GB))
+    options = EvalOptions(device="cpu", db="", correctness_only=correctness_only)
+    try:
+        v = api.evaluate(SCALE_RELU, SCALE_RELU, options, pool=pool)
+    finally:
+        pool.close()
+    assert asked == [correctness_only, not rerun_timed], asked
+    assert v.codes == (["too_large"] if rerun_timed else ["crash"]), v.reasons
