@@ -35,6 +35,7 @@ import argparse
 import json
 import os
 import queue
+import random
 import shutil
 import statistics
 import subprocess
@@ -52,6 +53,7 @@ from _costs import cost_table, row_steps
 SCHEMA = "kernelproof.service-throughput/1"
 MANIFEST = ROOT / "benchmarks" / "candidates" / "manifest.json"
 AA_TOLERANCE = 0.03  # the A/A pair's speedups may differ by this share of each other
+SHUFFLE_SEED = 48  # the order of each task's candidates in a batch: fixed, so passes compare
 AA_SUFFIX = "\n# A/A copy: the same kernel under other bytes\n"
 
 
@@ -92,13 +94,18 @@ def read_manifest(path: Path, smoke: bool, device: str) -> list[Candidate]:
 
 
 def interleaved(candidates: list[Candidate]) -> list[Candidate]:
-    """The set in rounds over its tasks (each task's first candidate, then each one's second, ...):
-    several tasks are in flight together, as in a training batch of many problems, and a pass cut
-    at the deadline has judged every task alike rather than the manifest's first few."""
+    """The set in rounds over its tasks (each task's first candidate, then each one's second, ...),
+    each task's candidates in a fixed shuffled order: several tasks are in flight together, as in a
+    training batch of many problems, and a pass cut at the deadline has judged every task and every
+    kind alike rather than the manifest's first few (in the manifest's order, a cut pass on an H100
+    judged only honest kernels, the slowest kind)."""
     by_task: dict[str, list[Candidate]] = {}
     for c in candidates:
         by_task.setdefault(c.task, []).append(c)
     queues = list(by_task.values())
+    shuffle = random.Random(SHUFFLE_SEED)
+    for q in queues:  # each task's kinds in an order of their own: a cut pass sees every kind
+        shuffle.shuffle(q)
     out: list[Candidate] = []
     for i in range(max((len(q) for q in queues), default=0)):
         out += [q[i] for q in queues if i < len(q)]
@@ -293,6 +300,8 @@ def _row(c: Candidate, answer: dict[str, Any], arrived: float) -> dict[str, Any]
         "state": answer.get("state"),
         "outcome": v.get("verdict", answer.get("state", "")),
         "codes": [r.get("code") for r in v.get("reasons", [])],
+        # the first reason's words, cut: what an unexpected verdict is, without the whole verdict
+        "message": ((v.get("reasons") or [{}])[0].get("message") or "")[:400],
         "expected": expected(c, v),
         "expect": c.expect,
         "seconds": round(float(v.get("elapsed_s") or 0.0), 2),
@@ -336,7 +345,12 @@ def _summary(label: str, per_device: int, rows: list[dict], wall: float, share) 
         "latency_by_kind": _latencies(rows),
         "all_expected": all(r["expected"] is not False for r in rows),
         "unexpected": [
-            {"task": r["task"], "got": [r["outcome"], r["codes"]], "expect": r["expect"]}
+            {
+                "task": r["task"],
+                "got": [r["outcome"], r["codes"]],
+                "expect": r["expect"],
+                "message": r["message"],
+            }
             for r in rows
             if r["expected"] is False
         ],
@@ -413,6 +427,8 @@ def terminal(doc: dict[str, Any]) -> str:
             out.append(f"  {name[:56]:56s} {s:9.2f} {100 * s / whole:5.0f}%")
         for u in last["unexpected"]:
             out.append(f"UNEXPECTED {u['task'][:40]}: {u['got'][0]} {','.join(u['got'][1])[:24]}")
+            if u.get("message"):
+                out.append(f"  {u['message'][:76]}")
     return "\n".join(line[:80] for line in out)
 
 
