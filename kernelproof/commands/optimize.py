@@ -37,7 +37,9 @@ if TYPE_CHECKING:
 EXIT_FOUND, EXIT_NONE = exits.EXIT_PASS, exits.EXIT_REJECTED
 EXIT_USAGE, EXIT_INTERNAL, EXIT_PROVIDER = exits.EXIT_USAGE, exits.EXIT_INTERNAL, exits.EXIT_PROVIDER
 PROVIDER_FAILURES = frozenset({"backend_unavailable", "reply_over_cap"})  # stop reasons that exit 4
-REPLAY_PREFIX = "replay:"  # --model replay:LOG: a recorded run's answers, no provider (kernelproof/agent/replay.py)
+REPLAY_PREFIX = (
+    "replay:"  # --model replay:LOG: a recorded run's answers, no provider (kernelproof/agent/replay.py)
+)
 
 console = make_console(stderr=True)
 
@@ -201,7 +203,9 @@ def _replay_in_model(model: str | None, replay: str | None) -> tuple[str | None,
         raise typer.BadParameter("give the replay log once: --model replay:LOG or --replay LOG")
     log = model.removeprefix(REPLAY_PREFIX)
     if not log:
-        raise typer.BadParameter("--model replay:LOG needs the log: replay:examples/replay/09_gelu.replay.jsonl")
+        raise typer.BadParameter(
+            "--model replay:LOG needs the log: replay:examples/replay/09_gelu.replay.jsonl"
+        )
     return None, log
 
 

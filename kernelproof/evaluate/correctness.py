@@ -161,7 +161,9 @@ def run_cases(
         done += 1
         if done == 1 and reduce_if_slow:
             backend = setup.solution.file.triage.backend
-            reduced = case_budget.reduce_if_slow(cases, time.monotonic() - started, setup.device.type, backend)
+            reduced = case_budget.reduce_if_slow(
+                cases, time.monotonic() - started, setup.device.type, backend
+            )
             cases = cases[:1] + reduced.rest
             flags += [reduced.flag] if reduced.flag else []
     return checked()

@@ -110,7 +110,9 @@ def time_candidate(
             # Launches counted before any timing (measure/accounting.py): the count decides whether
             # speed is a claim here, and whether the candidate is timed at all.
             reference = reference_ops(ctx, rng.getrandbits(62))
-            coverage, reason = account_cpu(worker, ctx, rng.getrandbits(62), identity, policy, limit, reference)
+            coverage, reason = account_cpu(
+                worker, ctx, rng.getrandbits(62), identity, policy, limit, reference
+            )
             reason = _cpu_judged(reason, backend)
             claims = cpu_claims(backend, coverage, reference)
             flags += [f for f in (outside_flag(claims), aten_launch_flag(coverage)) if f]
@@ -252,7 +254,9 @@ def _untimed(
     headline speedup null with the note that says why (none when a reason already fails it)."""
     if reasons:
         return Timed(None, {}, None, coverage, tuple(reasons), tuple(flags), claims)
-    speedup = {n: Speedup(n, None, None, None, NOT_TIMED_NOTE) for n in options.baselines if n not in STEADY_ONLY}
+    speedup = {
+        n: Speedup(n, None, None, None, NOT_TIMED_NOTE) for n in options.baselines if n not in STEADY_ONLY
+    }
     flags = [*flags, NOT_TIMED_FLAG]
     note = "; ".join(x for x in (claims.note, "not timed (--time-interpreted times it)") if x)
     return Timed(None, speedup, None, coverage, (), tuple(flags), replace(claims, note=note))

@@ -206,7 +206,14 @@ class Zygote:
             "CUDA_VISIBLE_DEVICES": "",  # never initialised here; each child sets its own
         }
         safe_path = ("-P",) if sys.version_info >= (3, 11) else ()
-        cmd = [sys.executable, *safe_path, "-m", "kernelproof.worker.zygote_main", "--fd", str(theirs.fileno())]
+        cmd = [
+            sys.executable,
+            *safe_path,
+            "-m",
+            "kernelproof.worker.zygote_main",
+            "--fd",
+            str(theirs.fileno()),
+        ]
         cmd += ["--folder", str(self.dirs.root)]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(

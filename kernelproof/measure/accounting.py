@@ -90,9 +90,8 @@ def account(
     top = sorted(((n, o, ms) for (n, o), ms in merged.items()), key=lambda r: -r[2])[:TOP_KERNELS]
     note = f"{len(rows)} device activities, {total:.3f} ms GPU time"
     if identity.shadowed():
-        note += (
-            "; never the solution's, as a baseline's profile of the task shows them too: "
-            + ", ".join(identity.shadowed()[:TOP_KERNELS])
+        note += "; never the solution's, as a baseline's profile of the task shows them too: " + ", ".join(
+            identity.shadowed()[:TOP_KERNELS]
         )
     if floor_us:
         note += f"; each counted above the launch floor of {floor_us:.2f} us"
@@ -143,7 +142,9 @@ def gpu_ms(cov: Coverage) -> float:
     return float(m.group(1)) if m else 0.0
 
 
-def baseline_kernels(worker: WorkerProcess, ctx: VariantContext, seed: int, timeout_s: float) -> tuple[str, ...]:
+def baseline_kernels(
+    worker: WorkerProcess, ctx: VariantContext, seed: int, timeout_s: float
+) -> tuple[str, ...]:
     """The device kernels a baseline's worker (eager, torch.compile: the task's own reference, in a
     worker of the parent's) ran for one call of `ctx`, under the profiler: names that are never the
     solution's (kernelproof/measure/attribution.py). Empty when it could not be profiled."""

@@ -173,7 +173,9 @@ def built_names(folder: str | Path | None, skip: tuple[str, ...] = ("solution",)
         found = elf_functions(data)
         if found is not None:
             binaries += 1
-            mangled |= found if elf_machine(data) == _EM_CUDA else kernel_stubs(found) | registered(data, found)
+            mangled |= (
+                found if elf_machine(data) == _EM_CUDA else kernel_stubs(found) | registered(data, found)
+            )
     names = {qualified_name(n) for n in demangled(sorted(mangled)).values()} - {""}
     return KernelIdentity(built=frozenset(names), binaries=binaries)
 
@@ -184,7 +186,7 @@ def elf_functions(data: bytes) -> set[str] | None:
     if len(data) < 64 or data[:4] != _ELF_MAGIC or data[4] != 2 or data[5] != 1:
         return None
     try:
-        shoff, = struct.unpack_from("<Q", data, 0x28)
+        (shoff,) = struct.unpack_from("<Q", data, 0x28)
         shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
         sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
         names: set[str] = set()
@@ -250,7 +252,7 @@ def _read_only_data(data: bytes) -> list[bytes]:
     """The contents of an ELF file's allocated, non-executable, non-writable PROGBITS sections
     (``.rodata`` and its kind): where string literals live, never its symbol or string tables."""
     try:
-        shoff, = struct.unpack_from("<Q", data, 0x28)
+        (shoff,) = struct.unpack_from("<Q", data, 0x28)
         shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
         out = []
         for i in range(shnum):

@@ -42,7 +42,9 @@ def test_two_identical_requests_at_the_same_moment_compile_once(tmp_path, monkey
     compiles = _counting_compiles(monkeypatch, 2)
     sol = tmp_path / "same.py"
     sol.write_text(SOLUTION)
-    with BuilderPool(BuildCache(tmp_path / "cache"), 2, device="cpu", options=CPU, work_root=tmp_path) as pool:
+    with BuilderPool(
+        BuildCache(tmp_path / "cache"), 2, device="cpu", options=CPU, work_root=tmp_path
+    ) as pool:
         results = [f.result() for f in [pool.submit(sol), pool.submit(sol)]]
     assert all(r.ok for r in results)
     assert len(compiles) == 1
@@ -73,7 +75,9 @@ def test_other_bytes_are_another_build(tmp_path, monkeypatch):
     one, other = tmp_path / "one.py", tmp_path / "other.py"
     one.write_text(SOLUTION)
     other.write_text(SOLUTION + "# other bytes\n")
-    with BuilderPool(BuildCache(tmp_path / "cache"), 2, device="cpu", options=CPU, work_root=tmp_path) as pool:
+    with BuilderPool(
+        BuildCache(tmp_path / "cache"), 2, device="cpu", options=CPU, work_root=tmp_path
+    ) as pool:
         results = [f.result() for f in [pool.submit(one), pool.submit(other)]]
     assert all(r.ok and not r.cached for r in results)
     assert len(compiles) == 2

@@ -13,11 +13,16 @@ def test_cudnn_modes_are_neutral_and_precision_flags_are_not():
     want = numeric_flags.target("fp32")
     now = {**want, "cudnn.benchmark": True, "cudnn.deterministic": True}
     assert numeric_flags.precision_differences(want, now) == []
-    assert numeric_flags.neutral_settings("fp32", now) == {"cudnn.benchmark": True, "cudnn.deterministic": True}
+    assert numeric_flags.neutral_settings("fp32", now) == {
+        "cudnn.benchmark": True,
+        "cudnn.deterministic": True,
+    }
     tf32 = {**want, "matmul.allow_tf32": True}
     assert numeric_flags.precision_differences(want, tf32) == ["matmul.allow_tf32"]
     reduced = {**want, "matmul.allow_fp16_reduced_precision_reduction": False}
-    assert numeric_flags.precision_differences(want, reduced) == ["matmul.allow_fp16_reduced_precision_reduction"]
+    assert numeric_flags.precision_differences(want, reduced) == [
+        "matmul.allow_fp16_reduced_precision_reduction"
+    ]
 
 
 def test_the_worker_check_allows_benchmark_mode_and_refuses_tf32():
@@ -41,7 +46,9 @@ def test_a_baseline_is_given_only_the_candidates_benchmark_mode():
     settings = {"cudnn.benchmark": True, "cudnn.deterministic": True}
     assert numeric_flags.baseline_setting(settings) == {"cudnn.benchmark": True}
     with numeric_flags.pinned("fp32"):
-        numeric_flags.apply("fp32", {"cudnn.benchmark": True, "matmul.allow_tf32": True})  # only NEUTRAL keys count
+        numeric_flags.apply(
+            "fp32", {"cudnn.benchmark": True, "matmul.allow_tf32": True}
+        )  # only NEUTRAL keys count
         now = numeric_flags.read()
     assert now["cudnn.benchmark"] is True and now["matmul.allow_tf32"] is False
 

@@ -124,6 +124,8 @@ def test_kernelgyms_coverage_fields_come_from_the_parents_profile():
     assert fields["num_custom_kernels"] == 1 and fields["num_total_kernels"] == 2
     assert fields["total_kernel_run_time_in_profiling_us"] == pytest.approx(4000.0)
     # Dr. Kernel's time coverage, custom / total, is the parent's share of whole durations
-    ratio = fields["custom_kernel_cuda_time_in_profiling_us"] / fields["total_kernel_run_time_in_profiling_us"]
+    ratio = (
+        fields["custom_kernel_cuda_time_in_profiling_us"] / fields["total_kernel_run_time_in_profiling_us"]
+    )
     assert ratio == pytest.approx(0.75)
     assert _coverage_fields(verdict(launches=1)) == {}  # the CPU: launches counted, no profile

@@ -72,6 +72,8 @@ def test_an_untimed_candidate_that_replays_once_the_calls_look_timed_is_caught()
     # coming in pairs: left untimed, the timing request's calls are still run and checked.
     exploits = DATA.parent / "exploits"
     options = EvalOptions(device="cpu", db="", seed=3, timeout_s=300)
-    v = evaluate(exploits / "tasks" / "scale_shift.py", exploits / "solutions" / "b3_phase_replay.py", options)
+    v = evaluate(
+        exploits / "tasks" / "scale_shift.py", exploits / "solutions" / "b3_phase_replay.py", options
+    )
     assert not v.passed and "stale_output" in v.codes, (v.codes, v.reasons)
     assert v.timing is None  # nothing was measured: the calls were checked, not timed

@@ -28,7 +28,9 @@ def sol(name: str) -> str:
 
 def test_correct_triton_solution_passes_with_timing_and_ci():
     v = evaluate(
-        TASK, sol("scale_relu_triton"), FAST.replace(correctness_only=False, time_budget_s=2, max_rounds=6, time_interpreted=True)
+        TASK,
+        sol("scale_relu_triton"),
+        FAST.replace(correctness_only=False, time_budget_s=2, max_rounds=6, time_interpreted=True),
     )
     assert v.passed, v.reasons
     assert v.correctness.cases_passed == v.correctness.cases_run > 0

@@ -65,7 +65,7 @@ COMPILE = (
     "triton_tem_fused_addmm_0",
 )
 
-COMMENT_NAMES_NATIVE = '''
+COMMENT_NAMES_NATIVE = """
 import torch
 import torch.nn as nn
 
@@ -76,7 +76,7 @@ DOC = "__global__ void vectorized_elementwise_kernel(float* y) {}"
 class ModelNew(nn.Module):
     def forward(self, x):
         return (x * x).sum(dim=-1)
-'''
+"""
 
 
 def _triton(name: str) -> KernelIdentity:
@@ -160,7 +160,9 @@ void launch(const float* x, float* y, int n) { myns::scale_kernel<<<1, 32>>>(x, 
 
 
 def _nvcc() -> str:
-    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else "")
+    nvcc = shutil.which("nvcc") or (
+        "/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else ""
+    )
     if not nvcc:
         pytest.skip("nvcc is not installed")
     return nvcc
@@ -177,7 +179,9 @@ def test_the_kernels_of_a_built_extension_and_cubin_are_read_from_their_symbols(
     (ro / "solution").mkdir()
     subprocess.run([nvcc, "-shared", "-Xcompiler", "-fPIC", "-o", ro / "ext" / "k.so", src], check=True)
     subprocess.run([nvcc, "-cubin", "-arch=sm_90", "-o", ro / "native.cubin", src], check=True)
-    (ro / "solution" / "fake.so").write_bytes((ro / "ext" / "k.so").read_bytes().replace(b"plain_c", b"plain_x"))
+    (ro / "solution" / "fake.so").write_bytes(
+        (ro / "ext" / "k.so").read_bytes().replace(b"plain_c", b"plain_x")
+    )
     identity = built_names(ro)
     assert identity.binaries == 2
     assert {"myns::scale_kernel", "copy_one", "plain_c"} <= identity.own
@@ -196,7 +200,9 @@ def test_a_cpu_extension_built_with_gxx_is_a_binary_of_the_solutions(tmp_path):
     if gxx is None:
         pytest.skip("g++ is not installed")
     src = tmp_path / "f.cpp"
-    src.write_text('extern "C" int forward_kernel(int x) { return x + 1; }\nnamespace n { int helper() { return 2; } }\n')
+    src.write_text(
+        'extern "C" int forward_kernel(int x) { return x + 1; }\nnamespace n { int helper() { return 2; } }\n'
+    )
     subprocess.run([gxx, "-shared", "-fPIC", "-o", tmp_path / "f.so", src], check=True)
     found = elf_functions((tmp_path / "f.so").read_bytes())
     assert found is not None and "forward_kernel" in found

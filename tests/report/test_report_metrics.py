@@ -114,7 +114,6 @@ def test_speedups_print_with_their_interval():
 
 def test_fast_p_leaves_out_a_verdict_whose_speed_is_not_a_claim_and_says_so(make_verdict):
 
-
     results = _results(make_verdict, ("a", Outcome.PASS, 2.0), ("b", Outcome.PASS, 3.0))
     assert fast_p(results, 1.0) == 1.0 and fast_p_note(results) is None
     docs = [make_verdict("a", "sol0.py", Outcome.PASS, speedups={"eager": 2.0}).to_json()]

@@ -138,4 +138,6 @@ def test_every_draw_of_get_inputs_is_kept_on_the_device(monkeypatch):
     for caller, on_device in asked:
         by_caller.setdefault(caller, set()).add(on_device)
     # setup's probe, the audit's draws, and correctness's cases (kernelproof/evaluate/correctness.py)
-    assert by_caller == {"_build_models": {True}, "_audit_distribution": {True}, "_finite_case": {True}}, by_caller
+    assert by_caller == {"_build_models": {True}, "_audit_distribution": {True}, "_finite_case": {True}}, (
+        by_caller
+    )
