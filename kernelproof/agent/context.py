@@ -20,8 +20,6 @@ from typing import Any
 from kernelproof import pyast
 from kernelproof.agent.agent_errors import ConfigError
 from kernelproof.errors import TaskError
-from kernelproof.task import load_task
-from kernelproof.verify import contract
 
 # Dense datasheet peaks (no sparsity) per device name fragment, from NVIDIA's product datasheets:
 # (TFLOP/s by dtype, HBM TB/s). Ordered: the first fragment found in the device name wins.
@@ -102,6 +100,10 @@ def _contract(path: Path, data: bytes, meta: dict[str, Any], flag: str | None) -
     and its contract resolved as the evaluator resolves it."""
     if flag is None and "precision" in meta:
         return str(meta["precision"])
+    # imported here: loading a task imports torch, which a verb refusing a mistyped path never does
+    from kernelproof.task import load_task
+    from kernelproof.verify import contract
+
     try:
         return contract.judged(load_task(path, data), flag).meta.precision
     except TaskError as exc:
