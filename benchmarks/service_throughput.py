@@ -308,6 +308,7 @@ def _row(c: Candidate, answer: dict[str, Any], arrived: float) -> dict[str, Any]
         "latency_s": round(arrived, 2),
         "stored": bool(v.get("stored")),
         "speedup_eager": eager.get("median"),
+        "speedup_eager_ci95": eager.get("ci95"),  # the bootstrap CI of the median: a speedup's half
         "built": (v.get("build") or {}).get("cached") is False,
         "steps": row_steps(v.get("environment") or {}),
     }
