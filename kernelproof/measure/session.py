@@ -4,6 +4,7 @@ The parent drives; the programs run in their own workers (the candidate's, and o
 per baseline), so a candidate can neither read the reference's outputs nor slow the baseline
 (timing-and-baselines.md; ARCHITECTURE "Baselines never share the candidate's process"). Each
 round visits every program in a rotating order; each program makes ``calls_per_round`` cold calls
+(fewer where their fresh inputs together are large: :func:`calls_per_batch`)
 with fresh inputs from seeds sent at call time (I4). After every candidate batch the parent
 recomputes the reference on the same inputs and compares output fingerprints (``stale_output``),
 fetches one hidden call's full output now and then, and checks its own wall clock against the
@@ -27,6 +28,7 @@ from kernelproof.inputs import (
     FINGERPRINT_SIGMAS,
     STEADY_WARMUP_CALLS,
     fingerprint,
+    slot_bytes,
     timed_input_batch,
     timed_inputs,
 )
@@ -45,6 +47,25 @@ from kernelproof.wire.replies import reason_of
 
 HIDDEN_FETCH_PROBABILITY = 0.2  # chance per candidate batch that one call's full output is re-checked
 WARMUP_CALLS = 2  # warm-up batch per program (JIT, autotuning, caches), discarded
+# The fresh inputs a worker holds for one timed batch (every call's own, kept until the batch is
+# checked): up to this, a batch makes the policy's calls; past it, fewer, but never fewer than two.
+# On an H100, KernelBench level1/47_Sum_reduction_over_a_dimension (8 GiB a call): five calls held
+# 40.7 GiB in the candidate's worker beside the baseline's and the parent's, and a timed call ran
+# out of memory where every correctness case had passed.
+TIMED_BATCH_BYTES = 2 * 2**30
+
+
+def calls_per_batch(ctx: VariantContext, policy: TimingPolicy) -> int:
+    """Timed calls per program per round for this shape: the policy's, fewer where their fresh
+    inputs together pass :data:`TIMED_BATCH_BYTES` (at least two, or the policy's if fewer). Every
+    call still has inputs of its own; the rounds, not the calls in each, make the sample."""
+    per_call = sum(slot_bytes(s) for s in ctx.slots)
+    if per_call <= 0:
+        return policy.calls_per_round
+    room = max(2 * per_call, TIMED_BATCH_BYTES)
+    return max(1, min(policy.calls_per_round, room // per_call))
+
+
 Fetch = Callable[[int, list[torch.Tensor]], "list[torch.Tensor] | None"]  # (call, like) -> its full outputs
 
 
@@ -77,6 +98,7 @@ class _Shape:
     fixed_tensors: list[torch.Tensor]
     stopped_how: set[str]  # how the candidate stood still in each baseline batch
     pause: Callable[[], AbstractContextManager[Any]] | None
+    calls: int = 5  # timed calls per batch (calls_per_batch)
 
     def draw(self) -> int:
         return self.rng.getrandbits(62)
@@ -129,7 +151,13 @@ def time_variant(
     spec, fixed_tensors = ctx.input_spec()
     stopped_how: set[str] = set()
     pause = parent_clock.freeze_recorder(programs[0].worker, stopped_how)
-    shape = _Shape(ctx, rng, tol, timeout_s, {"op": "time", **spec}, fixed_tensors, stopped_how, pause)
+    calls = calls_per_batch(ctx, policy)
+    if calls < policy.calls_per_round:
+        notes.append(
+            f"{calls} timed calls a batch, not {policy.calls_per_round}: each call's fresh inputs are "
+            f"{sum(slot_bytes(s) for s in ctx.slots) / 2**30:.1f} GiB, and a worker holds a batch's together"
+        )
+    shape = _Shape(ctx, rng, tol, timeout_s, {"op": "time", **spec}, fixed_tensors, stopped_how, pause, calls)
     try:
         bad = _warm_up(shape, programs, notes)
         if bad:
@@ -185,7 +213,7 @@ def _timed_rounds(
         for prog in order:
             if prog not in programs:
                 continue
-            got = shape.attempt(prog, policy.calls_per_round)
+            got = shape.attempt(prog, shape.calls)
             if not got.reply.get("ok"):
                 if prog.name == "candidate":
                     return _reason_from(got.reply, prog)
@@ -250,7 +278,7 @@ def _confirm(shape: _Shape, programs: list[Program], policy: TimingPolicy) -> pa
     base_gaps: list[list[float]] = []
     try:
         for prog in programs:
-            got = shape.attempt(prog, policy.calls_per_round)
+            got = shape.attempt(prog, shape.calls)
             if not got.reply.get("ok"):
                 if prog.name == "candidate":
                     return _reason_from(got.reply, prog)
