@@ -59,11 +59,17 @@ def calls_per_batch(ctx: VariantContext, policy: TimingPolicy) -> int:
     """Timed calls per program per round for this shape: the policy's, fewer where their fresh
     inputs together pass :data:`TIMED_BATCH_BYTES` (at least two, or the policy's if fewer). Every
     call still has inputs of its own; the rounds, not the calls in each, make the sample."""
-    per_call = sum(slot_bytes(s) for s in ctx.slots)
+    per_call = timed_call_bytes(ctx)
     if per_call <= 0:
         return policy.calls_per_round
     room = max(2 * per_call, TIMED_BATCH_BYTES)
     return max(1, min(policy.calls_per_round, room // per_call))
+
+
+def timed_call_bytes(ctx: VariantContext) -> int:
+    """Bytes of one timed call's inputs as a worker holds them: every tensor slot, the drawn ones
+    and the fixed ones it clones for each call (``inputs.input_bytes`` counts the drawn ones only)."""
+    return sum(slot_bytes(s) for s in ctx.slots)
 
 
 Fetch = Callable[[int, list[torch.Tensor]], "list[torch.Tensor] | None"]  # (call, like) -> its full outputs
@@ -98,7 +104,7 @@ class _Shape:
     fixed_tensors: list[torch.Tensor]
     stopped_how: set[str]  # how the candidate stood still in each baseline batch
     pause: Callable[[], AbstractContextManager[Any]] | None
-    calls: int = 5  # timed calls per batch (calls_per_batch)
+    calls: int  # timed calls per batch (calls_per_batch)
 
     def draw(self) -> int:
         return self.rng.getrandbits(62)
@@ -155,7 +161,7 @@ def time_variant(
     if calls < policy.calls_per_round:
         notes.append(
             f"{calls} timed calls a batch, not {policy.calls_per_round}: each call's fresh inputs are "
-            f"{sum(slot_bytes(s) for s in ctx.slots) / 2**30:.1f} GiB, and a worker holds a batch's together"
+            f"{timed_call_bytes(ctx) / 2**30:.1f} GiB, and a worker holds a batch's together"
         )
     shape = _Shape(ctx, rng, tol, timeout_s, {"op": "time", **spec}, fixed_tensors, stopped_how, pause, calls)
     try:
