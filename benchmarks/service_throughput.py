@@ -235,6 +235,7 @@ def one_pass(ns, candidates: list[Candidate], per_device: int, cache: Path, labe
     server = Server(args, env)
     busy = BusyShare(ns.device)
     rows: list[dict[str, Any]] = []
+    prefilled = any(cache.iterdir()) if cache.is_dir() else False
     failure: list[BaseException] = []
     started = time.monotonic()
     reader = threading.Thread(
@@ -255,6 +256,7 @@ def one_pass(ns, candidates: list[Candidate], per_device: int, cache: Path, labe
     summary = _summary(label, per_device, list(rows), wall, share)
     summary["cut"] = cut
     summary["sent"] = len(candidates)
+    summary["builds_cached_before"] = prefilled  # a "cold" pass on a cache a former pass or call filled
     return summary
 
 
@@ -308,7 +310,7 @@ def _row(c: Candidate, answer: dict[str, Any], arrived: float) -> dict[str, Any]
         "latency_s": round(arrived, 2),
         "stored": bool(v.get("stored")),
         "speedup_eager": eager.get("median"),
-        "speedup_eager_ci95": eager.get("ci95"),  # the bootstrap CI of the median: a speedup's half
+        "speedup_eager_ci95": eager.get("ci95"),  # the bootstrap CI of the median, reported with it
         "built": (v.get("build") or {}).get("cached") is False,
         "steps": row_steps(v.get("environment") or {}),
     }
@@ -337,9 +339,8 @@ def _summary(label: str, per_device: int, rows: list[dict], wall: float, share) 
         "per_device": per_device,
         "wall_s": round(wall, 2),
         "evaluations": len(fresh),
-        "judged": sum(
-            1 for r in fresh if r["outcome"] in ("pass", "fail")
-        ),  # the rest: errors of the machine
+        # verdicts on merit; the rest are errors of the machine (too_large, machine_busy, ...)
+        "judged": sum(1 for r in fresh if r["outcome"] in ("pass", "fail")),
         "evaluations_per_gpu_hour": round(len(fresh) / wall * 3600, 1) if wall > 0 else None,
         "busy_share": share,
         "builds": sum(1 for r in rows if r["built"]),
@@ -397,6 +398,7 @@ def terminal(doc: dict[str, Any]) -> str:
             f"{r['evaluations_per_gpu_hour'] or 0:11.1f} {busy[:8]:>8s} {aa_s[:9]:>9s} "
             f"{'yes' if r['all_expected'] else 'NO':>8s}"
             + (f"  cut {r['evaluations']}/{r['sent']}" if r.get("cut") else "")
+            + ("  builds cached before" if r["label"] == "cold" and r.get("builds_cached_before") else "")
         )
     for r in doc["runs"]:
         if r["judged"] != r["evaluations"]:
@@ -510,15 +512,19 @@ def main(argv: list[str] | None = None) -> int:
                 if ns.deadline is not None and time.monotonic() >= ns.deadline:
                     break
                 runs.append(one_pass(ns, candidates, per_device, cache, label))
-                doc = _document(settings, runs)  # written after each pass: a cut call keeps them
-                (ns.out / "service-throughput.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
+                doc = _document(settings, runs)
+                _write(ns.out, doc)  # after each pass: a call cut by its limit keeps them
         finally:
             if ns.build_cache is None:
                 shutil.rmtree(cache, ignore_errors=True)
-    (ns.out / "service-throughput.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    _write(ns.out, doc)
     print(terminal(doc))
     print(f"\nwritten: {ns.out / 'service-throughput.json'}")
     return 0 if doc["all_expected"] else 1
+
+
+def _write(out: Path, doc: dict[str, Any]) -> None:
+    (out / "service-throughput.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
 
 
 def _document(settings: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
