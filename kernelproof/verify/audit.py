@@ -161,9 +161,7 @@ def audit_variant(
                 if served is None:
                     return _run_audit(task, ctx, seed, persist, task_inputs, key)
                 _CACHE[key] = served
-    if served.degenerate or not has_drawn_state(ctx):
-        # no weight, buffer or tensor attribute: every evaluation builds this very model, and the
-        # served audit already judged it (the check below would repeat it on new inputs only)
+    if served.degenerate:
         return served
     with steps.step("these_weights"):
         check = check_these_weights(task, ctx, seed, task_inputs)
@@ -188,12 +186,6 @@ def _run_audit(
     if persist is not None:
         persist.put(task, ctx, report)
     return report
-
-
-def has_drawn_state(ctx: VariantContext) -> bool:
-    """Whether the reference holds tensors an init seed draws (parameters, buffers, plain tensor
-    attributes): only then can another evaluation's model differ from the one an audit judged."""
-    return bool(ctx.weight_tensors or ctx.attribute_tensors)
 
 
 def check_these_weights(

@@ -210,35 +210,3 @@ def test_a_probed_shape_degenerate_under_every_draw_is_neither_probed_nor_judged
     dropped = [f for f in v.flags if f.startswith("auto shape variant") and "not probed" in f]
     assert dropped, v.flags
     assert v.settings["cases"] and not any(c.startswith("auto_") for c in v.settings["cases"])
-
-
-def test_a_served_audit_is_checked_again_only_where_an_init_seed_draws_state(tmp_path, monkeypatch):
-    """A model with no parameter, buffer or tensor attribute is the same model in every evaluation:
-    the served audit judged it, and the check under "these weights" is skipped; the weighted task
-    above is still checked on every served audit."""
-    weightless = tmp_path / "weightless_tanh.py"
-    weightless.write_text(
-        "import torch\n\nclass Model(torch.nn.Module):\n"
-        "    def forward(self, x):\n        return torch.tanh(x) * 2 + 1\n\n"
-        "def get_inputs():\n    return [torch.randn(4, 8)]\n\n"
-        "def get_init_inputs():\n    return []\n"
-    )
-    checked: list[str] = []
-    real = audit.check_these_weights
-
-    def counted(*args, **kwargs):
-        checked.append(args[0].path)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(audit, "check_these_weights", counted)
-    sound = _init_seed(sound=True)  # the weighted task's weights: sound in both evaluations
-    for path in (str(weightless), TASK):
-        task = load_task(path)
-        audit._CACHE.clear()
-        store = AuditStore(str(tmp_path / f"{task.sha256[:8]}.sqlite"))
-        first = audit.audit_variant(task, build_variant(task, "default", CPU, "eval", sound), 5, store)
-        audit._CACHE.clear()
-        served = audit.audit_variant(task, build_variant(task, "default", CPU, "eval", sound), 6, store)
-        assert served == first and not served.degenerate, served.summary()
-    assert not audit.has_drawn_state(build_variant(load_task(str(weightless)), "default", CPU, "eval", 1))
-    assert checked == [load_task(TASK).path], checked
