@@ -100,12 +100,16 @@ def test_a_client_that_goes_away_cancels_its_queued_jobs(tmp_path, servers):
 def test_a_restart_mid_batch_serves_what_was_judged_and_reruns_what_was_in_flight(tmp_path, servers):
     s = start(tmp_path, *FAST)  # one slot, so the batch is judged one job after the other
     servers.append(s)
-    items = [{"task": "scale_relu", "solution": src + "\n# restart\n"} for src in (GOOD, WRONG)]
+    # the second job's import waits 5 s: it is still running when the first one's answer is read,
+    # however fast the machine judges a wrong kernel
+    slow_wrong = "import time as _time\n_time.sleep(5)\n" + WRONG
+    items = [{"task": "scale_relu", "solution": src + "\n# restart\n"} for src in (GOOD, slow_wrong)]
     with s.client() as c:
         batch = c.post("/v1/jobs", json={"items": items}).json()
         first = wait_for(c, batch["jobs"][0])
         deadline = time.monotonic() + 60
-        while c.get(f"/v1/jobs/{batch['jobs'][1]}").json()["state"] != "running":
+        while (state := c.get(f"/v1/jobs/{batch['jobs'][1]}").json()["state"]) != "running":
+            assert state == "queued", f"the second job was {state} before the crash"
             assert time.monotonic() < deadline, "the second job never started"
             time.sleep(0.1)
     s.kill_all()  # a crash: no shutdown, the second job in flight
