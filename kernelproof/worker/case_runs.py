@@ -43,8 +43,10 @@ def run(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
             args, originals = case.inputs(repeat)
         except _Unmapped as exc:  # the parent sends them again over the wire
             # Read as a failure only where the parent lent nothing (kernelproof.host.process,
-            # request_outputs): then the claim is a result owed and not delivered, the candidate's.
-            message = f"could not map an input the parent lent: {exc}"
+            # request_outputs): then the claim is a result owed and not delivered, the candidate's,
+            # unless the parent's own facts find the device short of memory (kernelproof/blame.py:
+            # run again alone, the reference's re-run).
+            message = f"could not place the case's inputs on {state.device}: {exc}"
             return failure(ReasonCode.MISSING_RESULT, message, handoff="failed"), []
         with hooks.quiet():
             poison.fill(state.device, h.get("poison_bytes", []))

@@ -223,3 +223,43 @@ def test_the_reference_alone_runs_through_the_phase_the_candidate_failed_in(
         pool.close()
     assert asked == [correctness_only, not rerun_timed], asked
     assert v.codes == (["too_large"] if rerun_timed else ["crash"]), v.reasons
+
+
+@pytest.mark.parametrize(
+    ("code", "again"),
+    [
+        (ReasonCode.MISSING_RESULT, True),  # a case's inputs its worker could not place
+        (ReasonCode.CRASH, True),
+        (ReasonCode.TOO_LARGE, True),
+        (ReasonCode.RUNTIME_ERROR, False),  # a wrong kernel's exception: never worth the device
+        (ReasonCode.MISMATCH, False),
+    ],
+)
+def test_a_failure_that_shared_the_device_runs_again_alone_when_memory_could_explain_it(
+    monkeypatch, code, again
+):
+    """On an H100, KernelBench level1/94_MSELoss beside three other evaluations: the worker of an
+    honest Triton kernel could not place its two 4 GiB inputs (missing_result), and the verdict was
+    stored as the candidate's. Alone on the device it is judged on its merit."""
+    from kernelproof.executors.device_memory import DeviceMemory
+    from kernelproof.executors.local import LocalPool
+
+    outcomes = [_verdict_of(code), _verdict_of(None)]
+    free_slots = []
+    pool = LocalPool(prespawn=False)
+    options = EvalOptions(device="cpu", db="", per_device=4)
+
+    def fake(task, solution, options, device, workers):
+        free_slots.append(pool.admission(device, options.per_device).free)
+        return outcomes.pop(0)
+
+    monkeypatch.setattr(api, "evaluate_pair", fake)
+    monkeypatch.setattr(pool, "memory", lambda device: DeviceMemory(129 * GB))
+    try:
+        v = api.evaluate(SCALE_RELU, SCALE_RELU, options, pool=pool)
+    finally:
+        pool.close()
+    if again:
+        assert free_slots == [3, 0] and v.codes == []  # the second judgement, alone, is the verdict
+    else:
+        assert free_slots == [3] and v.codes == [code.value]
