@@ -46,6 +46,12 @@ def cost_table(rows: list[dict[str, Any]], wall_s: float, arrivals: dict[str, fl
         for name, c in r.get("steps", {}).items():
             totals[name] = totals.get(name, 0.0) + c["s"]
     evaluated_s = sum(r["seconds"] for r in fresh)
+    # what no step explains: each evaluation's seconds beyond its outermost steps' (0 where the
+    # steps cover it); a large share means a wait or a stretch the evaluation does not record yet
+    in_no_step = sum(
+        max(0.0, r["seconds"] - sum(c["s"] for n, c in r.get("steps", {}).items() if "/" not in n))
+        for r in fresh
+    )
     levels: dict[str, dict[str, Any]] = {}
     for level in sorted({_level(r["task"]) for r in rows}):
         mine = [r for r in rows if _level(r["task"]) == level]
@@ -69,6 +75,7 @@ def cost_table(rows: list[dict[str, Any]], wall_s: float, arrivals: dict[str, fl
         "slowest": [_shown(r) for r in ranked[:SLOWEST]],
         "median": _shown(median) if median is not None else None,
         "steps_total_s": {k: round(v, 2) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])},
+        "in_no_step_s": round(in_no_step, 2),
     }
 
 
@@ -119,6 +126,9 @@ def markdown(doc: dict[str, Any], title: str = "Sweep cost table") -> str:
     whole = max(doc["evaluation_s"], 1e-9)
     for name, s in list(doc["steps_total_s"].items())[:30]:
         out.append(f"| {name} | {s} | {100 * s / whole:.0f}% |")
+    if "in_no_step_s" in doc:
+        s = doc["in_no_step_s"]
+        out.append(f"| (in no step) | {s} | {100 * s / whole:.0f}% |")
     shown = doc["slowest"] + (
         [doc["median"]] if doc["median"] and doc["median"] not in doc["slowest"] else []
     )

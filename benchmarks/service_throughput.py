@@ -428,6 +428,8 @@ def terminal(doc: dict[str, Any]) -> str:
         out += ["", f"where the seconds go ({costs['evaluation_s']} s of evaluation summed)"]
         for name, s in [kv for kv in costs["steps_total_s"].items() if kv[0].count("/") < 2][:12]:
             out.append(f"  {name[:56]:56s} {s:9.2f} {100 * s / whole:5.0f}%")
+        unexplained = costs.get("in_no_step_s", 0.0)
+        out.append(f"  {'(in no step)':56s} {unexplained:9.2f} {100 * unexplained / whole:5.0f}%")
         for u in last["unexpected"]:
             out.append(f"UNEXPECTED {u['task'][:40]}: {u['got'][0]} {','.join(u['got'][1])[:24]}")
             if u.get("message"):

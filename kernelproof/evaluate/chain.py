@@ -14,6 +14,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -205,7 +206,7 @@ def _run_candidate_steps(
     watchdog: _Watchdog | None = None
     service: BuildService | None = None
     try:
-        with gate.shared():  # waiting here (a timing inside) counts towards "worker"
+        with steps.entered(gate.shared(), "device_wait"):  # another evaluation's timing ends first
             with steps.step("worker_start"):
                 worker = workers.candidate(device, timed=not options.correctness_only)
                 opened.append(worker)
@@ -240,21 +241,11 @@ def _run_candidate_steps(
                         setup, checked, options, device, setup.solution.file, prepare_worker
                     )
         if not checked.reasons and not options.correctness_only:
-            # The GPU to this evaluation alone: other evaluations' stretches end first, and no
-            # worker of ours is still starting (waiting for either counts towards "settle").
             if service is not None:  # every timed shape ran in correctness: nothing is built from here on
                 service.close("timing has started (a build is asked for before the first timed call)")
-            with gate.exclusive():
-                workers.settle(device)
-                phases.mark("settled_s")
-                try:
-                    with steps.step("timing"):
-                        timed = time_candidate(setup, checked, worker, staged, options, device, workers)
-                finally:
-                    workers.resume(device)
-            phases.mark("timing_done_s")
+            timed = _timed_alone(setup, checked, worker, staged, options, device, workers, phases)
         if not checked.reasons and not (timed and timed.reasons):
-            with gate.shared(), steps.step("probe_cases"):
+            with steps.entered(gate.shared(), "device_wait"), steps.step("probe_cases"):
                 probed = probe_shapes(setup, worker, staged, options)
             phases.mark("shapes_done_s")
     except WorkerDied as died:
@@ -280,11 +271,40 @@ def _run_candidate_steps(
         if watchdog is not None:
             watchdog.cancel()
         if worker is not None:
-            with gate.shared(), steps.step("worker_close"):  # a worker's exit touches the GPU too
+            # a worker's exit touches the GPU too
+            with steps.entered(gate.shared(), "device_wait"), steps.step("worker_close"):
                 worker.close()
     if service is not None and service.failed and not checked.reasons:
         checked = replace(checked, reasons=(Reason(ReasonCode.COMPILE_ERROR, service.failed[:4000]),))
     return _Ran(_noted(built, service), checked, timed, probed, None, hello, limits, sandbox, _unmet(service))
+
+
+def _timed_alone(
+    setup: Setup,
+    checked: Checked,
+    worker: WorkerProcess,
+    staged: str,
+    options: EvalOptions,
+    device: str,
+    workers: WorkerSource,
+    phases: _Phases,
+) -> Timed:
+    """The candidate timed with the GPU to this evaluation alone: the others' GPU stretches end
+    first and no worker of the pool is still starting (those are stopped until the rounds end);
+    the wait for both is the step ``timing_wait``."""
+    gate = workers.gate(device)
+    with ExitStack() as exclusive:
+        with steps.step("timing_wait"):
+            exclusive.enter_context(gate.exclusive())
+            workers.settle(device)
+        phases.mark("settled_s")
+        try:
+            with steps.step("timing"):
+                timed = time_candidate(setup, checked, worker, staged, options, device, workers)
+        finally:
+            workers.resume(device)
+    phases.mark("timing_done_s")
+    return timed
 
 
 def _unmet(service: BuildService | None) -> str | None:

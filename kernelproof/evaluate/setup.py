@@ -104,7 +104,7 @@ def prepare(
     audits = AuditStore.beside(db_path(options.db))  # earlier runs' audits, in the results store
     # Untimed GPU work (shapes, references, the audit, inputs) is shared with other evaluations
     # on this device; timing has the GPU to itself (host/gate.py).
-    with workers.gate(device).shared():
+    with steps.entered(workers.gate(device).shared(), "device_wait"):
         peak = _PeakMemory(dev)
         shapes_probed: tuple[str, ...] = ()
         if options.shape_variants in ("auto", "probe"):

@@ -128,6 +128,16 @@ def test_the_cost_table_ranks_evaluated_tasks_and_times_each_level(monkeypatch):
     assert list(doc["steps_total_s"]) == ["setup", "correctness"] and doc["steps_total_s"]["setup"] == 91.0
     md = costs.markdown(doc)
     assert "| level1/7_T.py (median) | 7.0 | 5.25 | 1.75 |" in md
+    # every level-1 row's steps cover its seconds; 2_X's 3 s have 1 s of setup: 2 s in no step
+    assert doc["in_no_step_s"] == 2.0 and "| (in no step) | 2.0 |" in md
+
+
+def test_seconds_in_no_step_count_only_the_outermost_steps(monkeypatch):
+    """A nested step is part of its parent's seconds: counting it again would hide a gap."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    costs = importlib.import_module("_costs")
+    rows = [_row("level1/a.py", 10.0, setup=4.0, **{"setup/audit": 3.0, "timing": 2.0})]
+    assert costs.cost_table(rows, 10.0, {"level1/a.py": 10.0})["in_no_step_s"] == 4.0
 
 
 def test_a_level_under_way_counts_its_evaluations_overlapping_spans_once(monkeypatch):

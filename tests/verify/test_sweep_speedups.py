@@ -55,8 +55,11 @@ def test_the_verdict_says_what_each_step_cost(monkeypatch, enabled):
         "setup/chunk_check",
         "worker_start",
         "handoff",
+        "setup/device_wait",  # the waits on neighbours are steps too (none here: nothing beside it)
     ):
         assert steps[name]["n"] == 1 and steps[name]["s"] >= 0, name
+    # before the worker starts, before the probed shapes (not in a correctness-only run), at its close
+    assert steps["device_wait"]["n"] in (2, 3)
     audited = steps["setup/audit/oracle"]["n"]
     assert audited >= 2 and audited % 2 == 0  # one per audit distribution, on each variant
     cases_run = v.correctness.cases_run
@@ -86,3 +89,20 @@ def test_an_evaluation_in_progress_says_which_step_it_is_in():
     assert len(now) == 1 and now[0].step == "setup/audit" and now[0].step_s >= 0.04
     assert now[0].elapsed_s >= now[0].step_s
     assert not [o for o in step_clock.live() if o.label == "level1/20_LeakyReLU.py"]  # closed: gone
+
+
+def test_a_wait_on_a_neighbour_is_a_step_of_its_own():
+    """Seconds spent waiting on another evaluation (its timing holds the device) are recorded where
+    they go: the cost table explains them instead of leaving them out of every step."""
+    from kernelproof.verify import steps as step_clock
+
+    held = threading.Lock()
+    held.acquire()
+    threading.Timer(0.2, held.release).start()
+    with step_clock.recording("level1/19_ReLU.py") as clock:
+        with step_clock.entered(held, "device_wait"), step_clock.step("probe_cases"):
+            assert held.locked()  # inside: the lock is ours, released on leaving
+    assert not held.locked()
+    waited, probed = clock.totals["device_wait"], clock.totals["probe_cases"]
+    assert waited["n"] == 1 and waited["s"] >= 0.15
+    assert probed["n"] == 1 and probed["s"] < waited["s"]  # the wait is not the step's
