@@ -49,6 +49,7 @@ from kernelproof.verdict import (
     Speedup,
     Timing,
 )
+from kernelproof.verify import steps
 from kernelproof.verify.case_plan import VariantContext, make_inputs, reference_and_oracle
 from kernelproof.verify.oracle_compare import Tolerance
 from kernelproof.wire.replies import reason_of
@@ -95,7 +96,8 @@ def time_candidate(
         if tol is None:
             continue
         limit = options.step_limit("timing")
-        reply = load_candidate(worker, ctx, staged, setup.task.path, options)
+        with steps.step("load"):
+            reply = load_candidate(worker, ctx, staged, setup.task.path, options)
         if not reply.get("ok"):
             return Timed(None, reasons=(reason_of(reply),), flags=tuple(flags))
         follow = numeric_flags.baseline_setting(
@@ -107,22 +109,13 @@ def time_candidate(
                 f"{follow['cudnn.benchmark']}, as the solution set it"
             )
         if not device.startswith("cuda") and coverage is None:
-            # Launches counted before any timing (measure/accounting.py): the count decides whether
-            # speed is a claim here, and whether the candidate is timed at all.
-            reference = reference_ops(ctx, rng.getrandbits(62))
-            coverage, reason = account_cpu(
-                worker, ctx, rng.getrandbits(62), identity, policy, limit, reference
+            coverage, claims, untimed = _cpu_accounting(
+                worker, ctx, rng, identity, policy, limit, tol, backend, options, flags, reasons
             )
-            reason = _cpu_judged(reason, backend)
-            claims = cpu_claims(backend, coverage, reference)
-            flags += [f for f in (outside_flag(claims), aten_launch_flag(coverage)) if f]
-            reasons += [reason] if reason else []
-            if reason is None and untimed_on_cpu(claims, options):
-                found = check_untimed_calls(ctx, worker, rng, tol, limit)
-                reasons += [_named(found, limit)] if found else []
-            if reasons or untimed_on_cpu(claims, options):
-                return _untimed(options, coverage, reasons, flags, claims)
-        baselines = _baselines(setup, ctx, v, options, device, workers, flags, follow)
+            if untimed is not None:
+                return untimed
+        with steps.step("baselines"):  # their workers taken (or started) and their programs loaded
+            baselines = _baselines(setup, ctx, v, options, device, workers, flags, follow)
         programs = [Program("candidate", worker)] + baselines
         timing, found = time_variant(
             ctx, programs, options.timing, rng, tol, limit, flags, telemetry, claims.speed
@@ -132,16 +125,18 @@ def time_candidate(
             return Timed(None, reasons=tuple(reasons), flags=tuple(flags))
         shapes.append(timing)
         if options.steady:
-            steady, found = _steady(ctx, v, programs, timing, rng, tol, options, flags)
+            with steps.step("steady"):
+                steady, found = _steady(ctx, v, programs, timing, rng, tol, options, flags)
             reasons += found
             shapes += steady
         if roof is None:
             roof, floor_reason = _place(setup, ctx, timing, device)
             reasons += [floor_reason] if floor_reason else []
         if device.startswith("cuda"):  # every timed shape profiled; the largest decides (below)
-            identity, cov, tamper = _gpu_coverage(
-                worker, ctx, v, baselines, timing, rng, identity, policy, limit, device, flags
-            )
+            with steps.step("profile"):
+                identity, cov, tamper = _gpu_coverage(
+                    worker, ctx, v, baselines, timing, rng, identity, policy, limit, device, flags
+                )
             reasons += [tamper] if tamper else []
             per_shape.append((v, cov))
     flags = [with_floor(f, roof) for f in flags]
@@ -161,6 +156,37 @@ def time_candidate(
         tuple(flags),
         claims,
     )
+
+
+def _cpu_accounting(
+    worker: WorkerProcess,
+    ctx: VariantContext,
+    rng: random.Random,
+    identity: KernelIdentity,
+    policy: str,
+    limit: float,
+    tol: Tolerance,
+    backend: str,
+    options: EvalOptions,
+    flags: list[str],
+    reasons: list[Reason],
+) -> tuple[Coverage, Claims, Timed | None]:
+    """On the CPU, the candidate's launches counted before any timing (measure/accounting.py): the
+    count decides whether speed is a claim here, and whether the candidate is timed at all (a
+    Timed: it is not). Its flags and reasons are added to `flags` and `reasons`."""
+    with steps.step("accounting"):
+        reference = reference_ops(ctx, rng.getrandbits(62))
+        coverage, reason = account_cpu(worker, ctx, rng.getrandbits(62), identity, policy, limit, reference)
+    reason = _cpu_judged(reason, backend)
+    claims = cpu_claims(backend, coverage, reference)
+    flags += [f for f in (outside_flag(claims), aten_launch_flag(coverage)) if f]
+    reasons += [reason] if reason else []
+    if reason is None and untimed_on_cpu(claims, options):
+        found = check_untimed_calls(ctx, worker, rng, tol, limit)
+        reasons += [_named(found, limit)] if found else []
+    if reasons or untimed_on_cpu(claims, options):
+        return coverage, claims, _untimed(options, coverage, reasons, flags, claims)
+    return coverage, claims, None
 
 
 def _steady(

@@ -37,6 +37,7 @@ from kernelproof.measure.batch import Batch, run_batch
 from kernelproof.measure.steady_batch import SteadyBatch
 from kernelproof.options import TimingPolicy
 from kernelproof.verdict import Reason, ReasonCode, ShapeTiming, Speedup
+from kernelproof.verify import steps
 from kernelproof.verify.case_plan import VariantContext, run_model
 from kernelproof.verify.oracle import oracle_scope
 from kernelproof.verify.oracle_compare import Tolerance, compare, tolerance_for
@@ -165,32 +166,43 @@ def time_variant(
         )
     shape = _Shape(ctx, rng, tol, timeout_s, {"op": "time", **spec}, fixed_tensors, stopped_how, pause, calls)
     try:
-        bad = _warm_up(shape, programs, notes)
+        with steps.step("warm_up"):
+            bad = _warm_up(shape, programs, notes)
         if bad:
             return None, [bad]
-        ran = _timed_rounds(shape, programs, policy, notes, telemetry)
+        with steps.step("rounds"):
+            ran = _timed_rounds(shape, programs, policy, notes, telemetry)
         if isinstance(ran, Reason):
             return None, [ran]
     except WorkerDied as died:
         return None, [Reason(ReasonCode(died.code), died.message, died.detail)]
-    found = parent_clock.judge(
-        ctx,
-        programs,
-        policy,
-        rng,
-        timeout_s,
-        stopped_how,
-        lambda batch, fps: check_batch(ctx, batch, fps, tol, rng),
-        notes,
-        lambda: _confirm(shape, programs, policy),
-        speed_claimed,
-    )
+    with steps.step("parent_checks"):  # the batches' outputs, the parent's clock, a confirming round
+        found = _judged(shape, programs, policy, notes, speed_claimed)
     if any(r.code is ReasonCode.MACHINE_BUSY for r in found):
         return None, found
     timing = _shape_timing(ctx, programs, policy, ran)
     if ran.clocks:
         notes.append(_clocks_note(ctx, ran.clocks))
     return timing, list(found)
+
+
+def _judged(
+    shape: _Shape, programs: list[Program], policy: TimingPolicy, notes: list[str], speed_claimed: bool
+) -> list[Reason]:
+    """The parent's own judgement of the rounds (kernelproof/measure/parent_clock.py)."""
+    ctx, tol, rng = shape.ctx, shape.tol, shape.rng
+    return parent_clock.judge(
+        ctx,
+        programs,
+        policy,
+        rng,
+        shape.timeout_s,
+        shape.stopped_how,
+        lambda batch, fps: check_batch(ctx, batch, fps, tol, rng),
+        notes,
+        lambda: _confirm(shape, programs, policy),
+        speed_claimed,
+    )
 
 
 def _warm_up(shape: _Shape, programs: list[Program], notes: list[str]) -> Reason | None:

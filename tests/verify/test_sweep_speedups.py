@@ -106,3 +106,33 @@ def test_a_wait_on_a_neighbour_is_a_step_of_its_own():
     waited, probed = clock.totals["device_wait"], clock.totals["probe_cases"]
     assert waited["n"] == 1 and waited["s"] >= 0.15
     assert probed["n"] == 1 and probed["s"] < waited["s"]  # the wait is not the step's
+
+
+def test_a_timed_evaluation_says_where_its_timing_went(tmp_path):
+    """Timing's seconds by step (warm-up, rounds, the parent's checks, the baselines): an H100's
+    ten seconds a candidate could not be told apart before."""
+    options = EvalOptions(
+        device="cpu",
+        db="",
+        seeds_per_case=1,
+        seed=5,
+        time_budget_s=0.5,
+        time_when_busy=True,
+        time_interpreted=True,
+    )
+    v = api.evaluate(
+        str(DATA / "tasks" / "scale_relu.py"), str(DATA / "solutions" / "scale_relu_triton.py"), options
+    )
+    steps = v.environment["steps"]
+    assert v.timing is not None and v.timing.shapes, v.reasons
+    for name in (
+        "timing/load",
+        "timing/baselines",
+        "timing/warm_up",
+        "timing/rounds",
+        "timing/parent_checks",
+    ):
+        assert steps[name]["n"] >= 1, name
+    assert steps["timing_wait"]["n"] == 1
+    inside = sum(c["s"] for n, c in steps.items() if n.count("/") == 1 and n.startswith("timing/"))
+    assert inside <= steps["timing"]["s"] + 1e-6
