@@ -56,10 +56,16 @@ def worth_running_alone(verdict: Verdict) -> bool:
 
 
 def memory_facts(verdict: Verdict, device: str, pool: LocalPool) -> MemoryFacts:
-    """The parent's facts on the evaluation: its footprint as its setup measured it, and what the
-    pool admits on the device."""
+    """The parent's facts on the evaluation: its footprint as its setup measured it, in the phase it
+    failed in (its correctness cases', unless every case passed and the failure came in the timed
+    rounds, which may hold more: a batch's inputs in each timed program's worker), and what the
+    pool admits on the device. A wrong kernel that crashes among its cases is weighed against what
+    its cases take, never against the timed rounds it never reached."""
     capacity = getattr(pool.memory(device), "capacity_bytes", None)
-    return MemoryFacts((verdict.environment.get("memory") or {}).get("footprint_bytes"), capacity)
+    memory = verdict.environment.get("memory") or {}
+    whole = memory.get("footprint_bytes")
+    phase = whole if failed_after_correctness(verdict) else memory.get("correctness_bytes") or whole
+    return MemoryFacts(phase, capacity)
 
 
 def near_the_edge_failure(verdict: Verdict, device: str, pool: LocalPool) -> bool:
@@ -102,10 +108,15 @@ def beyond_the_device(
         if facts.reference_alone_failed
         else (f"{capacity / 1e9:.0f} GB are admitted")
     )
+    held = (
+        "inputs, reference, float64 oracle and the candidate's outputs, and in the timed rounds a "
+        "batch's inputs and outputs in each timed worker"
+        if failed_after_correctness(verdict)
+        else "inputs, reference, float64 oracle and the candidate's outputs"
+    )
     message = (
         f"the task needs more GPU memory than {device} admits: this evaluation's footprint is "
-        f"{footprint / 1e9:.0f} GB (inputs, reference, float64 oracle and the candidate's outputs, as "
-        f"its setup measured them), {why}, and the candidate's worker failed "
+        f"{footprint / 1e9:.0f} GB ({held}, as its setup measured them), {why}, and the candidate's worker failed "
         f"({verdict.reasons[0].message[:200]}); run it on a device with more memory or give the task smaller shapes"
     )
     reason = Reason(ReasonCode.TOO_LARGE, message, verdict.reasons[0].detail if verdict.reasons else "")

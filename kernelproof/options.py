@@ -14,6 +14,12 @@ BASELINE_NAMES = (
     "compile:reduce-overhead",  # steady regime only
     "compile:max-autotune",  # steady regime only
 )
+STEADY_ONLY = ("compile:reduce-overhead", "compile:max-autotune")  # baselines of the steady regime
+
+
+def cold_baselines(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The baselines timed in the cold regime, each in a worker of its own beside the candidate's."""
+    return tuple(n for n in names if n not in STEADY_ONLY)
 
 
 # Options that are time limits: kept out of the store's key and checked when a stored verdict is

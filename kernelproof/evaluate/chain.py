@@ -128,7 +128,11 @@ def _evaluate(
         return stopped_verdict(stop, setup.task_ref, solution.ref, envelope, built)
     with steps.step("admission"):
         held.grow(setup.footprint_bytes)  # what setup measured of itself, and the worker's share
-    env["memory"] = {"footprint_bytes": setup.footprint_bytes, "admission_wait_s": round(held.waited_s, 3)}
+    env["memory"] = {
+        "footprint_bytes": setup.footprint_bytes,
+        "correctness_bytes": setup.correctness_bytes,
+        "admission_wait_s": round(held.waited_s, 3),
+    }
     ran = _run_candidate(setup, built, options, device, workers, phases)
     if ran.worker is not None:
         env["worker"] = ran.worker

@@ -22,7 +22,8 @@ from kernelproof.evaluate.build import needs_build
 from kernelproof.evaluate.step_records import Setup, Solution, Stopped
 from kernelproof.evaluate.workers import WorkerSource
 from kernelproof.inputs import slot_bytes
-from kernelproof.options import EvalOptions
+from kernelproof.measure.session import calls_per_batch, timed_call_bytes
+from kernelproof.options import EvalOptions, TimingPolicy, cold_baselines
 from kernelproof.solution import solution_of
 from kernelproof.store import db_path
 from kernelproof.submission import Submitted
@@ -128,8 +129,13 @@ def prepare(
             # Reserved once for the whole evaluation (chain.py): its largest case, never the sum.
             # never below the reservation made from the meta device's sizes: a variant whose
             # inputs setup never drew (its audit served from the store) has no slots to count yet
-            footprint = max(
+            correctness = max(
                 footprint_bytes(audited.contexts.values(), peak.bytes()), need.evaluation_bytes or 0
+            )
+            programs = 0 if options.correctness_only else 1 + len(cold_baselines(options.baselines))
+            rounds = [audited.contexts[v] for v in timed if v in audited.contexts]
+            footprint = max(
+                correctness, timed_footprint_bytes(rounds, peak.bytes(), programs, options.timing)
             )
         except TaskError as exc:
             return Stopped(Outcome.ERROR, Reason(ReasonCode.TASK_ERROR, str(exc)), tuple(flags), task.sha256)
@@ -148,6 +154,7 @@ def prepare(
         flags=tuple(flags),
         random_reference=models.random_reference,
         footprint_bytes=footprint,
+        correctness_bytes=correctness,
         shapes_probed=audited.shapes_probed,
         shapes_in_contract=options.shape_variants == "auto",
         probe_cases=tuple(plan.probe_cases),
@@ -411,6 +418,30 @@ class _PeakMemory:
         if self.dev.type != "cuda":
             return 0
         return max(0, torch.cuda.max_memory_allocated(self.dev) - self.base)
+
+
+def timed_footprint_bytes(
+    contexts: list[VariantContext], measured_parent_bytes: int, programs: int, policy: TimingPolicy
+) -> int:
+    """GPU memory the timed rounds take at their largest shape: the parent's share (its references
+    and oracles stay held, and its checks of a batch draw a case), and in each timed program's
+    worker, the candidate's and each cold baseline's, the weights and a batch's calls, each with
+    its fresh inputs and its outputs, kept until the batch is checked (measure/session.py,
+    ``calls_per_batch``). 0 with no program timed. (On an H100, KernelBench
+    level1/47_Sum_reduction_over_a_dimension: the candidate's worker held 40.7 GiB of timed inputs
+    beside 16.7 GiB in the baseline's and 16.6 GiB in the parent, past the 51.5 GB reserved for
+    its correctness cases.)"""
+    if programs <= 0 or not contexts:
+        return 0
+    parent = workers = 0
+    for ctx in contexts:
+        w = sum(t.numel() * t.element_size() for t in ctx.weight_tensors)
+        inp = sum(slot_bytes(s) for s in ctx.slots)
+        out = sum(ctx.output_nbytes)
+        parent = max(parent, case_memory.parent_share(inp, w, out))
+        calls = calls_per_batch(ctx, policy)
+        workers = max(workers, programs * (w + calls * (timed_call_bytes(ctx) + out)))
+    return max(parent, measured_parent_bytes) + workers
 
 
 def footprint_bytes(contexts, measured_parent_bytes: int) -> int:

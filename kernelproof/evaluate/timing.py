@@ -36,7 +36,7 @@ from kernelproof.measure.coverage import COVERAGE_MIN
 from kernelproof.measure.floor import for_device as launch_floor
 from kernelproof.measure.parent_clock import UNCONFIRMED
 from kernelproof.measure.session import Program, check_untimed_calls, time_steady, time_variant
-from kernelproof.options import EvalOptions
+from kernelproof.options import STEADY_ONLY, EvalOptions
 from kernelproof.task import variant_source
 from kernelproof.verdict import (
     SPEED_WITHHELD_INTERPRETER,
@@ -54,7 +54,6 @@ from kernelproof.verify.case_plan import VariantContext, make_inputs, reference_
 from kernelproof.verify.oracle_compare import Tolerance
 from kernelproof.wire.replies import reason_of
 
-STEADY_ONLY = ("compile:reduce-overhead", "compile:max-autotune")  # baselines of the steady regime
 NOT_TIMED_NOTE = (
     "not timed: the candidate's kernels ran in Triton's interpreter, whose speed says nothing about a "
     "kernel (--time-interpreted times it anyway)"

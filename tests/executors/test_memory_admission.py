@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from kernelproof import api, blame
-from kernelproof.evaluate.setup import footprint_bytes
+from kernelproof.evaluate.setup import footprint_bytes, timed_footprint_bytes
 from kernelproof.executors.device_memory import DeviceMemory
 from kernelproof.executors.local import LocalPool
-from kernelproof.options import EvalOptions
+from kernelproof.options import EvalOptions, TimingPolicy
 from kernelproof.task import load_task
 from kernelproof.verdict import Reason, ReasonCode
 from kernelproof.verify.case_plan import build_variant, make_inputs, reference_and_oracle
@@ -317,6 +317,62 @@ def test_the_footprint_counts_inputs_weights_outputs_and_what_setup_measured():
     estimate = 3 * (inp + w) + 5 * out + (w + 3 * inp + 3 * out)
     assert footprint_bytes([ctx], 0) == estimate
     assert footprint_bytes([ctx], 10**9) == 10**9 + (w + 3 * inp + 3 * out)
+
+
+def test_the_timed_rounds_count_a_batch_of_inputs_and_outputs_in_every_timed_worker(monkeypatch):
+    """The candidate's worker and each cold baseline's hold a batch's calls, each with inputs and
+    outputs of its own; the parent keeps its share. Large calls make fewer of them a batch."""
+    from kernelproof.measure import session
+
+    task = load_task(DATA / "tasks" / "scale_relu.py")
+    ctx = build_variant(task, "default", torch.device("cpu"), "train", 3)
+    reference_and_oracle(ctx, make_inputs(ctx, "normal", 1))
+    inp, w, out = 64 * 96 * 4, 2 * 96 * 4, 64 * 96 * 4
+    parent = 3 * (inp + w) + 5 * out
+    policy = TimingPolicy()  # five calls a batch
+    assert timed_footprint_bytes([ctx], 0, 2, policy) == parent + 2 * (w + 5 * (inp + out))
+    assert timed_footprint_bytes([ctx], 10**9, 3, policy) == 10**9 + 3 * (w + 5 * (inp + out))
+    assert timed_footprint_bytes([ctx], 10**9, 0, policy) == 0  # correctness only: nothing timed
+    monkeypatch.setattr(session, "TIMED_BATCH_BYTES", 2 * inp)  # a batch's room: two calls' inputs
+    assert timed_footprint_bytes([ctx], 0, 2, policy) == parent + 2 * (w + 2 * (inp + out))
+
+
+def test_a_timed_evaluation_reserves_its_rounds_and_records_both_phases():
+    v = api.evaluate(
+        str(DATA / "tasks" / "scale_relu.py"),
+        str(DATA / "solutions" / "plain_torch.py"),
+        EvalOptions(device="cpu", db="", seeds_per_case=1, baselines=("eager",), time_budget_s=0.2),
+    )
+    memory = v.environment["memory"]
+    assert 0 < memory["correctness_bytes"] < memory["footprint_bytes"], memory
+    only = api.evaluate(
+        str(DATA / "tasks" / "scale_relu.py"),
+        str(DATA / "solutions" / "plain_torch.py"),
+        EvalOptions(device="cpu", db="", seeds_per_case=1, correctness_only=True),
+    )
+    assert only.environment["memory"]["correctness_bytes"] == only.environment["memory"]["footprint_bytes"]
+
+
+@pytest.mark.parametrize(
+    ("cases", "weighed"), [((4, 4), 90 * 10**9), ((4, 2), 40 * 10**9), ((0, 0), 40 * 10**9)]
+)
+def test_a_failure_is_weighed_against_the_footprint_of_the_phase_it_came_in(cases, weighed):
+    """A kernel that crashes among its cases never reached the timed rounds: their memory is not
+    its excuse (too_large), nor is it a fact about its failure."""
+    from kernelproof.verdict import Correctness
+
+    v = _crashed_out_of_memory(TASK, SOL, "cpu")
+    memory = {"footprint_bytes": 90 * 10**9, "correctness_bytes": 40 * 10**9, "admission_wait_s": 0.0}
+    v = dataclasses.replace(
+        v,
+        environment={**v.environment, "memory": memory},
+        correctness=Correctness(*cases, 0.0, 0.0, "rel 1e-5", "fp32"),
+    )
+    pool = LocalPool(prespawn=False)
+    try:
+        assert blame.memory_facts(v, "cpu", pool).footprint_bytes == weighed
+    finally:
+        pool.close()
 
 
 @pytest.fixture
