@@ -204,8 +204,8 @@ class Coverage:
     aten_outside: tuple[str, ...] = ()  # CPU: ATen ops the profiled forward ran outside those launches
     # CPU: launches run by Triton's interpreter in the profiled forward; None: not counted (GPU)
     interpreted_launches: int | None = None
-    # CPU: launches of the profiled forward whose work was the reference's own ATen ops (a wrapper
-    # of torch ops, a Python impl behind a declared operator): ATen work, never the solution's kernels
+    # CPU: launches of the profiled forward whose work was ATen's (a wrapper of torch ops, a Python
+    # impl behind a declared operator, a binary calling ATen's kernels): never the solution's kernels
     aten_launches: int | None = None
 
 
@@ -213,8 +213,8 @@ SPEED_WITHHELD_INTERPRETER = "triton_interpreter"  # Claims.speed_withheld: inte
 # Claims.speed_withheld: the parent's gap check saw work outside the windows once, not confirmed
 # (a busy machine timed anyway, or not seen again in a confirmation round: measure/parent_clock.py)
 SPEED_WITHHELD_UNCONFIRMED = "timing_unconfirmed"
-# Claims.speed_withheld: on the CPU the solution's only launches ran the reference's own ATen ops (a
-# wrapper of torch ops): the time is ATen's, not a kernel's (measure/accounting.py, aten_launches)
+# Claims.speed_withheld: on the CPU the solution's only launches ran ATen's work (a wrapper of torch
+# ops): the time is ATen's, not a kernel's (measure/accounting.py, aten_launches)
 SPEED_WITHHELD_ATEN = "aten_launches"
 REFERENCE_OPS_OUTSIDE = "reference_ops_outside_kernels"  # flag: the reference's own ATen ops ran outside
 

@@ -250,16 +250,17 @@ def kernel_identity(setup: Setup, worker: WorkerProcess) -> KernelIdentity:
     code defines (kernelproof/measure/attribution.py)."""
     built = built_names(getattr(worker, "private", None))
     jitted = frozenset(setup.solution.file.triage.kernel_names)
-    return KernelIdentity(built.built, jitted, frozenset(), built.binaries)
+    return KernelIdentity(built.built, jitted, frozenset(), built.binaries, built.aten_imports)
 
 
 def aten_launch_flag(coverage: Coverage | None) -> str | None:
-    """``plain_torch`` for a CPU forward whose only launches ran the reference's own ATen ops (a
-    wrapper around torch ops): judged as plain PyTorch is, with no speed claim (claims.py)."""
+    """``plain_torch`` for a CPU forward whose only launches ran ATen's work (a wrapper around torch
+    ops, or a binary that calls ATen's kernels directly): judged as plain PyTorch is, with no speed
+    claim (claims.py)."""
     if coverage is None or not coverage.aten_launches or coverage.custom_launches:
         return None
     return (
-        "plain_torch: the solution's launches ran the reference's own ATen ops "
+        "plain_torch: the solution's launches ran ATen's work "
         f"({', '.join(coverage.aten_outside[:8]) or 'none listed'}) and no kernel of its own: ATen work behind a "
         "wrapper is judged as plain PyTorch"
     )

@@ -220,12 +220,14 @@ def account_cpu(
         launches = _launches(reply.get("launches", []))
         unwatched = _launches(reply.get("unwatched", []))
         outside = tuple(str(op) for op, _calls in reply.get("aten_outside", []))
-        inside = [(str(label), str(op)) for label, op, _calls in reply.get("aten_in_launches", [])]
+        inside = [(str(label), str(op), int(n)) for label, op, _calls, n in reply.get("aten_in_launches", [])]
     except (TypeError, ValueError):
         worker.kill()
         raise WorkerDied("crash", "the candidate's worker sent a malformed profile reply") from None
-    wrappers = aten_launches(inside, reference)
-    in_launches = [op for label, op in inside if label in wrappers or op in (reference or ())]
+    wrappers = aten_launches(inside, reference, input_elements(ctx) // EPILOGUE_INPUT_FRACTION)
+    if identity.aten_imports:  # its binary calls ATen's kernels where the profiler cannot see them
+        wrappers |= {name for name, _returned in launches if name.startswith("extension:")}
+    in_launches = [op for label, op, _n in inside if label in wrappers or op in (reference or ())]
     aten = tuple(dict.fromkeys((*outside, *in_launches)))
 
     def is_mine(name: str) -> bool:
@@ -238,7 +240,7 @@ def account_cpu(
         None,
         (),
         policy,
-        cpu_note(launches, mine, aten, sorted(wrappers)),
+        cpu_note(launches, mine, aten, sorted(wrappers), sorted(identity.aten_imports)),
         custom_launches=min(len(mine), len(mine_unwatched)),
         aten_outside=aten,
         interpreted_launches=sum(1 for name, returned in launches if returned and name.startswith("triton:")),
@@ -249,12 +251,52 @@ def account_cpu(
     return cov, cpu_reason(launches, mine, mine_unwatched, aten)
 
 
-def aten_launches(inside: list[tuple[str, str]], reference: frozenset[str] | None) -> frozenset[str]:
-    """The extension launches (``extension:<name>``) of the profiled forward that ran one of the
-    reference's own ATen ops: their work is ATen's, whatever ran around it. A Triton launch's ATen
-    ops are its interpreter's argument copies, never listed (kernelproof/worker/profiling.py)."""
+# ATen ops that only allocate, fill or copy: an extension's bookkeeping around its own loops
+# (``x.contiguous()``, an output filled first), never its computation, unless the reference's own
+# ops are these (a copy task: then they are listed as the reference's). The ops that do no work at
+# all (views, empty) are never reported (kernelproof/worker/profiling.py, NO_WORK_OPS).
+BOOKKEEPING_OPS = frozenset(
+    {
+        "aten::clone",
+        "aten::copy_",
+        "aten::_copy_from",
+        "aten::_copy_from_and_resize",
+        "aten::_to_copy",
+        "aten::resize_as_",
+        "aten::empty_permuted",
+        "aten::scalar_tensor",
+        "aten::zero_",
+        "aten::fill_",
+        "aten::zeros",
+        "aten::zeros_like",
+        "aten::new_zeros",
+        "aten::ones",
+        "aten::ones_like",
+        "aten::new_ones",
+        "aten::full",
+        "aten::full_like",
+        "aten::new_full",
+    }
+)
+
+
+def aten_launches(
+    inside: list[tuple[str, str, int]], reference: frozenset[str] | None, small_elements: int
+) -> frozenset[str]:
+    """The extension launches (``extension:<name>``) of the profiled forward whose work was ATen's:
+    one that ran one of the reference's own ops, or another ATen op that computes (all but
+    :data:`BOOKKEEPING_OPS`) over the task's data: an input larger than `small_elements` (1/16 of
+    the task's inputs' elements, as on the GPU: kernelproof/measure/coverage.py). ``return x * (x >
+    0);`` in a wrapper is ATen's relu all the same; a kernel of its own that sums its partial
+    results with ``aten::sum`` stays the solution's. A Triton launch's ATen ops are its
+    interpreter's argument copies, never listed (kernelproof/worker/profiling.py)."""
     ops = reference or frozenset()
-    return frozenset(label for label, op in inside if label.startswith("extension:") and op in ops)
+    return frozenset(
+        label
+        for label, op, largest in inside
+        if label.startswith("extension:")
+        and (op in ops or (op not in BOOKKEEPING_OPS and largest > small_elements))
+    )
 
 
 def _launches(rows: list) -> list[tuple[str, bool]]:
@@ -298,7 +340,11 @@ def launch_is_own(label: str, own: KernelIdentity | Iterable[str]) -> bool:
 
 
 def cpu_note(
-    launches: list[tuple[str, bool]], mine: list[str], aten: tuple[str, ...], wrappers: list[str] = ()
+    launches: list[tuple[str, bool]],
+    mine: list[str],
+    aten: tuple[str, ...],
+    wrappers: list[str] = (),
+    imports: list[str] = (),
 ) -> str:
     """What the CPU profile saw, in one line of the coverage note."""
     counted: dict[str, int] = {}
@@ -310,7 +356,12 @@ def cpu_note(
     if others:
         parts.append(f"other launches (raised, or not the solution's): {', '.join(others)}")
     if wrappers:
-        parts.append(f"launches that ran the reference's own ATen ops (ATen work): {', '.join(wrappers)}")
+        parts.append(f"launches that ran ATen's work (ATen ops inside them): {', '.join(wrappers)}")
+    if imports:
+        parts.append(
+            "its binary calls ATen's kernels without the dispatcher, where no profiler sees them, or "
+            f"looks functions up at run time: {', '.join(imports[:6])}"
+        )
     parts.append(f"ATen ops outside them: {', '.join(aten) if aten else 'none'}")
     return "; ".join(parts)
 

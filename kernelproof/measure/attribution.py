@@ -21,6 +21,12 @@ and torch.compile: :attr:`KernelIdentity.baseline`), is never the solution's, wh
 a Triton kernel named after inductor's ``triton_poi_fused_...`` that the compile baseline also
 runs is the baseline's. Memory copies and sets are no kernel of anyone's.
 
+On the CPU an extension's launch is judged by what it runs: the ATen ops the profiler sees inside
+it (kernelproof/measure/accounting.py), and the ATen entry points its binary imports that do
+their work without the dispatcher, where no profiler sees them (``at::cpu::clamp_min``,
+``at::native::...``: :data:`ATEN_KERNEL_NAMESPACES`), or a run-time symbol lookup (``dlsym``),
+which hides what it calls (:func:`aten_imports`).
+
 The profile that lists the kernels is the worker's report (its profiler runs in the candidate's
 process): a name in it counts for the solution only when it is one of these, so a forged row
 naming anything else gains nothing, and kernelproof/measure/accounting.py checks the profile's
@@ -65,12 +71,29 @@ FOREIGN_NAMESPACES = frozenset(
         "__gnu_cxx",
     }
 )
+# ATen's kernels called without the dispatcher (no profiler event, no dispatch key): the per-backend
+# wrappers of structured and composite kernels and the kernels themselves. An extension importing
+# one runs ATen's work inside its own launch unseen. (``at::`` names at the top, ``at::empty`` and
+# the like, go through the dispatcher: the profiler sees their work.)
+ATEN_KERNEL_NAMESPACES = (
+    "at::cpu::",
+    "at::cuda::",
+    "at::native::",
+    "at::meta::",
+    "at::compositeexplicitautograd::",
+    "at::compositeexplicitautogradnonfunctional::",
+    "at::compositeimplicitautograd::",
+    "at::compositeimplicitautogradnestedtensor::",
+)
+# Symbols that find functions at run time: what the binary then calls cannot be read from it.
+RUNTIME_LOOKUP = frozenset({"dlsym", "dlvsym"})
 _MEMORY_ACTIVITY = re.compile(r"^(Memcpy|Memset)\b|^\[?memcpy|^\[?memset", re.IGNORECASE)
 _ANONYMOUS = "(anonymous namespace)"
 MAX_BINARY_BYTES = 1 << 30  # a file larger than this under the worker's folder is not read
 _ELF_MAGIC = b"\x7fELF"
 _SYMBOL_TABLES = (2, 11)  # SHT_SYMTAB, SHT_DYNSYM
 _FUNCTION = 2  # STT_FUNC
+_NOTYPE = 0  # STT_NOTYPE
 _EM_CUDA = 190  # e_machine of a cubin: every function in it is device code
 # nvcc's host stub of a __global__ function is named this prefix and the kernel's mangled name (an
 # ``extern "C"`` kernel's stub carries the C++ mangling of its signature): only these are kernels
@@ -114,6 +137,8 @@ class KernelIdentity:
     jitted: frozenset[str] = frozenset()  # Triton kernels its code defines (syntax tree)
     baseline: frozenset[str] = frozenset()  # kernels the baselines' own profiles showed
     binaries: int = 0  # binaries the parent built for it (0: no extension or cubin of its own)
+    # ATen kernels its host binaries call without the dispatcher, or a run-time lookup (aten_imports)
+    aten_imports: frozenset[str] = frozenset()
 
     @property
     def own(self) -> frozenset[str]:
@@ -125,7 +150,9 @@ class KernelIdentity:
     def with_baseline(self, names: Iterable[str]) -> KernelIdentity:
         """The same identity, with the kernels of the baselines' profiles (raw names) set apart."""
         extra = frozenset(qualified_name(n) for n in names) - {""}
-        return KernelIdentity(self.built, self.jitted, self.baseline | extra, self.binaries)
+        return KernelIdentity(
+            self.built, self.jitted, self.baseline | extra, self.binaries, self.aten_imports
+        )
 
     def shadowed(self) -> tuple[str, ...]:
         """The solution's kernel names a baseline's profile also shows (never the solution's)."""
@@ -156,6 +183,7 @@ def built_names(folder: str | Path | None, skip: tuple[str, ...] = ("solution",)
     if not root.is_dir():
         return KernelIdentity()
     mangled: set[str] = set()
+    imported: set[str] = set()
     binaries = 0
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root).parts
@@ -173,16 +201,37 @@ def built_names(folder: str | Path | None, skip: tuple[str, ...] = ("solution",)
         found = elf_functions(data)
         if found is not None:
             binaries += 1
-            mangled |= (
-                found if elf_machine(data) == _EM_CUDA else kernel_stubs(found) | registered(data, found)
-            )
+            if elf_machine(data) == _EM_CUDA:  # a cubin: every function in it is device code
+                mangled |= found
+            else:
+                mangled |= kernel_stubs(found) | registered(data, found)
+                imported |= elf_functions(data, imported=True) or set()
     names = {qualified_name(n) for n in demangled(sorted(mangled)).values()} - {""}
-    return KernelIdentity(built=frozenset(names), binaries=binaries)
+    return KernelIdentity(built=frozenset(names), binaries=binaries, aten_imports=aten_imports(imported))
 
 
-def elf_functions(data: bytes) -> set[str] | None:
+def aten_imports(imported: Iterable[str]) -> frozenset[str]:
+    """Of a host binary's imported symbols, those that run ATen's kernels out of the profiler's
+    sight (:data:`ATEN_KERNEL_NAMESPACES`, ``at::_ops::<op>::redispatch``) or look functions up at
+    run time (:data:`RUNTIME_LOOKUP`), demangled (their parameters left out)."""
+    names = sorted(set(imported))
+    out = set()
+    for raw, full in demangled(names).items():
+        base = full.split("(", 1)[0].strip()
+        if raw in RUNTIME_LOOKUP or raw.split("@", 1)[0] in RUNTIME_LOOKUP:
+            out.add(raw.split("@", 1)[0])
+        elif base.startswith(ATEN_KERNEL_NAMESPACES) or (
+            base.startswith("at::_ops::") and base.endswith("::redispatch")
+        ):
+            out.add(base)
+    return frozenset(out)
+
+
+def elf_functions(data: bytes, imported: bool = False) -> set[str] | None:
     """The defined function symbols of a 64-bit little-endian ELF file (None: not one). Both symbol
-    tables are read: an extension's ``__global__`` host stubs are local symbols of ``.symtab``."""
+    tables are read: an extension's ``__global__`` host stubs are local symbols of ``.symtab``.
+    `imported`: the undefined ones instead, the functions it calls from other libraries (their
+    type is a function's or none, as a linker leaves an import it never resolved)."""
     if len(data) < 64 or data[:4] != _ELF_MAGIC or data[4] != 2 or data[5] != 1:
         return None
     try:
@@ -197,7 +246,11 @@ def elf_functions(data: bytes) -> set[str] | None:
             strings = data[str_off : str_off + str_size]
             for at in range(offset, offset + size - entsize + 1, entsize):
                 st_name, st_info, _other, st_shndx = struct.unpack_from("<IBBH", data, at)
-                if st_info & 0xF != _FUNCTION or st_shndx == 0 or not st_name:
+                if not st_name:
+                    continue
+                if imported and (st_shndx != 0 or st_info & 0xF not in (_FUNCTION, _NOTYPE)):
+                    continue
+                if not imported and (st_info & 0xF != _FUNCTION or st_shndx == 0):
                     continue
                 end = strings.find(b"\0", st_name)
                 names.add(strings[st_name : end if end >= 0 else None].decode("utf-8", "replace"))

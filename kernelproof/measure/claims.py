@@ -65,7 +65,7 @@ def cpu_claims(backend: str, coverage: Coverage | None, reference_ops: frozenset
     if interpreted:
         parts.append("speed is not a claim: the kernels ran in Triton's interpreter")
     elif wrapped:
-        parts.append("speed is not a claim: the solution's launches ran only the reference's own ATen ops")
+        parts.append("speed is not a claim: the solution's launches ran ATen's work, no kernel of its own")
     if outside:
         parts.append(
             f"the forward ran the reference's own {', '.join(outside)} outside the solution's kernels"
@@ -98,7 +98,7 @@ UNCONFIRMED_NOTE = (
 
 
 ATEN_NOTE = (
-    "withheld: the solution's launches ran only the reference's own ATen ops (a wrapper of torch ops: "
+    "withheld: the solution's launches ran ATen's work, no kernel of its own (a wrapper of torch ops: "
     "claims.speed_withheld), so the time is ATen's; the measured times are under timing"
 )
 

@@ -293,8 +293,9 @@ REPLIES: dict[str, Kind] = {
             "launches": items(row(NAME, boolean)),
             "unwatched": items(row(NAME, boolean)),
             "aten_outside": items(row(NAME, integer(0, 1 << 31))),
-            # the ATen ops that did work inside each extension launch: [launch label, op, calls]
-            "aten_in_launches": items(row(NAME, NAME, integer(0, 1 << 31))),
+            # the ATen ops that did work inside each extension launch: [launch label, op, calls,
+            # the largest input any call had, in elements]
+            "aten_in_launches": items(row(NAME, NAME, integer(0, 1 << 31), integer(0, 1 << 62))),
             "unmarked": text(4096),
         },
     ),

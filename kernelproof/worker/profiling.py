@@ -122,18 +122,24 @@ def _op_elements(prof: Any) -> dict[str, int]:
         kernels = getattr(ev, "kernels", None) or []
         if not kernels:
             continue
-        largest = 0
-        for shape in getattr(ev, "input_shapes", None) or []:
-            if not isinstance(shape, (list, tuple)) or not all(isinstance(d, int) for d in shape):
-                largest = UNKNOWN_SIZE  # a list of tensors (cat, stack): not known to be small
-                break
-            n = 1
-            for d in shape:
-                n *= d
-            largest = max(largest, n if shape else 1)
+        largest = _largest_input(ev)
         for k in kernels:
             out[k.name] = max(out.get(k.name, -1), largest)
     return out
+
+
+def _largest_input(ev: Any) -> int:
+    """The largest tensor input of a profiled op, in elements (shapes recorded); a list of tensors
+    (cat, stack) is not known to be small: :data:`UNKNOWN_SIZE`."""
+    largest = 0
+    for shape in getattr(ev, "input_shapes", None) or []:
+        if not isinstance(shape, (list, tuple)) or not all(isinstance(d, int) for d in shape):
+            return UNKNOWN_SIZE
+        n = 1
+        for d in shape:
+            n *= d
+        largest = max(largest, n if shape else 1)
+    return largest
 
 
 def profile_cpu(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
@@ -169,7 +175,7 @@ def profile_cpu(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tenso
         unwatched = marks.stop()
         what = "the profiled call"
         marks.start()
-        with cpu_profiler(use_cpu=True, use_kineto=True) as prof:
+        with cpu_profiler(use_cpu=True, use_kineto=True, record_shapes=True) as prof:
             calls.call(state, args)
     except BaseException as exc:  # noqa: BLE001
         marks.stop()
@@ -216,21 +222,24 @@ def _split(events: Any) -> tuple[int, list[tuple[str, int]]]:
     return ranges, list(counts.items())
 
 
-def _inside_extensions(events: Any) -> list[tuple[str, str, int]]:
-    """[(launch label, ATen op, calls)]: the outermost ops that do work inside each extension
-    launch's range (``extension:<name>``), the reference's own among them counted by the parent as
-    ATen work (kernelproof.measure.accounting). A Triton launch's ops are its interpreter's argument
-    copies and are left out: its kernel's body cannot call ATen."""
-    counts: dict[tuple[str, str], int] = {}
+def _inside_extensions(events: Any) -> list[tuple[str, str, int, int]]:
+    """[(launch label, ATen op, calls, largest input)]: the outermost ops that do work inside each
+    extension launch's range (``extension:<name>``), with the largest input any of its calls had,
+    in elements. The parent counts an op over the task's data as ATen work, and one over a small
+    tensor (the sum of a kernel's partial results) as the launch's epilogue
+    (kernelproof.measure.accounting). A Triton launch's ops are its interpreter's argument copies
+    and are left out: its kernel's body cannot call ATen."""
+    counts: dict[tuple[str, str], list[int]] = {}
     for ev in events:
         name = str(ev.name)
         if not name.startswith("aten::") or name in NO_WORK_OPS:
             continue
         around = _enclosing(ev)
         if around is not None and around.startswith(PREFIX + EXTENSION + ":"):
-            key = (around.removeprefix(PREFIX), name)
-            counts[key] = counts.get(key, 0) + 1
-    return [(label, op, calls) for (label, op), calls in counts.items()]
+            entry = counts.setdefault((around.removeprefix(PREFIX), name), [0, 0])
+            entry[0] += 1
+            entry[1] = max(entry[1], _largest_input(ev))
+    return [(label, op, n, largest) for (label, op), (n, largest) in counts.items()]
 
 
 def _enclosing(ev: Any) -> str | None:

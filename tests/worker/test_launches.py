@@ -104,6 +104,8 @@ class _Reply:
 
 class _CpuContext:
     device = torch.device("cpu")
+    # one float input of 64 x 96: an ATen op over at most 384 elements is over a small tensor
+    slots = [types.SimpleNamespace(shape=(64, 96), dtype="float32", kind="float")]
 
     def input_spec(self):
         return {}, []
@@ -143,15 +145,16 @@ def test_an_extension_launch_where_the_parent_built_nothing_is_not_the_solutions
     assert cov.custom_launches == 0 and reason is not None and reason.code.value == "no_custom_kernel"
 
 
-def _wrapper_reply(op: str = "aten::relu") -> dict:
-    """A load_inline function whose body is ``return torch::relu(x);``, as the worker reports it."""
+def _wrapper_reply(op: str = "aten::relu", largest: int = 64 * 96, *more) -> dict:
+    """A load_inline function whose body is ``return torch::relu(x);``, as the worker reports it:
+    each op inside the launch with the largest input it had, in elements."""
     launched = [["extension:relu_forward", True]]
     return {
         "ok": True,
         "launches": launched,
         "unwatched": launched,
         "aten_outside": [],
-        "aten_in_launches": [["extension:relu_forward", op, 1]],
+        "aten_in_launches": [["extension:relu_forward", op, 1, largest], *more],
     }
 
 
@@ -161,21 +164,51 @@ def test_a_launch_that_ran_the_references_own_op_is_aten_work_judged_as_plain_to
     assert reason is None  # as plain PyTorch on the CPU: a pass, flagged (evaluate/timing.py)
     assert cov.custom_launches == 0 and cov.aten_launches == 1
     assert cov.aten_outside == ("aten::relu",)  # listed and counted as if it ran outside
-    assert "ATen work" in cov.note and "extension:relu_forward" in cov.note
+    assert "ATen's work" in cov.note and "extension:relu_forward" in cov.note
     claims = cpu_claims("cuda", cov, reference)
     assert not claims.speed and claims.speed_withheld == SPEED_WITHHELD_ATEN
     assert claims.reference_ops_outside == ("aten::relu",)
 
 
-def test_an_extension_launch_running_only_ops_the_reference_does_not_is_the_solutions():
-    """An extension that allocates or sums partial results with an op the reference never runs is
-    still the solution's kernel; only the reference's own work inside a launch is ATen's."""
+def test_an_extension_that_sums_its_partial_results_with_aten_is_still_the_solutions():
+    """Its own loops did the work; the ATen op it ran (one the reference never runs) was over a
+    small tensor (48 partial sums), and a copy of the input never counts."""
     reference = frozenset({"aten::relu"})
-    cov, reason = account_cpu(
-        _Reply(_wrapper_reply("aten::sum")), _CpuContext(), 1, BUILT, "strict", 10, reference
-    )
+    partials = _wrapper_reply("aten::sum", 48, ["extension:relu_forward", "aten::clone", 1, 64 * 96])
+    cov, reason = account_cpu(_Reply(partials), _CpuContext(), 1, BUILT, "strict", 10, reference)
     assert reason is None and cov.custom_launches == 1 and cov.aten_launches == 0
     assert cpu_claims("cuda", cov, reference).speed
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        # ``return x * (x > 0);`` for a relu whose reference runs aten::relu: other ops, same work
+        (("aten::gt", 64 * 96), ("aten::mul", 64 * 96)),
+        (("aten::cat", 1 << 62),),  # a list of tensors: not known to be small
+        (("aten::where", 385),),  # just past 1/16 of the inputs
+    ],
+)
+def test_a_launch_whose_aten_ops_worked_on_the_task_s_data_is_aten_work_too(rows):
+    reference = frozenset({"aten::relu", "aten::clamp_min"})
+    (op, largest), *rest = rows
+    more = [["extension:relu_forward", o, 1, n] for o, n in rest]
+    reply = _wrapper_reply(op, largest, *more)
+    cov, reason = account_cpu(_Reply(reply), _CpuContext(), 1, BUILT, "strict", 10, reference)
+    assert reason is None and cov.custom_launches == 0 and cov.aten_launches == 1
+    assert set(cov.aten_outside) == {o for o, _ in rows}
+    assert not cpu_claims("cuda", cov, reference).speed
+
+
+def test_a_binary_calling_atens_kernels_past_the_dispatcher_runs_aten_work_unseen():
+    """``at::cpu::clamp_min`` in a wrapper leaves no profiler event: its binary's imports say it."""
+    imports = KernelIdentity(binaries=1, aten_imports=frozenset({"at::cpu::clamp_min"}))
+    reply = {**_wrapper_reply(), "aten_in_launches": []}
+    reference = frozenset({"aten::relu"})
+    cov, reason = account_cpu(_Reply(reply), _CpuContext(), 1, imports, "strict", 10, reference)
+    assert reason is None and cov.custom_launches == 0 and cov.aten_launches == 1
+    assert "at::cpu::clamp_min" in cov.note
+    assert not cpu_claims("cuda", cov, reference).speed
 
 
 @pytest.fixture
@@ -218,8 +251,8 @@ def test_an_extension_functions_call_is_a_launch_once_it_returns(restored):
 class _Event:
     """A profiler event: its name and the event it is nested in."""
 
-    def __init__(self, name, parent=None):
-        self.name, self.cpu_parent = name, parent
+    def __init__(self, name, parent=None, shapes=()):
+        self.name, self.cpu_parent, self.input_shapes = name, parent, list(shapes)
 
 
 def test_only_the_outermost_ops_that_compute_are_listed_outside_the_launches():
@@ -248,7 +281,7 @@ def test_the_ops_inside_an_extension_launch_are_reported_by_launch_and_a_triton_
     ext = _Event("kernelproof.launch:extension:kp_ops::relu")
     dispatched = _Event("kp_ops::relu", ext)  # the operator's own dispatcher event
     triton = _Event("kernelproof.launch:triton:k")
-    relu = _Event("aten::relu", dispatched)
+    relu = _Event("aten::relu", dispatched, shapes=[[64, 96]])
     events = [
         ext,
         dispatched,
@@ -259,7 +292,8 @@ def test_the_ops_inside_an_extension_launch_are_reported_by_launch_and_a_triton_
         _Event("aten::copy_", triton),  # the interpreter's argument copy
         _Event("aten::relu"),  # outside every launch
     ]
-    assert _inside_extensions(events) == [("extension:kp_ops::relu", "aten::relu", 1)]
+    # each op with the largest input it had, in elements
+    assert _inside_extensions(events) == [("extension:kp_ops::relu", "aten::relu", 1, 64 * 96)]
 
 
 def test_a_custom_operator_the_build_registered_is_a_launch_through_torch_ops(restored):
