@@ -224,8 +224,8 @@ def _split(events: Any) -> tuple[int, list[tuple[str, int]]]:
 
 def _inside_extensions(events: Any) -> list[tuple[str, str, int, int]]:
     """[(launch label, ATen op, calls, largest input)]: the outermost ops that do work inside each
-    extension launch's range (``extension:<name>``), with the largest input any of its calls had,
-    in elements. The parent counts an op over the task's data as ATen work, and one over a small
+    extension launch's range (``extension:<name>``), with the largest input any of its calls, or
+    any op it ran, had, in elements. The parent counts an op over the task's data as ATen work, and one over a small
     tensor (the sum of a kernel's partial results) as the launch's epilogue
     (kernelproof.measure.accounting). A Triton launch's ops are its interpreter's argument copies
     and are left out: its kernel's body cannot call ATen."""
@@ -238,8 +238,18 @@ def _inside_extensions(events: Any) -> list[tuple[str, str, int, int]]:
         if around is not None and around.startswith(PREFIX + EXTENSION + ":"):
             entry = counts.setdefault((around.removeprefix(PREFIX), name), [0, 0])
             entry[0] += 1
-            entry[1] = max(entry[1], _largest_input(ev))
+            entry[1] = max(entry[1], _largest_within(ev))
     return [(label, op, n, largest) for (label, op), (n, largest) in counts.items()]
+
+
+def _largest_within(ev: Any, depth: int = 0) -> int:
+    """The largest tensor input of an op and of every op it ran: ``aten::einsum``'s arguments are
+    recorded as a list its shapes do not show, its ``aten::bmm``'s are not."""
+    largest = _largest_input(ev)
+    if depth < 32:
+        for child in getattr(ev, "cpu_children", None) or []:
+            largest = max(largest, _largest_within(child, depth + 1))
+    return largest
 
 
 def _enclosing(ev: Any) -> str | None:

@@ -253,6 +253,9 @@ class _Event:
 
     def __init__(self, name, parent=None, shapes=()):
         self.name, self.cpu_parent, self.input_shapes = name, parent, list(shapes)
+        self.cpu_children = []
+        if parent is not None:
+            parent.cpu_children.append(self)
 
 
 def test_only_the_outermost_ops_that_compute_are_listed_outside_the_launches():
@@ -294,6 +297,18 @@ def test_the_ops_inside_an_extension_launch_are_reported_by_launch_and_a_triton_
     ]
     # each op with the largest input it had, in elements
     assert _inside_extensions(events) == [("extension:kp_ops::relu", "aten::relu", 1, 64 * 96)]
+
+
+def test_an_op_whose_arguments_are_a_list_is_as_large_as_what_it_ran():
+    """``torch::einsum("ij,jk->ik", {x, w})`` in a wrapper: the profiler records its arguments with
+    no shapes, its aten::bmm with theirs; the GEMM is over the task's data, not a small tensor."""
+    from kernelproof.worker.profiling import _inside_extensions
+
+    ext = _Event("kernelproof.launch:extension:matmul_forward")
+    einsum = _Event("aten::einsum", ext, shapes=[[], [], []])
+    _Event("aten::bmm", einsum, shapes=[[1, 64, 32], [1, 32, 16]])
+    events = [ext, einsum, *einsum.cpu_children]
+    assert _inside_extensions(events) == [("extension:matmul_forward", "aten::einsum", 1, 64 * 32)]
 
 
 def test_a_custom_operator_the_build_registered_is_a_launch_through_torch_ops(restored):
