@@ -39,18 +39,17 @@ if TYPE_CHECKING:
 Judge = Callable[[Submitted, Submitted, EvalOptions], Verdict]
 
 
-RUN_ALONE_CODES = frozenset(
-    {ReasonCode.TOO_LARGE, ReasonCode.CRASH, ReasonCode.INTERNAL_ERROR, ReasonCode.MISSING_RESULT}
-)
+RUN_ALONE_CODES = frozenset({ReasonCode.TOO_LARGE, ReasonCode.CRASH, ReasonCode.INTERNAL_ERROR})
 
 
 def worth_running_alone(verdict: Verdict) -> bool:
     """Could the evaluation have failed for want of GPU memory while it shared the device: the
-    parent's own (too_large), a worker that died, a worker's harness step that failed, or a case's
-    inputs it could not place on the device (missing_result: kernelproof/worker/case_runs.py)?
-    Decided by codes, never by a reason's text (the solution writes that): running it again alone
-    only gathers facts, it blames no one. A runtime error is left out, though memory-shaped for
-    the reference's re-run: a wrong kernel's exception is common, and each re-run holds the device."""
+    parent's own (too_large), a worker that died or ran out of memory (crash: a forward's
+    out-of-memory, or a case's inputs the worker could not place on the device), a worker's
+    harness step that failed? Decided by codes, never by a reason's text (the solution writes
+    that): running it again alone only gathers facts, it blames no one. A runtime error is left
+    out, though memory-shaped for the reference's re-run: a wrong kernel's exception is common,
+    and each re-run holds the device."""
     codes = {r.code for r in verdict.reasons}
     return bool(codes & RUN_ALONE_CODES)
 

@@ -25,13 +25,10 @@ from kernelproof.verdict import ReasonCode, Verdict
 
 # Failures a lack of device memory can take the form of: a worker that died (crash), a forward
 # that raised torch.OutOfMemoryError (crash), a harness step in the worker that could not
-# allocate (crash: exit status 3; missing_result: a case's inputs it could not place on the
-# device, lent or sent over the wire: kernelproof/worker/case_runs.py). On an H100, KernelBench
-# level1/94_MSELoss (two 4 GiB inputs) beside three other evaluations: an honest Triton kernel was
-# stored as missing_result, its worker unable to place its inputs, and never run again alone.
-MEMORY_SHAPED = frozenset(
-    {ReasonCode.CRASH, ReasonCode.RUNTIME_ERROR, ReasonCode.INTERNAL_ERROR, ReasonCode.MISSING_RESULT}
-)
+# allocate (crash: exit status 3, or a case's inputs it could not place on the device:
+# kernelproof/worker/case_runs.py; on an H100, KernelBench level1/94_MSELoss's two 4 GiB inputs
+# beside three other evaluations, once reported as missing_result and stored as the candidate's).
+MEMORY_SHAPED = frozenset({ReasonCode.CRASH, ReasonCode.RUNTIME_ERROR, ReasonCode.INTERNAL_ERROR})
 # An evaluation whose footprint is at least this share of the memory admitted for the device is
 # close enough to its edge that a failure is worth the reference's re-run alone (on an H200,
 # KernelBench level1/21_Sigmoid: 137 GB estimated of 138 GB admitted, and the worker's poison fill

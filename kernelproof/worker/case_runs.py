@@ -43,11 +43,12 @@ def run(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
             args, originals = case.inputs(repeat)
         except _Unmapped as exc:  # the parent sends them again over the wire
             # Read as a failure only where the parent lent nothing (kernelproof.host.process,
-            # request_outputs): then the claim is a result owed and not delivered, the candidate's,
-            # unless the parent's own facts find the device short of memory (kernelproof/blame.py:
-            # run again alone, the reference's re-run).
+            # request_outputs): then the claim is a result owed and not delivered, the candidate's.
+            # Out of device memory it is a crash, which the parent's own facts weigh (run again
+            # alone beside neighbours, the reference's re-run near the edge: kernelproof/blame.py).
+            code = ReasonCode.CRASH if exc.out_of_memory else ReasonCode.MISSING_RESULT
             message = f"could not place the case's inputs on {state.device}: {exc}"
-            return failure(ReasonCode.MISSING_RESULT, message, handoff="failed"), []
+            return failure(code, message, handoff="failed"), []
         with hooks.quiet():
             poison.fill(state.device, h.get("poison_bytes", []))
         case.lap("poison")
@@ -70,7 +71,12 @@ def run(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
 
 
 class _Unmapped(Exception):
-    """An input the parent lent on the device could not be mapped here."""
+    """A case's input could not be placed on the device here: lent by the parent and not mapped,
+    or sent over the wire and not copied (`out_of_memory`: the device had no room for it)."""
+
+    def __init__(self, message: str, out_of_memory: bool = False) -> None:
+        super().__init__(message)
+        self.out_of_memory = out_of_memory
 
 
 class _Case:
@@ -116,7 +122,7 @@ class _Case:
                     try:
                         self.sent = _received(self.state, h["args"], self.tensors, h.get("from"))
                     except Exception as exc:  # noqa: BLE001
-                        raise _Unmapped(str(exc)) from None
+                        raise _Unmapped(str(exc), isinstance(exc, torch.OutOfMemoryError)) from None
                 args = [self.sent[a["t"]].clone() if "t" in a else a["v"] for a in h["args"]]
                 originals = [(i, self.sent[a["t"]]) for i, a in enumerate(h["args"]) if "t" in a]
             if repeat == 0:

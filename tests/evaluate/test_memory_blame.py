@@ -228,8 +228,8 @@ def test_the_reference_alone_runs_through_the_phase_the_candidate_failed_in(
 @pytest.mark.parametrize(
     ("code", "again"),
     [
-        (ReasonCode.MISSING_RESULT, True),  # a case's inputs its worker could not place
-        (ReasonCode.CRASH, True),
+        (ReasonCode.CRASH, True),  # out of memory, a forward's or placing a case's inputs
+        (ReasonCode.MISSING_RESULT, False),  # a timed output overwritten: a cheat, never the device's
         (ReasonCode.TOO_LARGE, True),
         (ReasonCode.RUNTIME_ERROR, False),  # a wrong kernel's exception: never worth the device
         (ReasonCode.MISMATCH, False),
@@ -239,8 +239,8 @@ def test_a_failure_that_shared_the_device_runs_again_alone_when_memory_could_exp
     monkeypatch, code, again
 ):
     """On an H100, KernelBench level1/94_MSELoss beside three other evaluations: the worker of an
-    honest Triton kernel could not place its two 4 GiB inputs (missing_result), and the verdict was
-    stored as the candidate's. Alone on the device it is judged on its merit."""
+    honest Triton kernel could not place its two 4 GiB inputs (then missing_result, now a crash),
+    and the verdict was stored as the candidate's. Alone on the device it is judged on its merit."""
     from kernelproof.executors.device_memory import DeviceMemory
     from kernelproof.executors.local import LocalPool
 

@@ -132,3 +132,30 @@ def test_a_failed_profile_is_a_note_with_its_code_and_an_unknown_code_a_crash():
     with pytest.raises(WorkerDied):
         accounting.account(unknown, _CudaContext(), 1, (), "custom", 10)
     assert unknown.killed
+
+
+@pytest.mark.parametrize(
+    ("raised", "code"),
+    [
+        (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 4.00 GiB"), "crash"),
+        (ValueError("bad"), "missing_result"),
+    ],
+)
+def test_a_case_whose_inputs_cannot_be_placed_is_a_crash_when_the_device_is_full(monkeypatch, raised, code):
+    """On an H100, KernelBench level1/94_MSELoss beside three other evaluations: the worker could
+    not copy its two 4 GiB inputs onto the device. Out of memory is a crash, which the parent's
+    facts weigh (run again alone: kernelproof/blame.py); any other failure to place them is a
+    result owed and not delivered."""
+    import types
+
+    from kernelproof.worker import case_runs
+
+    def fail(*_args, **_kwargs):
+        raise raised
+
+    monkeypatch.setattr(case_runs, "_received", fail)
+    state = types.SimpleNamespace(precision="fp32", device=torch.device("cpu"), keep=[])
+    header = {"args": [{"t": 0}], "repeats": 2}
+    reply, tensors = case_runs.run(state, header, [torch.zeros(4)])
+    assert reply["ok"] is False and reply["code"] == code and reply["handoff"] == "failed"
+    assert "could not place the case's inputs on cpu" in reply["message"] and tensors == []
