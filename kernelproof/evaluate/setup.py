@@ -22,7 +22,7 @@ from kernelproof.evaluate.build import needs_build
 from kernelproof.evaluate.step_records import Setup, Solution, Stopped
 from kernelproof.evaluate.workers import WorkerSource
 from kernelproof.inputs import slot_bytes
-from kernelproof.measure.session import calls_per_batch, timed_call_bytes
+from kernelproof.measure.session import calls_for, calls_per_batch, timed_call_bytes
 from kernelproof.options import EvalOptions, TimingPolicy, cold_baselines
 from kernelproof.solution import solution_of
 from kernelproof.store import db_path
@@ -134,8 +134,15 @@ def prepare(
             )
             programs = 0 if options.correctness_only else 1 + len(cold_baselines(options.baselines))
             rounds = [audited.contexts[v] for v in timed if v in audited.contexts]
+            # a variant whose inputs setup never drew counts nothing: the meta device's sizes floor it
+            meta = need.estimate
+            floor = (
+                0
+                if meta is None
+                else case_memory.timed_bytes(meta, programs, calls_for(meta.input_bytes, options.timing))
+            )
             footprint = max(
-                correctness, timed_footprint_bytes(rounds, peak.bytes(), programs, options.timing)
+                correctness, timed_footprint_bytes(rounds, peak.bytes(), programs, options.timing), floor
             )
         except TaskError as exc:
             return Stopped(Outcome.ERROR, Reason(ReasonCode.TASK_ERROR, str(exc)), tuple(flags), task.sha256)

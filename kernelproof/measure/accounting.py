@@ -276,6 +276,11 @@ BOOKKEEPING_OPS = frozenset(
         "aten::full",
         "aten::full_like",
         "aten::new_full",
+        "aten::cat",
+        "aten::stack",
+        "aten::repeat",
+        "aten::constant_pad_nd",
+        "aten::pad",
     }
 )
 
@@ -285,8 +290,9 @@ def aten_launches(
 ) -> frozenset[str]:
     """The extension launches (``extension:<name>``) of the profiled forward whose work was ATen's:
     one that ran one of the reference's own ops, or another ATen op that computes (all but
-    :data:`BOOKKEEPING_OPS`) over the task's data: an input larger than `small_elements` (1/16 of
-    the task's inputs' elements, as on the GPU: kernelproof/measure/coverage.py). ``return x * (x >
+    :data:`BOOKKEEPING_OPS`) over the task's data: more than `small_elements` (1/16 of the task's
+    inputs' elements, as on the GPU: kernelproof/measure/coverage.py), its calls' inputs summed
+    (a wrapper that cuts the input into chunks works over all of it). ``return x * (x >
     0);`` in a wrapper is ATen's relu all the same; a kernel of its own that sums its partial
     results with ``aten::sum`` stays the solution's. A Triton launch's ATen ops are its
     interpreter's argument copies, never listed (kernelproof/worker/profiling.py)."""

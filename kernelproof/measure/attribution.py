@@ -210,21 +210,93 @@ def built_names(folder: str | Path | None, skip: tuple[str, ...] = ("solution",)
     return KernelIdentity(built=frozenset(names), binaries=binaries, aten_imports=aten_imports(imported))
 
 
-def aten_imports(imported: Iterable[str]) -> frozenset[str]:
+def aten_imports(imported: Iterable[str], operators: frozenset[str] | None = None) -> frozenset[str]:
     """Of a host binary's imported symbols, those that run ATen's kernels out of the profiler's
-    sight (:data:`ATEN_KERNEL_NAMESPACES`, ``at::_ops::<op>::redispatch``) or look functions up at
-    run time (:data:`RUNTIME_LOOKUP`), demangled (their parameters left out)."""
+    sight or look functions up at run time (:data:`RUNTIME_LOOKUP`), demangled (their parameters
+    left out). A kernel is a function of :data:`ATEN_KERNEL_NAMESPACES` named after an ATen
+    operator (``at::cpu::clamp_min``, ``at::native::gelu_out``; `operators`: the dispatcher's,
+    :func:`aten_operators`), or an operator's ``at::_ops::<op>::redispatch``; the helpers that live
+    there too (``at::cpu::is_avx512_vnni_supported``, ``at::cuda::getCurrentCUDAStream``) are none."""
+    known = aten_operators() if operators is None else operators
     names = sorted(set(imported))
     out = set()
     for raw, full in demangled(names).items():
         base = full.split("(", 1)[0].strip()
-        if raw in RUNTIME_LOOKUP or raw.split("@", 1)[0] in RUNTIME_LOOKUP:
-            out.add(raw.split("@", 1)[0])
-        elif base.startswith(ATEN_KERNEL_NAMESPACES) or (
-            base.startswith("at::_ops::") and base.endswith("::redispatch")
-        ):
+        plain = raw.split("@", 1)[0]
+        if plain in RUNTIME_LOOKUP:
+            out.add(plain)
+        elif base.startswith(ATEN_KERNEL_NAMESPACES):
+            operator = _operator_of(base.rsplit("::", 1)[-1], known)
+            if operator is not None and operator not in _NO_COMPUTE:
+                out.add(base)
+        elif base.startswith("at::_ops::") and base.endswith("::redispatch"):
             out.add(base)
     return frozenset(out)
+
+
+# What an ATen kernel's function adds to its operator's name (at::native::gelu_out_cpu,
+# at::cpu::clamp_min_outf, at::native::structured_gelu_out::impl is a method: never imported bare).
+_KERNEL_SUFFIXES = ("_symint", "_outf", "_out", "_cpu", "_cuda", "_mps", "_kernel", "_impl", "_")
+
+
+# Operators that only allocate, fill or copy: an extension calling their kernels directly does
+# no computation of ATen's (measure/accounting.py, BOOKKEEPING_OPS, for those the profiler sees).
+_NO_COMPUTE = frozenset(
+    {
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "resize",
+        "resize_",
+        "zeros",
+        "zeros_like",
+        "zero",
+        "zero_",
+        "ones",
+        "ones_like",
+        "full",
+        "full_like",
+        "fill",
+        "fill_",
+        "copy",
+        "copy_",
+        "clone",
+        "contiguous",
+    }
+)
+
+
+def _operator_of(name: str, operators: frozenset[str]) -> str | None:
+    """The ATen operator `name` (a function's last name) is a kernel of, its kernel suffixes
+    taken off (``gelu_out_cpu``: ``gelu``); None where it is no operator's."""
+    seen = {name}
+    todo = [name]
+    while todo:
+        n = todo.pop(0)
+        if n in operators:
+            return n
+        for suffix in _KERNEL_SUFFIXES:
+            if n.endswith(suffix) and len(n) > len(suffix) and n[: -len(suffix)] not in seen:
+                seen.add(n[: -len(suffix)])
+                todo.append(n[: -len(suffix)])
+    return None
+
+
+def aten_operators() -> frozenset[str]:
+    """The ATen operators' names the dispatcher knows, without namespace or overload
+    (``clamp_min``, ``gelu``), read once from this process's torch."""
+    global _OPERATORS
+    if _OPERATORS is None:
+        import torch
+
+        names = torch._C._dispatch_get_all_op_names()
+        _OPERATORS = frozenset(n.split("::", 1)[1].split(".", 1)[0] for n in names if n.startswith("aten::"))
+    return _OPERATORS
+
+
+_OPERATORS: frozenset[str] | None = None
 
 
 def elf_functions(data: bytes, imported: bool = False) -> set[str] | None:

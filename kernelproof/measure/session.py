@@ -60,7 +60,11 @@ def calls_per_batch(ctx: VariantContext, policy: TimingPolicy) -> int:
     """Timed calls per program per round for this shape: the policy's, fewer where their fresh
     inputs together pass :data:`TIMED_BATCH_BYTES` (at least two, or the policy's if fewer). Every
     call still has inputs of its own; the rounds, not the calls in each, make the sample."""
-    per_call = timed_call_bytes(ctx)
+    return calls_for(timed_call_bytes(ctx), policy)
+
+
+def calls_for(per_call: int, policy: TimingPolicy) -> int:
+    """:func:`calls_per_batch` for calls of `per_call` bytes of inputs each."""
     if per_call <= 0:
         return policy.calls_per_round
     room = max(2 * per_call, TIMED_BATCH_BYTES)

@@ -93,6 +93,16 @@ def evaluation_bytes(input_bytes: int, weight_bytes: int, output_bytes: int) -> 
     )
 
 
+def timed_bytes(estimate: Estimate, programs: int, calls: int) -> int:
+    """The timed rounds' device memory from one case's sizes: the parent's share, and in each of
+    `programs` timed workers the weights and `calls` calls' inputs and outputs (a floor under
+    what setup counts from the inputs it drew: kernelproof/evaluate/setup.py)."""
+    if programs <= 0:
+        return 0
+    i, w, o = estimate.input_bytes, estimate.weight_bytes, estimate.output_bytes
+    return parent_share(i, w, o) + programs * (w + calls * (i + o))
+
+
 def parent_share(input_bytes: int, weight_bytes: int, output_bytes: int) -> int:
     """The parent's part of :func:`evaluation_bytes`."""
     return 3 * (input_bytes + weight_bytes) + 5 * output_bytes
@@ -112,6 +122,7 @@ class Need:
     variant: str = ""  # the shape variant of the largest case
     why_unknown: str = ""  # why there is no estimate
     evaluation_bytes: int | None = None  # what the evaluation is expected to hold (admission)
+    estimate: Estimate | None = None  # the largest variant's sizes, as the meta device gave them
 
     @property
     def too_large(self) -> bool:
@@ -138,7 +149,11 @@ def case_need(task: Task, variants: tuple[str, ...], device: str | torch.device)
     if best is None:
         return Need(None, available_bytes(device), "", "no shape variant to estimate")
     return Need(
-        best.case_bytes(), available_bytes(device), best.variant, evaluation_bytes=best.evaluation_bytes()
+        best.case_bytes(),
+        available_bytes(device),
+        best.variant,
+        evaluation_bytes=best.evaluation_bytes(),
+        estimate=best,
     )
 
 

@@ -294,7 +294,7 @@ REPLIES: dict[str, Kind] = {
             "unwatched": items(row(NAME, boolean)),
             "aten_outside": items(row(NAME, integer(0, 1 << 31))),
             # the ATen ops that did work inside each extension launch: [launch label, op, calls,
-            # the largest input any call had, in elements]
+            # the elements they worked over: each call's largest input, summed]
             "aten_in_launches": items(row(NAME, NAME, integer(0, 1 << 31), integer(0, 1 << 62))),
             "unmarked": text(4096),
         },

@@ -72,6 +72,15 @@ NO_WORK_OPS = frozenset(
         "aten::select",
         "aten::narrow",
         "aten::contiguous",
+        "aten::unfold",
+        "aten::tensor_split",
+        "aten::unsafe_split",
+        "aten::unsafe_chunk",
+        "aten::conj",
+        "aten::_conj",
+        "aten::resolve_conj",
+        "aten::resolve_neg",
+        "aten::type_as",
         "aten::to",
         "aten::item",
         "aten::_local_scalar_dense",
@@ -130,7 +139,10 @@ def _op_elements(prof: Any) -> dict[str, int]:
 
 def _largest_input(ev: Any) -> int:
     """The largest tensor input of a profiled op, in elements (shapes recorded); a list of tensors
-    (cat, stack) is not known to be small: :data:`UNKNOWN_SIZE`."""
+    (cat, stack, einsum's operands) is not known to be small: :data:`UNKNOWN_SIZE` (the profiler
+    records its shape as ``[]``; its type says it is a list, where the profiler gives types)."""
+    if any("List" in str(t) for t in getattr(ev, "input_dtypes", None) or []):
+        return UNKNOWN_SIZE
     largest = 0
     for shape in getattr(ev, "input_shapes", None) or []:
         if not isinstance(shape, (list, tuple)) or not all(isinstance(d, int) for d in shape):
@@ -223,9 +235,10 @@ def _split(events: Any) -> tuple[int, list[tuple[str, int]]]:
 
 
 def _inside_extensions(events: Any) -> list[tuple[str, str, int, int]]:
-    """[(launch label, ATen op, calls, largest input)]: the outermost ops that do work inside each
-    extension launch's range (``extension:<name>``), with the largest input any of its calls, or
-    any op it ran, had, in elements. The parent counts an op over the task's data as ATen work, and one over a small
+    """[(launch label, ATen op, calls, elements)]: the outermost ops that do work inside each
+    extension launch's range (``extension:<name>``), with the elements they worked over: each
+    call's largest input (or that of any op it ran), summed over its calls, so that the task's data
+    cut into small pieces counts whole. The parent counts an op over the task's data as ATen work, and one over a small
     tensor (the sum of a kernel's partial results) as the launch's epilogue
     (kernelproof.measure.accounting). A Triton launch's ops are its interpreter's argument copies
     and are left out: its kernel's body cannot call ATen."""
@@ -238,8 +251,8 @@ def _inside_extensions(events: Any) -> list[tuple[str, str, int, int]]:
         if around is not None and around.startswith(PREFIX + EXTENSION + ":"):
             entry = counts.setdefault((around.removeprefix(PREFIX), name), [0, 0])
             entry[0] += 1
-            entry[1] = max(entry[1], _largest_within(ev))
-    return [(label, op, n, largest) for (label, op), (n, largest) in counts.items()]
+            entry[1] = min(UNKNOWN_SIZE, entry[1] + _largest_within(ev))
+    return [(label, op, n, elements) for (label, op), (n, elements) in counts.items()]
 
 
 def _largest_within(ev: Any, depth: int = 0) -> int:

@@ -337,6 +337,20 @@ def test_the_timed_rounds_count_a_batch_of_inputs_and_outputs_in_every_timed_wor
     assert timed_footprint_bytes([ctx], 0, 2, policy) == parent + 2 * (w + 2 * (inp + out))
 
 
+def test_the_meta_devices_sizes_floor_the_timed_rounds_where_setup_drew_no_inputs():
+    """A variant whose audit the store served has no inputs drawn when setup counts: the timed
+    rounds' reservation then comes from the meta device's sizes, as the correctness cases' does."""
+    from kernelproof.measure.session import calls_for
+    from kernelproof.verify.footprint import Estimate, parent_share, timed_bytes
+
+    gib = 2**30
+    est = Estimate("default", 8 * gib, 2 * gib, 0, 0, gib // 8, gib // 32)
+    calls = calls_for(est.input_bytes, TimingPolicy())
+    assert calls == 2  # 8 GiB a call: two a batch
+    assert timed_bytes(est, 2, calls) == parent_share(8 * gib, 0, gib // 8) + 2 * 2 * (8 * gib + gib // 8)
+    assert timed_bytes(est, 0, calls) == 0
+
+
 def test_a_timed_evaluation_reserves_its_rounds_and_records_both_phases():
     v = api.evaluate(
         str(DATA / "tasks" / "scale_relu.py"),

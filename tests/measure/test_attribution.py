@@ -215,16 +215,18 @@ def test_a_cpu_extension_built_with_gxx_is_a_binary_of_the_solutions(tmp_path):
 def test_a_binary_s_imports_of_aten_kernels_past_the_dispatcher_are_read(tmp_path):
     """``at::cpu::clamp_min`` (and its kind) runs ATen's kernel with no profiler event, and a
     run-time lookup hides what it calls: both are read from the binary's imports. A call through
-    the dispatcher (``at::relu``) is the profiler's to see, and is not listed here."""
+    the dispatcher (``at::relu``) is the profiler's to see, a helper of those namespaces
+    (``at::cpu::is_avx512_vnni_supported``) and an allocation compute nothing: none is listed."""
     gxx = shutil.which("g++")
     if gxx is None:
         pytest.skip("g++ is not installed")
     src = tmp_path / "f.cpp"
     src.write_text(
         "#include <dlfcn.h>\n"
-        "namespace at { int relu(int); namespace cpu { int clamp_min(int, int); }\n"
-        "  namespace native { int gelu(int); } }\n"
-        'extern "C" int forward(int x) { return at::relu(x) + at::cpu::clamp_min(x, 0) + at::native::gelu(x); }\n'
+        "namespace at { int relu(int); namespace cpu { int clamp_min(int, int); bool is_avx512_vnni_supported(); }\n"
+        "  namespace native { int gelu(int); int empty_like(int); } }\n"
+        'extern "C" int forward(int x) { return at::relu(x) + at::cpu::clamp_min(x, 0) + at::native::gelu(x)'
+        " + at::cpu::is_avx512_vnni_supported() + at::native::empty_like(x); }\n"
         'extern "C" void* lookup(void* h) { return dlsym(h, "x"); }\n'
     )
     subprocess.run([gxx, "-shared", "-fPIC", "-o", tmp_path / "f.so", src, "-ldl"], check=True)

@@ -185,7 +185,8 @@ def test_an_extension_that_sums_its_partial_results_with_aten_is_still_the_solut
     [
         # ``return x * (x > 0);`` for a relu whose reference runs aten::relu: other ops, same work
         (("aten::gt", 64 * 96), ("aten::mul", 64 * 96)),
-        (("aten::cat", 1 << 62),),  # a list of tensors: not known to be small
+        (("aten::einsum", 1 << 62),),  # its operands a list of tensors: not known to be small
+        (("aten::mul", 32 * 192),),  # the input cut into 32 chunks of 192: their sum counts
         (("aten::where", 385),),  # just past 1/16 of the inputs
     ],
 )
@@ -309,6 +310,20 @@ def test_an_op_whose_arguments_are_a_list_is_as_large_as_what_it_ran():
     _Event("aten::bmm", einsum, shapes=[[1, 64, 32], [1, 32, 16]])
     events = [ext, einsum, *einsum.cpu_children]
     assert _inside_extensions(events) == [("extension:matmul_forward", "aten::einsum", 1, 64 * 32)]
+
+
+def test_an_op_s_calls_count_together_and_a_list_argument_is_not_known_to_be_small():
+    """A wrapper that relus the input in 32 chunks works over all of it; the profiler records a
+    list of tensors with the shape ``[]`` and names its type."""
+    from kernelproof.worker.profiling import UNKNOWN_SIZE, _inside_extensions
+
+    ext = _Event("kernelproof.launch:extension:relu_forward")
+    chunks = [_Event("aten::mul", ext, shapes=[[2, 96], []]) for _ in range(32)]
+    listed = _Event("aten::einsum", ext, shapes=[[], []])
+    listed.input_dtypes = ["", "TensorList"]
+    rows = _inside_extensions([ext, *chunks, listed])
+    assert ("extension:relu_forward", "aten::mul", 32, 32 * 192) in rows
+    assert ("extension:relu_forward", "aten::einsum", 1, UNKNOWN_SIZE) in rows
 
 
 def test_a_custom_operator_the_build_registered_is_a_launch_through_torch_ops(restored):
