@@ -144,8 +144,11 @@ def cpu_text(f: dict[str, Any], smoke: bool = False) -> str:
 
 
 def rewrite(source: str, text: str, cpu: bool) -> str:
-    """`source` with its docstring's Measured paragraph (or CPU line) replaced by `text`, wrapped."""
-    wrapped = textwrap.fill(text, WIDTH, break_on_hyphens=False) + "\n"
+    """`source` with its docstring's Measured paragraph (or CPU line) replaced by `text`, wrapped.
+    A verdict's words (a compiler's message) may hold backslashes or quotes: escaped, so that the
+    docstring stays one and warns of no invalid escape."""
+    safe = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    wrapped = textwrap.fill(safe, WIDTH, break_on_hyphens=False, break_long_words=False) + "\n"
     pattern = CPU_LINE if cpu else GPU_PARAGRAPH
     if not pattern.search(source):
         raise ValueError("its docstring has no " + ("'CPU (' line" if cpu else "'Measured:' paragraph"))

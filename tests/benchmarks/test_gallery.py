@@ -112,3 +112,17 @@ def test_a_device_run_s_rows_are_written_here_the_last_of_each_kernel_winning(tm
     assert "correctness only, at the task's cpu_sizes in manifest.json): pass, 4 of 4" in " ".join(
         text.split()
     )
+
+
+def test_a_verdict_s_words_cannot_break_the_docstring():
+    import ast
+    import warnings
+
+    words = 'fail compile_error: nvcc: C:\\tmp\\x.cu(3): error: expected a ")" near """'
+    failed = {**PASSED, "verdict": "fail", "codes": ["compile_error"], "first_reason": words}
+    source = gallery.rewrite(DOC, gallery.gpu_text(failed), cpu=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an invalid escape warns on Python 3.12
+        tree = ast.parse(source)
+    doc = " ".join(ast.get_docstring(tree).split())
+    assert words in doc and doc.count("Measured (") == 1
