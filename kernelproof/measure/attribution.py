@@ -291,7 +291,10 @@ def aten_operators() -> frozenset[str]:
     if _OPERATORS is None:
         import torch
 
-        names = torch._C._dispatch_get_all_op_names()
+        try:
+            names = torch._C._dispatch_get_all_op_names()
+        except Exception:  # noqa: BLE001 - a torch without it: the schemas the JIT registered
+            names = [str(s.name) for s in torch._C._jit_get_all_schemas()]
         _OPERATORS = frozenset(n.split("::", 1)[1].split(".", 1)[0] for n in names if n.startswith("aten::"))
     return _OPERATORS
 
