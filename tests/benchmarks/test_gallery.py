@@ -126,3 +126,9 @@ def test_a_verdict_s_words_cannot_break_the_docstring():
         tree = ast.parse(source)
     doc = " ".join(ast.get_docstring(tree).split())
     assert words in doc and doc.count("Measured (") == 1
+
+
+def test_past_its_deadline_a_run_starts_no_kernel(tmp_path, capsys):
+    assert gallery.main(["--smoke", "--deadline-s", "-1", "--out", str(tmp_path)]) == 0
+    assert "0 of 4 measured" in capsys.readouterr().out
+    assert not (tmp_path / "gallery.rows.jsonl").exists()
