@@ -126,24 +126,7 @@ def prepare(
             if isinstance(audited, Stopped):
                 return audited
             plan = _plan(task, models.probe, audited, timed, dev, options, rng, flags)
-            # Reserved once for the whole evaluation (chain.py): its largest case, never the sum.
-            # never below the reservation made from the meta device's sizes: a variant whose
-            # inputs setup never drew (its audit served from the store) has no slots to count yet
-            correctness = max(
-                footprint_bytes(audited.contexts.values(), peak.bytes()), need.evaluation_bytes or 0
-            )
-            programs = 0 if options.correctness_only else 1 + len(cold_baselines(options.baselines))
-            rounds = [audited.contexts[v] for v in timed if v in audited.contexts]
-            # a variant whose inputs setup never drew counts nothing: the meta device's sizes floor it
-            meta = need.estimate
-            floor = (
-                0
-                if meta is None
-                else case_memory.timed_bytes(meta, programs, calls_for(meta.input_bytes, options.timing))
-            )
-            footprint = max(
-                correctness, timed_footprint_bytes(rounds, peak.bytes(), programs, options.timing), floor
-            )
+            correctness, footprint = _footprints(audited.contexts, timed, peak.bytes(), need, options)
         except TaskError as exc:
             return Stopped(Outcome.ERROR, Reason(ReasonCode.TASK_ERROR, str(exc)), tuple(flags), task.sha256)
     return Setup(
@@ -425,6 +408,30 @@ class _PeakMemory:
         if self.dev.type != "cuda":
             return 0
         return max(0, torch.cuda.max_memory_allocated(self.dev) - self.base)
+
+
+def _footprints(
+    contexts: dict[str, VariantContext],
+    timed: tuple[str, ...],
+    parent_bytes: int,
+    need: case_memory.Need,
+    options: EvalOptions,
+) -> tuple[int, int]:
+    """(correctness, whole): the device memory the evaluation's correctness cases take, and the
+    larger of that and its timed rounds' (what it reserves once: kernelproof/evaluate/chain.py).
+    Its largest case, never the sum; never below what the meta device's sizes say, since a variant
+    whose inputs setup never drew (its audit served from the store) has no slots to count yet."""
+    correctness = max(footprint_bytes(contexts.values(), parent_bytes), need.evaluation_bytes or 0)
+    programs = 0 if options.correctness_only else 1 + len(cold_baselines(options.baselines))
+    rounds = [contexts[v] for v in timed if v in contexts]
+    meta = need.estimate
+    floor = (
+        0
+        if meta is None
+        else case_memory.timed_bytes(meta, programs, calls_for(meta.input_bytes, options.timing))
+    )
+    timed_bytes = timed_footprint_bytes(rounds, parent_bytes, programs, options.timing)
+    return correctness, max(correctness, timed_bytes, floor)
 
 
 def timed_footprint_bytes(
