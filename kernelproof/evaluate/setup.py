@@ -22,7 +22,7 @@ from kernelproof.evaluate.build import needs_build
 from kernelproof.evaluate.step_records import Setup, Solution, Stopped
 from kernelproof.evaluate.workers import WorkerSource
 from kernelproof.inputs import slot_bytes
-from kernelproof.measure.session import calls_for, calls_per_batch, timed_call_bytes
+from kernelproof.measure.session import calls_for
 from kernelproof.options import EvalOptions, TimingPolicy, cold_baselines
 from kernelproof.solution import solution_of
 from kernelproof.store import db_path
@@ -449,12 +449,9 @@ def timed_footprint_bytes(
         return 0
     parent = workers = 0
     for ctx in contexts:
-        w = sum(t.numel() * t.element_size() for t in ctx.weight_tensors)
-        inp = sum(slot_bytes(s) for s in ctx.slots)
-        out = sum(ctx.output_nbytes)
+        inp, w, out = _case_sizes(ctx)  # a timed call's inputs are a case's (calls_per_batch)
         parent = max(parent, case_memory.parent_share(inp, w, out))
-        calls = calls_per_batch(ctx, policy)
-        workers = max(workers, programs * (w + calls * (timed_call_bytes(ctx) + out)))
+        workers = max(workers, case_memory.timed_worker_share(inp, w, out, programs, calls_for(inp, policy)))
     return max(parent, measured_parent_bytes) + workers
 
 
@@ -471,12 +468,17 @@ def footprint_bytes(contexts, measured_parent_bytes: int) -> int:
     """
     parent = worker = 0
     for ctx in contexts:
-        w = sum(t.numel() * t.element_size() for t in ctx.weight_tensors)
-        inp = sum(slot_bytes(s) for s in ctx.slots)
-        out = sum(ctx.output_nbytes)
+        inp, w, out = _case_sizes(ctx)
         parent = max(parent, case_memory.parent_share(inp, w, out))
         worker = max(worker, case_memory.worker_share(inp, w, out))
     return max(parent, measured_parent_bytes) + worker
+
+
+def _case_sizes(ctx: VariantContext) -> tuple[int, int, int]:
+    """(inputs, weights, outputs) of one case of a variant, in bytes, from what setup drew of it
+    (every input slot, fixed ones too: what a worker holds for one call)."""
+    w = sum(t.numel() * t.element_size() for t in ctx.weight_tensors)
+    return sum(slot_bytes(s) for s in ctx.slots), w, sum(ctx.output_nbytes)
 
 
 PROBE_CASE_BYTES = 64 * 2**20  # a probed shape's case is made at most about this large (meta estimate)

@@ -100,7 +100,15 @@ def timed_bytes(estimate: Estimate, programs: int, calls: int) -> int:
     if programs <= 0:
         return 0
     i, w, o = estimate.input_bytes, estimate.weight_bytes, estimate.output_bytes
-    return parent_share(i, w, o) + programs * (w + calls * (i + o))
+    return parent_share(i, w, o) + timed_worker_share(i, w, o, programs, calls)
+
+
+def timed_worker_share(
+    input_bytes: int, weight_bytes: int, output_bytes: int, programs: int, calls: int
+) -> int:
+    """The timed workers' part of :func:`timed_bytes`: each program's weights, and `calls` calls'
+    inputs and outputs, held until its batch is checked."""
+    return programs * (weight_bytes + calls * (input_bytes + output_bytes))
 
 
 def parent_share(input_bytes: int, weight_bytes: int, output_bytes: int) -> int:
