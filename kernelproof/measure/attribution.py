@@ -206,21 +206,23 @@ def built_names(folder: str | Path | None, skip: tuple[str, ...] = ("solution",)
             else:
                 mangled |= kernel_stubs(found) | registered(data, found)
                 imported |= elf_functions(data, imported=True) or set()
-    names = {qualified_name(n) for n in demangled(sorted(mangled)).values()} - {""}
-    return KernelIdentity(built=frozenset(names), binaries=binaries, aten_imports=aten_imports(imported))
+    readable = demangled(sorted(mangled | imported))  # one c++filt run for both
+    names = {qualified_name(readable[n]) for n in mangled} - {""}
+    imports = aten_imports({n: readable[n] for n in imported})
+    return KernelIdentity(built=frozenset(names), binaries=binaries, aten_imports=imports)
 
 
-def aten_imports(imported: Iterable[str], operators: frozenset[str] | None = None) -> frozenset[str]:
-    """Of a host binary's imported symbols, those that run ATen's kernels out of the profiler's
-    sight or look functions up at run time (:data:`RUNTIME_LOOKUP`), demangled (their parameters
-    left out). A kernel is a function of :data:`ATEN_KERNEL_NAMESPACES` named after an ATen
-    operator (``at::cpu::clamp_min``, ``at::native::gelu_out``; `operators`: the dispatcher's,
-    :func:`aten_operators`), or an operator's ``at::_ops::<op>::redispatch``; the helpers that live
-    there too (``at::cpu::is_avx512_vnni_supported``, ``at::cuda::getCurrentCUDAStream``) are none."""
+def aten_imports(imported: dict[str, str], operators: frozenset[str] | None = None) -> frozenset[str]:
+    """Of a host binary's imported symbols (raw name -> demangled), those that run ATen's kernels
+    out of the profiler's sight or look functions up at run time (:data:`RUNTIME_LOOKUP`), their
+    parameters left out. A kernel is a function of :data:`ATEN_KERNEL_NAMESPACES` named after an
+    ATen operator (``at::cpu::clamp_min``, ``at::native::gelu_out``; `operators`: the
+    dispatcher's, :func:`aten_operators`), or an operator's ``at::_ops::<op>::redispatch``; the
+    helpers that live there too (``at::cpu::is_avx512_vnni_supported``,
+    ``at::cuda::getCurrentCUDAStream``) are none."""
     known = aten_operators() if operators is None else operators
-    names = sorted(set(imported))
     out = set()
-    for raw, full in demangled(names).items():
+    for raw, full in imported.items():
         base = full.split("(", 1)[0].strip()
         plain = raw.split("@", 1)[0]
         if plain in RUNTIME_LOOKUP:
