@@ -65,6 +65,21 @@ def require_files(*paths: PathLike, what: tuple[str, ...] = ("task", "solution")
             raise UsageError(f"{name} file not found: {p}")
 
 
+def require_extra(extra: str, *modules: str) -> None:
+    """UsageError naming the extra to install when one of `modules` is not importable.
+
+    A command whose dependencies are an optional extra (``serve``, ``agent``, ``ray``) says so at
+    once, rather than failing as an internal error at its first import of the missing package."""
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise UsageError(
+            f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed: "
+            f"pip install 'kernelproof[{extra}]'"
+        )
+
+
 def require_writable(path: str | None, option: str = "--json") -> None:
     """UsageError unless ``path`` (an output file; ``-`` is stdout) can be created: its folder
     exists and it is not a folder itself. Checked before anything runs, so an evaluation of minutes

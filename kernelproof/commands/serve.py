@@ -113,7 +113,9 @@ def serve_command(
     build_workers: BuildWorkers = 0,
 ) -> int:
     """Serve verdicts, rewards and feedback over HTTP to RL trainers (docs/serve.md)."""
-    from kernelproof.preflight import checked_options
+    from kernelproof.preflight import checked_options, require_extra
+
+    require_extra("serve", "starlette", "uvicorn")
     from kernelproof.serve.config import ServeConfig, read_token
     from kernelproof.serve.listener import serve
     from kernelproof.store import db_path

@@ -266,3 +266,18 @@ def test_compare_exits_1_when_a_candidate_fails_and_2_when_the_task_or_machine_d
     assert exit_of((Reason(ReasonCode.MACHINE_BUSY, "busy"), Reason(ReasonCode.MISMATCH, "wrong"))) == 1
     assert exit_of((Reason(ReasonCode.ENVIRONMENT, "no driver"),)) == 2
     assert exit_of(()) == 1  # no reason given: never a pass
+
+
+def test_a_missing_extra_is_a_usage_error_that_names_it(capsys, monkeypatch, tmp_path):
+    """`kernelproof serve` without its extra installed: exit 2 and the pip command, not an internal
+    error's traceback at the first import of starlette."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "starlette" else real(name, *a)
+    )
+    ran = run_here(capsys, "serve", "--tasks", str(DATA / "tasks"), "--db", str(tmp_path / "s.sqlite"))
+    assert ran.code == 2, ran
+    assert "starlette is not installed: pip install 'kernelproof[serve]'" in ran.err
+    assert "Traceback" not in ran.err + ran.out
