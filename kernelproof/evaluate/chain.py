@@ -14,7 +14,6 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,6 +23,7 @@ from kernelproof.evaluate import machine, phase_progress
 from kernelproof.evaluate.build import install_build, preparer, wait_for_build
 from kernelproof.evaluate.build_requests import BuildService
 from kernelproof.evaluate.correctness import check_correctness
+from kernelproof.evaluate.device_turns import DeviceTurns
 from kernelproof.evaluate.finish import Envelope, environment, settings_of, stopped_verdict, verdict_of
 from kernelproof.evaluate.sanitizer import sanitize_first_case
 from kernelproof.evaluate.setup import prepare, read
@@ -201,6 +201,7 @@ def _run_candidate_steps(
     opened: list[WorkerProcess],
 ) -> _Ran:
     """The steps of :func:`_run_candidate`; the worker it starts is appended to ``opened``."""
+    turns = DeviceTurns(workers, device, first_alone=lambda: phases.mark("settled_s"))
     gate = workers.gate(device)
     worker: WorkerProcess | None = None
     hello, limits, sandbox = None, "", None
@@ -247,9 +248,10 @@ def _run_candidate_steps(
         if not checked.reasons and not options.correctness_only:
             if service is not None:  # every timed shape ran in correctness: nothing is built from here on
                 service.close("timing has started (a build is asked for before the first timed call)")
-            timed = _timed_alone(setup, checked, worker, staged, options, device, workers, phases)
+            timed = time_candidate(setup, checked, worker, staged, options, device, workers, turns)
+            phases.mark("timing_done_s")
         if not checked.reasons and not (timed and timed.reasons):
-            with steps.entered(gate.shared(), "device_wait"), steps.step("probe_cases"):
+            with turns.shared(), steps.step("probe_cases"):
                 probed = probe_shapes(setup, worker, staged, options)
             phases.mark("shapes_done_s")
     except WorkerDied as died:
@@ -276,39 +278,11 @@ def _run_candidate_steps(
             watchdog.cancel()
         if worker is not None:
             # a worker's exit touches the GPU too
-            with steps.entered(gate.shared(), "device_wait"), steps.step("worker_close"):
+            with turns.shared(), steps.step("worker_close"):
                 worker.close()
     if service is not None and service.failed and not checked.reasons:
         checked = replace(checked, reasons=(Reason(ReasonCode.COMPILE_ERROR, service.failed[:4000]),))
     return _Ran(_noted(built, service), checked, timed, probed, None, hello, limits, sandbox, _unmet(service))
-
-
-def _timed_alone(
-    setup: Setup,
-    checked: Checked,
-    worker: WorkerProcess,
-    staged: str,
-    options: EvalOptions,
-    device: str,
-    workers: WorkerSource,
-    phases: _Phases,
-) -> Timed:
-    """The candidate timed with the GPU to this evaluation alone: the others' GPU stretches end
-    first and no worker of the pool is still starting (those are stopped until the rounds end);
-    the wait for both is the step ``timing_wait``."""
-    gate = workers.gate(device)
-    with ExitStack() as exclusive:
-        with steps.step("timing_wait"):
-            exclusive.enter_context(gate.exclusive())
-            workers.settle(device)
-        phases.mark("settled_s")
-        try:
-            with steps.step("timing"):
-                timed = time_candidate(setup, checked, worker, staged, options, device, workers)
-        finally:
-            workers.resume(device)
-    phases.mark("timing_done_s")
-    return timed
 
 
 def _unmet(service: BuildService | None) -> str | None:

@@ -1,11 +1,11 @@
 """Step 4, timing: interleaved cold (and steady) rounds against baseline workers, physics, accounting.
 
-Runs only after every case passed, with the GPU to this evaluation alone (the chain holds the
-device gate exclusively). Each timed shape loads the candidate and each baseline (a clean
-persistent worker per task and baseline, never the candidate's process), then alternates them in
-rounds (kernelproof/measure/session.py). The first timed shape also places the candidate on the
-roofline (a time below the physical floor is impossible) and accounts for its kernels' share of
-GPU time under the task's kernel policy.
+Runs only after every case passed. Each timed shape loads the candidate and each baseline (a clean
+persistent worker per task and baseline, never the candidate's process) beside the other
+evaluations' untimed work, then, with the GPU to this evaluation alone, alternates them in rounds
+(kernelproof/measure/session.py). The first timed shape also places the candidate on the roofline
+(a time below the physical floor is impossible) and accounts for its kernels' share of GPU time
+under the task's kernel policy.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import replace
 import torch
 
 from kernelproof import numeric_flags
+from kernelproof.evaluate.device_turns import DeviceTurns
 from kernelproof.evaluate.step_records import Checked, Setup, Timed
 from kernelproof.evaluate.worker_requests import device_name, load_candidate, load_program
 from kernelproof.evaluate.workers import WorkerSource
@@ -72,8 +73,12 @@ def time_candidate(
     options: EvalOptions,
     device: str,
     workers: WorkerSource,
+    turns: DeviceTurns,
 ) -> Timed:
-    """Every timed shape of the task, then the speedups over them; the first failure ends it."""
+    """Every timed shape of the task, then the speedups over them; the first failure ends it.
+
+    Each shape's loads (the candidate's program, the baselines' workers and programs) take a shared
+    turn on the device; what measures takes it alone (evaluate/device_turns.py)."""
     rng = random.Random(setup.timing_seed)
     shapes: list[ShapeTiming] = []
     reasons: list[Reason] = []
@@ -95,7 +100,7 @@ def time_candidate(
         if tol is None:
             continue
         limit = options.step_limit("timing")
-        with steps.step("load"):
+        with turns.shared(lend=worker), steps.step("timing"), steps.step("load"):
             reply = load_candidate(worker, ctx, staged, setup.task.path, options)
         if not reply.get("ok"):
             return Timed(None, reasons=(reason_of(reply),), flags=tuple(flags))
@@ -108,36 +113,39 @@ def time_candidate(
                 f"{follow['cudnn.benchmark']}, as the solution set it"
             )
         if not device.startswith("cuda") and coverage is None:
-            coverage, claims, untimed = _cpu_accounting(
-                worker, ctx, rng, identity, policy, limit, tol, backend, options, flags, reasons
-            )
+            with turns.alone(), steps.step("timing"):
+                coverage, claims, untimed = _cpu_accounting(
+                    worker, ctx, rng, identity, policy, limit, tol, backend, options, flags, reasons
+                )
             if untimed is not None:
                 return untimed
-        with steps.step("baselines"):  # their workers taken (or started) and their programs loaded
+        # the baselines' workers taken (or started) and their programs loaded
+        with turns.shared(), steps.step("timing"), steps.step("baselines"):
             baselines = _baselines(setup, ctx, v, options, device, workers, flags, follow)
         programs = [Program("candidate", worker)] + baselines
-        timing, found = time_variant(
-            ctx, programs, options.timing, rng, tol, limit, flags, telemetry, claims.speed
-        )
-        reasons += [_named(r, limit) for r in found]
-        if timing is None:
-            return Timed(None, reasons=tuple(reasons), flags=tuple(flags))
-        shapes.append(timing)
-        if options.steady:
-            with steps.step("steady"):
-                steady, found = _steady(ctx, v, programs, timing, rng, tol, options, flags)
-            reasons += found
-            shapes += steady
-        if roof is None:
-            roof, floor_reason = _place(setup, ctx, timing, device)
-            reasons += [floor_reason] if floor_reason else []
-        if device.startswith("cuda"):  # every timed shape profiled; the largest decides (below)
-            with steps.step("profile"):
-                identity, cov, tamper = _gpu_coverage(
-                    worker, ctx, v, baselines, timing, rng, identity, policy, limit, device, flags
-                )
-            reasons += [tamper] if tamper else []
-            per_shape.append((v, cov))
+        with turns.alone(), steps.step("timing"):
+            timing, found = time_variant(
+                ctx, programs, options.timing, rng, tol, limit, flags, telemetry, claims.speed
+            )
+            reasons += [_named(r, limit) for r in found]
+            if timing is None:
+                return Timed(None, reasons=tuple(reasons), flags=tuple(flags))
+            shapes.append(timing)
+            if options.steady:
+                with steps.step("steady"):
+                    steady, found = _steady(ctx, v, programs, timing, rng, tol, options, flags)
+                reasons += found
+                shapes += steady
+            if roof is None:
+                roof, floor_reason = _place(setup, ctx, timing, device)
+                reasons += [floor_reason] if floor_reason else []
+            if device.startswith("cuda"):  # every timed shape profiled; the largest decides (below)
+                with steps.step("profile"):
+                    identity, cov, tamper = _gpu_coverage(
+                        worker, ctx, v, baselines, timing, rng, identity, policy, limit, device, flags
+                    )
+                reasons += [tamper] if tamper else []
+                per_shape.append((v, cov))
     flags = [with_floor(f, roof) for f in flags]
     if per_shape:
         coverage, reason = _deciding_coverage(per_shape)

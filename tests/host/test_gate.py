@@ -378,7 +378,9 @@ def test_two_evaluations_per_device_overlap_their_checks_and_never_their_timing(
     assert all(v.environment["per_device"] == 2 for v in verdicts)  # said in every verdict
     log = pool.spy.log
     timings = [e for e in log if e[0] == "exclusive"]
-    assert len(timings) == 3
+    # each evaluation has the device alone twice on the CPU: its launches counted, then its rounds
+    # (the loads between them take a shared turn: kernelproof/evaluate/device_turns.py)
+    assert len(timings) == 2 * 3
     assert pool.spy.lonely_timing == []
     for timing in timings:  # nothing else was inside while a timing was
         _, who, t0, t1 = timing
@@ -386,6 +388,41 @@ def test_two_evaluations_per_device_overlap_their_checks_and_never_their_timing(
         assert others == [], (who, others)
     threads = {who for _, who, _, _ in log}
     assert len(threads) == 2  # two evaluations in flight on the one device
+
+
+def test_timings_loads_take_a_shared_turn_and_only_the_measuring_holds_the_device_alone(monkeypatch):
+    """The candidate's program and the baselines' are loaded beside other evaluations' untimed work;
+    the rounds run with the device alone (kernelproof/evaluate/device_turns.py)."""
+    from kernelproof.evaluate import timing
+
+    gate = DeviceGate()
+    pool = LocalPool()
+    pool.gate = lambda device: gate  # one gate, no spy's barrier: this evaluation runs alone
+    seen: dict[str, list[tuple[int, bool]]] = {"load": [], "baselines": [], "rounds": []}
+
+    def spied(name, real):
+        def call(*args, **kwargs):
+            seen[name].append(gate.holders())
+            return real(*args, **kwargs)
+
+        return call
+
+    for name, attr in (("load", "load_candidate"), ("baselines", "_baselines"), ("rounds", "time_variant")):
+        monkeypatch.setattr(timing, attr, spied(name, getattr(timing, attr)))
+    try:
+        (verdict,) = evaluate_many(
+            [(TASK, str(DATA / "solutions" / "scale_relu_triton.py"))],
+            two_in_flight_on_the_cpu(120),
+            pool=pool,
+        )
+    finally:
+        pool.close()
+    assert verdict.verdict.value == "pass", verdict.reasons
+    assert seen["load"] and all(held == (1, False) for held in seen["load"]), seen
+    assert seen["baselines"] and all(held == (1, False) for held in seen["baselines"]), seen
+    assert seen["rounds"] and all(held == (0, True) for held in seen["rounds"]), seen
+    steps = verdict.environment["steps"]
+    assert {"timing/load", "timing/baselines", "timing/warm_up", "timing/rounds", "timing_wait"} <= set(steps)
 
 
 def _warm(pool: LocalPool, per_device: int) -> None:
