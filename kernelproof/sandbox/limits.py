@@ -55,21 +55,31 @@ class Cgroup:
         return False
 
     def freeze(self, on: bool) -> bool:
-        """Freeze (or thaw) every process of the cgroup (v2's cgroup.freeze); False where it cannot."""
+        """Freeze (or thaw) every process of the cgroup (v2's cgroup.freeze). True: frozen, as its
+        ``cgroup.events`` says (or thawed); False where it cannot, and where the freeze did not
+        settle within ``FREEZE_WAIT_S`` (it is thawed again: the caller stops the processes by
+        signals instead). A frozen process is not in the stopped state ``T`` that a signal's stop
+        shows: the events file is the only word that the freeze holds."""
         for p in self.paths:
             try:
                 (p / "cgroup.freeze").write_text("1" if on else "0")
             except OSError:
                 continue
+            if not on:
+                return True
             deadline = time.monotonic() + FREEZE_WAIT_S  # freezing completes asynchronously
-            while on and time.monotonic() < deadline:
+            while time.monotonic() < deadline:
                 try:
                     if "frozen 1" in (p / "cgroup.events").read_text():
-                        break
+                        return True
                 except OSError:
                     break
                 time.sleep(0.002)
-            return True
+            try:
+                (p / "cgroup.freeze").write_text("0")
+            except OSError:
+                pass
+            return False
         return False
 
     def remove(self) -> None:
