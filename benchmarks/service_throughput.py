@@ -554,6 +554,10 @@ def _document(settings: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str,
 
 
 def _commit() -> str:
+    """The commit measured: ``KP_COMMIT`` where the caller says it (a copy of a working tree whose
+    ``.git`` is not its own, as on a lent GPU machine), else ``git rev-parse HEAD``."""
+    if os.environ.get("KP_COMMIT"):
+        return os.environ["KP_COMMIT"]
     try:
         return subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
