@@ -94,6 +94,12 @@ def time_candidate(
         from kernelproof.measure.telemetry import Telemetry
 
         telemetry = Telemetry(torch.device(device).index or 0)
+        # The device's launch floor, measured once per process in one of its own (seconds: torch's
+        # import, a context, the profiler): beside the others' untimed work, not in the stretch
+        # they all wait on. A neighbour's work can only lengthen some of its 200 one-block kernels,
+        # and their minimum is the floor.
+        with turns.shared(), steps.step("timing"), steps.step("launch_floor"):
+            launch_floor(device)
     for v in setup.timed:
         ctx = setup.contexts[v]
         tol = checked.tolerances.get(v)

@@ -390,15 +390,20 @@ def test_two_evaluations_per_device_overlap_their_checks_and_never_their_timing(
     assert len(threads) == 2  # two evaluations in flight on the one device
 
 
-def test_timings_loads_take_a_shared_turn_and_only_the_measuring_holds_the_device_alone(monkeypatch):
-    """The candidate's program and the baselines' are loaded beside other evaluations' untimed work;
-    the rounds run with the device alone (kernelproof/evaluate/device_turns.py)."""
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda:0", marks=pytest.mark.gpu)])
+def test_timings_loads_take_a_shared_turn_and_only_the_measuring_holds_the_device_alone(monkeypatch, device):
+    """The candidate's program and the baselines' are loaded beside other evaluations' untimed work,
+    and on a GPU the device's launch floor measured; the rounds run with the device alone
+    (kernelproof/evaluate/device_turns.py)."""
     from kernelproof.evaluate import timing
+    from kernelproof.measure import floor
+
+    monkeypatch.setattr(floor, "_cache", {})  # measured in this evaluation, not an earlier one
 
     gate = DeviceGate()
     pool = LocalPool()
     pool.gate = lambda device: gate  # one gate, no spy's barrier: this evaluation runs alone
-    seen: dict[str, list[tuple[int, bool]]] = {"load": [], "baselines": [], "rounds": []}
+    seen: dict[str, list[tuple[int, bool]]] = {"load": [], "baselines": [], "rounds": [], "floor": []}
 
     def spied(name, real):
         def call(*args, **kwargs):
@@ -407,12 +412,13 @@ def test_timings_loads_take_a_shared_turn_and_only_the_measuring_holds_the_devic
 
         return call
 
-    for name, attr in (("load", "load_candidate"), ("baselines", "_baselines"), ("rounds", "time_variant")):
+    spies = (("load", "load_candidate"), ("baselines", "_baselines"), ("rounds", "time_variant"))
+    for name, attr in (*spies, ("floor", "launch_floor")):
         monkeypatch.setattr(timing, attr, spied(name, getattr(timing, attr)))
     try:
         (verdict,) = evaluate_many(
             [(TASK, str(DATA / "solutions" / "scale_relu_triton.py"))],
-            two_in_flight_on_the_cpu(120),
+            two_in_flight_on_the_cpu(120).replace(device=device),
             pool=pool,
         )
     finally:
@@ -421,6 +427,10 @@ def test_timings_loads_take_a_shared_turn_and_only_the_measuring_holds_the_devic
     assert seen["load"] and all(held == (1, False) for held in seen["load"]), seen
     assert seen["baselines"] and all(held == (1, False) for held in seen["baselines"]), seen
     assert seen["rounds"] and all(held == (0, True) for held in seen["rounds"]), seen
+    if device == "cpu":
+        assert seen["floor"] == [], seen  # no floor to measure on the CPU
+    else:  # first in a shared turn; the profile asks again, in the measuring stretch, from the cache
+        assert seen["floor"][0] == (1, False) and len(floor._cache) == 1, seen
     steps = verdict.environment["steps"]
     assert {"timing/load", "timing/baselines", "timing/warm_up", "timing/rounds", "timing_wait"} <= set(steps)
 
