@@ -118,7 +118,9 @@ def test_an_interpreted_candidate_is_not_timed_unless_asked_and_its_launches_are
         DATA / "tasks" / "scale_relu.py", DATA / "solutions" / "scale_relu_triton.py", time_interpreted=False
     )
     assert v.passed, v.reasons
-    assert v.timing is None and v.environment["steps"].get("timing", {}).get("n") == 1
+    steps = v.environment["steps"]
+    # its launches counted (timing's first step), no round run
+    assert v.timing is None and "timing/accounting" in steps and "timing/rounds" not in steps, steps
     assert v.coverage is not None and v.coverage.interpreted_launches and v.coverage.custom_launches
     assert v.claims is not None and v.claims.speed_withheld == SPEED_WITHHELD_INTERPRETER
     assert "not timed" in v.claims.note and any(f.startswith("not_timed: ") for f in v.flags)
