@@ -24,6 +24,7 @@ where they do not is reported as broken and left out of the headline figure. Wit
     python benchmarks/service_throughput.py --smoke                       # CI: CPU, 12 candidates
     python benchmarks/service_throughput.py --tasks .kernelbench-prepared --device cuda
     python benchmarks/service_throughput.py --tasks DIR --per-device 2,4 --passes warm
+    python benchmarks/service_throughput.py --merge part1/service-throughput.json part2/service-throughput.json
 
 Writes ``service-throughput.json`` (schema ``kernelproof.service-throughput/1``) under $OUT (or
 /tmp/kernelproof-bench) and prints an 80-column table.
@@ -397,9 +398,12 @@ def terminal(doc: dict[str, Any]) -> str:
             f"{r['label']:5s} {r['per_device']:9d} {r['evaluations']:5d} {r['wall_s']:8.1f} "
             f"{r['evaluations_per_gpu_hour'] or 0:11.1f} {busy[:8]:>8s} {aa_s[:9]:>9s} "
             f"{'yes' if r['all_expected'] else 'NO':>8s}"
-            + (f"  cut {r['evaluations']}/{r['sent']}" if r.get("cut") else "")
-            + ("  builds cached before" if r["label"] == "cold" and r.get("builds_cached_before") else "")
         )
+        said = [f"measured in {r['parts']} parts" if r.get("parts", 1) > 1 else "",
+                f"cut at the deadline: {r['evaluations']} of {r['sent']} answered" if r.get("cut") else "",
+                "builds cached before" if r["label"] == "cold" and r.get("builds_cached_before") else ""]  # fmt: skip
+        if any(said):
+            out.append("  " + "; ".join(x for x in said if x))
     for r in doc["runs"]:
         if r["judged"] != r["evaluations"]:
             out.append(f"{r['label']} at {r['per_device']}: {r['judged']} of {r['evaluations']} judged on merit "
@@ -464,7 +468,19 @@ def main(argv: list[str] | None = None) -> int:
         "--deadline-s", type=float, default=None,
         help="stop by this many seconds from the start: the pass under way is cut, its answers kept",
     )  # fmt: skip
+    ap.add_argument(
+        "--merge", type=Path, nargs="+", default=None, metavar="JSON",
+        help="combine service-throughput.json files of parts of the set measured apart, and report them as one",
+    )  # fmt: skip
     ns = ap.parse_args(argv)
+    if ns.merge:
+        doc = merged([json.loads(path.read_text()) for path in ns.merge])
+        ns.out = ns.out or out_dir()
+        ns.out.mkdir(parents=True, exist_ok=True)
+        _write(ns.out, doc)
+        print(terminal(doc))
+        print(f"\nwritten: {ns.out / 'service-throughput.json'}")
+        return 0 if doc["all_expected"] else 1
     ns.deadline = None if ns.deadline_s is None else time.monotonic() + ns.deadline_s
     if ns.smoke:
         ns.device = ns.device or "cpu"
@@ -523,6 +539,50 @@ def main(argv: list[str] | None = None) -> int:
     print(terminal(doc))
     print(f"\nwritten: {ns.out / 'service-throughput.json'}")
     return 0 if doc["all_expected"] else 1
+
+
+def merged(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One report from parts of the set measured in separate calls (a device call is ten minutes;
+    the whole set, cold, takes longer): for each pass and concurrency, the parts' answers together
+    over the sum of their walls, each part's own server start and cut included. A task in two
+    parts is refused: the parts must split the set, not overlap."""
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for doc in docs:
+        if doc.get("schema") != SCHEMA:
+            raise ValueError(f"not a {SCHEMA} document: {doc.get('schema')!r}")
+        for run in doc["runs"]:
+            groups.setdefault((run["label"], run["per_device"]), []).append(run)
+    runs = []
+    for (label, per_device), parts in groups.items():
+        seen: set[str] = set()
+        for part in parts:
+            tasks = {r["task"] for r in part["rows"]}
+            if seen & tasks:
+                raise ValueError(
+                    f"the {label} parts at {per_device} in flight overlap: {sorted(seen & tasks)[:3]}"
+                )
+            seen |= tasks
+        rows = [r for part in parts for r in part["rows"]]
+        wall = sum(part["wall_s"] for part in parts)
+        shares = [(part["busy_share"], part["wall_s"]) for part in parts]
+        share: float | str = (
+            sum(x * w for x, w in shares) / wall
+            if wall > 0 and all(isinstance(x, (int, float)) for x, _ in shares)
+            else "not measured in every part"
+        )
+        run = _summary(label, per_device, rows, wall, share)
+        checked = [part["aa"] for part in parts if part["aa"].get("checked")]
+        run["aa"] = checked[0] if checked else parts[0]["aa"]
+        run["cut"] = any(part.get("cut") for part in parts)
+        run["sent"] = sum(part.get("sent", 0) for part in parts)
+        run["builds_cached_before"] = any(part.get("builds_cached_before") for part in parts)
+        run["parts"] = len(parts)
+        runs.append(run)
+    settings = {
+        "merged": [d["settings"] for d in docs],
+        "commit": sorted({d["settings"].get("commit", "") for d in docs}),
+    }
+    return _document(settings, runs)
 
 
 def _write(out: Path, doc: dict[str, Any]) -> None:

@@ -118,3 +118,39 @@ def test_percentiles_are_nearest_rank(bench):
     assert bench._pct([5.0, 1.0, 3.0, 2.0, 4.0], 50) == 3.0
     assert bench._pct([float(i) for i in range(1, 21)], 95) == 19.0
     assert bench._pct([], 95) == 0.0
+
+
+def _row(task, speedup=None, outcome="pass"):
+    return {"task": task, "kind": "honest_triton", "latency_s": 1.0, "seconds": 1.0, "stored": False,
+            "built": False, "expected": True, "expect": None, "outcome": outcome, "codes": [],
+            "speedup_eager": speedup, "steps": {}}  # fmt: skip
+
+
+def test_parts_measured_in_separate_calls_merge_into_one_rate_over_their_summed_walls(bench, tmp_path):
+    """Three answers in 10 s and one in 20 s: 4 answers in 30 s, 480 an hour (not the mean of the
+    parts' rates); the busy share weighted by wall; overlapping parts refused."""
+    one = bench._summary("cold", 4, [_row("t1/a", 2.0), _row("t1/a#aa", 2.02), _row("t1/b")], 10.0, 0.5)
+    two = bench._summary("cold", 4, [_row("t2/a")], 20.0, 0.2)
+    one["cut"], two["cut"] = False, True
+    docs = [bench._document({"commit": "x"}, [one]), bench._document({"commit": "y"}, [two])]
+    doc = bench.merged(docs)
+    (run,) = doc["runs"]
+    assert run["evaluations"] == 4 and run["wall_s"] == 30.0 and run["evaluations_per_gpu_hour"] == 480.0
+    assert run["busy_share"] == pytest.approx((0.5 * 10 + 0.2 * 20) / 30)
+    assert run["aa"]["checked"] and run["aa"]["ok"] and run["cut"] and run["parts"] == 2
+    assert doc["best"]["cold"]["evaluations_per_gpu_hour"] == 480.0 and doc["settings"]["commit"] == [
+        "x",
+        "y",
+    ]
+    assert "measured in 2 parts; cut at the deadline: 4 of " in bench.terminal(doc)
+    with pytest.raises(ValueError, match="overlap"):
+        bench.merged([docs[0], docs[0]])
+    for i, d in enumerate(docs):
+        (tmp_path / f"{i}.json").write_text(json.dumps(d))
+    assert (
+        bench.main(
+            ["--merge", str(tmp_path / "0.json"), str(tmp_path / "1.json"), "--out", str(tmp_path / "m")]
+        )
+        == 0
+    )
+    assert json.loads((tmp_path / "m" / "service-throughput.json").read_text())["runs"][0]["parts"] == 2
