@@ -89,17 +89,7 @@ def time_candidate(
     claims = gpu_claims() if device.startswith("cuda") else cpu_claims(backend, None, frozenset())
     identity = kernel_identity(setup, worker)  # builds are over: none is served once timing starts
     per_shape: list[tuple[str, Coverage]] = []  # (variant, coverage) of each timed shape on a GPU
-    telemetry = None
-    if device.startswith("cuda"):
-        from kernelproof.measure.telemetry import Telemetry
-
-        telemetry = Telemetry(torch.device(device).index or 0)
-        # The device's launch floor, measured once per process in one of its own (seconds: torch's
-        # import, a context, the profiler): beside the others' untimed work, not in the stretch
-        # they all wait on. A neighbour's work can only lengthen some of its 200 one-block kernels,
-        # and their minimum is the floor.
-        with turns.shared(), steps.step("timing"), steps.step("launch_floor"):
-            launch_floor(device)
+    telemetry = _gpu_telemetry(device, turns)
     for v in setup.timed:
         ctx = setup.contexts[v]
         tol = checked.tolerances.get(v)
@@ -110,14 +100,7 @@ def time_candidate(
             reply = load_candidate(worker, ctx, staged, setup.task.path, options)
         if not reply.get("ok"):
             return Timed(None, reasons=(reason_of(reply),), flags=tuple(flags))
-        follow = numeric_flags.baseline_setting(
-            numeric_flags.neutral_settings(ctx.precision, dict(reply.get("flags") or {}))
-        )
-        if follow and not any(f.startswith("numeric_neutral_setting: the baselines") for f in flags):
-            flags.append(
-                "numeric_neutral_setting: the baselines ran with torch.backends.cudnn.benchmark="
-                f"{follow['cudnn.benchmark']}, as the solution set it"
-            )
+        follow = _followed_setting(ctx, reply, flags)
         if not device.startswith("cuda") and coverage is None:
             with turns.alone(), steps.step("timing"):
                 coverage, claims, untimed = _cpu_accounting(
@@ -169,6 +152,35 @@ def time_candidate(
         tuple(flags),
         claims,
     )
+
+
+def _gpu_telemetry(device: str, turns: DeviceTurns):
+    """The GPU's clocks over the rounds (None on the CPU), and the device's launch floor measured.
+
+    The floor is measured once per process, in one of its own (seconds: torch's import, a context,
+    the profiler): in a shared turn, beside the others' untimed work, not in the stretch they all
+    wait on. A neighbour's work can only lengthen some of its 200 one-block kernels, and their
+    minimum is the floor."""
+    if not device.startswith("cuda"):
+        return None
+    from kernelproof.measure.telemetry import Telemetry
+
+    with turns.shared(), steps.step("timing"), steps.step("launch_floor"):
+        launch_floor(device)
+    return Telemetry(torch.device(device).index or 0)
+
+
+def _followed_setting(ctx: VariantContext, reply: dict, flags: list[str]) -> dict[str, bool]:
+    """The cuDNN benchmark mode the solution set, which the baselines then run with (flagged once)."""
+    follow = numeric_flags.baseline_setting(
+        numeric_flags.neutral_settings(ctx.precision, dict(reply.get("flags") or {}))
+    )
+    if follow and not any(f.startswith("numeric_neutral_setting: the baselines") for f in flags):
+        flags.append(
+            "numeric_neutral_setting: the baselines ran with torch.backends.cudnn.benchmark="
+            f"{follow['cudnn.benchmark']}, as the solution set it"
+        )
+    return follow
 
 
 def _cpu_accounting(
