@@ -24,6 +24,7 @@ where they do not is reported as broken and left out of the headline figure. Wit
     python benchmarks/service_throughput.py --smoke                       # CI: CPU, 12 candidates
     python benchmarks/service_throughput.py --tasks .kernelbench-prepared --device cuda
     python benchmarks/service_throughput.py --tasks DIR --per-device 2,4 --passes warm
+    python benchmarks/service_throughput.py --tasks DIR --part 1/2 --out part1   # half the tasks (then 2/2)
     python benchmarks/service_throughput.py --merge part1/service-throughput.json part2/service-throughput.json
 
 Writes ``service-throughput.json`` (schema ``kernelproof.service-throughput/1``) under $OUT (or
@@ -92,6 +93,17 @@ def read_manifest(path: Path, smoke: bool, device: str) -> list[Candidate]:
             Candidate(c["id"], task, c.get("kind", ""), (path.parent / c["file"]).read_text(), expect or None)
         )
     return out
+
+
+def part_of(candidates: list[Candidate], part: str) -> list[Candidate]:
+    """The candidates of the K-th of N parts ("K/N") of the set's tasks: every N-th task in sorted
+    order from the K-th, so that each part mixes the levels and sizes, and the parts split the set."""
+    k, _, n = part.partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise ValueError(f"--part is K/N with 1 <= K <= N, not {part!r}")
+    tasks = sorted({c.task for c in candidates})
+    mine = set(tasks[int(k) - 1 :: int(n)])
+    return [c for c in candidates if c.task in mine]
 
 
 def interleaved(candidates: list[Candidate]) -> list[Candidate]:
@@ -465,6 +477,10 @@ def main(argv: list[str] | None = None) -> int:
         "--only", action="append", default=[], help="only the tasks whose path contains this (repeatable)"
     )
     ap.add_argument(
+        "--part", default=None, metavar="K/N",
+        help="only the K-th of N parts of the set's tasks (every N-th task, sorted; --merge joins the parts)",
+    )  # fmt: skip
+    ap.add_argument(
         "--deadline-s", type=float, default=None,
         help="stop by this many seconds from the start: the pass under way is cut, its answers kept",
     )  # fmt: skip
@@ -498,6 +514,11 @@ def main(argv: list[str] | None = None) -> int:
         candidates = [c for c in candidates if any(pat in c.task for pat in ns.only)]
         if not candidates:
             ap.error(f"no candidate's task matches {ns.only}")
+    if ns.part:
+        try:
+            candidates = part_of(candidates, ns.part)
+        except ValueError as exc:
+            ap.error(str(exc))
     ns.out = ns.out or out_dir()
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "service-throughput.rows.jsonl").write_text("")
@@ -511,6 +532,7 @@ def main(argv: list[str] | None = None) -> int:
         "manifest": str(ns.manifest),
         "tasks": [str(t) for t in ns.tasks],
         "only": ns.only,
+        "part": ns.part,
         "smoke": ns.smoke,
         "device": ns.device,
         "correctness_only": ns.correctness_only,

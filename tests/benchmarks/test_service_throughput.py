@@ -154,3 +154,15 @@ def test_parts_measured_in_separate_calls_merge_into_one_rate_over_their_summed_
         == 0
     )
     assert json.loads((tmp_path / "m" / "service-throughput.json").read_text())["runs"][0]["parts"] == 2
+
+
+def test_the_parts_of_the_set_split_its_tasks_with_every_level_in_each(bench):
+    candidates = bench.read_manifest(MANIFEST, smoke=False, device="cuda")
+    parts = [bench.part_of(candidates, f"{k}/2") for k in (1, 2)]
+    tasks = [{c.task for c in p} for p in parts]
+    assert not tasks[0] & tasks[1] and tasks[0] | tasks[1] == {c.task for c in candidates}
+    assert sum(len(p) for p in parts) == len(candidates)
+    for t in tasks:
+        assert {x.split("/")[0] for x in t} == {"level1", "level2"}
+    with pytest.raises(ValueError, match="K/N"):
+        bench.part_of(candidates, "3/2")
