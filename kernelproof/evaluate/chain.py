@@ -202,7 +202,6 @@ def _run_candidate_steps(
 ) -> _Ran:
     """The steps of :func:`_run_candidate`; the worker it starts is appended to ``opened``."""
     turns = DeviceTurns(workers, device, first_alone=lambda: phases.mark("settled_s"))
-    gate = workers.gate(device)
     worker: WorkerProcess | None = None
     hello, limits, sandbox = None, "", None
     checked = Checked((), (), (), {}, True)
@@ -211,14 +210,14 @@ def _run_candidate_steps(
     watchdog: _Watchdog | None = None
     service: BuildService | None = None
     try:
-        with steps.entered(gate.shared(), "device_wait"):  # another evaluation's timing ends first
+        with turns.shared():  # another evaluation's timing ends first
             with steps.step("worker_start"):
                 worker = workers.candidate(device, timed=not options.correctness_only)
                 opened.append(worker)
                 watchdog = _Watchdog(
                     worker, options.evaluation_timeout_s - (time.monotonic() - phases.started)
                 )
-                gate.lendable(worker)  # a reply long awaited (a hang) does not hold up another's timing
+                turns.lend(worker)  # a reply long awaited (a hang) does not hold up another's timing
                 hello, limits = worker.wait_ready(), worker.limits_applied
             sandbox = worker.sandbox_record()  # which containment layers held (kernelproof/sandbox)
             if options.require_sandbox:

@@ -33,11 +33,14 @@ class DeviceTurns:
     def shared(self, lend: Lendable | None = None) -> Iterator[None]:
         """Untimed GPU work: waits while another evaluation times. `lend`: the worker whose replies
         this turn awaits, which a waiting timing may stop once a reply is long awaited (a hang)."""
-        gate = self.workers.gate(self.device)
-        with steps.entered(gate.shared(), "device_wait"):
+        with steps.entered(self.workers.gate(self.device).shared(), "device_wait"):
             if lend is not None:
-                gate.lendable(lend)
+                self.lend(lend)
             yield
+
+    def lend(self, worker: Lendable) -> None:
+        """Within a shared turn: `worker`'s replies are what it awaits from here on (host/gate.py)."""
+        self.workers.gate(self.device).lendable(worker)
 
     @contextmanager
     def alone(self) -> Iterator[None]:
