@@ -195,15 +195,20 @@ def test_the_kernels_of_a_built_extension_and_cubin_are_read_from_their_symbols(
     assert origin_of("ampere_sgemm_128x64_nn", identity) == "library"
 
 
-def test_a_cpu_extension_built_with_gxx_is_a_binary_of_the_solutions(tmp_path):
+def _shared_library(folder: Path, source: str, *libraries: str) -> None:
+    """``folder/f.so`` built from `source` with g++ (the test is skipped where g++ is not installed)."""
     gxx = shutil.which("g++")
     if gxx is None:
         pytest.skip("g++ is not installed")
-    src = tmp_path / "f.cpp"
-    src.write_text(
-        'extern "C" int forward_kernel(int x) { return x + 1; }\nnamespace n { int helper() { return 2; } }\n'
+    (folder / "f.cpp").write_text(source)
+    subprocess.run([gxx, "-shared", "-fPIC", "-o", folder / "f.so", folder / "f.cpp", *libraries], check=True)
+
+
+def test_a_cpu_extension_built_with_gxx_is_a_binary_of_the_solutions(tmp_path):
+    _shared_library(
+        tmp_path,
+        'extern "C" int forward_kernel(int x) { return x + 1; }\nnamespace n { int helper() { return 2; } }\n',
     )
-    subprocess.run([gxx, "-shared", "-fPIC", "-o", tmp_path / "f.so", src], check=True)
     found = elf_functions((tmp_path / "f.so").read_bytes())
     assert found is not None and "forward_kernel" in found
     assert elf_functions(b"#!/bin/sh\n" * 10) is None
@@ -217,28 +222,24 @@ def test_a_binary_s_imports_of_aten_kernels_past_the_dispatcher_are_read(tmp_pat
     run-time lookup hides what it calls: both are read from the binary's imports. A call through
     the dispatcher (``at::relu``) is the profiler's to see, a helper of those namespaces
     (``at::cpu::is_avx512_vnni_supported``) and an allocation compute nothing: none is listed."""
-    gxx = shutil.which("g++")
-    if gxx is None:
-        pytest.skip("g++ is not installed")
-    src = tmp_path / "f.cpp"
-    src.write_text(
+    _shared_library(
+        tmp_path,
         "#include <dlfcn.h>\n"
         "namespace at { int relu(int); namespace cpu { int clamp_min(int, int); bool is_avx512_vnni_supported(); }\n"
         "  namespace native { int gelu(int); int empty_like(int); } }\n"
         'extern "C" int forward(int x) { return at::relu(x) + at::cpu::clamp_min(x, 0) + at::native::gelu(x)'
         " + at::cpu::is_avx512_vnni_supported() + at::native::empty_like(x); }\n"
-        'extern "C" void* lookup(void* h) { return dlsym(h, "x"); }\n'
+        'extern "C" void* lookup(void* h) { return dlsym(h, "x"); }\n',
+        "-ldl",
     )
-    subprocess.run([gxx, "-shared", "-fPIC", "-o", tmp_path / "f.so", src, "-ldl"], check=True)
     built = built_names(tmp_path)
     assert built.binaries == 1
     assert built.aten_imports == {"at::cpu::clamp_min", "at::native::gelu", "dlsym"}
     plain = tmp_path / "plain"
     plain.mkdir()
-    (plain / "g.cpp").write_text(
-        'namespace at { int relu(int); }\nextern "C" int f(int x) { return at::relu(x); }\n'
+    _shared_library(
+        plain, 'namespace at { int relu(int); }\nextern "C" int f(int x) { return at::relu(x); }\n'
     )
-    subprocess.run([gxx, "-shared", "-fPIC", "-o", plain / "g.so", plain / "g.cpp"], check=True)
     assert built_names(plain).aten_imports == frozenset()
 
 
