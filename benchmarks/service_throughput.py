@@ -578,7 +578,7 @@ def merged(docs: list[dict[str, Any]]) -> dict[str, Any]:
     for (label, per_device), parts in groups.items():
         seen: set[str] = set()
         for part in parts:
-            tasks = {r["task"] for r in part["rows"]}
+            tasks = {r["task"].rsplit("/", 1)[0] for r in part["rows"]}  # a row's is its candidate's id
             if seen & tasks:
                 raise ValueError(
                     f"the {label} parts at {per_device} in flight overlap: {sorted(seen & tasks)[:3]}"

@@ -145,6 +145,9 @@ def test_parts_measured_in_separate_calls_merge_into_one_rate_over_their_summed_
     assert "measured in 2 parts; cut at the deadline: 4 of " in bench.terminal(doc)
     with pytest.raises(ValueError, match="overlap"):
         bench.merged([docs[0], docs[0]])
+    other_candidate = bench._document({"commit": "z"}, [bench._summary("cold", 4, [_row("t1/c")], 5.0, 0.1)])
+    with pytest.raises(ValueError, match="overlap"):  # one task in two parts, whatever its candidates
+        bench.merged([docs[0], other_candidate])
     for i, d in enumerate(docs):
         (tmp_path / f"{i}.json").write_text(json.dumps(d))
     assert (
