@@ -89,6 +89,7 @@ def time_candidate(
     claims = gpu_claims() if device.startswith("cuda") else cpu_claims(backend, None, frozenset())
     identity = kernel_identity(setup, worker)  # builds are over: none is served once timing starts
     per_shape: list[tuple[str, Coverage]] = []  # (variant, coverage) of each timed shape on a GPU
+    profiled: set[str] = set()  # shapes whose baselines' kernels the identity already holds
     telemetry = _gpu_telemetry(device, turns)
     for v in setup.timed:
         ctx = setup.contexts[v]
@@ -113,6 +114,14 @@ def time_candidate(
             baselines = _baselines(setup, ctx, v, options, device, workers, flags, follow)
         programs = [Program("candidate", worker)] + baselines
         with turns.alone(), steps.step("timing"):
+            if device.startswith("cuda") and len(setup.timed) == 1:
+                with steps.step("profile_first"):
+                    identity, refused = _profiled_first(
+                        worker, ctx, v, baselines, rng, identity, policy, limit, device, flags
+                    )
+                if refused is not None:
+                    return refused
+                profiled.add(v)  # the baselines' kernels of this shape are known now
             timing, found = time_variant(
                 ctx, programs, options.timing, rng, tol, limit, flags, telemetry, claims.speed
             )
@@ -131,8 +140,9 @@ def time_candidate(
             if device.startswith("cuda"):  # every timed shape profiled; the largest decides (below)
                 with steps.step("profile"):
                     identity, cov, tamper = _gpu_coverage(
-                        worker, ctx, v, baselines, timing, rng, identity, policy, limit, device, flags
-                    )
+                        worker, ctx, v, [] if v in profiled else baselines, timing, rng, identity, policy,
+                        limit, device, flags,
+                    )  # fmt: skip
                 reasons += [tamper] if tamper else []
                 per_shape.append((v, cov))
     flags = [with_floor(f, roof) for f in flags]
@@ -249,7 +259,7 @@ def _gpu_coverage(
     ctx: VariantContext,
     v: str,
     baselines: list[Program],
-    timing: ShapeTiming,
+    timing: ShapeTiming | None,
     rng: random.Random,
     identity: KernelIdentity,
     policy: str,
@@ -267,7 +277,40 @@ def _gpu_coverage(
     cov = account(worker, ctx, rng.getrandbits(62), identity, policy, limit, floor.us)
     if floor.us is None and not any(f.startswith("coverage_floor") for f in flags):
         flags.append(f"coverage_floor: {floor.how}; kernels counted whole")
-    return identity, cov, reconcile(cov, timing.candidate.max_ms, v)
+    return identity, cov, None if timing is None else reconcile(cov, timing.candidate.max_ms, v)
+
+
+def _profiled_first(
+    worker: WorkerProcess,
+    ctx: VariantContext,
+    v: str,
+    baselines: list[Program],
+    rng: random.Random,
+    identity: KernelIdentity,
+    policy: str,
+    limit: float,
+    device: str,
+    flags: list[str],
+) -> tuple[KernelIdentity, Timed | None]:
+    """The one timed shape's call profiled before its rounds: a candidate whose call ran no kernel
+    of its own is refused ``no_custom_kernel`` here (a Timed), and the rounds, which could not make
+    it pass, are not spent on it. Only a refusal is taken from this profile: a candidate that shows
+    kernels of its own is timed, then profiled again after its rounds, and that profile decides its
+    coverage and is reconciled with the parent's clock, as for every task. With several timed
+    shapes the largest decides (:func:`_deciding_coverage`), which is not known before the rounds."""
+    identity, cov, _ = _gpu_coverage(
+        worker, ctx, v, baselines, None, rng, identity, policy, limit, device, flags
+    )
+    reason = coverage_reason(cov) if cov.custom_fraction is not None else None
+    if reason is None or reason.code is not ReasonCode.NO_CUSTOM_KERNEL:
+        return identity, None
+    cov = replace(
+        cov,
+        note=f"{cov.note}; profiled before the rounds, which were not run"
+        if cov.note
+        else "profiled before the rounds, which were not run",
+    )
+    return identity, Timed(None, {}, None, cov, (reason,), tuple(flags), None)
 
 
 def kernel_identity(setup: Setup, worker: WorkerProcess) -> KernelIdentity:
