@@ -164,14 +164,19 @@ class Server:
         self.log: list[str] = []
         lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._drain, args=(lines,), daemon=True).start()
-        deadline = time.monotonic() + 180
+        began = time.monotonic()
+        deadline = began + 180
+        self.warmed = ""  # what the server did before it listened (its line), outside the pass's wall
         while True:
             try:
                 line = lines.get(timeout=1.0)  # short: a server that exits at once is seen at once
             except queue.Empty:
                 line = ""
+            if "kernelproof serve: warmed" in line:
+                self.warmed = line.split("kernelproof serve: ", 1)[1].strip()
             if "listening on " in line:
                 self.url = line.split("listening on ", 1)[1].strip()
+                self.start_s = round(time.monotonic() - began, 1)
                 return
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.close()
@@ -270,6 +275,10 @@ def one_pass(ns, candidates: list[Candidate], per_device: int, cache: Path, labe
     summary["cut"] = cut
     summary["sent"] = len(candidates)
     summary["builds_cached_before"] = prefilled  # a "cold" pass on a cache a former pass or call filled
+    # the server's start to its listening line (spares started, the launch floor measured): once
+    # per server, before the pass's wall begins; a trainer's long-lived service pays it once
+    summary["server_start_s"] = server.start_s
+    summary["server_warmed"] = server.warmed
     return summary
 
 
@@ -413,7 +422,8 @@ def terminal(doc: dict[str, Any]) -> str:
         )
         said = [f"measured in {r['parts']} parts" if r.get("parts", 1) > 1 else "",
                 f"cut at the deadline: {r['evaluations']} of {r['sent']} answered" if r.get("cut") else "",
-                "builds cached before" if r["label"] == "cold" and r.get("builds_cached_before") else ""]  # fmt: skip
+                "builds cached before" if r["label"] == "cold" and r.get("builds_cached_before") else "",
+                f"server up in {r['server_start_s']} s before the wall" if r.get("server_start_s") else ""]  # fmt: skip
         if any(said):
             out.append("  " + "; ".join(x for x in said if x))
     for r in doc["runs"]:
@@ -599,6 +609,8 @@ def merged(docs: list[dict[str, Any]]) -> dict[str, Any]:
         run["sent"] = sum(part.get("sent", 0) for part in parts)
         run["builds_cached_before"] = any(part.get("builds_cached_before") for part in parts)
         run["parts"] = len(parts)
+        starts = [part.get("server_start_s") for part in parts]
+        run["server_start_s"] = round(sum(starts), 1) if all(starts) else None  # one server per part
         runs.append(run)
     settings = {
         "merged": [d["settings"] for d in docs],

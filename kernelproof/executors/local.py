@@ -40,7 +40,7 @@ from kernelproof.executors.device_memory import DeviceMemory, Unlimited
 from kernelproof.executors.device_memory import for_device as memory_for
 from kernelproof.host.admission import Admission
 from kernelproof.host.gate import DeviceGate
-from kernelproof.host.process import SpawnSpec, WorkerProcess
+from kernelproof.host.process import SpawnSpec, WorkerDied, WorkerProcess
 from kernelproof.measure.quiet import quiet_probe
 from kernelproof.options import EvalOptions
 from kernelproof.solution import SolutionFile, read_solution
@@ -155,6 +155,32 @@ class LocalPool(WorkerSource):
             if timed:
                 self._start_spares("baseline", device, 1)
         return w
+
+    def warm(self, device: str, slots: int) -> int:
+        """Start the spares this device's first evaluations would take, and wait until they are up
+        (a long-lived service, before it listens): its first batch then finds its workers started,
+        as every later batch does. `slots`: the evaluations admitted on it at once. Returns how many
+        spares are up (none without ``prespawn``)."""
+        self.admission(device, slots)  # the spares' depth follows it
+        if not self.prespawn:
+            return 0
+        depth = CANDIDATE_SPARES["cpu" if device == "cpu" else "cuda"] * slots
+        self._start_spares("candidate", device, depth)
+        self._start_spares("baseline", device, 1)
+        with self._lock:
+            threads = list(self._spawning.get(device, []))
+        for t in threads:
+            t.join()
+        with self._lock:
+            spares = [w for (_, d), ws in self._spare.items() if d == device for w in ws]
+        up = 0
+        for w in spares:
+            try:
+                w.wait_ready()
+                up += 1
+            except WorkerDied:
+                pass  # whoever takes it replaces it (_take)
+        return up
 
     def settle(self, device: str) -> None:
         """Return once no worker is starting on this device: called before timing.

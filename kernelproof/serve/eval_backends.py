@@ -18,10 +18,13 @@ repeated request costs no evaluation.
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Protocol
 
 from kernelproof import api
 from kernelproof.executors.local import LocalPool, resolve_devices
+from kernelproof.measure.floor import for_device as launch_floor
 from kernelproof.options import EvalOptions
 from kernelproof.store import as_requested, open_store, served
 from kernelproof.submission import Submission
@@ -34,6 +37,8 @@ class Backend(Protocol):
     def stored(self, files: Submission, options: EvalOptions) -> Verdict | None: ...
 
     def evaluate(self, files: Submission, options: EvalOptions, slot: str) -> Verdict: ...
+
+    def warm(self) -> str: ...  # before the service listens: what its first evaluations would wait for
 
     def close(self) -> None: ...
 
@@ -62,6 +67,28 @@ class LocalBackend:
 
     def evaluate(self, files: Submission, options: EvalOptions, slot: str) -> Verdict:
         return api.evaluate_submission(files, options.replace(device=slot), pool=self._pool)
+
+    def warm(self) -> str:
+        """What a service's first evaluations would otherwise wait for, done before it listens:
+        each GPU's launch floor (a process of its own, seconds) measured while the devices' spare
+        workers start (torch's import and a CUDA context each). Says what it did."""
+        started = time.monotonic()
+        said: list[str] = []
+        up: list[int] = []
+        starts = [
+            threading.Thread(target=lambda d=d: up.append(self._pool.warm(d, self._per_device)), daemon=True)
+            for d in self._devices
+        ]
+        for t in starts:
+            t.start()
+        for device in self._devices:
+            if device.startswith("cuda"):
+                floor = launch_floor(device)
+                said.append(f"{device} launch floor " + (f"{floor.us:.2f} us" if floor.us else floor.how))
+        for t in starts:
+            t.join()
+        said.append(f"{sum(up)} spare worker(s) up")
+        return f"warmed in {time.monotonic() - started:.1f} s: " + "; ".join(said)
 
     def close(self) -> None:
         self._pool.close()
@@ -107,6 +134,9 @@ class RayBackend:
                 )
             )
         )
+
+    def warm(self) -> str:
+        return ""  # the cluster's nodes start their own workers
 
     def close(self) -> None:
         if self._actors is not None:

@@ -30,6 +30,9 @@ def serve(config: ServeConfig) -> None:
     sock.bind((config.host, config.port))
     sock.listen(2048)  # listening before the line is printed: a client that reads it may connect at once
     service = Service(config)
+    warmed = service.warm()  # before the line: a client that reads it finds the workers started
+    if warmed:
+        print(f"kernelproof serve: {warmed}", file=sys.stderr, flush=True)
     app = build_app(service)
     server = uvicorn.Server(
         uvicorn.Config(

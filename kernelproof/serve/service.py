@@ -50,6 +50,12 @@ class Service:
         self.scheduler = Scheduler(self.book, backend, self.metrics, config.queue_limit)
         self.asked: dict[str, dict[str, Any]] = {}  # job id -> what a KernelGYM client asked, not obeyed
 
+    def warm(self) -> str:
+        """Before the service listens: its backend's workers started and devices measured, so that
+        the first batch does not wait for them (a no-op for a backend with nothing to warm)."""
+        warm = getattr(self.backend, "warm", None)
+        return warm() if warm is not None else ""
+
     def close(self) -> None:
         self.scheduler.close()
         self.backend.close()

@@ -42,6 +42,9 @@ def test_the_smoke_set_through_the_service_gets_every_expected_verdict(tmp_path)
     assert [r for r in only["rows"] if r["expected"] is not True] == [], run.stdout[-3000:]
     assert doc["all_expected"] and run.returncode == 0, run.stdout[-3000:]
     assert only["busy_share"] == "not measured (CPU)"
+    # the server warmed its spare workers before it listened, and the pass says how long that took
+    assert only["server_start_s"] > 0 and "spare worker(s) up" in only["server_warmed"], run.stdout[-3000:]
+    assert f"server up in {only['server_start_s']} s before the wall" in run.stdout
     assert only["costs"]["steps_total_s"], "the cost table comes from the verdicts' step records"
     assert all(len(line) <= 80 for line in run.stdout.splitlines() if not line.startswith("written:"))
 
@@ -132,12 +135,14 @@ def test_parts_measured_in_separate_calls_merge_into_one_rate_over_their_summed_
     one = bench._summary("cold", 4, [_row("t1/a", 2.0), _row("t1/a#aa", 2.02), _row("t1/b")], 10.0, 0.5)
     two = bench._summary("cold", 4, [_row("t2/a")], 20.0, 0.2)
     one["cut"], two["cut"] = False, True
+    one["server_start_s"], two["server_start_s"] = 6.0, 7.5
     docs = [bench._document({"commit": "x"}, [one]), bench._document({"commit": "y"}, [two])]
     doc = bench.merged(docs)
     (run,) = doc["runs"]
     assert run["evaluations"] == 4 and run["wall_s"] == 30.0 and run["evaluations_per_gpu_hour"] == 480.0
     assert run["busy_share"] == pytest.approx((0.5 * 10 + 0.2 * 20) / 30)
     assert run["aa"]["checked"] and run["aa"]["ok"] and run["cut"] and run["parts"] == 2
+    assert run["server_start_s"] == 13.5  # each part's server, outside the summed walls
     assert doc["best"]["cold"]["evaluations_per_gpu_hour"] == 480.0 and doc["settings"]["commit"] == [
         "x",
         "y",
