@@ -89,7 +89,6 @@ def time_candidate(
     claims = gpu_claims() if device.startswith("cuda") else cpu_claims(backend, None, frozenset())
     identity = kernel_identity(setup, worker)  # builds are over: none is served once timing starts
     per_shape: list[tuple[str, Coverage]] = []  # (variant, coverage) of each timed shape on a GPU
-    profiled: set[str] = set()  # shapes whose baselines' kernels the identity already holds
     telemetry = _gpu_telemetry(device, turns)
     for v in setup.timed:
         ctx = setup.contexts[v]
@@ -109,19 +108,16 @@ def time_candidate(
                 )
             if untimed is not None:
                 return untimed
+        if device.startswith("cuda") and not identity.own:
+            with turns.shared(lend=worker), steps.step("timing"), steps.step("profile_first"):
+                refused = _no_kernel_of_its_own(worker, ctx, rng, identity, policy, limit, device, flags)
+            if refused is not None:
+                return refused
         # the baselines' workers taken (or started) and their programs loaded
         with turns.shared(), steps.step("timing"), steps.step("baselines"):
             baselines = _baselines(setup, ctx, v, options, device, workers, flags, follow)
         programs = [Program("candidate", worker)] + baselines
         with turns.alone(), steps.step("timing"):
-            if device.startswith("cuda") and len(setup.timed) == 1:
-                with steps.step("profile_first"):
-                    identity, refused = _profiled_first(
-                        worker, ctx, v, baselines, rng, identity, policy, limit, device, flags
-                    )
-                if refused is not None:
-                    return refused
-                profiled.add(v)  # the baselines' kernels of this shape are known now
             timing, found = time_variant(
                 ctx, programs, options.timing, rng, tol, limit, flags, telemetry, claims.speed
             )
@@ -140,9 +136,8 @@ def time_candidate(
             if device.startswith("cuda"):  # every timed shape profiled; the largest decides (below)
                 with steps.step("profile"):
                     identity, cov, tamper = _gpu_coverage(
-                        worker, ctx, v, [] if v in profiled else baselines, timing, rng, identity, policy,
-                        limit, device, flags,
-                    )  # fmt: skip
+                        worker, ctx, v, baselines, timing, rng, identity, policy, limit, device, flags
+                    )
                 reasons += [tamper] if tamper else []
                 per_shape.append((v, cov))
     flags = [with_floor(f, roof) for f in flags]
@@ -259,7 +254,7 @@ def _gpu_coverage(
     ctx: VariantContext,
     v: str,
     baselines: list[Program],
-    timing: ShapeTiming | None,
+    timing: ShapeTiming,
     rng: random.Random,
     identity: KernelIdentity,
     policy: str,
@@ -277,40 +272,36 @@ def _gpu_coverage(
     cov = account(worker, ctx, rng.getrandbits(62), identity, policy, limit, floor.us)
     if floor.us is None and not any(f.startswith("coverage_floor") for f in flags):
         flags.append(f"coverage_floor: {floor.how}; kernels counted whole")
-    return identity, cov, None if timing is None else reconcile(cov, timing.candidate.max_ms, v)
+    return identity, cov, reconcile(cov, timing.candidate.max_ms, v)
 
 
-def _profiled_first(
+def _no_kernel_of_its_own(
     worker: WorkerProcess,
     ctx: VariantContext,
-    v: str,
-    baselines: list[Program],
     rng: random.Random,
     identity: KernelIdentity,
     policy: str,
     limit: float,
     device: str,
     flags: list[str],
-) -> tuple[KernelIdentity, Timed | None]:
-    """The one timed shape's call profiled before its rounds: a candidate whose call ran no kernel
-    of its own is refused ``no_custom_kernel`` here (a Timed), and the rounds, which could not make
-    it pass, are not spent on it. Only a refusal is taken from this profile: a candidate that shows
-    kernels of its own is timed, then profiled again after its rounds, and that profile decides its
-    coverage and is reconciled with the parent's clock, as for every task. With several timed
-    shapes the largest decides (:func:`_deciding_coverage`), which is not known before the rounds."""
-    identity, cov, _ = _gpu_coverage(
-        worker, ctx, v, baselines, None, rng, identity, policy, limit, device, flags
-    )
+) -> Timed | None:
+    """A solution that defines no kernel of its own (no binary built for it, no Triton kernel in its
+    code) can never earn a speed claim on a GPU: none of its GPU time can be its own, at any shape.
+    One call is profiled before any timing, in a shared turn (the share it measures is zero
+    whatever a neighbour's kernels add to the durations), and where it shows GPU work the
+    solution is refused ``no_custom_kernel`` there: no baseline is loaded for it and it never holds
+    the device alone. A call that shows no GPU work at all decides nothing, and timing goes on."""
+    floor = launch_floor(device)
+    cov = account(worker, ctx, rng.getrandbits(62), identity, policy, limit, floor.us)
     reason = coverage_reason(cov) if cov.custom_fraction is not None else None
     if reason is None or reason.code is not ReasonCode.NO_CUSTOM_KERNEL:
-        return identity, None
-    cov = replace(
-        cov,
-        note=f"{cov.note}; profiled before the rounds, which were not run"
-        if cov.note
-        else "profiled before the rounds, which were not run",
+        return None
+    note = (
+        "the solution defines no kernel of its own; one call profiled before timing, beside other "
+        "evaluations' work (durations not its alone), and the candidate not timed"
     )
-    return identity, Timed(None, {}, None, cov, (reason,), tuple(flags), None)
+    cov = replace(cov, note=f"{cov.note}; {note}" if cov.note else note)
+    return Timed(None, {}, None, cov, (reason,), tuple(flags), None)
 
 
 def kernel_identity(setup: Setup, worker: WorkerProcess) -> KernelIdentity:
