@@ -435,6 +435,35 @@ def test_timings_loads_take_a_shared_turn_and_only_the_measuring_holds_the_devic
     assert {"timing/load", "timing/baselines", "timing/warm_up", "timing/rounds", "timing_wait"} <= set(steps)
 
 
+@pytest.mark.gpu
+def test_a_solution_with_no_kernel_of_its_own_is_refused_untimed_in_a_shared_turn(monkeypatch):
+    """Plain PyTorch on a GPU: one call profiled before timing, beside others' work; refused
+    ``no_custom_kernel`` with no baseline loaded and no stretch alone (evaluate/timing.py)."""
+    from kernelproof.evaluate import timing
+
+    gate = DeviceGate()
+    pool = LocalPool()
+    pool.gate = lambda device: gate
+    seen: list[tuple[int, bool]] = []
+    real = timing.account
+    monkeypatch.setattr(timing, "account", lambda *a, **k: seen.append(gate.holders()) or real(*a, **k))
+    try:
+        (verdict,) = evaluate_many(
+            [(TASK, str(DATA / "solutions" / "plain_torch.py"))],
+            two_in_flight_on_the_cpu(120).replace(device="cuda:0"),
+            pool=pool,
+        )
+    finally:
+        pool.close()
+    assert [r.code.value for r in verdict.reasons] == ["no_custom_kernel"], verdict.reasons
+    assert seen == [(1, False)]  # one profile, in a shared turn
+    assert "not timed" in verdict.coverage.note and verdict.timing is None
+    steps = verdict.environment["steps"]
+    assert "timing/profile_first" in steps and not {"timing/baselines", "timing/rounds", "timing_wait"} & set(
+        steps
+    )
+
+
 def _warm(pool: LocalPool, per_device: int) -> None:
     """Started workers waiting, as in a session that has evaluated before: the candidate spares and
     the baseline spare are ready, so no worker's start (torch's import: seconds, and many more on a
