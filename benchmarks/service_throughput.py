@@ -367,6 +367,7 @@ def _summary(label: str, per_device: int, rows: list[dict], wall: float, share) 
         "busy_share": share,
         "builds": sum(1 for r in rows if r["built"]),
         "latency_by_kind": _latencies(rows),
+        "latency_by_level": _latencies(rows, _level),
         "all_expected": all(r["expected"] is not False for r in rows),
         "unexpected": [
             {
@@ -384,10 +385,16 @@ def _summary(label: str, per_device: int, rows: list[dict], wall: float, share) 
     }
 
 
-def _latencies(rows: list[dict]) -> dict[str, dict[str, float]]:
+def _level(row: dict) -> str:
+    """The KernelBench level of a row's task (``level1/19_ReLU/...``), for the issue's target: the
+    p50 evaluation time of a warm level-1 candidate."""
+    return row["task"].split("/", 1)[0]
+
+
+def _latencies(rows: list[dict], group=lambda r: r["kind"]) -> dict[str, dict[str, float]]:
     out = {}
-    for kind in sorted({r["kind"] for r in rows}):
-        mine = [r for r in rows if r["kind"] == kind]
+    for kind in sorted({group(r) for r in rows}):
+        mine = [r for r in rows if group(r) == kind]
         out[kind] = {
             "n": len(mine),
             "p50_s": _pct([r["seconds"] for r in mine], 50),
@@ -444,7 +451,8 @@ def terminal(doc: dict[str, Any]) -> str:
         out += ["", f"latency by kind ({last['label']}, {last['per_device']} in flight): evaluation s, "
                 "from submission s"]  # fmt: skip
         out.append(f"{'kind':28s} {'n':>3s} {'p50':>8s} {'p95':>8s} {'p50 sub':>9s} {'p95 sub':>9s}")
-        for kind, k in last["latency_by_kind"].items():
+        by_level = {f"{level} (every kind)": k for level, k in last.get("latency_by_level", {}).items()}
+        for kind, k in {**last["latency_by_kind"], **by_level}.items():
             out.append(
                 f"{kind[:28]:28s} {k['n']:3d} {k['p50_s']:8.1f} {k['p95_s']:8.1f} "
                 f"{k['p50_from_submit_s']:9.1f} {k['p95_from_submit_s']:9.1f}"

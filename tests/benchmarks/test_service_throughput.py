@@ -42,6 +42,8 @@ def test_the_smoke_set_through_the_service_gets_every_expected_verdict(tmp_path)
     assert [r for r in only["rows"] if r["expected"] is not True] == [], run.stdout[-3000:]
     assert doc["all_expected"] and run.returncode == 0, run.stdout[-3000:]
     assert only["busy_share"] == "not measured (CPU)"
+    by_level = only["latency_by_level"]  # the target is a warm level-1 candidate's p50
+    assert set(by_level) == {"level1", "level2"} and sum(k["n"] for k in by_level.values()) == want
     # the server warmed its spare workers before it listened, and the pass says how long that took
     assert only["server_start_s"] > 0 and "spare worker(s) up" in only["server_warmed"], run.stdout[-3000:]
     assert f"server up in {only['server_start_s']} s before the wall" in run.stdout
