@@ -103,7 +103,8 @@ def _evaluate(
     with steps.step("setup"):
         setup = prepare(task_file, solution, options, seed, device, workers, admit=held.grow)
     if isinstance(setup, Stopped):
-        return stopped_verdict(setup, FileRef(task_file.path, task_file.sha256), solution.ref, envelope)
+        ref = FileRef(task_file.path, task_file.sha256)
+        return stopped_verdict(setup, ref, solution.ref, envelope, setup.built)
     # Setup's temporaries (the audit's controls, the shape probes) stay reserved in the parent's
     # caching allocator, where the candidate's worker, another process, cannot use them: a
     # 4.3 GB-a-tensor task's setup peaked near 70 GB on an H200.

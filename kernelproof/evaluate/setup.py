@@ -11,6 +11,7 @@ this step runs.
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,8 +19,9 @@ from typing import Any
 import torch
 
 from kernelproof.errors import TaskError
-from kernelproof.evaluate.build import needs_build
-from kernelproof.evaluate.step_records import Setup, Solution, Stopped
+from kernelproof.evaluate import machine
+from kernelproof.evaluate.build import PendingBuild, failure, needs_build, record_of
+from kernelproof.evaluate.step_records import Built, Setup, Solution, Stopped
 from kernelproof.evaluate.workers import WorkerSource
 from kernelproof.inputs import slot_bytes
 from kernelproof.measure.session import calls_for
@@ -96,6 +98,11 @@ def prepare(
     if needs_build(solution.file.triage.backend):
         # Submitted now (or already, by evaluate_many): it builds while the task is set up.
         pending = workers.build(solution.file, device, options)
+        if _builds_first(need.evaluation_bytes, device, workers, options.per_device):
+            with steps.step("build_wait"):
+                failed = _failed_build(pending, solution, device, tuple(flags), task.sha256)
+            if failed is not None:
+                return failed
     if admit is not None:
         with steps.step("admission"):
             admit(need.evaluation_bytes or 0)
@@ -197,6 +204,33 @@ class _Audited:
 class _Plan:
     cases: list[Any]
     probe_cases: list[Any]  # one light case per probed shape (--shape-variants probe)
+
+
+def _builds_first(evaluation_bytes: int | None, device: str, workers: WorkerSource, per_device: int) -> bool:
+    """Does this evaluation wait for its build before it holds any of the device's memory? Where it
+    would hold more than its share (its bytes, times the evaluations admitted at once, above the
+    device's budget: level 1's 6.4 GB-a-tensor tasks reserve 90 GB of an H200's 141), its setup
+    overlapping nvcc would keep every other evaluation off that memory for the build's length,
+    and for nothing where the build fails. Smaller tasks set up while they build, as before."""
+    capacity = getattr(workers.memory(device), "capacity_bytes", None)
+    if not capacity or not evaluation_bytes:
+        return False
+    return evaluation_bytes * max(1, per_device) > capacity
+
+
+def _failed_build(
+    pending: PendingBuild, solution: Solution, device: str, flags: tuple[str, ...], task_sha256: str
+) -> Stopped | None:
+    """The stop of a solution whose build failed (compile_error, its log; a build's violation or
+    timeout), awaited before setup; None where it built, or where this machine cannot build what
+    it asks for (the pipeline says ``environment`` after setup, as for every task)."""
+    t0 = time.monotonic()
+    result = pending.future.result()
+    reason = failure(result, solution.file.source)
+    if reason is None or machine.unmet(result, device) is not None:
+        return None
+    built = Built(result, record_of(result, solution.file.triage.backend, time.monotonic() - t0), reason)
+    return Stopped(Outcome.FAIL, reason, flags, task_sha256, built)
 
 
 def _build_models(

@@ -45,6 +45,7 @@ class Stopped:
     reason: Reason  # why
     flags: tuple[str, ...] = ()  # what was observed before the stop
     task_sha256: str = ""  # the task's hash, once it loaded
+    built: Built | None = None  # the build, where its failure is the stop (a large task's, awaited first)
 
 
 @dataclass(frozen=True)

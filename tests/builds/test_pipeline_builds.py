@@ -138,6 +138,31 @@ def test_cpp_syntax_error_is_a_compile_error_naming_the_file_and_line(env):
 
 
 @needs_nvcc
+@pytest.mark.parametrize("share", ["above", "within"])
+def test_a_task_larger_than_its_share_of_the_memory_waits_for_its_build_before_holding_any(tmp_path, share):
+    """Where the evaluation would hold more than its share of the device's memory, the build is
+    awaited first, and a build that fails stops it before setup holds anything; within its share
+    setup runs while the solution builds, and the failure is found after it (evaluate/setup.py)."""
+    from kernelproof.executors.device_memory import DeviceMemory
+
+    pool = LocalPool(build_options=BuildOptions(arch="9.0a"))
+    capacity = 1 if share == "above" else 1 << 40  # bytes: one, or a terabyte
+    memory = DeviceMemory(capacity, "cpu")
+    pool.memory = lambda device: memory
+    try:
+        path = write(tmp_path, "cpp_broken.py", CPP_SYNTAX_ERROR)
+        v = evaluate(TASK, path, options(tmp_path / "cache"), pool=pool)
+    finally:
+        pool.close()
+    assert v.codes == ["compile_error"] and "main.cpp:4:5: error:" in v.reasons[0].message, v.reasons
+    assert v.build is not None and not v.build.ok  # the verdict says what was built, either way
+    steps = v.environment["steps"]
+    if share == "above":
+        assert "setup/build_wait" in steps and not {"setup/admission", "setup/shapes"} & set(steps), steps
+    else:
+        assert "setup/build_wait" not in steps and {"setup/admission", "setup/shapes"} <= set(steps), steps
+
+
 def test_native_compile_error_points_at_the_solution_line(env):
     pool, cache, root = env
     v = evaluate(TASK, write(root, "native_broken.py", NATIVE.replace("%s", "")), options(cache), pool=pool)
