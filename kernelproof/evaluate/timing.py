@@ -11,6 +11,7 @@ under the task's kernel policy.
 from __future__ import annotations
 
 import random
+from contextlib import ExitStack
 from dataclasses import replace
 
 import torch
@@ -95,51 +96,52 @@ def time_candidate(
         tol = checked.tolerances.get(v)
         if tol is None:
             continue
-        limit = options.step_limit("timing")
-        with turns.shared(lend=worker), steps.step("timing"), steps.step("load"):
-            reply = load_candidate(worker, ctx, staged, setup.task.path, options)
-        if not reply.get("ok"):
-            return Timed(None, reasons=(reason_of(reply),), flags=tuple(flags))
-        follow = _followed_setting(ctx, reply, flags)
-        if not device.startswith("cuda") and coverage is None:
-            with turns.alone(), steps.step("timing"):
-                coverage, claims, untimed = _cpu_accounting(
-                    worker, ctx, rng, identity, policy, limit, tol, backend, options, flags, reasons
-                )
-            if untimed is not None:
-                return untimed
-        if device.startswith("cuda") and not identity.own:
-            with turns.shared(lend=worker), steps.step("timing"), steps.step("profile_first"):
-                refused = _no_kernel_of_its_own(worker, ctx, rng, identity, policy, limit, device, flags)
-            if refused is not None:
-                return refused
-        # the baselines' workers taken (or started) and their programs loaded
-        with turns.shared(), steps.step("timing"), steps.step("baselines"):
-            baselines = _baselines(setup, ctx, v, options, device, workers, flags, follow)
-        programs = [Program("candidate", worker)] + baselines
-        with turns.alone(), steps.step("timing"):
-            timing, found = time_variant(
-                ctx, programs, options.timing, rng, tol, limit, flags, telemetry, claims.speed
-            )
-            reasons += [_named(r, limit) for r in found]
-            if timing is None:
-                return Timed(None, reasons=tuple(reasons), flags=tuple(flags))
-            shapes.append(timing)
-            if options.steady:
-                with steps.step("steady"):
-                    steady, found = _steady(ctx, v, programs, timing, rng, tol, options, flags)
-                reasons += found
-                shapes += steady
-            if roof is None:
-                roof, floor_reason = _place(setup, ctx, timing, device)
-                reasons += [floor_reason] if floor_reason else []
-            if device.startswith("cuda"):  # every timed shape profiled; the largest decides (below)
-                with steps.step("profile"):
-                    identity, cov, tamper = _gpu_coverage(
-                        worker, ctx, v, baselines, timing, rng, identity, policy, limit, device, flags
+        with ExitStack() as leases:  # the baselines this shape leases, released after its timing
+            limit = options.step_limit("timing")
+            with turns.shared(lend=worker), steps.step("timing"), steps.step("load"):
+                reply = load_candidate(worker, ctx, staged, setup.task.path, options)
+            if not reply.get("ok"):
+                return Timed(None, reasons=(reason_of(reply),), flags=tuple(flags))
+            follow = _followed_setting(ctx, reply, flags)
+            if not device.startswith("cuda") and coverage is None:
+                with turns.alone(), steps.step("timing"):
+                    coverage, claims, untimed = _cpu_accounting(
+                        worker, ctx, rng, identity, policy, limit, tol, backend, options, flags, reasons
                     )
-                reasons += [tamper] if tamper else []
-                per_shape.append((v, cov))
+                if untimed is not None:
+                    return untimed
+            if device.startswith("cuda") and not identity.own:
+                with turns.shared(lend=worker), steps.step("timing"), steps.step("profile_first"):
+                    refused = _no_kernel_of_its_own(worker, ctx, rng, identity, policy, limit, device, flags)
+                if refused is not None:
+                    return refused
+            # the baselines' workers taken (or started) and their programs loaded
+            with turns.shared(), steps.step("timing"), steps.step("baselines"):
+                baselines = _baselines(setup, ctx, v, options, device, workers, flags, follow, leases)
+            programs = [Program("candidate", worker)] + baselines
+            with turns.alone(), steps.step("timing"):
+                timing, found = time_variant(
+                    ctx, programs, options.timing, rng, tol, limit, flags, telemetry, claims.speed
+                )
+                reasons += [_named(r, limit) for r in found]
+                if timing is None:
+                    return Timed(None, reasons=tuple(reasons), flags=tuple(flags))
+                shapes.append(timing)
+                if options.steady:
+                    with steps.step("steady"):
+                        steady, found = _steady(ctx, v, programs, timing, rng, tol, options, flags)
+                    reasons += found
+                    shapes += steady
+                if roof is None:
+                    roof, floor_reason = _place(setup, ctx, timing, device)
+                    reasons += [floor_reason] if floor_reason else []
+                if device.startswith("cuda"):  # every timed shape profiled; the largest decides (below)
+                    with steps.step("profile"):
+                        identity, cov, tamper = _gpu_coverage(
+                            worker, ctx, v, baselines, timing, rng, identity, policy, limit, device, flags
+                        )
+                    reasons += [tamper] if tamper else []
+                    per_shape.append((v, cov))
     flags = [with_floor(f, roof) for f in flags]
     if per_shape:
         coverage, reason = _deciding_coverage(per_shape)
@@ -388,9 +390,12 @@ def _baselines(
     workers: WorkerSource,
     flags: list[str],
     neutral: dict[str, bool],
+    leases: ExitStack,
 ) -> list[Program]:
     """The cold regime's baselines, loaded in their persistent workers; one that fails is dropped with a flag.
-    `neutral`: the candidate's cuDNN benchmark mode, which the baselines run with too."""
+    `neutral`: the candidate's cuDNN benchmark mode, which the baselines run with too. Each worker
+    is this evaluation's until `leases` closes (after the shape's timing): loaded here, in a shared
+    turn, it is timed later, alone, and no other evaluation may load or close it in between."""
     programs = []
     for name in options.baselines:
         if name in STEADY_ONLY:
@@ -398,6 +403,7 @@ def _baselines(
             continue
         key = (setup.task.sha256, variant, name, device, ctx.precision, ctx.mode)
         bw = workers.baseline(key, device)
+        leases.callback(workers.release_baseline, bw)
         extra = {
             "source": variant_source(setup.task, variant),
             "compile_mode": name.split(":", 1)[1] if ":" in name else None,
@@ -406,7 +412,7 @@ def _baselines(
         try:
             r = load_program(bw, ctx, setup.task.path, "baseline", options, extra)
         except WorkerDied as died:
-            workers.discard_baseline(key)
+            workers.discard_baseline(key, bw)
             flags.append(f"baseline {name} died while loading: {died.message}")
             continue
         if not r.get("ok"):

@@ -43,10 +43,15 @@ class WorkerSource:
         """A fresh process, used once. `timed`: this evaluation will time against baseline workers."""
         raise NotImplementedError
 
-    def baseline(self, key: tuple, device: str) -> WorkerProcess:  # persistent per key
+    def baseline(self, key: tuple, device: str) -> WorkerProcess:
+        """A persistent worker for this key, the caller's until :meth:`release_baseline`: no other
+        evaluation loads a program into it or closes it in between."""
         raise NotImplementedError
 
-    def discard_baseline(self, key: tuple) -> None:
+    def release_baseline(self, worker: WorkerProcess) -> None:
+        """The caller is done with a worker :meth:`baseline` gave it (after its shape's timing)."""
+
+    def discard_baseline(self, key: tuple, worker: WorkerProcess | None = None) -> None:
         raise NotImplementedError
 
     def gate(self, device: str) -> DeviceGate:

@@ -95,8 +95,9 @@ class LocalPool(WorkerSource):
         self._spare: dict[tuple[str, str], list[WorkerProcess]] = {}
         self._starting: dict[tuple[str, str], int] = {}  # spares whose process is being created
         self._paused: dict[str, list[WorkerProcess]] = {}  # device -> spares stopped while it is timed
-        self._baselines: dict[tuple, WorkerProcess] = {}
-        self._order: list[tuple] = []
+        self._baselines: dict[tuple, list[WorkerProcess]] = {}  # key -> idle baseline workers
+        self._leased: dict[WorkerProcess, tuple] = {}  # baseline workers in an evaluation's hands -> key
+        self._order: list[tuple] = []  # keys with idle workers, least recently released first
         self._lock = threading.Lock()
         self._slots: dict[tuple[str, int], Admission] = {}
         self._gates: dict[str, DeviceGate] = {}
@@ -252,38 +253,62 @@ class LocalPool(WorkerSource):
                     self._spare.setdefault((role, device), []).append(w)
 
     def baseline(self, key: tuple, device: str) -> WorkerProcess:
-        """A persistent baseline worker for (task, variant, baseline, device, ...).
+        """A persistent baseline worker for (task, variant, baseline, device, ...), leased to the
+        caller until :meth:`release_baseline`.
 
-        Only the current task's baselines stay alive on a device: each holds the task's weights and
-        its allocator's cache on the GPU, and a bench over a whole suite would otherwise fill it.
+        An evaluation loads its baselines' programs in a shared turn and times them later, alone
+        (evaluate/device_turns.py); in between, another evaluation's shared turn may ask for a
+        baseline too. A leased worker is therefore never handed out, reloaded or closed: the other
+        evaluation gets an idle worker of the same key, or a new one. Only the current task's idle
+        baselines stay alive on a device: each holds the task's weights and its allocator's cache
+        on the GPU, memory no evaluation's reservation counts once it has ended.
         """
         with self._lock:
-            w = self._baselines.get(key)
-            if w is not None and w.proc.poll() is None:
-                self._order.remove(key)
-                self._order.append(key)
-                return w
+            idle = self._baselines.get(key, [])
+            while idle:
+                w = idle.pop(0)
+                if w.proc.poll() is None:
+                    self._leased[w] = key
+                    return w
             evict = [
-                self._baselines.pop(k) for k in list(self._baselines) if k[3] == device and k[0] != key[0]
+                w
+                for k in list(self._baselines)
+                if k[3] == device and k[0] != key[0]
+                for w in self._baselines.pop(k)
             ]
-            self._order = [k for k in self._order if k in self._baselines]
+            self._order = [k for k in self._order if self._baselines.get(k)]
             while len(self._order) >= MAX_BASELINE_WORKERS:
-                k = self._order.pop(0)
-                evict.append(self._baselines.pop(k))
+                evict += self._baselines.pop(self._order.pop(0), [])
         for old in evict:
             old.close()
         w = self._take("baseline", device)  # a new task's first baseline starts from a waiting worker
         with self._lock:
-            self._baselines[key] = w
-            self._order.append(key)
+            self._leased[w] = key
         return w
 
-    def discard_baseline(self, key: tuple) -> None:
+    def release_baseline(self, worker: WorkerProcess) -> None:
+        """The lease of :meth:`baseline` ended: the worker waits, idle, for its key's next timing
+        (closed where it died)."""
         with self._lock:
-            w = self._baselines.pop(key, None)
-            if key in self._order:
-                self._order.remove(key)
-        if w is not None:
+            key = self._leased.pop(worker, None)
+            if key is None:
+                return  # discarded, or never leased here
+            if worker.proc.poll() is None:
+                self._baselines.setdefault(key, []).append(worker)
+                self._order = [k for k in self._order if k != key] + [key]
+                return
+        worker.close()
+
+    def discard_baseline(self, key: tuple, worker: WorkerProcess | None = None) -> None:
+        """Close a baseline worker that failed (`worker`, leased), or every idle one of `key`."""
+        with self._lock:
+            if worker is not None:
+                self._leased.pop(worker, None)
+                gone = [worker]
+            else:
+                gone = self._baselines.pop(key, [])
+            self._order = [k for k in self._order if self._baselines.get(k)]
+        for w in gone:
             w.close()
 
     # -- builds ------------------------------------------------------------------------------
@@ -345,11 +370,13 @@ class LocalPool(WorkerSource):
 
     def close(self) -> None:
         with self._lock:
-            workers = [w for ws in self._spare.values() for w in ws] + list(self._baselines.values())
+            workers = [w for ws in (*self._spare.values(), *self._baselines.values()) for w in ws]
+            workers += list(self._leased)
             builders = list(self._builders.values())
             self._spare.clear()
             self._paused.clear()
             self._baselines.clear()
+            self._leased.clear()
             self._order.clear()
             self._builders.clear()
             self._pending.clear()

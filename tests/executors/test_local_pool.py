@@ -30,10 +30,48 @@ def test_a_new_tasks_baseline_is_the_worker_started_with_the_previous_candidate(
         # Taking a baseline starts nothing (timing may be about to run on this device).
         time.sleep(0.5)
         assert not pool._spare.get(("baseline", "cpu"))
+        pool.release_baseline(first)  # its evaluation's timing is over: idle, kept for task-a
         second = pool.baseline(("task-b", "default", "eager", "cpu"), "cpu")
         assert second is not first and first.proc.wait(timeout=30) is not None  # task-a's was closed
     finally:
         pool.close()
+
+
+class _Started:
+    """A worker double: alive until closed."""
+
+    def __init__(self, spec):
+        self.spec, self.closed = spec, False
+        self.proc = SimpleNamespace(poll=lambda: 1 if self.closed else None)
+
+    def resume(self):
+        pass
+
+    def close(self):
+        self.closed = True
+
+
+def test_a_leased_baseline_is_neither_handed_out_nor_closed_until_released(monkeypatch):
+    """An evaluation loads its baseline in a shared turn and times it later, alone: in between,
+    another evaluation of the same task gets a worker of its own, and one of another task closes
+    only idle workers, never the one leased."""
+    from kernelproof.executors import local
+
+    monkeypatch.setattr(local, "WorkerProcess", _Started)
+    pool = LocalPool(prespawn=False)
+    a, b = ("task-a", "default", "eager", "cpu"), ("task-b", "default", "eager", "cpu")
+    first = pool.baseline(a, "cpu")
+    second = pool.baseline(a, "cpu")  # the same key while the first is leased: another worker
+    assert second is not first
+    pool.release_baseline(second)
+    other = pool.baseline(b, "cpu")  # another task: task-a's idle worker goes, the leased one stays
+    assert second.closed and not first.closed
+    pool.release_baseline(first)
+    pool.release_baseline(other)
+    assert pool.baseline(a, "cpu") is first  # released: the next timing of task-a reuses it
+    pool.discard_baseline(a, first)  # died while loading: closed, never handed out again
+    assert first.closed and pool.baseline(a, "cpu") is not first
+    pool.close()
 
 
 def test_an_evaluation_that_times_nothing_starts_no_baseline_worker():
