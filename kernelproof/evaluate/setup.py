@@ -98,7 +98,10 @@ def prepare(
     if needs_build(solution.file.triage.backend):
         # Submitted now (or already, by evaluate_many): it builds while the task is set up.
         pending = workers.build(solution.file, device, options)
-        if _builds_first(need.evaluation_bytes, device, workers, options.per_device):
+        if workers.beyond_share(need.evaluation_bytes, device, options.per_device):
+            # its setup overlapping nvcc would keep the others off that memory for the build's
+            # length, and for nothing where the build fails (level 1's 6.4 GB-a-tensor tasks
+            # reserve 90 GB of an H200's 141)
             with steps.step("build_wait"):
                 failed = _failed_build(pending, solution, device, tuple(flags), task.sha256)
             if failed is not None:
@@ -204,18 +207,6 @@ class _Audited:
 class _Plan:
     cases: list[Any]
     probe_cases: list[Any]  # one light case per probed shape (--shape-variants probe)
-
-
-def _builds_first(evaluation_bytes: int | None, device: str, workers: WorkerSource, per_device: int) -> bool:
-    """Does this evaluation wait for its build before it holds any of the device's memory? Where it
-    would hold more than its share (its bytes, times the evaluations admitted at once, above the
-    device's budget: level 1's 6.4 GB-a-tensor tasks reserve 90 GB of an H200's 141), its setup
-    overlapping nvcc would keep every other evaluation off that memory for the build's length,
-    and for nothing where the build fails. Smaller tasks set up while they build, as before."""
-    capacity = getattr(workers.memory(device), "capacity_bytes", None)
-    if not capacity or not evaluation_bytes:
-        return False
-    return evaluation_bytes * max(1, per_device) > capacity
 
 
 def _failed_build(

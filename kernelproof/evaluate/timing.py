@@ -395,15 +395,20 @@ def _baselines(
     """The cold regime's baselines, loaded in their persistent workers; one that fails is dropped with a flag.
     `neutral`: the candidate's cuDNN benchmark mode, which the baselines run with too. Each worker
     is this evaluation's until `leases` closes (after the shape's timing): loaded here, in a shared
-    turn, it is timed later, alone, and no other evaluation may load or close it in between."""
+    turn, it is timed later, alone, and no other evaluation may load or close it in between. An
+    evaluation larger than its share of the device closes them then (WorkerSource.beyond_share):
+    an idle baseline worker keeps its timed batch cached on the GPU, memory no reservation counts
+    (on an H100, four KernelBench level1/47_Sum evaluations in flight, 8 GiB an input: a timed
+    call ran out of memory while two other processes held 17 and 25 GiB)."""
     programs = []
+    keep = not workers.beyond_share(setup.footprint_bytes, device, options.per_device)
     for name in options.baselines:
         if name in STEADY_ONLY:
             flags.append(f"baseline {name} is a steady-regime baseline and was not used in the cold regime")
             continue
         key = (setup.task.sha256, variant, name, device, ctx.precision, ctx.mode)
         bw = workers.baseline(key, device)
-        leases.callback(workers.release_baseline, bw)
+        leases.callback(workers.release_baseline, bw, keep)
         extra = {
             "source": variant_source(setup.task, variant),
             "compile_mode": name.split(":", 1)[1] if ":" in name else None,

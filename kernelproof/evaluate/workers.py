@@ -48,8 +48,20 @@ class WorkerSource:
         evaluation loads a program into it or closes it in between."""
         raise NotImplementedError
 
-    def release_baseline(self, worker: WorkerProcess) -> None:
-        """The caller is done with a worker :meth:`baseline` gave it (after its shape's timing)."""
+    def release_baseline(self, worker: WorkerProcess, keep: bool = True) -> None:
+        """The caller is done with a worker :meth:`baseline` gave it (after its shape's timing);
+        `keep` False: close it rather than keep it idle for the key's next timing."""
+
+    def beyond_share(self, nbytes: int | None, device: str, per_device: int) -> bool:
+        """Would an evaluation holding `nbytes` of the device hold more than its share of the
+        memory admitted there (its bytes, times the evaluations admitted at once, above the
+        budget)? Such an evaluation holds nothing while it waits (its build), and leaves nothing
+        behind (its baselines' workers, whose allocators cache a timed batch no reservation
+        counts once it has ended)."""
+        capacity = getattr(self.memory(device), "capacity_bytes", None)
+        if not capacity or not nbytes:
+            return False
+        return nbytes * max(1, per_device) > capacity
 
     def discard_baseline(self, key: tuple, worker: WorkerProcess | None = None) -> None:
         raise NotImplementedError

@@ -286,15 +286,17 @@ class LocalPool(WorkerSource):
             self._leased[w] = key
         return w
 
-    def release_baseline(self, worker: WorkerProcess) -> None:
-        """The lease of :meth:`baseline` ended: the worker waits, idle, for its key's next timing
-        (closed where it died)."""
+    def release_baseline(self, worker: WorkerProcess, keep: bool = True) -> None:
+        """The lease of :meth:`baseline` ended: the worker waits, idle, for its key's next timing.
+        At most one waits per key (each caches a timed batch on the GPU that no evaluation's
+        reservation counts any more); it is closed instead where one already waits, where it
+        died, or where `keep` is False (an evaluation larger than its share of the device)."""
         with self._lock:
             key = self._leased.pop(worker, None)
             if key is None:
                 return  # discarded, or never leased here
-            if worker.proc.poll() is None:
-                self._baselines.setdefault(key, []).append(worker)
+            if keep and worker.proc.poll() is None and not self._baselines.get(key):
+                self._baselines[key] = [worker]
                 self._order = [k for k in self._order if k != key] + [key]
                 return
         worker.close()

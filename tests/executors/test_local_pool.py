@@ -74,6 +74,37 @@ def test_a_leased_baseline_is_neither_handed_out_nor_closed_until_released(monke
     pool.close()
 
 
+def test_one_idle_baseline_waits_per_key_and_a_large_evaluation_keeps_none(monkeypatch):
+    """Each idle baseline worker caches a timed batch on the GPU that no reservation counts: two
+    released for one key leave one waiting, and one released with keep=False (an evaluation larger
+    than its share of the device) is closed."""
+    from kernelproof.executors import local
+
+    monkeypatch.setattr(local, "WorkerProcess", _Started)
+    pool = LocalPool(prespawn=False)
+    a = ("task-a", "default", "eager", "cpu")
+    one, two = pool.baseline(a, "cpu"), pool.baseline(a, "cpu")
+    pool.release_baseline(one)
+    pool.release_baseline(two)
+    assert not one.closed and two.closed
+    again = pool.baseline(a, "cpu")
+    assert again is one
+    pool.release_baseline(again, keep=False)
+    assert one.closed and pool.baseline(a, "cpu") is not one
+    pool.close()
+
+
+def test_an_evaluation_beyond_its_share_of_the_device_memory():
+    from kernelproof.executors.device_memory import DeviceMemory
+
+    pool = LocalPool(prespawn=False)
+    memory = DeviceMemory(100, "cuda:0")
+    pool.memory = lambda device: memory
+    assert pool.beyond_share(30, "cuda:0", 4) and not pool.beyond_share(25, "cuda:0", 4)
+    assert not pool.beyond_share(0, "cuda:0", 4)  # no estimate (the CPU's footprint is 0)
+    pool.close()
+
+
 def test_an_evaluation_that_times_nothing_starts_no_baseline_worker():
     pool = LocalPool()
     try:
