@@ -22,6 +22,7 @@ from kernelproof.build import BuilderPool, BuildResult, CacheTamperError
 from kernelproof.errors import WorkerError
 from kernelproof.evaluate.step_records import Built, Setup
 from kernelproof.host.process import WorkerProcess
+from kernelproof.solution import SolutionFile
 from kernelproof.verdict import BuildRecord, Reason, ReasonCode
 
 BUILT_BACKENDS = ("cuda", "native")
@@ -185,13 +186,18 @@ def with_worker_report(record: BuildRecord, report: dict | None) -> BuildRecord:
 
 def wait_for_build(setup: Setup) -> Built:
     """Block until the solution's build is done; nothing to wait for when it has no build step."""
-    pending = setup.pending_build
-    if pending is None:
+    if setup.pending_build is None:
         return Built(None, None)
+    return awaited(setup.pending_build, setup.solution.file)
+
+
+def awaited(pending: PendingBuild, file: SolutionFile) -> Built:
+    """The build, once done: its result, the record the verdict shows (with the seconds waited
+    here) and the reason it rejects the solution, if any."""
     t0 = time.monotonic()
     result = pending.future.result()
-    record = record_of(result, setup.solution.file.triage.backend, time.monotonic() - t0)
-    return Built(result, record, failure(result, setup.solution.file.source))
+    record = record_of(result, file.triage.backend, time.monotonic() - t0)
+    return Built(result, record, failure(result, file.source))
 
 
 def install_build(setup: Setup, built: Built, worker: WorkerProcess, timeout_s: float) -> Built:

@@ -11,7 +11,6 @@ this step runs.
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,8 +19,8 @@ import torch
 
 from kernelproof.errors import TaskError
 from kernelproof.evaluate import machine
-from kernelproof.evaluate.build import PendingBuild, failure, needs_build, record_of
-from kernelproof.evaluate.step_records import Built, Setup, Solution, Stopped
+from kernelproof.evaluate.build import PendingBuild, awaited, needs_build
+from kernelproof.evaluate.step_records import Setup, Solution, Stopped
 from kernelproof.evaluate.workers import WorkerSource
 from kernelproof.inputs import slot_bytes
 from kernelproof.measure.session import calls_for
@@ -215,13 +214,10 @@ def _failed_build(
     """The stop of a solution whose build failed (compile_error, its log; a build's violation or
     timeout), awaited before setup; None where it built, or where this machine cannot build what
     it asks for (the pipeline says ``environment`` after setup, as for every task)."""
-    t0 = time.monotonic()
-    result = pending.future.result()
-    reason = failure(result, solution.file.source)
-    if reason is None or machine.unmet(result, device) is not None:
+    built = awaited(pending, solution.file)
+    if built.failure is None or machine.unmet(built.result, device) is not None:
         return None
-    built = Built(result, record_of(result, solution.file.triage.backend, time.monotonic() - t0), reason)
-    return Stopped(Outcome.FAIL, reason, flags, task_sha256, built)
+    return Stopped(Outcome.FAIL, built.failure, flags, task_sha256, built)
 
 
 def _build_models(
