@@ -266,15 +266,31 @@ def _gpu_coverage(
 ) -> tuple[KernelIdentity, Coverage, Reason | None]:
     """One timed shape's kernels profiled on the GPU: the identity with the baselines' kernels
     (once), the candidate's coverage, and the reason if its profile contradicts its timing."""
-    floor = launch_floor(device)
     if identity.own:  # what the task's own reference runs is never the solution's
         seed = rng.getrandbits(62)
         for b in baselines:
             identity = identity.with_baseline(baseline_kernels(b.worker, ctx, seed, limit))
+    cov = _profiled(worker, ctx, rng, identity, policy, limit, device, flags)
+    return identity, cov, reconcile(cov, timing.candidate.max_ms, v)
+
+
+def _profiled(
+    worker: WorkerProcess,
+    ctx: VariantContext,
+    rng: random.Random,
+    identity: KernelIdentity,
+    policy: str,
+    limit: float,
+    device: str,
+    flags: list[str],
+) -> Coverage:
+    """One call of the candidate profiled on the GPU, its kernels' durations above the device's
+    launch floor (flagged once where the floor is not known: kernels counted whole)."""
+    floor = launch_floor(device)
     cov = account(worker, ctx, rng.getrandbits(62), identity, policy, limit, floor.us)
     if floor.us is None and not any(f.startswith("coverage_floor") for f in flags):
         flags.append(f"coverage_floor: {floor.how}; kernels counted whole")
-    return identity, cov, reconcile(cov, timing.candidate.max_ms, v)
+    return cov
 
 
 def _no_kernel_of_its_own(
@@ -293,8 +309,7 @@ def _no_kernel_of_its_own(
     whatever a neighbour's kernels add to the durations), and where it shows GPU work the
     solution is refused ``no_custom_kernel`` there: no baseline is loaded for it and it never holds
     the device alone. A call that shows no GPU work at all decides nothing, and timing goes on."""
-    floor = launch_floor(device)
-    cov = account(worker, ctx, rng.getrandbits(62), identity, policy, limit, floor.us)
+    cov = _profiled(worker, ctx, rng, identity, policy, limit, device, flags)
     reason = coverage_reason(cov) if cov.custom_fraction is not None else None
     if reason is None or reason.code is not ReasonCode.NO_CUSTOM_KERNEL:
         return None
