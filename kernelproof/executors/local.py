@@ -95,7 +95,7 @@ class LocalPool(WorkerSource):
         self._spare: dict[tuple[str, str], list[WorkerProcess]] = {}
         self._starting: dict[tuple[str, str], int] = {}  # spares whose process is being created
         self._paused: dict[str, list[WorkerProcess]] = {}  # device -> spares stopped while it is timed
-        self._baselines: dict[tuple, list[WorkerProcess]] = {}  # key -> idle baseline workers
+        self._baselines: dict[tuple, WorkerProcess] = {}  # key -> its idle baseline worker (one at most)
         self._leased: dict[WorkerProcess, tuple] = {}  # baseline workers in an evaluation's hands -> key
         self._order: list[tuple] = []  # keys with idle workers, least recently released first
         self._lock = threading.Lock()
@@ -149,13 +149,18 @@ class LocalPool(WorkerSource):
         measurement: :meth:`settle` stops those still starting first."""
         w = self._take("candidate", device)
         if self.prespawn:
-            depth = CANDIDATE_SPARES["cpu" if device == "cpu" else "cuda"]
-            with self._lock:  # the most evaluations admitted on this device at once
-                depth *= max((n for d, n in self._slots if d == device), default=1)
-            self._start_spares("candidate", device, depth)
-            if timed:
-                self._start_spares("baseline", device, 1)
+            self._start_spares_for(device, timed)
         return w
+
+    def _start_spares_for(self, device: str, timed: bool) -> None:
+        """The spares this device's next evaluations take: candidates for as many as are admitted
+        at once, and a baseline where they will be timed."""
+        depth = CANDIDATE_SPARES["cpu" if device == "cpu" else "cuda"]
+        with self._lock:  # the most evaluations admitted on this device at once
+            depth *= max((n for d, n in self._slots if d == device), default=1)
+        self._start_spares("candidate", device, depth)
+        if timed:
+            self._start_spares("baseline", device, 1)
 
     def warm(self, device: str, slots: int) -> int:
         """Start the spares this device's first evaluations would take, and wait until they are up
@@ -165,9 +170,7 @@ class LocalPool(WorkerSource):
         self.admission(device, slots)  # the spares' depth follows it
         if not self.prespawn:
             return 0
-        depth = CANDIDATE_SPARES["cpu" if device == "cpu" else "cuda"] * slots
-        self._start_spares("candidate", device, depth)
-        self._start_spares("baseline", device, 1)
+        self._start_spares_for(device, timed=True)
         with self._lock:
             threads = list(self._spawning.get(device, []))
         for t in threads:
@@ -264,21 +267,17 @@ class LocalPool(WorkerSource):
         on the GPU, memory no evaluation's reservation counts once it has ended.
         """
         with self._lock:
-            idle = self._baselines.get(key, [])
-            while idle:
-                w = idle.pop(0)
-                if w.proc.poll() is None:
-                    self._leased[w] = key
-                    return w
-            evict = [
-                w
-                for k in list(self._baselines)
-                if k[3] == device and k[0] != key[0]
-                for w in self._baselines.pop(k)
+            w = self._baselines.pop(key, None)
+            if w is not None and w.proc.poll() is None:
+                self._leased[w] = key
+                return w
+            evict = [w] if w is not None else []  # died idle
+            evict += [
+                self._baselines.pop(k) for k in list(self._baselines) if k[3] == device and k[0] != key[0]
             ]
-            self._order = [k for k in self._order if self._baselines.get(k)]
+            self._order = [k for k in self._order if k in self._baselines]
             while len(self._order) >= MAX_BASELINE_WORKERS:
-                evict += self._baselines.pop(self._order.pop(0), [])
+                evict.append(self._baselines.pop(self._order.pop(0)))
         for old in evict:
             old.close()
         w = self._take("baseline", device)  # a new task's first baseline starts from a waiting worker
@@ -295,8 +294,8 @@ class LocalPool(WorkerSource):
             key = self._leased.pop(worker, None)
             if key is None:
                 return  # discarded, or never leased here
-            if keep and worker.proc.poll() is None and not self._baselines.get(key):
-                self._baselines[key] = [worker]
+            if keep and worker.proc.poll() is None and key not in self._baselines:
+                self._baselines[key] = worker
                 self._order = [k for k in self._order if k != key] + [key]
                 return
         worker.close()
@@ -306,12 +305,11 @@ class LocalPool(WorkerSource):
         with self._lock:
             if worker is not None:
                 self._leased.pop(worker, None)
-                gone = [worker]
             else:
-                gone = self._baselines.pop(key, [])
-            self._order = [k for k in self._order if self._baselines.get(k)]
-        for w in gone:
-            w.close()
+                worker = self._baselines.pop(key, None)
+            self._order = [k for k in self._order if k in self._baselines]
+        if worker is not None:
+            worker.close()
 
     # -- builds ------------------------------------------------------------------------------
     def builder_pool(self, device: str, options: EvalOptions) -> BuilderPool:
@@ -372,7 +370,7 @@ class LocalPool(WorkerSource):
 
     def close(self) -> None:
         with self._lock:
-            workers = [w for ws in (*self._spare.values(), *self._baselines.values()) for w in ws]
+            workers = [w for ws in self._spare.values() for w in ws] + list(self._baselines.values())
             workers += list(self._leased)
             builders = list(self._builders.values())
             self._spare.clear()
