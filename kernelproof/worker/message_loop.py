@@ -99,6 +99,7 @@ def serve(sock: socket.socket, state: WorkerState) -> None:
             protocol.send(sock, {"ok": True, **in_flight})
             return
         reply, out = answer(table, state, op, header, tensors)
+        trim_idle_cache(state)
         protocol.send(sock, {**reply, **in_flight}, out)
 
 
@@ -124,6 +125,23 @@ def answer(
         code = ReasonCode.TIMING_TAMPER if op in TIMED_OPS else ReasonCode.FORBIDDEN_CONSTRUCT
         return failure(code, "the solution replaced harness code: " + ", ".join(replaced)), []
     return reply, out
+
+
+def trim_idle_cache(state: WorkerState) -> None:
+    """A baseline worker hands its allocator's cached blocks back to the device after each request
+    (a timed batch, a profile, a load), before it replies: inside its own turn, outside every timed
+    window.
+
+    Why: a baseline worker outlives the evaluation that leased it (kernelproof/executors/local.py),
+    and its allocator would keep the batch's freed blocks reserved: memory no evaluation's
+    reservation counts once the lease ends. On an H100, with four KernelBench
+    level1/47_Sum_reduction evaluations in flight (8 GiB an input), idle baselines held 17 and
+    25 GiB that way and another evaluation's timed call ran out of memory. Freed here, an idle
+    worker holds only its weights and its program; the next batch allocates again, which costs
+    milliseconds beside drawing the batch's inputs. A candidate's worker ends with its evaluation,
+    whose reservation counts its cache until then."""
+    if state.role == "baseline" and torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def environment(state: WorkerState) -> dict[str, Any]:
