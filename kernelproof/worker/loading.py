@@ -90,7 +90,8 @@ def load(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
         if refused is not None:
             return refused, []
     else:
-        model = program.load_reference(state.solution_path, init_args, h.get("source"))
+        seed = int(h.get("init_seed", 0))
+        model = program.load_reference(state.solution_path, init_args, h.get("source"), state.device, seed)
     # The candidate's load hooks and module methods run here: as solution code (its guards' label).
     state.switch(state.candidate)
     try:
@@ -137,7 +138,8 @@ def _load_candidate(state: WorkerState, h: dict[str, Any], init_args: list[Any])
         arm(state, tuple(h.get("deny_read", ())))
     threads_before = state.thread_state()
     state.switch(True)
-    model, failed = program.load_candidate(state.solution_path, init_args, state.imported)
+    seed = int(h.get("init_seed", 0))
+    model, failed = program.load_candidate(state.solution_path, init_args, state.imported, state.device, seed)
     state.switch(False)
     report = {"build": _build_report()} if state.prebuilt else {}
     refused = checks.harness_intact(state, full=True) or threads.check(

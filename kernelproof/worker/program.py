@@ -20,6 +20,7 @@ import torch
 from kernelproof.verdict import ReasonCode
 
 MAX_DETAIL_CHARS = 4000  # compiler output kept in a verdict: the head of the errors, not a wall
+_manual_seed = torch.manual_seed  # bound at import, before any solution's code runs
 
 
 @dataclass
@@ -99,7 +100,11 @@ def _compiler_excerpt(text: str) -> str:
 
 
 def load_candidate(
-    path: str, init_args: list[Any], imported: dict[tuple[str, str], Any] | None = None
+    path: str,
+    init_args: list[Any],
+    imported: dict[tuple[str, str], Any] | None = None,
+    device: torch.device | None = None,
+    init_seed: int = 0,
 ) -> tuple[torch.nn.Module | None, LoadFailure | None]:
     """The candidate's ModelNew built with ``init_args``, or why it could not be: describing an
     exception of the solution's that cannot be described is a failure of its own.
@@ -109,9 +114,10 @@ def load_candidate(
     code runs once, as in any program. Imported once per variant, a solution that registers an
     operator at module level (``torch.library.Library(ns, "DEF")``, ``@torch.library.impl``, a
     legitimate pattern) met its own registration at the second import and failed as
-    ``compile_error``."""
+    ``compile_error``. ``device``, ``init_seed``: where and under which seed ModelNew is built
+    (:func:`construct`)."""
     try:
-        return _load_candidate(path, init_args, {} if imported is None else imported)
+        return _load_candidate(path, init_args, {} if imported is None else imported, device, init_seed)
     except BaseException as exc:  # noqa: BLE001 - raised while describing the solution's exception
         return None, LoadFailure(
             ReasonCode.COMPILE_ERROR,
@@ -120,7 +126,11 @@ def load_candidate(
 
 
 def _load_candidate(
-    path: str, init_args: list[Any], imported: dict[tuple[str, str], Any]
+    path: str,
+    init_args: list[Any],
+    imported: dict[tuple[str, str], Any],
+    device: torch.device | None,
+    init_seed: int,
 ) -> tuple[torch.nn.Module | None, LoadFailure | None]:
     try:
         key = (path, hashlib.sha256(Path(path).read_bytes()).hexdigest())
@@ -152,7 +162,7 @@ def _load_candidate(
     if not issubclass(cls, torch.nn.Module):
         return None, LoadFailure(ReasonCode.COMPILE_ERROR, "`ModelNew` is not a torch.nn.Module subclass")
     try:
-        return cls(*init_args), None
+        return construct(cls, init_args, device, init_seed), None
     except SystemExit:
         return None, LoadFailure(
             ReasonCode.FORBIDDEN_CONSTRUCT, "the solution called sys.exit in its constructor"
@@ -164,12 +174,39 @@ def _load_candidate(
         return None, LoadFailure(ReasonCode.RUNTIME_ERROR, f"constructing ModelNew raised {msg}", detail)
 
 
-def load_reference(path: str, init_args: list[Any], overrides_source: str | None) -> torch.nn.Module:
-    """The task's Model for a baseline worker (trusted code; the task variant's source is given)."""
+def construct(cls: Any, init_args: list[Any], device: torch.device | None, init_seed: int) -> Any:
+    """``cls(*init_args)`` under `init_seed`. On a GPU it is built first with the device as torch's
+    default, as the parent builds the task's reference (kernelproof/verify/case_plan.py): the
+    parameters the parent gives it replace their initial values, and a Linear of 32768 x 32768
+    took 10-20 s of the CPU's generator at each of a candidate's loads for KernelBench
+    level2/59_Matmul_Swish_Scaling (on an H100, four evaluations in flight: its correctness load,
+    then its timing load). Whatever fails there (numpy, a CPU generator, a CPU-only op, a device
+    the constructor names) is built again as written, on the CPU, under the same seed: the CPU
+    decides whether construction fails, as it does in KernelBench's own evaluation."""
+    if device is not None and device.type == "cuda":
+        _manual_seed(init_seed)
+        try:
+            with torch.device(device):
+                return cls(*init_args)
+        except Exception:  # noqa: BLE001 - built again as written, where it decides whether it fails
+            pass
+    _manual_seed(init_seed)
+    return cls(*init_args)
+
+
+def load_reference(
+    path: str,
+    init_args: list[Any],
+    overrides_source: str | None,
+    device: torch.device | None = None,
+    init_seed: int = 0,
+) -> torch.nn.Module:
+    """The task's Model for a baseline worker (trusted code; the task variant's source is given),
+    built as :func:`construct` builds a candidate: the parent's weights replace its own."""
     ns: dict[str, Any] = {"__name__": "kernelproof_baseline_task", "__file__": path}
     code = compile(overrides_source if overrides_source is not None else open(path).read(), path, "exec")
     exec(code, ns)  # noqa: S102 - the task is the user's reference
-    return ns["Model"](*init_args)
+    return construct(ns["Model"], init_args, device, init_seed)
 
 
 def prepare(module: torch.nn.Module, device: torch.device, dtype: torch.dtype | None, mode: str) -> None:
