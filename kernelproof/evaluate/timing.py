@@ -11,7 +11,8 @@ under the task's kernel policy.
 from __future__ import annotations
 
 import random
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 
 import torch
@@ -96,7 +97,7 @@ def time_candidate(
         tol = checked.tolerances.get(v)
         if tol is None:
             continue
-        with ExitStack() as leases:  # the baselines this shape leases, released after its timing
+        with _leases(turns) as leases:  # the baselines this shape leases, released after its timing
             limit = options.step_limit("timing")
             with turns.shared(lend=worker), steps.step("timing"), steps.step("load"):
                 reply = load_candidate(worker, ctx, staged, setup.task.path, options)
@@ -159,6 +160,19 @@ def time_candidate(
         tuple(flags),
         claims,
     )
+
+
+@contextmanager
+def _leases(turns: DeviceTurns) -> Iterator[ExitStack]:
+    """The baseline workers a shape leases, given back after its timing in a shared turn: a
+    baseline that rests (lets go of its batch and its allocator's cache) or closes frees GPU
+    memory, which must not happen inside another evaluation's timed window."""
+    stack = ExitStack()
+    try:
+        yield stack
+    finally:
+        with turns.shared():
+            stack.close()
 
 
 def _gpu_telemetry(device: str, turns: DeviceTurns):

@@ -286,18 +286,22 @@ class LocalPool(WorkerSource):
         return w
 
     def release_baseline(self, worker: WorkerProcess, keep: bool = True) -> None:
-        """The lease of :meth:`baseline` ended: the worker waits, idle, for its key's next timing.
-        At most one waits per key (each caches a timed batch on the GPU that no evaluation's
-        reservation counts any more); it is closed instead where one already waits, where it
-        died, or where `keep` is False (an evaluation larger than its share of the device)."""
+        """The lease of :meth:`baseline` ended: the worker lets go of its last batch and its
+        allocator's cache (the ``rest`` request: kernelproof/worker/message_loop.py), then waits,
+        idle, for its key's next timing. At most one waits per key; it is closed instead where one
+        already waits, where it died or did not rest, or where `keep` is False (an evaluation
+        larger than its share of the device)."""
         with self._lock:
             key = self._leased.pop(worker, None)
             if key is None:
                 return  # discarded, or never leased here
-            if keep and worker.proc.poll() is None and key not in self._baselines:
-                self._baselines[key] = worker
-                self._order = [k for k in self._order if k != key] + [key]
-                return
+            wanted = keep and worker.proc.poll() is None and key not in self._baselines
+        if wanted and _rested(worker):
+            with self._lock:
+                if key not in self._baselines:
+                    self._baselines[key] = worker
+                    self._order = [k for k in self._order if k != key] + [key]
+                    return
         worker.close()
 
     def discard_baseline(self, key: tuple, worker: WorkerProcess | None = None) -> None:
@@ -385,6 +389,19 @@ class LocalPool(WorkerSource):
             w.close()
         for b in builders:
             b.shutdown(wait=True, cancel_futures=True)
+
+
+REST_TIMEOUT_S = 30.0  # a baseline worker's rest: freeing its last batch takes milliseconds
+
+
+def _rested(worker: WorkerProcess) -> bool:
+    """Did the baseline worker let go of its last batch and cache (memory no reservation counts
+    once its lease ends)? One that did not, or broke, is closed rather than kept idle."""
+    try:
+        reply, _ = worker.request({"op": "rest"}, [], REST_TIMEOUT_S)
+    except Exception:  # noqa: BLE001 - a worker that cannot rest is closed
+        return False
+    return bool(reply.get("ok"))
 
 
 def _pending_build(pool: BuilderPool, solution: SolutionFile) -> PendingBuild:

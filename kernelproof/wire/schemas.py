@@ -263,6 +263,7 @@ REPLIES: dict[str, Kind] = {
         tensors=True,
     ),
     "fetch": Kind({}, {"delivered": items(INDEX, 4096)}, tensors=True),
+    "rest": Kind({}),  # a baseline worker between evaluations (kernelproof.worker.message_loop.rest)
     # A timed batch (kernelproof.measure.batch): the ``time`` request is answered by steps (STEPS
     # below), and its ``end`` by the batch's figures, one per call the batch asked for.
     "end": Kind(

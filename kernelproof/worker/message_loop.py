@@ -18,6 +18,7 @@ authentication, since the candidate shares this process and can read it.
   ``end``, through ``state.channel``; kernelproof.measure.batch is the parent's side)
 - ``fetch``: a timed call's full output, :mod:`~kernelproof.worker.fetch`
 - ``profile``: launch accounting, :mod:`~kernelproof.worker.profiling`
+- ``rest``: a baseline worker between evaluations lets go of its last batch (:func:`rest`)
 - ``bye``: the worker exits (a wrapper such as compute-sanitizer then prints its report)
 """
 
@@ -57,7 +58,30 @@ def handlers() -> dict[str, Handler]:
         "steady": timed_calls.steady,
         "fetch": fetch.fetch,
         "profile": profiling.profile,
+        "rest": rest,
     }
+
+
+def rest(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
+    """A baseline worker whose lease ended lets go of its last batch and hands its allocator's
+    cached blocks back to the device: idle, it holds its weights and its program only.
+
+    Why: a baseline worker outlives the evaluation that leased it (kernelproof/executors/local.py),
+    and it kept its last timed batch (the buffers B1 keeps alive, the outputs a fetch reads) and
+    the blocks its allocator cached: memory no evaluation's reservation counts once the lease ends.
+    On an H100, with KernelBench level1/47_Sum_reduction evaluations in flight (8 GiB an input),
+    idle baseline processes held 17 and 25 GiB that way and another evaluation ran out of memory.
+    Only between evaluations, never between an evaluation's rounds: an empty cache there would make
+    each of the baseline's timed calls allocate its outputs from the driver inside its window. The
+    next evaluation's warm-up batch refills it, as it does for a new baseline worker. A
+    candidate's worker ends with its evaluation and is never asked."""
+    if state.role != "baseline":
+        return failure(ReasonCode.INTERNAL_ERROR, "rest is for a baseline worker"), []
+    state.keep = []
+    state.timed = []
+    if state.device.type == "cuda":
+        torch.cuda.empty_cache()
+    return {"ok": True}, []
 
 
 def serve(sock: socket.socket, state: WorkerState) -> None:
@@ -99,7 +123,6 @@ def serve(sock: socket.socket, state: WorkerState) -> None:
             protocol.send(sock, {"ok": True, **in_flight})
             return
         reply, out = answer(table, state, op, header, tensors)
-        trim_idle_cache(state)
         protocol.send(sock, {**reply, **in_flight}, out)
 
 
@@ -125,23 +148,6 @@ def answer(
         code = ReasonCode.TIMING_TAMPER if op in TIMED_OPS else ReasonCode.FORBIDDEN_CONSTRUCT
         return failure(code, "the solution replaced harness code: " + ", ".join(replaced)), []
     return reply, out
-
-
-def trim_idle_cache(state: WorkerState) -> None:
-    """A baseline worker hands its allocator's cached blocks back to the device after each request
-    (a timed batch, a profile, a load), before it replies: inside its own turn, outside every timed
-    window.
-
-    Why: a baseline worker outlives the evaluation that leased it (kernelproof/executors/local.py),
-    and its allocator would keep the batch's freed blocks reserved: memory no evaluation's
-    reservation counts once the lease ends. On an H100, with four KernelBench
-    level1/47_Sum_reduction evaluations in flight (8 GiB an input), idle baselines held 17 and
-    25 GiB that way and another evaluation's timed call ran out of memory. Freed here, an idle
-    worker holds only its weights and its program; the next batch allocates again, which costs
-    milliseconds beside drawing the batch's inputs. A candidate's worker ends with its evaluation,
-    whose reservation counts its cache until then."""
-    if state.role == "baseline" and torch.cuda.is_available():
-        torch.cuda.empty_cache()
 
 
 def environment(state: WorkerState) -> dict[str, Any]:

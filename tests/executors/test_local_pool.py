@@ -30,7 +30,8 @@ def test_a_new_tasks_baseline_is_the_worker_started_with_the_previous_candidate(
         # Taking a baseline starts nothing (timing may be about to run on this device).
         time.sleep(0.5)
         assert not pool._spare.get(("baseline", "cpu"))
-        pool.release_baseline(first)  # its evaluation's timing is over: idle, kept for task-a
+        pool.release_baseline(first)  # its evaluation's timing is over: it rests, idle, kept for task-a
+        assert first.proc.poll() is None and pool._baselines[("task-a", "default", "eager", "cpu")] is first
         second = pool.baseline(("task-b", "default", "eager", "cpu"), "cpu")
         assert second is not first and first.proc.wait(timeout=30) is not None  # task-a's was closed
     finally:
@@ -38,11 +39,18 @@ def test_a_new_tasks_baseline_is_the_worker_started_with_the_previous_candidate(
 
 
 class _Started:
-    """A worker double: alive until closed."""
+    """A worker double: alive until closed; it rests when asked unless told it cannot."""
+
+    rests_ok = True
 
     def __init__(self, spec):
-        self.spec, self.closed = spec, False
+        self.spec, self.closed, self.rests = spec, False, 0
         self.proc = SimpleNamespace(poll=lambda: 1 if self.closed else None)
+
+    def request(self, header, tensors=None, timeout_s=600.0, expect=None):
+        assert header == {"op": "rest"}
+        self.rests += 1
+        return {"ok": self.rests_ok}, []
 
     def resume(self):
         pass
@@ -91,6 +99,25 @@ def test_one_idle_baseline_waits_per_key_and_a_large_evaluation_keeps_none(monke
     assert again is one
     pool.release_baseline(again, keep=False)
     assert one.closed and pool.baseline(a, "cpu") is not one
+    pool.close()
+
+
+def test_a_released_baseline_rests_before_it_waits_and_one_that_cannot_is_closed(monkeypatch):
+    """Idle, a baseline worker holds no batch and no allocator cache (the rest request: its last
+    batch and cached blocks are memory no reservation counts once its lease ends); one whose rest
+    fails is closed, never kept."""
+    from kernelproof.executors import local
+
+    monkeypatch.setattr(local, "WorkerProcess", _Started)
+    pool = LocalPool(prespawn=False)
+    a = ("task-a", "default", "eager", "cpu")
+    worker = pool.baseline(a, "cpu")
+    assert worker.rests == 0  # leased: never asked to rest between its evaluation's rounds
+    pool.release_baseline(worker)
+    assert worker.rests == 1 and not worker.closed and pool.baseline(a, "cpu") is worker
+    worker.rests_ok = False
+    pool.release_baseline(worker)
+    assert worker.closed and pool.baseline(a, "cpu") is not worker
     pool.close()
 
 

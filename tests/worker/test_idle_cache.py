@@ -1,7 +1,8 @@
-"""A baseline worker returns its allocator's cache after every request; a candidate's keeps it.
+"""A baseline worker between evaluations lets go of its last batch and its allocator's cache.
 
-On a GPU an idle baseline worker outlives the evaluation that leased it, and the blocks its
-allocator kept from a timed batch were memory no reservation counted (kernelproof/worker/message_loop.py).
+On a GPU an idle baseline worker outlives the evaluation that leased it, and the batch it kept
+(B1's buffers, the outputs a fetch reads) and the blocks its allocator cached were memory no
+reservation counted (kernelproof/worker/message_loop.py, ``rest``).
 """
 
 from __future__ import annotations
@@ -9,37 +10,43 @@ from __future__ import annotations
 import pytest
 import torch
 
+from kernelproof.verdict import ReasonCode
 from kernelproof.worker import message_loop
 from kernelproof.worker.state import WorkerState
 
 
-@pytest.fixture
-def emptied(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    calls: list[int] = []
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append(1))
-    return calls
+def _with_a_batch(role: str, device: str) -> WorkerState:
+    state = WorkerState(role, "", (), None)
+    state.device = torch.device(device)
+    state.keep = [([torch.ones(4)], [torch.zeros(4)])]
+    state.timed = [[torch.zeros(4)]]
+    return state
 
 
-@pytest.mark.parametrize("role, expected", [("baseline", 1), ("candidate", 0)])
-def test_only_a_baseline_worker_returns_its_cache(role: str, expected: int, emptied: list[int]) -> None:
-    message_loop.trim_idle_cache(WorkerState(role, "", (), None))
-    assert len(emptied) == expected
+def test_a_resting_baseline_drops_its_batch_and_empties_its_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    emptied: list[int] = []
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(1))
+    state = _with_a_batch("baseline", "cuda")
+    reply, out = message_loop.rest(state, {"op": "rest"}, [])
+    assert reply == {"ok": True} and out == []
+    assert state.keep == [] and state.timed == [] and emptied == [1]
 
 
-def test_the_cache_is_returned_before_the_reply_leaves(
-    emptied: list[int], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The serve loop trims inside the worker's own turn: before the parent has the reply and can
-    start another program's timed window."""
-    order: list[str] = []
-    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: order.append("trim"))
-    requests = iter([({"op": "profile", "nonce": 1}, []), ({"op": "bye", "nonce": 2}, [])])
-    monkeypatch.setattr(message_loop.protocol, "recv", lambda sock: next(requests))
-    monkeypatch.setattr(
-        message_loop.protocol, "send", lambda sock, h, t=None: order.append(h.get("op", "hello"))
-    )
-    monkeypatch.setattr(message_loop, "answer", lambda table, state, op, h, t: ({"ok": True}, []))
-    monkeypatch.setattr(message_loop, "environment", lambda state: {})
-    message_loop.serve(None, WorkerState("baseline", "", (), None))  # type: ignore[arg-type]
-    assert order == ["hello", "trim", "profile", "bye"]
+def test_on_the_cpu_a_baseline_rests_without_a_device_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: pytest.fail("no device cache on the CPU"))
+    state = _with_a_batch("baseline", "cpu")
+    assert message_loop.rest(state, {"op": "rest"}, [])[0] == {"ok": True}
+    assert state.keep == [] and state.timed == []
+
+
+def test_a_candidate_is_never_rested() -> None:
+    """B1 keeps a candidate's earlier buffers alive so that no output is served by address: a rest
+    would let it reuse them. A candidate's worker ends with its evaluation instead."""
+    state = _with_a_batch("candidate", "cpu")
+    reply, _ = message_loop.rest(state, {"op": "rest"}, [])
+    assert reply["ok"] is False and reply["code"] == ReasonCode.INTERNAL_ERROR.value
+    assert state.keep and state.timed
+
+
+def test_rest_is_a_request_the_worker_answers() -> None:
+    assert message_loop.handlers()["rest"] is message_loop.rest
