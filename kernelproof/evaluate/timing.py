@@ -425,10 +425,11 @@ def _baselines(
     `neutral`: the candidate's cuDNN benchmark mode, which the baselines run with too. Each worker
     is this evaluation's until `leases` closes (after the shape's timing): loaded here, in a shared
     turn, it is timed later, alone, and no other evaluation may load or close it in between. An
-    evaluation larger than its share of the device closes them then (WorkerSource.beyond_share):
-    an idle baseline worker keeps its timed batch cached on the GPU, memory no reservation counts
-    (on an H100, four KernelBench level1/47_Sum evaluations in flight, 8 GiB an input: a timed
-    call ran out of memory while two other processes held 17 and 25 GiB)."""
+    evaluation larger than its share of the device closes them then (WorkerSource.beyond_share);
+    any other's rest and wait idle, holding the task's weights and program, memory no reservation
+    counts (on an H100, four KernelBench level1/47_Sum evaluations in flight, 8 GiB an input, idle
+    baselines that still held their last batch kept 17 and 25 GiB, and a timed call ran out of
+    memory)."""
     programs = []
     keep = not workers.beyond_share(setup.footprint_bytes, device, options.per_device)
     for name in options.baselines:

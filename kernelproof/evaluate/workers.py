@@ -56,8 +56,8 @@ class WorkerSource:
         """Would an evaluation holding `nbytes` of the device hold more than its share of the
         memory admitted there (its bytes, times the evaluations admitted at once, above the
         budget)? Such an evaluation holds nothing while it waits (its build), and leaves nothing
-        behind (its baselines' workers, whose allocators cache a timed batch no reservation
-        counts once it has ended)."""
+        behind (its baselines' workers, which idle with the task's weights and program on the
+        device, memory no reservation counts once it has ended)."""
         capacity = getattr(self.memory(device), "capacity_bytes", None)
         if not capacity or not nbytes:
             return False

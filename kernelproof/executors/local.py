@@ -263,8 +263,9 @@ class LocalPool(WorkerSource):
         (evaluate/device_turns.py); in between, another evaluation's shared turn may ask for a
         baseline too. A leased worker is therefore never handed out, reloaded or closed: the other
         evaluation gets an idle worker of the same key, or a new one. Only the current task's idle
-        baselines stay alive on a device: each holds the task's weights and its allocator's cache
-        on the GPU, memory no evaluation's reservation counts once it has ended.
+        baselines stay alive on a device: each holds the task's weights and its program on the GPU
+        (its last batch and allocator's cache let go when it rests: :meth:`release_baseline`),
+        memory no evaluation's reservation counts once it has ended.
         """
         with self._lock:
             w = self._baselines.pop(key, None)

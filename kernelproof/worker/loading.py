@@ -83,14 +83,14 @@ def load(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
     weights = tensors[h["weights_offset"] : end]
     attributes = tensors[end:]
     t0 = time.perf_counter()
-    _manual_seed(int(h.get("init_seed", 0)))
+    seed = int(h.get("init_seed", 0))
+    _manual_seed(seed)  # the solution's import runs under it too (its module-level code)
     report: dict[str, Any] = {}
     if state.candidate:
-        model, refused, report = _load_candidate(state, h, init_args)
+        model, refused, report = _load_candidate(state, h, init_args, seed)
         if refused is not None:
             return refused, []
     else:
-        seed = int(h.get("init_seed", 0))
         model = program.load_reference(state.solution_path, init_args, h.get("source"), state.device, seed)
     # The candidate's load hooks and module methods run here: as solution code (its guards' label).
     state.switch(state.candidate)
@@ -132,13 +132,12 @@ def _configure(state: WorkerState, h: dict[str, Any]) -> None:
         state.clock = CpuClock()
 
 
-def _load_candidate(state: WorkerState, h: dict[str, Any], init_args: list[Any]):
+def _load_candidate(state: WorkerState, h: dict[str, Any], init_args: list[Any], seed: int):
     """(model, a failed reply or None, the build report) for the candidate's ModelNew."""
     if not state.armed:
         arm(state, tuple(h.get("deny_read", ())))
     threads_before = state.thread_state()
     state.switch(True)
-    seed = int(h.get("init_seed", 0))
     model, failed = program.load_candidate(state.solution_path, init_args, state.imported, state.device, seed)
     state.switch(False)
     report = {"build": _build_report()} if state.prebuilt else {}
