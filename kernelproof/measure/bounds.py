@@ -134,9 +134,12 @@ def gap_reason(
     cand_host_ms: list[float],
     cand_mean_ms: float,
     cuda: bool,
+    copy_ms: float = 0.0,
 ) -> Reason | None:
     """timing_tamper when the candidate's per-call gap is beyond what the baselines' calibrates,
-    plus the candidate's own reported time a call (work it claims is in its windows)."""
+    plus the candidate's own reported time a call (work it claims is in its windows), plus
+    ``copy_ms``: the parent's own figure for copying the outputs, where the worker copies each
+    call's results (a static output buffer: kernelproof/measure/copy_cost.py)."""
     bases = [np.asarray(g) for g in base_gaps_ms if g]
     if not cand_gap_ms or not bases:
         return None
@@ -145,7 +148,8 @@ def gap_reason(
     spread = float(np.median([np.subtract(*np.percentile(b, [75, 25])) for b in bases]))
     host = SPIN_MARGIN * float(np.median(cand_host_ms)) if cuda and cand_host_ms else 0.0
     own = cand_mean_ms if math.isfinite(cand_mean_ms) else 0.0
-    allowed = GAP_RATIO * base + GAP_SPREADS * spread + host + own
+    copy = max(0.0, copy_ms)
+    allowed = GAP_RATIO * base + GAP_SPREADS * spread + host + own + copy
     if cand <= allowed:
         return None
     return Reason(
@@ -156,7 +160,12 @@ def gap_reason(
         f"per call, medians: candidate gap {cand:.4f} ms; baselines' gap {base:.4f} ms, spread (IQR) "
         f"{spread:.4f} ms; allowance {GAP_RATIO:g} x gap + {GAP_SPREADS:g} x spread + the candidate's "
         f"reported mean {own:.4f} ms"
-        + (f" + {SPIN_MARGIN:g} x the candidate's host time ({host:.4f} ms)" if host else ""),
+        + (f" + {SPIN_MARGIN:g} x the candidate's host time ({host:.4f} ms)" if host else "")
+        + (
+            f" + the parent's copy of the outputs ({copy:.4f} ms; the calls reused one buffer)"
+            if copy
+            else ""
+        ),
     )
 
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from kernelproof.host import cpus
 from kernelproof.host.process import WorkerDied, WorkerProcess
-from kernelproof.measure import bounds, busy, steady_batch
+from kernelproof.measure import bounds, busy, copy_cost, steady_batch
 from kernelproof.measure.bounds import Differential
 from kernelproof.measure.steady_batch import SteadyBatch
 from kernelproof.options import TimingPolicy
@@ -49,6 +49,7 @@ class Timed(Protocol):  # what session.Program offers here
     gap_ms: list[float]
     cycle_ms: list[float]
     host_ms: list[float]
+    outputs_copied: bool
 
 
 NO_CLAIM_ANYWAY = "its speed is no claim here: the kernels ran in Triton's interpreter"
@@ -127,9 +128,10 @@ def judge(
     if CHECKS_OFF:
         return []
     cand_mean = float(np.mean(cand.samples_ms)) if cand.samples_ms else float("nan")
-    found = bounds.gap_reason(cand.gap_ms, [p.gap_ms for p in baselines], cand.host_ms, cand_mean, cuda)
+    copy = copy_cost.output_copy_ms(ctx.output_nbytes, ctx.device) if cand.outputs_copied else 0.0
+    found = bounds.gap_reason(cand.gap_ms, [p.gap_ms for p in baselines], cand.host_ms, cand_mean, cuda, copy)
     if found is not None:
-        confirmed = _confirmed_gap(found, why, cand, baselines, plan.threads, confirm, cuda, notes)
+        confirmed = _confirmed_gap(found, why, cand, baselines, plan.threads, confirm, cuda, notes, copy)
         if confirmed is not None:
             return [confirmed]
         # unconfirmed: the speedups are withheld, and the differential still looks for a forged window
@@ -154,6 +156,7 @@ def _confirmed_gap(
     confirm: Confirm | None,
     cuda: bool,
     notes: list[str],
+    copy_ms: float = 0.0,
 ) -> Reason | None:
     """timing_tamper from the gap only where nothing else explains it; else None, and a
     ``timing_unconfirmed`` flag that withholds the speedups (no speed claim, no speed reward).
@@ -180,7 +183,9 @@ def _confirmed_gap(
     with cand.worker.frozen():
         others = busy.others_runnable()
     now = busy.judge(others, threads, [p.round_ms for p in baselines], cuda)
-    second = bounds.gap_reason(again.cand_gap_ms, again.base_gaps_ms, cand.host_ms, again.cand_mean_ms, cuda)
+    second = bounds.gap_reason(
+        again.cand_gap_ms, again.base_gaps_ms, cand.host_ms, again.cand_mean_ms, cuda, copy_ms
+    )
     if second is None or now.busy:
         seen = (
             f"the machine was busy when read again ({now.why})" if now.busy else "not in a confirmation round"

@@ -95,6 +95,7 @@ class Program:
     harness_ms: list[dict[str, float]] = field(default_factory=list)
     event_ms: list[float] = field(default_factory=list)
     clock: str = ""  # how the worker took the time
+    outputs_copied: bool = False  # a batch reported reused outputs: the worker copied each call's (B4)
 
 
 @dataclass
@@ -274,6 +275,7 @@ def _record_batch(prog: Program, got: Batch) -> None:
     prog.gap_ms += gaps
     prog.cycle_ms += got.cycle_ms
     prog.host_ms += [float(x) for x in reply.get("host_ms", [])]
+    prog.outputs_copied = prog.outputs_copied or bool(reply.get("output_reused"))
     if reply.get("harness_ms"):
         prog.harness_ms.append({str(k): float(v) for k, v in reply["harness_ms"].items()})
 

@@ -38,6 +38,27 @@ def test_accepts_the_candidates_own_harness_work_beside_the_baselines():
     assert bounds.gap_reason([7.8 + 5.6] * 5, [[1.04] * 5], [], 0.0056, cuda=False) is not None
 
 
+def test_a_static_output_buffers_copies_are_allowed_at_the_parents_own_figure():
+    # B4: the worker copies each call's results inside the cycle; no baseline does that work
+    over = bounds.gap_reason([3.0] * 5, [[0.5] * 5], [], 0.2, cuda=False)
+    assert over is not None and over.code.value == "timing_tamper"
+    allowed = bounds.gap_reason([3.0] * 5, [[0.5] * 5], [], 0.2, cuda=False, copy_ms=0.4)
+    assert allowed is None
+    # one copy's worth, not more: twice the copy's time beyond is still seen
+    assert bounds.gap_reason([3.8] * 5, [[0.5] * 5], [], 0.2, cuda=False, copy_ms=0.4) is not None
+    assert "copy of the outputs" in bounds.gap_reason([3.8] * 5, [[0.5] * 5], [], 0.2, False, 0.4).detail
+
+
+def test_the_parents_copy_figure_grows_with_the_bytes_and_is_zero_without_outputs():
+    from kernelproof.measure import copy_cost
+
+    cpu = torch.device("cpu")
+    assert copy_cost.output_copy_ms([], cpu) == 0.0
+    small = copy_cost.output_copy_ms([1 << 12], cpu)
+    large = copy_cost.output_copy_ms([1 << 26], cpu)
+    assert 0.0 < small < large
+
+
 def test_a_gpu_candidate_may_hold_the_stream_for_its_host_time():
     assert bounds.gap_reason([5.0] * 5, [[0.5] * 5], [1.8] * 5, 0.01, cuda=True) is None
     assert bounds.gap_reason([5.0] * 5, [[0.5] * 5], [1.8] * 5, 0.01, cuda=False) is not None
