@@ -78,9 +78,10 @@ def evaluate_pair(
 
     Both files come as the bytes the caller read once (kernelproof/submission.py): those bytes are
     hashed into the verdict, built, staged into the worker and judged; no path is read again."""
-    # One reservation of the device's memory for the whole evaluation, from before setup allocates
-    # (kernelproof/executors/device_memory.py): setup's reference, oracle and audit are the parent's
-    # largest allocations, and four of them at once took an H200 past its memory.
+    # One reservation of the device's memory for the whole evaluation, from before setup allocates,
+    # grown as its phases need (kernelproof/executors/device_memory.py): setup's reference, oracle
+    # and audit are the parent's largest allocations, and four of them at once took an H200 past
+    # its memory.
     with steps.recording(task.path) as clock, workers.memory(device).hold(0) as held:
         return _evaluate(task, solution, options, device, workers, clock, held)
 
@@ -127,14 +128,17 @@ def _evaluate(
     if built.failure is not None:
         stop = Stopped(Outcome.FAIL, built.failure, setup.flags)
         return stopped_verdict(stop, setup.task_ref, solution.ref, envelope, built)
+    # The cases' memory now (what setup measured of itself, and the worker's share); the timed
+    # rounds' only once the candidate has passed them (:func:`_grown_for_timing`)
     with steps.step("admission"):
-        held.grow(setup.footprint_bytes)  # what setup measured of itself, and the worker's share
+        held.grow(setup.correctness_bytes)
     env["memory"] = {
         "footprint_bytes": setup.footprint_bytes,
         "correctness_bytes": setup.correctness_bytes,
         "admission_wait_s": round(held.waited_s, 3),
     }
-    ran = _run_candidate(setup, built, options, device, workers, phases)
+    ran = _run_candidate(setup, built, options, device, workers, phases, held)
+    env["memory"]["admission_wait_s"] = round(held.waited_s, 3)
     if ran.worker is not None:
         env["worker"] = ran.worker
         env["limits"] = ran.limits
@@ -177,7 +181,13 @@ class _Watchdog:
 
 
 def _run_candidate(
-    setup: Setup, built: Built, options: EvalOptions, device: str, workers: WorkerSource, phases: _Phases
+    setup: Setup,
+    built: Built,
+    options: EvalOptions,
+    device: str,
+    workers: WorkerSource,
+    phases: _Phases,
+    held: Any,
 ) -> _Ran:
     """The candidate's worker, used once: its build installed, its cases checked, then timed alone.
 
@@ -185,7 +195,7 @@ def _run_candidate(
     as its own finding (the probed shapes' flag, a dropped figure) or the worker's close, which
     finds a second reply to the last request, never leaves it as a flag or unseen."""
     opened: list[WorkerProcess] = []
-    ran = _run_candidate_steps(setup, built, options, device, workers, phases, opened)
+    ran = _run_candidate_steps(setup, built, options, device, workers, phases, opened, held)
     violation = opened[0].violation if opened else None
     if violation is None or (ran.died is not None and ran.died.code is ReasonCode.PROTOCOL_VIOLATION):
         return ran
@@ -200,6 +210,7 @@ def _run_candidate_steps(
     workers: WorkerSource,
     phases: _Phases,
     opened: list[WorkerProcess],
+    held: Any,
 ) -> _Ran:
     """The steps of :func:`_run_candidate`; the worker it starts is appended to ``opened``."""
     turns = DeviceTurns(workers, device, first_alone=lambda: phases.mark("settled_s"))
@@ -238,6 +249,7 @@ def _run_candidate_steps(
                     checked = check_correctness(setup, worker, staged, options)
             phases.mark("correctness_done_s")
             if options.sanitize and not checked.reasons and setup.device.type == "cuda":
+                _grown_for_timing(held, setup)  # a second worker beside the candidate's
                 prepare_worker = None
                 if setup.pending_build is not None and built.result is not None:
                     prepare_worker = preparer(setup.pending_build, built.result, options.timeout_s)
@@ -248,6 +260,7 @@ def _run_candidate_steps(
         if not checked.reasons and not options.correctness_only:
             if service is not None:  # every timed shape ran in correctness: nothing is built from here on
                 service.close("timing has started (a build is asked for before the first timed call)")
+            _grown_for_timing(held, setup)
             timed = time_candidate(setup, checked, worker, staged, options, device, workers, turns)
             phases.mark("timing_done_s")
         if not checked.reasons and not (timed and timed.reasons):
@@ -283,6 +296,17 @@ def _run_candidate_steps(
     if service is not None and service.failed and not checked.reasons:
         checked = replace(checked, reasons=(Reason(ReasonCode.COMPILE_ERROR, service.failed[:4000]),))
     return _Ran(_noted(built, service), checked, timed, probed, None, hello, limits, sandbox, _unmet(service))
+
+
+def _grown_for_timing(held: Any, setup: Setup) -> None:
+    """The reservation raised to the timed rounds' memory (setup's ``footprint_bytes``: a batch's
+    calls in the candidate's worker and each cold baseline's, beside what the cases hold), waiting
+    for room, before any turn on the device is taken: an evaluation waiting here holds no turn that
+    another's timing would wait for. Reserved only now, not at admission: a candidate that fails its
+    cases (most of a training batch) never held the timed rounds' room, and while a large task's
+    cases run, smaller evaluations fit beside it (kernelproof/executors/device_memory.py)."""
+    with steps.step("timing_admission"):
+        held.grow(setup.footprint_bytes)
 
 
 def _unmet(service: BuildService | None) -> str | None:

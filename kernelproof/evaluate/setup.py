@@ -439,7 +439,7 @@ def _footprints(
     options: EvalOptions,
 ) -> tuple[int, int]:
     """(correctness, whole): the device memory the evaluation's correctness cases take, and the
-    larger of that and its timed rounds' (what it reserves once: kernelproof/evaluate/chain.py).
+    larger of that and its timed rounds' (reserved when the timing starts: kernelproof/evaluate/chain.py).
     Its largest case, never the sum; never below what the meta device's sizes say, since a variant
     whose inputs setup never drew (its audit served from the store) has no slots to count yet."""
     correctness = max(footprint_bytes(contexts.values(), parent_bytes), need.evaluation_bytes or 0)

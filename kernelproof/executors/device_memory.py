@@ -5,7 +5,8 @@ With two evaluations in flight per GPU (``per_device`` 2), two of KernelBench's 
 float64 oracle's, the candidate's outputs coming back, and its worker holds its own copies. So an
 evaluation holds a reservation from before its setup allocates anything to its end: first the
 meta device's estimate of one case (kernelproof/verify/footprint.py, known before any tensor
-exists), then, once setup has measured itself, its footprint (kernelproof/evaluate/setup.py). Each
+exists), then, once setup has measured itself, its cases' footprint, and once the candidate has
+passed them, its timed rounds' (kernelproof/evaluate/setup.py, kernelproof/evaluate/chain.py). Each
 step waits while the reservations of the others and its own would exceed the device's memory. An
 evaluation alone on a device is always admitted: what does not fit then is ``too_large``, decided
 by the evaluation, not here.

@@ -309,6 +309,67 @@ def test_an_evaluation_holds_the_estimate_before_setup_and_its_footprint_before_
     assert {"setup/admission", "admission"} <= set(v.environment["steps"])
 
 
+def _grows_of(monkeypatch, solution: str, options: EvalOptions):
+    """(the verdict, each size the evaluation's reservation was asked to grow to, in order)."""
+    from kernelproof.executors import device_memory as memory_module
+    from kernelproof.measure import busy
+
+    grows: list[int] = []
+    real = memory_module.DeviceMemory._grow
+
+    def recorded(self, ticket, nbytes):
+        grows.append(nbytes)
+        return real(self, ticket, nbytes)
+
+    monkeypatch.setattr(memory_module.DeviceMemory, "_grow", recorded)
+    monkeypatch.setattr(  # a quiet machine: this test's subject is the reservation, not the load
+        busy, "judge", lambda others, cores, rounds, cuda: busy.Quiet(False, others, 2, None, "")
+    )
+    pool = LocalPool(prespawn=False)
+    monkeypatch.setattr(pool, "memory", lambda device: DeviceMemory(10**12))
+    try:
+        v = api.evaluate(
+            str(DATA / "tasks" / "scale_relu.py"),
+            str(DATA / "solutions" / f"{solution}.py"),
+            options,
+            pool=pool,
+        )
+    finally:
+        pool.close()
+    return v, grows
+
+
+TIMED_QUICK = EvalOptions(
+    device="cpu",
+    db="",
+    seed=5,
+    seeds_per_case=1,
+    time_budget_s=1,
+    min_rounds=3,
+    max_rounds=3,
+    time_when_busy=True,
+)
+
+
+def test_the_timed_rounds_room_is_reserved_only_once_the_cases_have_passed(monkeypatch):
+    """A candidate that fails its cases never reserves the timed rounds' memory (the larger figure:
+    a batch in every timed worker); one that passes grows to it after its cases, before it is timed.
+    So a large task's cases leave room beside them for smaller evaluations (docs/timing.md)."""
+    passed, grows = _grows_of(monkeypatch, "plain_torch", TIMED_QUICK)
+    assert passed.passed and passed.timing is not None, passed.reasons
+    memory = passed.environment["memory"]
+    assert memory["footprint_bytes"] > memory["correctness_bytes"]  # the timed rounds hold more here
+    assert grows[-2:] == [memory["correctness_bytes"], memory["footprint_bytes"]], grows
+    assert "timing_admission" in passed.environment["steps"]
+
+    failed, grows = _grows_of(monkeypatch, "wrong_shape", TIMED_QUICK)
+    assert not failed.passed and failed.timing is None
+    memory = failed.environment["memory"]
+    assert memory["footprint_bytes"] > memory["correctness_bytes"]
+    assert max(grows) == memory["correctness_bytes"] and memory["footprint_bytes"] not in grows, grows
+    assert "timing_admission" not in failed.environment["steps"]
+
+
 def test_the_footprint_counts_inputs_weights_outputs_and_what_setup_measured():
     task = load_task(DATA / "tasks" / "scale_relu.py")
     ctx = build_variant(task, "default", torch.device("cpu"), "train", 3)
