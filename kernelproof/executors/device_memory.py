@@ -13,8 +13,11 @@ by the evaluation, not here.
 
 A reservation that grows keeps what it holds while it waits (its setup's tensors exist). Two
 evaluations that each wait to grow would wait for each other forever, so when every other holder
-is itself waiting to grow, the oldest grower goes ahead: the device may then be over-committed, and
-what fails for memory runs again alone (kernelproof/blame.py). Growth is served before new arrivals.
+is itself waiting to grow, the oldest grower whose growth fits beside what is held goes ahead, and
+where none fits, the oldest: the device may then be over-committed, and what fails for memory runs
+again alone (kernelproof/blame.py). Growth at the timed rounds (a large task's 90 GB of cases
+growing to 142 GB while smaller evaluations hold their cases' memory) makes this common; the small
+one that fits goes first, and the large one grows once they have left. Growth is served before new arrivals.
 A newer grower may go beside those holding now while an older one still waits for more room (a
 small evaluation beside a large one, instead of behind the next large one), but each waiting
 grower lets at most ``OVERTAKE_LIMIT`` others past it; after that, newer ones grow only where it
@@ -115,9 +118,19 @@ class DeviceMemory:
     def _may_grow(self, ticket: int, nbytes: int) -> bool:
         if self._room(ticket, nbytes):
             return True
-        # every other holder waits to grow too: none of them releases first, the oldest goes on
+        # every other holder waits to grow too: none of them releases first. The oldest grower
+        # that fits beside what is held goes on (a small evaluation's timed rounds beside a large
+        # one's cases, whatever its overtakes); where none fits, the oldest goes on, over-committed
         others = [t for t in self._reserved if t != ticket]
-        return all(t in self._growing for t in others) and ticket == min(self._growing)
+        if not all(t in self._growing for t in others):
+            return False
+        total = sum(self._reserved.values())
+        fitting = [
+            t
+            for t in sorted(self._growing)
+            if total - self._reserved[t] + self._growing[t] <= self.capacity_bytes
+        ]
+        return ticket == (fitting[0] if fitting else min(self._growing))
 
     def _fits(self, ticket: int, nbytes: int) -> bool:
         """An arrival: alone, or holding nothing yet (it grows in turn), or with room for it."""

@@ -263,6 +263,48 @@ def test_newer_growers_go_past_an_older_one_that_waits_a_bounded_number_of_times
     assert mem.reserved_bytes() == 0
 
 
+def test_where_every_holder_waits_to_grow_one_that_fits_goes_before_the_oldest_over_commits(monkeypatch):
+    """A large evaluation's cases (60) grow to its timed rounds (90) while a small one's cases (20)
+    grow to its own (35), past its overtakes: the small one fits beside what is held and goes first;
+    the oldest going first would over-commit the device (110 of 100)."""
+    from kernelproof.executors import device_memory as memory_module
+
+    monkeypatch.setattr(memory_module, "OVERTAKE_LIMIT", 0)
+    mem = DeviceMemory(capacity_bytes=100)
+    order: list[str] = []
+    a_in, b_in, a_waiting = threading.Event(), threading.Event(), threading.Event()
+    peak: list[int] = []
+
+    def large():
+        with mem.hold(60) as held:
+            a_in.set()
+            b_in.wait(5)
+            a_waiting.set()
+            held.grow(90)
+            peak.append(mem.reserved_bytes())
+            order.append("large grown")
+
+    def small():
+        a_in.wait(5)
+        with mem.hold(20) as held:
+            b_in.set()
+            a_waiting.wait(5)
+            time.sleep(0.2)  # the large one waits to grow by now
+            held.grow(35)
+            peak.append(mem.reserved_bytes())
+            order.append("small grown")
+            time.sleep(0.1)
+        order.append("small out")
+
+    threads = [_in_thread(large), _in_thread(small)]
+    for t in threads:
+        t.join(10)
+    assert not any(t.is_alive() for t in threads), f"deadlocked: {mem.describe()}"
+    assert order == ["small grown", "small out", "large grown"], order
+    assert max(peak) <= 100, peak  # never over-committed
+    assert mem.reserved_bytes() == 0
+
+
 def test_a_newer_grower_goes_beside_an_older_one_where_both_fit():
     mem = DeviceMemory(capacity_bytes=100)
     grown: list[str] = []
