@@ -333,6 +333,9 @@ def _row(c: Candidate, answer: dict[str, Any], arrived: float) -> dict[str, Any]
         "stored": bool(v.get("stored")),
         "speedup_eager": eager.get("median"),
         "speedup_eager_ci95": eager.get("ci95"),  # the bootstrap CI of the median, reported with it
+        # why a passing verdict has no speedup (a withheld claim names itself here), cut
+        "speed_withheld": ((v.get("claims") or {}).get("speed_withheld") or "")[:200],
+        "flags": [str(f)[:160] for f in v.get("flags") or []][:12],
         "built": (v.get("build") or {}).get("cached") is False,
         "steps": row_steps(v.get("environment") or {}),
     }

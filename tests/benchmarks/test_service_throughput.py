@@ -48,6 +48,9 @@ def test_the_smoke_set_through_the_service_gets_every_expected_verdict(tmp_path)
     assert only["server_start_s"] > 0 and "spare worker(s) up" in only["server_warmed"], run.stdout[-3000:]
     assert f"server up in {only['server_start_s']} s before the wall" in run.stdout
     assert only["costs"]["steps_total_s"], "the cost table comes from the verdicts' step records"
+    # a row keeps why a verdict is what it is beyond its codes: its flags and a withheld speed claim
+    assert all(isinstance(r["flags"], list) and isinstance(r["speed_withheld"], str) for r in only["rows"])
+    assert any(r["flags"] for r in only["rows"]), [r["flags"] for r in only["rows"]]
     assert all(len(line) <= 80 for line in run.stdout.splitlines() if not line.startswith("written:"))
 
 
