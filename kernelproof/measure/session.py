@@ -38,8 +38,7 @@ from kernelproof.measure.steady_batch import SteadyBatch
 from kernelproof.options import TimingPolicy
 from kernelproof.verdict import Reason, ReasonCode, ShapeTiming, Speedup
 from kernelproof.verify import steps
-from kernelproof.verify.case_plan import VariantContext, run_model
-from kernelproof.verify.oracle import oracle_scope
+from kernelproof.verify.case_plan import VariantContext, oracle_of, run_model
 from kernelproof.verify.oracle_compare import Tolerance, compare, tolerance_for
 from kernelproof.verify.precision import FailedFingerprint, rechecked_reason, timed_output_reason
 from kernelproof.wire.expected import OUTPUT_REUSED, REUSED_NOTE
@@ -512,13 +511,7 @@ def _hidden_recheck(
         return Reason(
             why.code, f"the worker could not return timed call {index}'s output: {why.message}", why.detail
         )
-    orc = run_model(
-        ctx.oracle,
-        [a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args],
-        "fp32",
-        ctx.inplace,
-        oracle_scope(),
-    )
+    orc = oracle_of(ctx, args)  # in slices of the batch where the cases' oracle runs so
     for k, (c, r, o) in enumerate(zip(outs, ref, orc)):
         # The bounds of this call's own outputs: the elementwise bound scales with the reference's
         # error on these inputs, never with another case's (an honest gelu failed here on the CPU,

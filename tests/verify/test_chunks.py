@@ -97,6 +97,42 @@ def test_the_chunked_oracle_equals_the_whole_one(tmp_path, monkeypatch):
     assert torch.allclose(chunked[0], whole[0], rtol=1e-13, atol=0) and chunked[0].dtype == torch.float64
 
 
+def test_the_timed_rounds_recheck_runs_the_oracle_in_the_same_chunks(tmp_path, monkeypatch):
+    """The re-check of a timed call's output holds one slice of the float64 inputs at a time, as the
+    cases do and as the reservation counts (on an H100 a whole-batch oracle there asked for 16 GiB
+    at once for level1/47_Sum's 8.6 GB input); an honest output still passes and a wrong one not."""
+    from kernelproof.inputs import timed_inputs
+    from kernelproof.measure import session
+    from kernelproof.verify.case_plan import run_model
+    from kernelproof.verify.oracle_compare import tolerance_for
+
+    ctx, args = _ctx(tmp_path, "torch.relu(x @ self.w)")
+    ctx.batch_separable = check_batch_separable(ctx, args)
+    assert ctx.batch_separable
+    ref, orc = reference_and_oracle(ctx, args)
+    tol = tolerance_for(ref[0], orc[0], ctx.dtype)
+    monkeypatch.setattr(chunks, "CHUNK_INPUT_BYTES", 8 * 24 * 4)  # four rows of float64 a chunk
+    calls = []
+    real = chunks.oracle_in_chunks
+    monkeypatch.setattr(
+        "kernelproof.verify.case_plan.oracle_in_chunks", lambda run, a, n: calls.append(n) or real(run, a, n)
+    )
+    x = timed_inputs(ctx.slots, ctx.fixed, ctx.scalars, 7, ctx.device)[0]
+    honest = run_model(ctx.reference, [x], ctx.precision)
+
+    class _Worker:
+        def __init__(self, outputs):
+            self.outputs = outputs
+
+        def request_outputs(self, header, tensors, like, timeout_s):
+            return {"ok": True}, self.outputs
+
+    assert session._hidden_recheck(ctx, _Worker(honest), 0, [7], tol, 60.0) is None
+    assert calls == [4]  # 16 rows in chunks of at most 4
+    wrong = [honest[0] + 1.0]
+    assert session._hidden_recheck(ctx, _Worker(wrong), 0, [7], tol, 60.0) is not None
+
+
 def test_a_task_refused_runs_its_oracle_whole(tmp_path, monkeypatch):
     ctx, args = _ctx(tmp_path, "(x @ self.w).sum(dim=0)")
     ctx.batch_separable = check_batch_separable(ctx, args)
