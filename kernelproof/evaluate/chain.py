@@ -129,9 +129,11 @@ def _evaluate(
         stop = Stopped(Outcome.FAIL, built.failure, setup.flags)
         return stopped_verdict(stop, setup.task_ref, solution.ref, envelope, built)
     # The cases' memory now (what setup measured of itself, and the worker's share); the timed
-    # rounds' only once the candidate has passed them (:func:`_grown_for_timing`)
+    # rounds' only once the candidate has passed them (:func:`_grown_for_timing`). Under
+    # --sanitize all of it now: the sanitizer's worker starts beside the candidate's inside a
+    # shared turn, where waiting for memory could wait on an evaluation that waits for that turn.
     with steps.step("admission"):
-        held.grow(setup.correctness_bytes)
+        held.grow(setup.footprint_bytes if options.sanitize else setup.correctness_bytes)
     env["memory"] = {
         "footprint_bytes": setup.footprint_bytes,
         "correctness_bytes": setup.correctness_bytes,
@@ -249,7 +251,6 @@ def _run_candidate_steps(
                     checked = check_correctness(setup, worker, staged, options)
             phases.mark("correctness_done_s")
             if options.sanitize and not checked.reasons and setup.device.type == "cuda":
-                _grown_for_timing(held, setup)  # a second worker beside the candidate's
                 prepare_worker = None
                 if setup.pending_build is not None and built.result is not None:
                     prepare_worker = preparer(setup.pending_build, built.result, options.timeout_s)

@@ -412,6 +412,15 @@ def test_the_timed_rounds_room_is_reserved_only_once_the_cases_have_passed(monke
     assert "timing_admission" not in failed.environment["steps"]
 
 
+def test_under_the_sanitizer_the_whole_footprint_is_reserved_before_the_cases(monkeypatch):
+    """The sanitizer's worker starts beside the candidate's inside a shared turn, where a wait for
+    memory could wait on an evaluation that itself waits for that turn: nothing grows there."""
+    v, grows = _grows_of(monkeypatch, "plain_torch", dataclasses.replace(TIMED_QUICK, sanitize=True))
+    memory = v.environment["memory"]
+    assert memory["footprint_bytes"] > memory["correctness_bytes"], v.reasons
+    assert memory["footprint_bytes"] in grows and memory["correctness_bytes"] not in grows[1:], grows
+
+
 def test_the_footprint_counts_inputs_weights_outputs_and_what_setup_measured():
     task = load_task(DATA / "tasks" / "scale_relu.py")
     ctx = build_variant(task, "default", torch.device("cpu"), "train", 3)
