@@ -59,6 +59,19 @@ def test_the_parents_copy_figure_grows_with_the_bytes_and_is_zero_without_output
     assert 0.0 < small < large
 
 
+@pytest.mark.gpu
+def test_the_parents_copy_figure_on_a_gpu_is_timed_by_events_and_scaled_past_its_buffer(monkeypatch):
+    from kernelproof.measure import copy_cost
+
+    cuda = torch.device("cuda:0")
+    one = copy_cost.output_copy_ms([1 << 26], cuda)
+    assert 0.0 < one < 10.0  # 64 MiB on a device that copies hundreds of GB a second
+    monkeypatch.setattr(copy_cost, "MAX_COPY_BYTES", 1 << 24)
+    copy_cost._copy_ms.cache_clear()
+    scaled = copy_cost.output_copy_ms([1 << 28], cuda)  # timed at 16 MiB, scaled by 16
+    assert scaled > one
+
+
 def test_a_gpu_candidate_may_hold_the_stream_for_its_host_time():
     assert bounds.gap_reason([5.0] * 5, [[0.5] * 5], [1.8] * 5, 0.01, cuda=True) is None
     assert bounds.gap_reason([5.0] * 5, [[0.5] * 5], [1.8] * 5, 0.01, cuda=False) is not None
