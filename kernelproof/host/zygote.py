@@ -278,14 +278,16 @@ class Zygote:
         try:
             with self._send_lock:
                 socket.send_fds(self.sock, [json.dumps(doc).encode()], list(fds))
-            reply = future.result(timeout=SPAWN_TIMEOUT_S)
+            reply, child = future.result(timeout=SPAWN_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - any failure here: the caller starts it itself
             with self._state:
                 self._pending.pop(ident, None)
             raise SandboxError(f"the worker zygote did not fork: {exc}") from None
-        if "pid" not in reply:
+        if child is None:
             raise SandboxError(f"the worker zygote did not fork: {reply.get('error')}")
-        return self._children[reply["pid"]]
+        # the child itself, not a lookup: one that exits at once (a build whose import fails) may
+        # have had its exit read, and left the table, before this thread runs again
+        return child
 
     def _read(self) -> None:
         """Replies and exit reports, until the zygote's socket closes."""
@@ -303,11 +305,12 @@ class Zygote:
                     if child is not None:
                         child._end(int(msg["code"]))
                     continue
+                child = None
                 if "pid" in msg:
-                    self._children[msg["pid"]] = Forked(msg["pid"])
+                    child = self._children[msg["pid"]] = Forked(msg["pid"])
                 future = self._pending.pop(msg.get("id"), None)
             if future is not None:
-                future.set_result(msg)
+                future.set_result((msg, child))
         self._ended()
 
     def _ended(self) -> None:
@@ -323,7 +326,7 @@ class Zygote:
                 pass
             child._end(-signal.SIGKILL)
         for future in pending:
-            future.set_result({"error": "the worker zygote ended"})
+            future.set_result(({"error": "the worker zygote ended"}, None))
 
     def close(self) -> None:
         """Close the socket (the zygote then kills its children and exits) and wait for it."""

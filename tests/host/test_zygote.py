@@ -154,3 +154,48 @@ def test_both_sides_agree_on_each_entrys_descriptors():
     assert set(parent.ENTRIES) == set(child.ENTRIES)
     for entry, (_, takes) in parent.ENTRIES.items():
         assert len(child.ENTRIES[entry]) == len(takes), entry
+
+
+def test_a_child_that_exits_before_its_fork_returns_is_still_returned_with_its_code(monkeypatch, tmp_path):
+    """A build whose import fails exits at once: its exit report can be read, and the child leave
+    the zygote's table, before the thread that asked for the fork runs again. The fork returns the
+    child itself (CI once failed here with a KeyError on its pid)."""
+    import json
+    import threading
+    import time
+    from concurrent.futures import Future
+
+    class LateFuture(Future):  # the asking thread runs again only after the exit was read
+        def result(self, timeout=None):
+            got = super().result(timeout)
+            time.sleep(0.2)
+            return got
+
+    monkeypatch.setattr(zygote, "Future", LateFuture)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    z = object.__new__(zygote.Zygote)
+    z.sock, z._send_lock, z._state = ours, threading.Lock(), threading.Lock()
+    z._next, z._pending, z._children, z._closed = 0, {}, {}, False
+    reader = threading.Thread(target=z._read, daemon=True)
+    reader.start()
+
+    def fake_zygote():
+        msg, fds, _, _ = socket.recv_fds(theirs, 1 << 16, 4)
+        for fd in fds:
+            os.close(fd)
+        ident = json.loads(msg)["id"]
+        theirs.send(json.dumps({"id": ident, "pid": 4242}).encode())
+        theirs.send(json.dumps({"exit": 4242, "code": 3}).encode())
+
+    side = threading.Thread(target=fake_zygote, daemon=True)
+    side.start()
+    r, w = os.pipe()
+    try:
+        child = z.fork(["x"], {}, tmp_path, (r, w), entry="builder")
+    finally:
+        os.close(r)
+        os.close(w)
+        theirs.close()
+        reader.join(5)
+        ours.close()
+    assert child.pid == 4242 and child.wait(5) == 3
