@@ -317,27 +317,9 @@ def test_a_newer_grower_goes_beside_an_older_one_where_both_fit():
 
 def test_an_evaluation_holds_the_estimate_before_setup_and_its_footprint_before_the_worker(monkeypatch):
     """The parent's setup allocates inside the evaluation's reservation, never beside it."""
-    from kernelproof.executors import device_memory as memory_module
-
-    grows: list[int] = []
-    real = memory_module.DeviceMemory._grow
-
-    def recorded(self, ticket, nbytes):
-        grows.append(nbytes)
-        return real(self, ticket, nbytes)
-
-    monkeypatch.setattr(memory_module.DeviceMemory, "_grow", recorded)
-    pool = LocalPool(prespawn=False)
-    monkeypatch.setattr(pool, "memory", lambda device: DeviceMemory(10**12))
-    try:
-        v = api.evaluate(
-            str(DATA / "tasks" / "scale_relu.py"),
-            str(DATA / "solutions" / "plain_torch.py"),
-            EvalOptions(device="cpu", db="", correctness_only=True, seeds_per_case=1),
-            pool=pool,
-        )
-    finally:
-        pool.close()
+    v, grows = _grows_of(
+        monkeypatch, "plain_torch", EvalOptions(device="cpu", db="", correctness_only=True, seeds_per_case=1)
+    )
     assert v.passed, v.reasons
     from kernelproof.task import variants_for
     from kernelproof.verify.footprint import case_need
