@@ -15,6 +15,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import torch
@@ -129,7 +130,7 @@ def _evaluate(
         stop = Stopped(Outcome.FAIL, built.failure, setup.flags)
         return stopped_verdict(stop, setup.task_ref, solution.ref, envelope, built)
     # The cases' memory now (what setup measured of itself, and the worker's share); the timed
-    # rounds' only once the candidate has passed them (:func:`_grown_for_timing`). Under
+    # rounds' only once the candidate has passed them (:func:`_grown`). Under
     # --sanitize all of it now: the sanitizer's worker starts beside the candidate's inside a
     # shared turn, where waiting for memory could wait on an evaluation that waits for that turn.
     with steps.step("admission"):
@@ -137,6 +138,7 @@ def _evaluate(
     env["memory"] = {
         "footprint_bytes": setup.footprint_bytes,
         "correctness_bytes": setup.correctness_bytes,
+        "profile_bytes": setup.profile_bytes,
         "admission_wait_s": round(held.waited_s, 3),
     }
     ran = _run_candidate(setup, built, options, device, workers, phases, held)
@@ -261,8 +263,9 @@ def _run_candidate_steps(
         if not checked.reasons and not options.correctness_only:
             if service is not None:  # every timed shape ran in correctness: nothing is built from here on
                 service.close("timing has started (a build is asked for before the first timed call)")
-            _grown_for_timing(held, setup)
-            timed = time_candidate(setup, checked, worker, staged, options, device, workers, turns)
+            timed = time_candidate(
+                setup, checked, worker, staged, options, device, workers, turns, partial(_grown, held)
+            )
             phases.mark("timing_done_s")
         if not checked.reasons and not (timed and timed.reasons):
             with turns.shared(), steps.step("probe_cases"):
@@ -299,15 +302,15 @@ def _run_candidate_steps(
     return _Ran(_noted(built, service), checked, timed, probed, None, hello, limits, sandbox, _unmet(service))
 
 
-def _grown_for_timing(held: Any, setup: Setup) -> None:
-    """The reservation raised to the timed rounds' memory (setup's ``footprint_bytes``: a batch's
-    calls in the candidate's worker and each cold baseline's, beside what the cases hold), waiting
-    for room, before any turn on the device is taken: an evaluation waiting here holds no turn that
-    another's timing would wait for. Reserved only now, not at admission: a candidate that fails its
-    cases (most of a training batch) never held the timed rounds' room, and while a large task's
-    cases run, smaller evaluations fit beside it (kernelproof/executors/device_memory.py)."""
+def _grown(held: Any, nbytes: int) -> None:
+    """The reservation raised for the timed rounds (kernelproof/evaluate/timing.py says to what,
+    when), waiting for room, before any turn on the device is taken: an evaluation waiting here
+    holds no turn that another's timing would wait for. Reserved only once the candidate has passed
+    its cases: a candidate that fails them (most of a training batch) never held the timed rounds'
+    room, and while a large task's cases run, smaller evaluations fit beside it
+    (kernelproof/executors/device_memory.py)."""
     with steps.step("timing_admission"):
-        held.grow(setup.footprint_bytes)
+        held.grow(nbytes)
 
 
 def _unmet(service: BuildService | None) -> str | None:

@@ -135,7 +135,9 @@ def prepare(
             if isinstance(audited, Stopped):
                 return audited
             plan = _plan(task, models.probe, audited, timed, dev, options, rng, flags)
-            correctness, footprint = _footprints(audited.contexts, timed, peak.bytes(), need, options)
+            correctness, profile, footprint = _footprints(
+                audited.contexts, timed, peak.bytes(), need, options
+            )
         except TaskError as exc:
             return Stopped(Outcome.ERROR, Reason(ReasonCode.TASK_ERROR, str(exc)), tuple(flags), task.sha256)
     return Setup(
@@ -154,6 +156,7 @@ def prepare(
         random_reference=models.random_reference,
         footprint_bytes=footprint,
         correctness_bytes=correctness,
+        profile_bytes=profile,
         shapes_probed=audited.shapes_probed,
         shapes_in_contract=options.shape_variants == "auto",
         probe_cases=tuple(plan.probe_cases),
@@ -437,11 +440,14 @@ def _footprints(
     parent_bytes: int,
     need: case_memory.Need,
     options: EvalOptions,
-) -> tuple[int, int]:
-    """(correctness, whole): the device memory the evaluation's correctness cases take, and the
-    larger of that and its timed rounds' (reserved when the timing starts: kernelproof/evaluate/chain.py).
-    Its largest case, never the sum; never below what the meta device's sizes say, since a variant
-    whose inputs setup never drew (its audit served from the store) has no slots to count yet."""
+) -> tuple[int, int, int]:
+    """(correctness, profile, whole): the device memory the evaluation's correctness cases take; the
+    cases' and one more call's, with the program loaded again (what a solution with no kernel of
+    its own holds when its one profiled call refuses it, before any batch or baseline: kernelproof/
+    evaluate/timing.py); and the largest of these and its timed rounds' (reserved when the timing
+    starts: kernelproof/evaluate/chain.py). Its largest case, never the sum; never below what the
+    meta device's sizes say, since a variant whose inputs setup never drew (its audit served from
+    the store) has no slots to count yet."""
     correctness = max(footprint_bytes(contexts.values(), parent_bytes), need.evaluation_bytes or 0)
     programs = 0 if options.correctness_only else 1 + len(cold_baselines(options.baselines))
     rounds = [contexts[v] for v in timed if v in contexts]
@@ -452,7 +458,11 @@ def _footprints(
         else case_memory.timed_bytes(meta, programs, calls_for(meta.input_bytes, options.timing))
     )
     timed_bytes = timed_footprint_bytes(rounds, parent_bytes, programs, options.timing)
-    return correctness, max(correctness, timed_bytes, floor)
+    whole = max(correctness, timed_bytes, floor)
+    one_call = max([sum(_case_sizes(ctx)) for ctx in rounds], default=0)
+    if meta is not None:
+        one_call = max(one_call, meta.input_bytes + meta.weight_bytes + meta.output_bytes)
+    return correctness, min(whole, correctness + one_call), whole
 
 
 def timed_footprint_bytes(

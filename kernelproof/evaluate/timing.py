@@ -11,7 +11,7 @@ under the task's kernel policy.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 
@@ -76,11 +76,17 @@ def time_candidate(
     device: str,
     workers: WorkerSource,
     turns: DeviceTurns,
+    grow: Callable[[int], None],
 ) -> Timed:
     """Every timed shape of the task, then the speedups over them; the first failure ends it.
 
     Each shape's loads (the candidate's program, the baselines' workers and programs) take a shared
-    turn on the device; what measures takes it alone (evaluate/device_turns.py)."""
+    turn on the device; what measures takes it alone (evaluate/device_turns.py). `grow` raises the
+    evaluation's memory reservation, waiting for room, and is called outside any turn: to the timed
+    rounds' room (setup's ``footprint_bytes``) before the first load, or, for a solution that
+    defines no kernel of its own on a GPU, first only to its cases' and one call's
+    (``profile_bytes``): the one profiled call that refuses it then never waits for the room of a
+    batch in every timed worker (on a large task, the whole device)."""
     rng = random.Random(setup.timing_seed)
     shapes: list[ShapeTiming] = []
     reasons: list[Reason] = []
@@ -90,6 +96,8 @@ def time_candidate(
     policy = options.policy or setup.task.meta.policy
     claims = gpu_claims() if device.startswith("cuda") else cpu_claims(backend, None, frozenset())
     identity = kernel_identity(setup, worker)  # builds are over: none is served once timing starts
+    screened = device.startswith("cuda") and not identity.own  # one profiled call may refuse it
+    grow(setup.profile_bytes if screened else setup.footprint_bytes)
     per_shape: list[tuple[str, Coverage]] = []  # (variant, coverage) of each timed shape on a GPU
     telemetry = _gpu_telemetry(device, turns)
     for v in setup.timed:
@@ -116,6 +124,7 @@ def time_candidate(
                     refused = _no_kernel_of_its_own(worker, ctx, rng, identity, policy, limit, device, flags)
                 if refused is not None:
                     return refused
+            grow(setup.footprint_bytes)  # (held already after the first shape, or when not screened)
             # the baselines' workers taken (or started) and their programs loaded
             with turns.shared(), steps.step("timing"), steps.step("baselines"):
                 baselines = _baselines(setup, ctx, v, options, device, workers, flags, follow, leases)

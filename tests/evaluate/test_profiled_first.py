@@ -7,6 +7,7 @@ its seam (``account``), which is what the rule reads."""
 from __future__ import annotations
 
 import random
+from contextlib import contextmanager
 
 import pytest
 
@@ -41,3 +42,81 @@ def test_gpu_work_of_a_solution_with_no_kernel_of_its_own_is_refused_before_timi
 
 def test_a_call_with_no_gpu_work_decides_nothing_and_timing_goes_on(monkeypatch):
     assert _profiled(monkeypatch, (), KernelIdentity()) is None
+
+
+class _Stop(Exception):
+    """Ends the faked timing where the test has seen what it needs."""
+
+
+def _timing_events(monkeypatch: pytest.MonkeyPatch, own: bool, kernels: tuple) -> list[tuple]:
+    """What ``time_candidate`` asks for, in order, up to its first baseline: each growth of the
+    memory reservation, the candidate's load and its profiled call (a GPU faked at its seams)."""
+    from types import SimpleNamespace
+
+    events: list[tuple] = []
+
+    class Turns:
+        @contextmanager
+        def shared(self, lend=None):
+            events.append(("turn",))
+            yield
+
+        alone = shared
+
+    def load(worker, ctx, staged, task_path, options):
+        events.append(("load",))
+        return {"ok": True}
+
+    def account(worker, ctx, seed, identity, policy, limit, floor_us):
+        events.append(("profile",))
+        gpu = sum(ms for _, _, ms in kernels)
+        return Coverage(0.0 if gpu else None, kernels, policy)
+
+    def baselines(*args, **kwargs):
+        events.append(("baselines",))
+        raise _Stop
+
+    identity = KernelIdentity(frozenset({"my_kernel"}) if own else frozenset())
+    monkeypatch.setattr(timing, "kernel_identity", lambda setup, worker: identity)
+    monkeypatch.setattr(timing, "_gpu_telemetry", lambda device, turns: None)
+    monkeypatch.setattr(timing, "load_candidate", load)
+    monkeypatch.setattr(timing, "account", account)
+    monkeypatch.setattr(timing, "launch_floor", lambda device: LaunchFloor(2.0, 200, "measured"))
+    monkeypatch.setattr(timing, "_followed_setting", lambda ctx, reply, flags: {})
+    monkeypatch.setattr(timing, "_baselines", baselines)
+    setup = SimpleNamespace(
+        timing_seed=1,
+        solution=SimpleNamespace(file=SimpleNamespace(triage=SimpleNamespace(backend="cuda"))),
+        task=SimpleNamespace(meta=SimpleNamespace(policy="strict"), path="task.py"),
+        timed=("default",),
+        contexts={"default": None},
+        profile_bytes=110,
+        footprint_bytes=170,
+    )
+    checked = SimpleNamespace(tolerances={"default": object()})
+    options = SimpleNamespace(policy=None, step_limit=lambda step: 30.0)
+    grow = lambda nbytes: events.append(("grow", nbytes))  # noqa: E731
+    try:
+        refused = timing.time_candidate(setup, checked, object(), "s", options, "cuda:0", None, Turns(), grow)
+        events.append(("refused", [r.code for r in refused.reasons]))
+    except _Stop:
+        pass
+    return [e for e in events if e[0] != "turn"]
+
+
+def test_a_solution_with_no_kernel_of_its_own_is_refused_in_the_room_of_one_call(monkeypatch):
+    """Its cases passed, it reserves only its cases' and one call's memory (``profile_bytes``) for
+    the call that refuses it: never the timed rounds' room, which on a large task is the device."""
+    events = _timing_events(monkeypatch, own=False, kernels=(("ampere_sgemm", "library", 1.5),))
+    assert events == [("grow", 110), ("load",), ("profile",), ("refused", [ReasonCode.NO_CUSTOM_KERNEL])]
+
+
+def test_a_screened_solution_that_goes_on_grows_to_the_timed_rounds_before_its_baselines(monkeypatch):
+    events = _timing_events(monkeypatch, own=False, kernels=())
+    assert events == [("grow", 110), ("load",), ("profile",), ("grow", 170), ("baselines",)]
+
+
+def test_a_solution_with_a_kernel_of_its_own_reserves_the_timed_rounds_before_its_load(monkeypatch):
+    events = _timing_events(monkeypatch, own=True, kernels=())
+    assert events[:2] == [("grow", 170), ("load",)] and ("profile",) not in events
+    assert events[-1] == ("baselines",)

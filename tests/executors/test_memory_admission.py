@@ -383,7 +383,10 @@ def test_the_timed_rounds_room_is_reserved_only_once_the_cases_have_passed(monke
     assert passed.passed and passed.timing is not None, passed.reasons
     memory = passed.environment["memory"]
     assert memory["footprint_bytes"] > memory["correctness_bytes"]  # the timed rounds hold more here
-    assert grows[-2:] == [memory["correctness_bytes"], memory["footprint_bytes"]], grows
+    # one call's room past the cases (a GPU's screen of a solution with no kernel of its own)
+    assert memory["correctness_bytes"] < memory["profile_bytes"] < memory["footprint_bytes"], memory
+    steps = [g for i, g in enumerate(grows) if i == 0 or g != grows[i - 1]]  # (a repeat holds as is)
+    assert steps[-2:] == [memory["correctness_bytes"], memory["footprint_bytes"]], grows
     assert "timing_admission" in passed.environment["steps"]
 
     failed, grows = _grows_of(monkeypatch, "wrong_shape", TIMED_QUICK)
