@@ -82,11 +82,9 @@ def time_candidate(
 
     Each shape's loads (the candidate's program, the baselines' workers and programs) take a shared
     turn on the device; what measures takes it alone (evaluate/device_turns.py). `grow` raises the
-    evaluation's memory reservation, waiting for room, and is called outside any turn: to the timed
-    rounds' room (setup's ``footprint_bytes``) before the first load, or, for a solution that
-    defines no kernel of its own on a GPU, first only to its cases' and one call's
-    (``profile_bytes``): the one profiled call that refuses it then never waits for the room of a
-    batch in every timed worker (on a large task, the whole device)."""
+    memory reservation outside any turn: to the timed rounds' room (``footprint_bytes``) before the
+    first load; for a GPU solution with no kernel of its own, first to one call's (``profile_bytes``),
+    so the profiled call that refuses it never waits for a batch's room in every timed worker."""
     rng = random.Random(setup.timing_seed)
     shapes: list[ShapeTiming] = []
     reasons: list[Reason] = []
