@@ -472,22 +472,17 @@ def timed_footprint_bytes(
     and oracles stay held, and its checks of a batch draw a case), and in each timed program's
     worker, the candidate's and each cold baseline's, the weights and a batch's calls, each with
     its fresh inputs and its outputs, kept until the batch is checked (measure/session.py,
-    ``calls_per_batch``); and in the candidate's worker, which is timed after its correctness cases,
-    what it still holds of them (the buffers B1 keeps alive and its allocator's cache:
-    :func:`~kernelproof.verify.footprint.worker_share`). 0 with no program timed. (On an H100,
-    KernelBench level1/47_Sum_reduction_over_a_dimension, 8 GiB an input: in the timed rounds the
-    candidate's worker held 40.8 GiB, 24.8 of its cases and a batch's 16, beside 16.7 GiB in the
-    baseline's and 16.6 GiB in the parent: 78 of the device's 79 GiB, where about 60 GB were
-    reserved without the cases' share; an evaluation admitted beside it ran out of memory.)"""
+    ``calls_per_batch``). The candidate's worker lets go of what its cases kept before it loads
+    for its timed rounds (kernelproof/worker/loading.py, ``_let_go``): counted beside the batch,
+    that share made KernelBench level1/38_L1Norm_'s timed rounds 189 GB, more than an H200 has.
+    0 with no program timed."""
     if programs <= 0 or not contexts:
         return 0
     parent = workers = 0
     for ctx in contexts:
         inp, w, out = _case_sizes(ctx)  # a timed call's inputs are a case's (calls_per_batch)
         parent = max(parent, case_memory.parent_share(inp, w, out))
-        held = case_memory.worker_share(inp, w, out)  # the candidate's cases, still held when it is timed
-        timed = case_memory.timed_worker_share(inp, w, out, programs, calls_for(inp, policy))
-        workers = max(workers, held + timed)
+        workers = max(workers, case_memory.timed_worker_share(inp, w, out, programs, calls_for(inp, policy)))
     return max(parent, measured_parent_bytes) + workers
 
 

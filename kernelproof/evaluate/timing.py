@@ -106,7 +106,7 @@ def time_candidate(
         with _leases(turns) as leases:  # the baselines this shape leases, released after its timing
             limit = options.step_limit("timing")
             with turns.shared(lend=worker), steps.step("timing"), steps.step("load"):
-                reply = load_candidate(worker, ctx, staged, setup.task.path, options)
+                reply = load_candidate(worker, ctx, staged, setup.task.path, options, let_go=True)
             if not reply.get("ok"):
                 return Timed(None, reasons=(reason_of(reply),), flags=tuple(flags))
             follow = _followed_setting(ctx, reply, flags)

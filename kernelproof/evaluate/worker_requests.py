@@ -63,12 +63,21 @@ def load_request(ctx: VariantContext, path: str) -> tuple[dict[str, Any], list[t
 
 
 def load_candidate(
-    worker: WorkerProcess, ctx: VariantContext, staged: str, task_path: str, options: EvalOptions
+    worker: WorkerProcess,
+    ctx: VariantContext,
+    staged: str,
+    task_path: str,
+    options: EvalOptions,
+    let_go: bool = False,
 ) -> dict[str, Any]:
     """The candidate's ModelNew for one variant; the task file is one the worker must never read.
-    Bounded by the import limit (`--import-timeout`): an import that loops is not a case's."""
+    Bounded by the import limit (`--import-timeout`): an import that loops is not a case's.
+    `let_go`: the worker first drops what its cases kept (for the timed rounds:
+    kernelproof/worker/loading.py, ``_let_go``)."""
     limit = options.step_limit("import")
-    extra = {"deny_read": [os.path.realpath(task_path)]}
+    extra: dict[str, Any] = {"deny_read": [os.path.realpath(task_path)]}
+    if let_go:
+        extra["let_go"] = True
     with named_timeout("importing the solution and constructing ModelNew", limit, "--import-timeout"):
         return load_program(worker, ctx, staged, "candidate", options, extra, limit)
 

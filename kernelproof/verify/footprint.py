@@ -94,15 +94,14 @@ def evaluation_bytes(input_bytes: int, weight_bytes: int, output_bytes: int) -> 
 
 
 def timed_bytes(estimate: Estimate, programs: int, calls: int) -> int:
-    """The timed rounds' device memory from one case's sizes: the parent's share, what the
-    candidate's worker still holds from its correctness cases (:func:`worker_share`: the same
-    worker is timed), and in each of `programs` timed workers the weights and `calls` calls'
-    inputs and outputs (a floor under what setup counts from the inputs it drew:
-    kernelproof/evaluate/setup.py)."""
+    """The timed rounds' device memory from one case's sizes: the parent's share, and in each of
+    `programs` timed workers the weights and `calls` calls' inputs and outputs (a floor under what
+    setup counts from the inputs it drew: kernelproof/evaluate/setup.py). The candidate's worker
+    has let go of its cases' buffers by then (kernelproof/worker/loading.py)."""
     if programs <= 0:
         return 0
     i, w, o = estimate.input_bytes, estimate.weight_bytes, estimate.output_bytes
-    return parent_share(i, w, o) + worker_share(i, w, o) + timed_worker_share(i, w, o, programs, calls)
+    return parent_share(i, w, o) + timed_worker_share(i, w, o, programs, calls)
 
 
 def timed_worker_share(

@@ -75,6 +75,8 @@ def _requester(ask: Any):
 
 def load(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
     """Load the program for one shape variant; the reply says how the weights were given to it."""
+    if state.candidate and h.get("let_go"):
+        _let_go(state)
     _configure(state, h)
     _threads(h.get("threads"))
     init_args = [tensors[a["t"]] if "t" in a else a["v"] for a in h["init_args"]]
@@ -110,6 +112,28 @@ def load(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
     load_s = time.perf_counter() - t0
     reply = {"ok": True, "load_s": load_s, "weights": how, "attributes": attributes_copied}
     return {**reply, "flags": numeric_flags.read(), **report}, []
+
+
+def _let_go(state: WorkerState) -> None:
+    """What a candidate's worker kept from its last requests goes before it loads for its timed
+    rounds (the parent asks, for each timed shape; never between correctness cases, where run 2
+    reuses the last case's buffers): the last program, the buffers B1 keeps
+    alive, the last batch's results, and the blocks its allocator cached (back to the device).
+
+    Why: kept, the cases' buffers sat beside the timed batch. On an H200, KernelBench
+    level1/38_L1Norm_ (8.6 GB an input and an output) needed 189 GB for its timed rounds, about
+    50 GB of it the candidate's cases, and its honest kernels ran out of memory alone. A timed
+    batch's buffers may now take addresses a case's had: every timed call's output is checked
+    (its fingerprint against the oracle's), so a result cached by address is a wrong result there,
+    and from the first batch on each batch's buffers are kept while the next is drawn (B1, as
+    before). The parent's reservation for the timed rounds counts the worker's program and batch
+    only (kernelproof/evaluate/setup.py, ``timed_footprint_bytes``)."""
+    state.model = state.fn = None
+    state.keep = []
+    state.earlier_inputs = []
+    state.timed = []
+    if state.device.type == "cuda":
+        torch.cuda.empty_cache()
 
 
 def _configure(state: WorkerState, h: dict[str, Any]) -> None:

@@ -63,7 +63,8 @@ def _timing_events(monkeypatch: pytest.MonkeyPatch, own: bool, kernels: tuple) -
 
         alone = shared
 
-    def load(worker, ctx, staged, task_path, options):
+    def load(worker, ctx, staged, task_path, options, let_go=False):
+        assert let_go  # the worker drops what its cases kept before it loads for its timed rounds
         events.append(("load",))
         return {"ok": True}
 

@@ -418,8 +418,8 @@ def test_the_footprint_counts_inputs_weights_outputs_and_what_setup_measured():
 
 def test_the_timed_rounds_count_a_batch_of_inputs_and_outputs_in_every_timed_worker(monkeypatch):
     """The candidate's worker and each cold baseline's hold a batch's calls, each with inputs and
-    outputs of its own; the parent keeps its share, and the candidate's worker what it still holds
-    of its correctness cases (it is timed after them: B1's buffers, its allocator's cache). Large
+    outputs of its own, and the parent keeps its share; the candidate's worker has let go of its
+    correctness cases' buffers before it loads for them (kernelproof/worker/loading.py). Large
     calls make fewer of them a batch."""
     from kernelproof.measure import session
 
@@ -428,29 +428,25 @@ def test_the_timed_rounds_count_a_batch_of_inputs_and_outputs_in_every_timed_wor
     reference_and_oracle(ctx, make_inputs(ctx, "normal", 1))
     inp, w, out = 64 * 96 * 4, 2 * 96 * 4, 64 * 96 * 4
     parent = 3 * (inp + w) + 5 * out
-    cases = w + 3 * inp + 3 * out  # the candidate's worker after its correctness cases
     policy = TimingPolicy()  # five calls a batch
-    assert timed_footprint_bytes([ctx], 0, 2, policy) == parent + cases + 2 * (w + 5 * (inp + out))
-    assert timed_footprint_bytes([ctx], 10**9, 3, policy) == 10**9 + cases + 3 * (w + 5 * (inp + out))
+    assert timed_footprint_bytes([ctx], 0, 2, policy) == parent + 2 * (w + 5 * (inp + out))
+    assert timed_footprint_bytes([ctx], 10**9, 3, policy) == 10**9 + 3 * (w + 5 * (inp + out))
     assert timed_footprint_bytes([ctx], 10**9, 0, policy) == 0  # correctness only: nothing timed
     monkeypatch.setattr(session, "TIMED_BATCH_BYTES", 2 * inp)  # a batch's room: two calls' inputs
-    assert timed_footprint_bytes([ctx], 0, 2, policy) == parent + cases + 2 * (w + 2 * (inp + out))
+    assert timed_footprint_bytes([ctx], 0, 2, policy) == parent + 2 * (w + 2 * (inp + out))
 
 
 def test_the_meta_devices_sizes_floor_the_timed_rounds_where_setup_drew_no_inputs():
     """A variant whose audit the store served has no inputs drawn when setup counts: the timed
     rounds' reservation then comes from the meta device's sizes, as the correctness cases' does."""
     from kernelproof.measure.session import calls_for
-    from kernelproof.verify.footprint import Estimate, parent_share, timed_bytes, worker_share
+    from kernelproof.verify.footprint import Estimate, parent_share, timed_bytes
 
     gib = 2**30
     est = Estimate("default", 8 * gib, 2 * gib, 0, 0, gib // 8, gib // 32)
     calls = calls_for(est.input_bytes, TimingPolicy())
     assert calls == 2  # 8 GiB a call: two a batch
-    cases = worker_share(8 * gib, 0, gib // 8)  # the candidate's worker, timed after its cases
-    assert timed_bytes(est, 2, calls) == parent_share(8 * gib, 0, gib // 8) + cases + 2 * 2 * (
-        8 * gib + gib // 8
-    )
+    assert timed_bytes(est, 2, calls) == parent_share(8 * gib, 0, gib // 8) + 2 * 2 * (8 * gib + gib // 8)
     assert timed_bytes(est, 0, calls) == 0
 
 

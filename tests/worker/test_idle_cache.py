@@ -1,8 +1,10 @@
-"""A baseline worker between evaluations lets go of its last batch and its allocator's cache.
+"""A baseline worker between evaluations lets go of its last batch and its allocator's cache; a
+candidate's worker lets go of what its cases kept when it loads for its timed rounds.
 
 On a GPU an idle baseline worker outlives the evaluation that leased it, and the batch it kept
 (B1's buffers, the outputs a fetch reads) and the blocks its allocator cached were memory no
-reservation counted (kernelproof/worker/message_loop.py, ``rest``).
+reservation counted (kernelproof/worker/message_loop.py, ``rest``). A candidate's cases' buffers
+sat beside its timed batch (kernelproof/worker/loading.py, ``_let_go``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import pytest
 import torch
 
 from kernelproof.verdict import ReasonCode
-from kernelproof.worker import message_loop
+from kernelproof.worker import loading, message_loop
 from kernelproof.worker.state import WorkerState
 
 
@@ -50,3 +52,42 @@ def test_a_candidate_is_never_rested() -> None:
 
 def test_rest_is_a_request_the_worker_answers() -> None:
     assert message_loop.handlers()["rest"] is message_loop.rest
+
+
+class _Stop(Exception):
+    pass
+
+
+def _loaded(monkeypatch: pytest.MonkeyPatch, state: WorkerState, header: dict) -> None:
+    """``load`` up to the point where it configures the device (the rest needs a solution)."""
+
+    def configure(state, h):
+        raise _Stop
+
+    monkeypatch.setattr(loading, "_configure", configure)
+    with pytest.raises(_Stop):
+        loading.load(state, {"op": "load", **header}, [])
+
+
+def test_a_candidate_loading_for_its_timed_rounds_lets_go_of_its_cases(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    emptied: list[int] = []
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(1))
+    state = _with_a_batch("candidate", "cuda")
+    state.earlier_inputs = [torch.ones(4)]
+    state.model = state.fn = torch.nn.Identity()
+    _loaded(monkeypatch, state, {"let_go": True})
+    assert state.keep == [] and state.timed == [] and state.earlier_inputs == []
+    assert state.model is None and state.fn is None and emptied == [1]
+
+
+def test_between_correctness_loads_a_candidate_keeps_its_earlier_buffers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Run 2 of a case reuses the last case's first-run buffers (B1): a load among the cases keeps them."""
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: pytest.fail("nothing let go among the cases"))
+    state = _with_a_batch("candidate", "cuda")
+    state.earlier_inputs = [torch.ones(4)]
+    _loaded(monkeypatch, state, {})
+    assert state.keep and state.timed and state.earlier_inputs
