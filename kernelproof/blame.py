@@ -51,7 +51,20 @@ def worth_running_alone(verdict: Verdict) -> bool:
     out, though memory-shaped for the reference's re-run: a wrong kernel's exception is common,
     and each re-run holds the device."""
     codes = {r.code for r in verdict.reasons}
-    return bool(codes & RUN_ALONE_CODES)
+    return bool(codes & RUN_ALONE_CODES) or lost_a_baseline(verdict)
+
+
+def lost_a_baseline(verdict: Verdict) -> bool:
+    """Was a baseline dropped from the timed rounds by a crash (out of device memory, a lost
+    context)? A baseline runs the task's own code in a worker of kernelproof's, so that is the
+    device's memory, not the solution's: alone, its speedup may be measured. (On an H200, with
+    four evaluations in flight, every honest kernel of KernelBench level 1's 6.4 GB tasks passed
+    with no speedup: eager ran out of memory mid-run and was dropped with a flag.) Read from the
+    parent's record of the drop's code, never from a message."""
+    timing = verdict.timing
+    return timing is not None and any(
+        code == ReasonCode.CRASH.value for shape in timing.shapes for code in shape.baselines_lost.values()
+    )
 
 
 def memory_facts(verdict: Verdict, device: str, pool: LocalPool) -> MemoryFacts:

@@ -164,6 +164,9 @@ class ShapeTiming:
     # Per program, per call, median over batches: time outside the window on the parent's clock
     # ("outside") and the worker's own account of it by part. What the tamper cross-check weighs.
     overhead_ms: dict[str, dict[str, float]] = field(default_factory=dict)
+    # Baselines dropped from this shape's rounds, by the reason code of the batch that dropped them
+    # ("crash": out of device memory or a lost context): the API runs such an evaluation again alone
+    baselines_lost: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

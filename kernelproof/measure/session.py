@@ -110,6 +110,7 @@ class _Shape:
     stopped_how: set[str]  # how the candidate stood still in each baseline batch
     pause: Callable[[], AbstractContextManager[Any]] | None
     calls: int  # timed calls per batch (calls_per_batch)
+    lost: dict[str, str] = field(default_factory=dict)  # baseline -> the code of the batch that dropped it
 
     def draw(self) -> int:
         return self.rng.getrandbits(62)
@@ -184,7 +185,7 @@ def time_variant(
         found = _judged(shape, programs, policy, notes, speed_claimed)
     if any(r.code is ReasonCode.MACHINE_BUSY for r in found):
         return None, found
-    timing = _shape_timing(ctx, programs, policy, ran)
+    timing = _shape_timing(ctx, programs, policy, ran, shape.lost)
     if ran.clocks:
         notes.append(_clocks_note(ctx, ran.clocks))
     return timing, list(found)
@@ -217,6 +218,7 @@ def _warm_up(shape: _Shape, programs: list[Program], notes: list[str]) -> Reason
             if prog.name == "candidate":
                 return _reason_from(reply, prog)
             notes.append(f"baseline {prog.name} was dropped: {_dropped(reply, prog)}")
+            shape.lost[prog.name] = str(reply.get("code") or ReasonCode.CRASH.value)
             programs.remove(prog)
         elif prog.name == "candidate":
             _note_reuse(reply, shape.ctx, notes)
@@ -240,6 +242,7 @@ def _timed_rounds(
                 if prog.name == "candidate":
                     return _reason_from(got.reply, prog)
                 notes.append(f"baseline {prog.name} was dropped mid-run: {_dropped(got.reply, prog)}")
+                shape.lost[prog.name] = str(got.reply.get("code") or ReasonCode.CRASH.value)
                 programs.remove(prog)  # the others keep one entry per round: still paired
                 continue
             _record_batch(prog, got)
@@ -320,7 +323,7 @@ def _confirm(shape: _Shape, programs: list[Program], policy: TimingPolicy) -> pa
 
 
 def _shape_timing(
-    ctx: VariantContext, programs: list[Program], policy: TimingPolicy, ran: _Rounds
+    ctx: VariantContext, programs: list[Program], policy: TimingPolicy, ran: _Rounds, lost: dict[str, str]
 ) -> ShapeTiming:
     """The cold regime's record of one shape, from the programs' figures after the rounds."""
     cand = programs[0]
@@ -338,6 +341,7 @@ def _shape_timing(
         samples_ms={p.name: p.samples_ms for p in programs} if policy.keep_samples else {},
         throttled_rounds=sum(1 for c in ran.clocks if c.throttle),
         overhead_ms={p.name: _overhead_record(p) for p in programs if p.overhead_ms},
+        baselines_lost=dict(lost),
     )
 
 

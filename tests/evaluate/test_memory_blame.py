@@ -263,3 +263,41 @@ def test_a_failure_that_shared_the_device_runs_again_alone_when_memory_could_exp
         assert free_slots == [3, 0] and v.codes == []  # the second judgement, alone, is the verdict
     else:
         assert free_slots == [3] and v.codes == [code.value]
+
+
+def _passed_with_lost(code: str | None):
+    """A pass whose eager baseline was dropped from its timed rounds with `code` (None: none was)."""
+    from kernelproof.verdict import ShapeTiming, TimeStats, Timing
+
+    stats = TimeStats(10, 1.0, 1.0, 1.0, 1.0, 0.1, (0.9, 1.1))
+    shape = ShapeTiming("default", "cold", "cuda-event", stats, {}, (), 3, "ci_target")
+    if code is not None:
+        shape = dataclasses.replace(shape, baselines_lost={"eager": code})
+    return dataclasses.replace(_verdict_of(None), timing=Timing("cold", "cuda:0", (shape,)))
+
+
+@pytest.mark.parametrize(("code", "again"), [("crash", True), ("runtime_error", False), (None, False)])
+def test_a_pass_whose_baseline_crashed_beside_others_runs_again_alone(monkeypatch, code, again):
+    """On an H200, four in flight, every honest kernel of KernelBench level 1's 6.4 GB tasks passed
+    with no speedup: eager ran out of memory mid-run and was dropped. A baseline's crash is the
+    device's memory (the task's own code, in a worker of kernelproof's): alone, it is measured."""
+    from kernelproof.executors.device_memory import DeviceMemory
+    from kernelproof.executors.local import LocalPool
+
+    outcomes = [_passed_with_lost(code), _passed_with_lost(None)]
+    free_slots = []
+    pool = LocalPool(prespawn=False)
+
+    def fake(task, solution, options, device, workers):
+        free_slots.append(pool.admission(device, options.per_device).free)
+        return outcomes.pop(0)
+
+    monkeypatch.setattr(api, "evaluate_pair", fake)
+    monkeypatch.setattr(pool, "memory", lambda device: DeviceMemory(129 * GB))
+    try:
+        v = api.evaluate(SCALE_RELU, SCALE_RELU, EvalOptions(device="cpu", db="", per_device=4), pool=pool)
+    finally:
+        pool.close()
+    assert free_slots == ([3, 0] if again else [3])  # alone, the second judgement is the verdict
+    assert not blame.lost_a_baseline(v)
+    assert v.timing.shapes[0].baselines_lost == ({"eager": code} if code and not again else {})
