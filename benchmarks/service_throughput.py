@@ -341,6 +341,22 @@ def _row(c: Candidate, answer: dict[str, Any], arrived: float) -> dict[str, Any]
     }
 
 
+def _unmeasured(rows: list[dict]) -> list[dict[str, str]]:
+    """Passes that were timed and have no speedup against eager, with why: a withheld claim, or a
+    baseline dropped from the rounds (its flag). A pass is as expected either way; these are the
+    gallery's and the A/A check's missing figures (on an H200, every honest kernel of level 1's
+    6.4 GB tasks, eager having run out of memory mid-run)."""
+    out = []
+    for r in rows:
+        if r["outcome"] != "pass" or r["speedup_eager"] is not None:
+            continue
+        dropped = next((f for f in r.get("flags") or [] if f.startswith("baseline ") and "dropped" in f), "")
+        why = r.get("speed_withheld") or dropped
+        if why:
+            out.append({"task": r["task"], "why": why[:160]})
+    return out
+
+
 def _summary(label: str, per_device: int, rows: list[dict], wall: float, share) -> dict[str, Any]:
     arrivals = {r["task"]: r["latency_s"] for r in rows}
     fresh = [r for r in rows if not r["stored"]]
@@ -382,6 +398,7 @@ def _summary(label: str, per_device: int, rows: list[dict], wall: float, share) 
             for r in rows
             if r["expected"] is False
         ],
+        "unmeasured": _unmeasured(rows),
         "aa": aa_doc,
         "costs": cost_table(rows, wall, arrivals),
         "rows": rows,
@@ -467,6 +484,8 @@ def terminal(doc: dict[str, Any]) -> str:
             out.append(f"  {name[:56]:56s} {s:9.2f} {100 * s / whole:5.0f}%")
         unexplained = costs.get("in_no_step_s", 0.0)
         out.append(f"  {'(in no step)':56s} {unexplained:9.2f} {100 * unexplained / whole:5.0f}%")
+        for u in last.get("unmeasured", []):
+            out.append(f"NO SPEEDUP {u['task'][:40]}: {u['why'][:36]}")
         for u in last["unexpected"]:
             out.append(f"UNEXPECTED {u['task'][:40]}: {u['got'][0]} {','.join(u['got'][1])[:24]}")
             if u.get("message"):

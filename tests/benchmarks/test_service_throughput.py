@@ -118,8 +118,29 @@ def test_the_aa_copy_differs_in_bytes_only_and_a_pair_beyond_three_percent_break
     far = bench._summary("warm", 4, [row("a", 2.00), row("a#aa", 2.20)], 10.0, "not measured (CPU)")
     assert far["aa"]["checked"] and not far["aa"]["ok"]
     untimed = bench._summary("warm", 1, [row("a", None), row("a#aa", None)], 10.0, "not measured (CPU)")
-    assert not untimed["aa"]["checked"]
+    assert not untimed["aa"]["checked"] and untimed["unmeasured"] == []  # correctness only: nothing to say
     assert close["evaluations_per_gpu_hour"] == 720.0
+
+
+def test_a_pass_whose_eager_baseline_was_dropped_is_listed_with_why(bench):
+    """A pass is as expected with or without a speedup; one that was timed and lost its baseline is
+    the gallery's and the A/A check's missing figure, and the report says so."""
+    dropped = "baseline eager was dropped mid-run: a timed call raised OutOfMemoryError"
+    rows = [
+        {"task": "t/honest", "outcome": "pass", "speedup_eager": None, "flags": ["2 timed calls", dropped]},
+        {
+            "task": "t/withheld",
+            "outcome": "pass",
+            "speedup_eager": None,
+            "speed_withheld": "timing_unconfirmed",
+        },
+        {"task": "t/fast", "outcome": "pass", "speedup_eager": 1.5, "flags": []},
+        {"task": "t/wrong", "outcome": "fail", "speedup_eager": None, "flags": [dropped]},
+    ]
+    assert bench._unmeasured(rows) == [
+        {"task": "t/honest", "why": dropped},
+        {"task": "t/withheld", "why": "timing_unconfirmed"},
+    ]
 
 
 def test_percentiles_are_nearest_rank(bench):
