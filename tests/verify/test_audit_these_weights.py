@@ -210,3 +210,90 @@ def test_a_probed_shape_degenerate_under_every_draw_is_neither_probed_nor_judged
     dropped = [f for f in v.flags if f.startswith("auto shape variant") and "not probed" in f]
     assert dropped, v.flags
     assert v.settings["cases"] and not any(c.startswith("auto_") for c in v.settings["cases"])
+
+
+def _checked_again(monkeypatch) -> list[int]:
+    """Each call of check_these_weights, recorded (and run)."""
+    calls: list[int] = []
+    real = audit.check_these_weights
+
+    def recorded(task, ctx, seed, task_inputs=None):
+        calls.append(seed)
+        return real(task, ctx, seed, task_inputs)
+
+    monkeypatch.setattr(audit, "check_these_weights", recorded)
+    return calls
+
+
+WEIGHTLESS = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, slope):
+        super().__init__()
+        self.slope = slope
+
+    def forward(self, x):
+        return torch.nn.functional.leaky_relu(x, self.slope)
+
+
+def get_inputs():
+    return [torch.randn(64, 96)]
+
+
+def get_init_inputs():
+    return [0.01]
+"""
+
+
+def test_a_served_audit_made_under_the_same_weights_is_not_checked_again(monkeypatch, tmp_path):
+    """A task whose model draws nothing (no parameters, fixed init arguments, as KernelBench level
+    1's elementwise tasks) is built the same by every evaluation: the served report was made under
+    these very weights. On an H200 the check cost about 1.1 s of each 6.3 s evaluation of level 1's
+    6.4 GB tasks."""
+    path = tmp_path / "leaky.py"
+    path.write_text(WEIGHTLESS)
+    task = load_task(str(path))
+    a = build_variant(task, "default", CPU, "eval", 1)
+    b = build_variant(task, "default", CPU, "eval", 2)
+    calls = _checked_again(monkeypatch)
+    store = AuditStore(str(tmp_path / "r.sqlite"))
+    first = audit.audit_variant(task, a, 5, store)
+    assert first.weights == audit.weights_digest(a) == audit.weights_digest(b) != ""
+    assert audit.audit_variant(task, b, 6, store) == first and calls == []
+    audit._CACHE.clear()  # from the store: the digest is kept with the report
+    assert audit.audit_variant(task, b, 7, store) == first and calls == []
+
+
+def test_a_served_audit_made_under_other_weights_is_checked_again(monkeypatch):
+    task = load_task(TASK)
+    sound = build_variant(task, "default", CPU, "eval", _init_seed(sound=True))
+    other = build_variant(task, "default", CPU, "eval", _init_seed(sound=True) + 1)
+    assert audit.weights_digest(sound) != audit.weights_digest(other)  # a drawn offset
+    calls = _checked_again(monkeypatch)
+    audit.audit_variant(task, sound, 5)
+    audit.audit_variant(task, other, 6)
+    assert calls == [6]
+
+
+def test_a_report_kept_before_the_digest_was_recorded_is_checked_again(monkeypatch):
+    task = load_task(TASK)
+    ctx = build_variant(task, "default", CPU, "eval", _init_seed(sound=True))
+    kept = audit.audit_variant(task, ctx, 5)
+    old = audit.AuditReport.from_json({k: v for k, v in kept.to_json().items() if k != "weights"})
+    assert old.weights == "" and audit.AuditReport.from_json(kept.to_json()) == kept
+    audit._CACHE.clear()
+    audit._CACHE[(task.sha256, ctx.variant, ctx.mode, ctx.device.type, ctx.contract_key)] = old
+    calls = _checked_again(monkeypatch)
+    audit.audit_variant(task, ctx, 6)
+    assert calls == [6]
+
+
+def test_weights_too_large_to_hash_have_no_digest(monkeypatch):
+    task = load_task(TASK)
+    ctx = build_variant(task, "default", CPU, "eval", 1)
+    assert ctx.weight_tensors and audit.weights_digest(ctx) != ""  # the drawn offset
+    monkeypatch.setattr(audit, "WEIGHTS_DIGEST_MAX_BYTES", 0)
+    assert audit.weights_digest(ctx) == ""
