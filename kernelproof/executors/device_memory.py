@@ -23,6 +23,12 @@ small evaluation beside a large one, instead of behind the next large one), but 
 grower lets at most ``OVERTAKE_LIMIT`` others past it; after that, newer ones grow only where it
 fits too, so a stream of small evaluations cannot keep a large one waiting for ever.
 
+Arrivals are admitted oldest first, but a newer one may go past the oldest while it waits, into
+room the oldest cannot use now, as long as the oldest's request still fits beside everything that
+went past it: small evaluations run beside a large one's cases instead of queueing behind the next
+large one (on an H200 at four in flight, 45 % of the evaluations' time was this wait), and the
+large one is admitted as soon as the holders that came before it leave.
+
 Setup reserves what the whole evaluation is expected to hold from the start (the meta device's
 sizes, kernelproof/verify/footprint.py ``evaluation_bytes``), not the floor of one case: with the
 floor, three of KernelBench's 6.4 GB-a-tensor tasks set up together, each then waited to grow to
@@ -68,6 +74,8 @@ class DeviceMemory:
         self._next = 0
         self._queue: list[int] = []  # tickets waiting, in arrival order
         self._overtaken: dict[int, int] = {}  # ticket waiting to grow -> newer ones grown past it
+        self._arriving: dict[int, int] = {}  # ticket waiting to arrive -> the bytes it asks for
+        self._beside: set[int] = set()  # admitted past the oldest arrival while it waited
 
     @contextmanager
     def hold(self, nbytes: int) -> Iterator[Held]:
@@ -80,9 +88,15 @@ class DeviceMemory:
             ticket = self._next
             self._next += 1
             self._queue.append(ticket)
-            while self._queue[0] != ticket or not self._fits(ticket, nbytes):
+            self._arriving[ticket] = nbytes
+            while not self._may_arrive(ticket, nbytes):
                 self._cond.wait()
-            self._queue.pop(0)
+            if self._queue[0] == ticket:
+                self._beside.clear()  # the oldest is in: those that went past it are holders like any
+            else:
+                self._beside.add(ticket)
+            self._queue.remove(ticket)
+            del self._arriving[ticket]
             self._reserved[ticket] = nbytes
             self._cond.notify_all()
         try:
@@ -91,6 +105,7 @@ class DeviceMemory:
             with self._cond:
                 del self._reserved[ticket]
                 self._growing.pop(ticket, None)
+                self._beside.discard(ticket)
                 self._cond.notify_all()
 
     def _grow(self, ticket: int, nbytes: int) -> float:
@@ -132,11 +147,27 @@ class DeviceMemory:
         ]
         return ticket == (fitting[0] if fitting else min(self._growing))
 
-    def _fits(self, ticket: int, nbytes: int) -> bool:
-        """An arrival: alone, or holding nothing yet (it grows in turn), or with room for it."""
-        return not self._reserved or nbytes == 0 or self._room(ticket, nbytes)
+    def _may_arrive(self, ticket: int, nbytes: int) -> bool:
+        """The oldest arrival goes in when it fits (:meth:`_fits`). A newer one goes past it while it
+        waits only into room the oldest cannot use now (it does not fit) and would still have beside
+        everything admitted past it: those, this one and the oldest's request together fit the
+        device. So small evaluations run beside a large one's cases instead of queueing behind the
+        next large one, and never delay it: once the holders that came before it leave, it fits."""
+        head = self._queue[0]
+        if head == ticket:
+            return self._fits(ticket, nbytes)
+        if not self._reserved or self._fits(head, self._arriving[head], count=False):
+            return False  # the oldest goes in now
+        beside = sum(self._reserved.get(t, 0) for t in self._beside)
+        if self._arriving[head] + beside + nbytes > self.capacity_bytes:
+            return False
+        return self._fits(ticket, nbytes)
 
-    def _room(self, ticket: int, nbytes: int) -> bool:
+    def _fits(self, ticket: int, nbytes: int, count: bool = True) -> bool:
+        """An arrival: alone, or holding nothing yet (it grows in turn), or with room for it."""
+        return not self._reserved or nbytes == 0 or self._room(ticket, nbytes, count)
+
+    def _room(self, ticket: int, nbytes: int, count: bool = True) -> bool:
         """Room for `ticket` to hold `nbytes`: beside the others' reservations and what older
         growers still wait for, or beside the reservations alone where no older grower could grow
         now and each has let fewer than ``OVERTAKE_LIMIT`` others past it (then counted one more)."""
@@ -152,7 +183,7 @@ class DeviceMemory:
             and stuck
             and all(self._overtaken.get(t, 0) < OVERTAKE_LIMIT for t in older)
         ):
-            for t in older:
+            for t in older if count else ():
                 self._overtaken[t] = self._overtaken.get(t, 0) + 1
             return True
         return False

@@ -218,6 +218,52 @@ def test_a_new_arrival_waits_behind_a_reservation_waiting_to_grow():
     assert order == ["grown", "holder out", "grown again", "arrival in"], order
 
 
+def test_a_small_arrival_goes_beside_a_large_one_into_room_the_oldest_arrival_cannot_use():
+    """On an H200 with four in flight, level 1's large tasks (90-120 GB each) ran one at a time, and
+    a small evaluation behind the next large one waited too: 45 % of the evaluations' time was
+    waiting to arrive. A newer arrival now goes past the oldest waiting one into room it cannot
+    use, as long as the oldest's request still fits beside everything that went past it."""
+    mem = DeviceMemory(capacity_bytes=100)
+    order: list[str] = []
+    large_in, release, small_in = threading.Event(), threading.Event(), threading.Event()
+
+    def evaluation(name: str, nbytes: int, entered: threading.Event | None = None) -> None:
+        with mem.hold(nbytes):
+            order.append(f"{name} in")
+            if entered is not None:
+                entered.set()
+            release.wait(5)
+        order.append(f"{name} out")
+
+    a = _in_thread(lambda: evaluation("a", 70, large_in))
+    large_in.wait(5)
+    b = _in_thread(lambda: evaluation("b", 60))  # 70 + 60 > 100: waits
+    time.sleep(0.1)
+    c = _in_thread(lambda: evaluation("c", 25, small_in))  # fits beside a; 60 + 25 <= 100 beside b
+    assert small_in.wait(5), f"the small arrival waited behind the large one: {mem.describe()}"
+    d = _in_thread(lambda: evaluation("d", 20))  # 60 + 25 + 20 > 100: would delay b, waits
+    time.sleep(0.2)
+    assert "d in" not in order and "b in" not in order, order
+    release.set()
+    for t in (a, b, c, d):
+        t.join(10)
+    assert order.index("c in") < order.index("a out") < order.index("b in"), order
+    assert order.index("c in") < order.index("d in"), order
+    assert mem.reserved_bytes() == 0
+
+
+def test_no_arrival_goes_past_an_older_one_that_fits_now():
+    mem = DeviceMemory(capacity_bytes=100)
+    with mem.hold(50):
+        mem._queue.append(10**6)  # an older arrival of 40, not yet woken: it fits beside the 50 held
+        mem._arriving[10**6] = 40
+        assert not mem._may_arrive(10**6 + 1, 10)
+        mem._arriving[10**6] = 60  # it does not fit: a newer one that leaves it room goes past it
+        assert mem._may_arrive(10**6 + 1, 10) and not mem._may_arrive(10**6 + 1, 50)
+        mem._queue.remove(10**6)
+        del mem._arriving[10**6]
+
+
 def test_newer_growers_go_past_an_older_one_that_waits_a_bounded_number_of_times(monkeypatch):
     """A small evaluation may run beside a large one instead of behind the next large one, but a
     stream of them must not keep a large one waiting for ever."""
