@@ -3,7 +3,8 @@
 With several evaluations in flight, the candidates of one task (a training batch, a GRPO group)
 used to miss the audit cache together and each ran the whole audit. One audit per key at a time
 (kernelproof/verify/single_flight.py): the later ones wait and are served the first one's report,
-then still run the check under their own weights, as any served report does.
+then still run the check under their own weights, as any served report made under other weights
+does.
 """
 
 from __future__ import annotations
@@ -49,13 +50,16 @@ def _counting(monkeypatch) -> tuple[list[str], list[int]]:
 def test_candidates_of_one_task_arriving_together_share_one_audit(monkeypatch):
     whole, these = _counting(monkeypatch)
     task = load_task(TASK)
-    ctx = build_variant(task, "default", torch.device("cpu"), "train", 3)
+    # each candidate's evaluation draws its weights from a seed of its own (the task has parameters)
+    contexts = [
+        build_variant(task, "default", torch.device("cpu"), "train", 3 + i) for i in range(CANDIDATES)
+    ]
     start = threading.Barrier(CANDIDATES)
     reports: list = [None] * CANDIDATES
 
     def candidate(i: int) -> None:
         start.wait()
-        reports[i] = audit.audit_variant(task, ctx, 100 + i, None)
+        reports[i] = audit.audit_variant(task, contexts[i], 100 + i, None)
 
     threads = [threading.Thread(target=candidate, args=(i,)) for i in range(CANDIDATES)]
     for t in threads:
@@ -65,7 +69,7 @@ def test_candidates_of_one_task_arriving_together_share_one_audit(monkeypatch):
     once = len(whole)
     assert 0 < once <= len(audit.AUDIT_DISTRIBUTIONS)  # one whole audit, not one per candidate
     assert all(r is not None and not r.degenerate for r in reports)
-    assert len(these) == CANDIDATES - 1  # every one served still checked its own weights
+    assert len(these) == CANDIDATES - 1  # every one served still checked its own weights (they differ)
     assert len(set(these)) == CANDIDATES - 1
     assert len(audit._IN_FLIGHT) == 0  # no lock is kept once nobody waits
 
