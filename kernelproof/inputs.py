@@ -300,6 +300,14 @@ def fingerprints(outputs: list[torch.Tensor], seed: int, chunk_bytes: int = 64 <
     return out
 
 
+def fingerprint_allowance(want: list[float], rel_norm: float) -> float:
+    """How far each part of a fingerprint may lie from ``want``, the reference output's under the
+    same projection: |<w, c - r>| ~ ||c - r|| <= tol * ||r||, a few sigma of that plus rounding.
+    One rule for a timed call's output (kernelproof/measure/session.py) and a case's second run
+    (kernelproof/evaluate/correctness.py)."""
+    return FINGERPRINT_SIGMAS * max(rel_norm, 1e-6) * max(want[1], 1e-30)
+
+
 def fingerprint(t: torch.Tensor, seed: int) -> list[float]:
     """[<w, t>, ||t||] in float64 with w drawn from ``seed``: cheap evidence an output is the right one.
 

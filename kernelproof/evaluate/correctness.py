@@ -21,7 +21,7 @@ from kernelproof.evaluate import case_budget, phase_progress
 from kernelproof.evaluate.step_records import Checked, Setup
 from kernelproof.evaluate.worker_requests import encode_args, load_candidate, named_timeout
 from kernelproof.host.process import WorkerProcess
-from kernelproof.inputs import FINGERPRINT_SIGMAS, checksum, fingerprint
+from kernelproof.inputs import FINGERPRINT_SIGMAS, checksum, fingerprint, fingerprint_allowance
 from kernelproof.options import EvalOptions
 from kernelproof.verdict import CaseResult, Reason, ReasonCode
 from kernelproof.verify import steps
@@ -306,7 +306,7 @@ def _second_run_off(
     so a wrong run 2 was ``nondeterministic`` where a small output's is ``mismatch``: on an H200
     the same pointer-cache exploit got one code or the other by the task's size."""
     want = fingerprint(r, proj)
-    allowed = FINGERPRINT_SIGMAS * max(tol.rel_norm, 1e-6) * max(abs(want[1]), 1e-30)
+    allowed = fingerprint_allowance(want, tol.rel_norm)
     off = max(abs(theirs[0] - want[0]), abs(theirs[1] - want[1]))
     return None if off <= allowed else (off, allowed)
 

@@ -25,9 +25,9 @@ import torch
 
 from kernelproof.host.process import WorkerDied, WorkerProcess
 from kernelproof.inputs import (
-    FINGERPRINT_SIGMAS,
     STEADY_WARMUP_CALLS,
     fingerprint,
+    fingerprint_allowance,
     slot_bytes,
     timed_input_batch,
     timed_inputs,
@@ -466,9 +466,7 @@ def _check_fingerprints(
             )
         for k, (got, r) in enumerate(zip(fps[i], ref)):
             want = fingerprint(r.to(ctx.dtype) if r.is_floating_point() else r, pseed)
-            scale = max(want[1], 1e-30)
-            # |<w, c - r>| ~ ||c - r|| <= tol * ||r||: allow a few sigma of that plus rounding.
-            allowed = FINGERPRINT_SIGMAS * max(tol.rel_norm, 1e-6) * scale
+            allowed = fingerprint_allowance(want, tol.rel_norm)
             if not (abs(got[0] - want[0]) <= allowed and abs(got[1] - want[1]) <= allowed):
                 stale = Reason(
                     ReasonCode.STALE_OUTPUT,
