@@ -156,8 +156,8 @@ class DeviceMemory:
         head = self._queue[0]
         if head == ticket:
             return self._fits(ticket, nbytes)
-        if not self._reserved or self._fits(head, self._arriving[head], count=False):
-            return False  # the oldest goes in now
+        if self._fits(head, self._arriving[head], count=False):
+            return False  # the oldest goes in now (alone, it always fits)
         beside = sum(self._reserved.get(t, 0) for t in self._beside)
         if self._arriving[head] + beside + nbytes > self.capacity_bytes:
             return False
