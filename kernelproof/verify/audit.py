@@ -226,7 +226,7 @@ def weights_digest(ctx: VariantContext) -> str:
     for t in tensors:
         flat = t.detach().reshape(-1).contiguous().cpu()
         h.update(f"{flat.dtype} {tuple(t.shape)}".encode())
-        h.update(flat.view(torch.uint8).numpy().tobytes())
+        h.update(flat.view(torch.uint8).numpy())  # its buffer, not a copy of it
     return h.hexdigest()
 
 
