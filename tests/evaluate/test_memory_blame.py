@@ -225,6 +225,28 @@ def test_the_reference_alone_runs_through_the_phase_the_candidate_failed_in(
     assert v.codes == (["too_large"] if rerun_timed else ["crash"]), v.reasons
 
 
+def _judged_in_turn(monkeypatch, outcomes: list) -> tuple:
+    """(the verdict, the device slots free at each judgement) of one evaluation at four in flight
+    whose judgements are `outcomes` in turn: a second one ran only if it was run again alone."""
+    from kernelproof.executors.device_memory import DeviceMemory
+    from kernelproof.executors.local import LocalPool
+
+    free_slots = []
+    pool = LocalPool(prespawn=False)
+
+    def fake(task, solution, options, device, workers):
+        free_slots.append(pool.admission(device, options.per_device).free)
+        return outcomes.pop(0)
+
+    monkeypatch.setattr(api, "evaluate_pair", fake)
+    monkeypatch.setattr(pool, "memory", lambda device: DeviceMemory(129 * GB))
+    try:
+        v = api.evaluate(SCALE_RELU, SCALE_RELU, EvalOptions(device="cpu", db="", per_device=4), pool=pool)
+    finally:
+        pool.close()
+    return v, free_slots
+
+
 @pytest.mark.parametrize(
     ("code", "again"),
     [
@@ -241,24 +263,7 @@ def test_a_failure_that_shared_the_device_runs_again_alone_when_memory_could_exp
     """On an H100, KernelBench level1/94_MSELoss beside three other evaluations: the worker of an
     honest Triton kernel could not place its two 4 GiB inputs (then missing_result, now a crash),
     and the verdict was stored as the candidate's. Alone on the device it is judged on its merit."""
-    from kernelproof.executors.device_memory import DeviceMemory
-    from kernelproof.executors.local import LocalPool
-
-    outcomes = [_verdict_of(code), _verdict_of(None)]
-    free_slots = []
-    pool = LocalPool(prespawn=False)
-    options = EvalOptions(device="cpu", db="", per_device=4)
-
-    def fake(task, solution, options, device, workers):
-        free_slots.append(pool.admission(device, options.per_device).free)
-        return outcomes.pop(0)
-
-    monkeypatch.setattr(api, "evaluate_pair", fake)
-    monkeypatch.setattr(pool, "memory", lambda device: DeviceMemory(129 * GB))
-    try:
-        v = api.evaluate(SCALE_RELU, SCALE_RELU, options, pool=pool)
-    finally:
-        pool.close()
+    v, free_slots = _judged_in_turn(monkeypatch, [_verdict_of(code), _verdict_of(None)])
     if again:
         assert free_slots == [3, 0] and v.codes == []  # the second judgement, alone, is the verdict
     else:
@@ -281,23 +286,7 @@ def test_a_pass_whose_baseline_crashed_beside_others_runs_again_alone(monkeypatc
     """On an H200, four in flight, every honest kernel of KernelBench level 1's 6.4 GB tasks passed
     with no speedup: eager ran out of memory mid-run and was dropped. A baseline's crash is the
     device's memory (the task's own code, in a worker of kernelproof's): alone, it is measured."""
-    from kernelproof.executors.device_memory import DeviceMemory
-    from kernelproof.executors.local import LocalPool
-
-    outcomes = [_passed_with_lost(code), _passed_with_lost(None)]
-    free_slots = []
-    pool = LocalPool(prespawn=False)
-
-    def fake(task, solution, options, device, workers):
-        free_slots.append(pool.admission(device, options.per_device).free)
-        return outcomes.pop(0)
-
-    monkeypatch.setattr(api, "evaluate_pair", fake)
-    monkeypatch.setattr(pool, "memory", lambda device: DeviceMemory(129 * GB))
-    try:
-        v = api.evaluate(SCALE_RELU, SCALE_RELU, EvalOptions(device="cpu", db="", per_device=4), pool=pool)
-    finally:
-        pool.close()
+    v, free_slots = _judged_in_turn(monkeypatch, [_passed_with_lost(code), _passed_with_lost(None)])
     assert free_slots == ([3, 0] if again else [3])  # alone, the second judgement is the verdict
     assert not blame.lost_a_baseline(v)
     assert v.timing.shapes[0].baselines_lost == ({"eager": code} if code and not again else {})
