@@ -128,12 +128,7 @@ def _let_go(state: WorkerState) -> None:
     and from the first batch on each batch's buffers are kept while the next is drawn (B1, as
     before). The parent's reservation for the timed rounds counts the worker's program and batch
     only (kernelproof/evaluate/setup.py, ``timed_footprint_bytes``)."""
-    state.model = state.fn = None
-    state.keep = []
-    state.earlier_inputs = []
-    state.timed = []
-    if state.device.type == "cuda":
-        torch.cuda.empty_cache()
+    state.let_go(program=True)
 
 
 def _configure(state: WorkerState, h: dict[str, Any]) -> None:

@@ -77,10 +77,7 @@ def rest(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
     candidate's worker ends with its evaluation and is never asked."""
     if state.role != "baseline":
         return failure(ReasonCode.INTERNAL_ERROR, "rest is for a baseline worker"), []
-    state.keep = []
-    state.timed = []
-    if state.device.type == "cuda":
-        torch.cuda.empty_cache()
+    state.let_go()
     return {"ok": True}, []
 
 

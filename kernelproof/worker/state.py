@@ -75,6 +75,19 @@ class WorkerState:
     def candidate(self) -> bool:
         return self.role == "candidate"
 
+    def let_go(self, program: bool = False) -> None:
+        """The buffers kept between requests (B1's, the last batch's results) dropped, and the
+        program too where asked; the allocator's cached blocks handed back to the device. A
+        resting baseline keeps its program (message_loop.rest); a candidate loading for its timed
+        rounds does not (loading._let_go)."""
+        if program:
+            self.model = self.fn = None
+        self.keep = []
+        self.earlier_inputs = []
+        self.timed = []
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
     def thread_state(self) -> tuple[set[int], int]:
         """Live Python threads, and how many threads solution code has started so far."""
         starts = getattr(self.switch, "thread_starts", None)
