@@ -81,6 +81,32 @@ def others_runnable() -> float:
     return float(np.mean(got)) if got else 0.0
 
 
+def waited_ms(pids: list[int]) -> float | None:
+    """How long the calling thread and every thread of ``pids`` have waited, runnable, for a core
+    (the kernel's ``run_delay``, /proc/<pid>/task/<tid>/schedstat), in ms; None where unreadable.
+
+    A timed call whose worker (or the parent reading its reply) waits for a core takes longer on the
+    parent's clock than in its own window: that wait is load, not work outside the window. The
+    candidate can add to its own figure (a thread of its own competing for its core), never take
+    from it, so it is only ever read to withhold a figure, never to let one stand."""
+    total = 0
+    paths = ["/proc/thread-self/schedstat"]
+    for pid in pids:
+        try:
+            paths += [f"/proc/{pid}/task/{tid}/schedstat" for tid in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            return None
+    for path in paths:
+        try:
+            with open(path) as f:
+                total += int(f.read().split()[1])
+        except FileNotFoundError:
+            continue  # a thread that ended between listing and reading
+        except (OSError, ValueError, IndexError):
+            return None
+    return total / 1e6
+
+
 def aa_factor(baseline_rounds_ms: list[list[float]]) -> float | None:
     """The largest round-to-round scatter of any baseline, as a factor (exp of the MAD of log figures)."""
     out = None

@@ -32,7 +32,7 @@ from kernelproof.inputs import (
     timed_input_batch,
     timed_inputs,
 )
-from kernelproof.measure import parent_clock, stats, steady_batch
+from kernelproof.measure import busy, parent_clock, stats, steady_batch
 from kernelproof.measure.batch import Batch, run_batch
 from kernelproof.measure.steady_batch import SteadyBatch
 from kernelproof.options import TimingPolicy
@@ -298,18 +298,24 @@ def _check_candidate_batch(shape: _Shape, prog: Program, got: Batch, notes: list
 
 
 def _confirm(shape: _Shape, programs: list[Program], policy: TimingPolicy) -> parent_clock.Gaps | Reason:
-    """One more round of every program, its candidate's fingerprints checked as in the rounds."""
+    """One more round of every program, its candidate's fingerprints checked as in the rounds, and
+    each program's wait for a core a call (the parent's and its worker's: busy.waited_ms)."""
     cand_gaps: list[float] = []
     cand_spans: list[float] = []
     base_gaps: list[list[float]] = []
+    waits: dict[str, float] = {}
     try:
         for prog in programs:
+            before = busy.waited_ms([prog.worker.proc.pid])
             got = shape.attempt(prog, shape.calls)
+            after = busy.waited_ms([prog.worker.proc.pid])
             if not got.reply.get("ok"):
                 if prog.name == "candidate":
                     return _reason_from(got.reply, prog)
                 continue
             spans, gaps = _spans_and_gaps(got)
+            if before is not None and after is not None and gaps:
+                waits[prog.name] = max(0.0, after - before) / len(gaps)
             if prog.name != "candidate":
                 base_gaps.append(gaps)
                 continue
@@ -319,7 +325,9 @@ def _confirm(shape: _Shape, programs: list[Program], policy: TimingPolicy) -> pa
             cand_gaps, cand_spans = gaps, spans
     except WorkerDied as died:
         return Reason(ReasonCode(died.code), died.message, died.detail)
-    return parent_clock.Gaps(cand_gaps, base_gaps, float(np.mean(cand_spans)) if cand_spans else float("nan"))
+    mean = float(np.mean(cand_spans)) if cand_spans else float("nan")
+    cand_waited = waits.pop("candidate", None)
+    return parent_clock.Gaps(cand_gaps, base_gaps, mean, cand_waited, list(waits.values()))
 
 
 def _shape_timing(

@@ -347,6 +347,59 @@ def test_deferred_work_seen_again_in_the_confirmation_round_is_timing_tamper(mon
     assert _gap_decision(monkeypatch, "", lambda: failed)[0] is failed  # the candidate's own failure stands
 
 
+def test_a_confirmed_excess_the_candidate_spent_waiting_for_a_core_withholds_the_speedups(monkeypatch):
+    """A neighbour pinned to the candidate's core reads as a quiet machine (one runnable task on
+    two cores) yet makes every call's round trip wait for the core: in CI an honest call's gap
+    was 4.6 ms twice. The kernel's count of that wait, beyond the baselines', explains it."""
+    from kernelproof.measure.parent_clock import Gaps
+
+    got, notes = _gap_decision(monkeypatch, "", lambda: Gaps([12.5] * 8, [[0.4] * 8], 2.4, 11.2, [0.6]))
+    assert got is None, got
+    (flag,) = notes
+    assert flag.startswith("timing_unconfirmed:") and "waited 10.600 ms a call longer" in flag, flag
+
+
+def test_waiting_for_a_core_that_the_baselines_waited_as_long_excuses_no_gap(monkeypatch):
+    """Waking an idle core costs every program alike (it is in the baselines' gaps already); only
+    the candidate's wait beyond theirs is load, and too little of it leaves the excess standing."""
+    from kernelproof.measure.parent_clock import Gaps
+
+    for cand_wait, base_wait in ((11.2, 11.0), (3.0, 0.6), (0.0, 0.0)):
+        confirm = (lambda c, b: lambda: Gaps([12.5] * 8, [[0.4] * 8], 2.4, c, [b]))(cand_wait, base_wait)
+        got, notes = _gap_decision(monkeypatch, "", confirm)
+        assert got is not None and got.code.value == "timing_tamper" and not notes, (cand_wait, notes)
+    got, notes = _gap_decision(monkeypatch, "", lambda: Gaps([12.5] * 8, [[0.4] * 8], 2.4, None, []))
+    assert got is not None and not notes  # where the kernel does not say, nothing is excused
+
+
+@pytest.mark.skipif(busy.waited_ms([os.getpid()]) is None, reason="no /proc/<pid>/task/*/schedstat here")
+def test_the_wait_for_a_core_is_the_kernels_count_for_every_thread_of_a_process():
+    """Two spinning processes pinned to one core: each waits about half the time, and the reading
+    for them (their threads, and this thread's own) grows by that much."""
+    import subprocess
+    import sys
+    import time
+
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("no CPU affinity here")
+    core = min(os.sched_getaffinity(0))
+    spin = "import time\nt = time.time()\nwhile time.time() - t < 0.6: pass"
+    procs = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(2)]
+    try:
+        for p in procs:
+            os.sched_setaffinity(p.pid, {core})
+        before = busy.waited_ms([p.pid for p in procs])
+        time.sleep(0.4)
+        after = busy.waited_ms([p.pid for p in procs])
+    finally:
+        for p in procs:
+            p.wait()
+    assert before is not None and after is not None
+    assert after - before > 100.0, (before, after)  # of 800 ms of two processes' time: half waited
+    alone = busy.waited_ms([])
+    assert alone is not None and alone >= 0.0
+
+
 def test_a_task_whose_calls_do_not_fit_a_back_to_back_batch_is_not_given_the_differential(monkeypatch):
     """Every call of a back-to-back batch holds its inputs and outputs at once: where 2n of them
     would not fit, the bound is not applied (and says so), rather than running out of memory."""
