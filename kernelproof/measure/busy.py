@@ -82,29 +82,43 @@ def others_runnable() -> float:
 
 
 def waited_ms(pids: list[int]) -> float | None:
-    """How long the calling thread and every thread of ``pids`` have waited, runnable, for a core
-    (the kernel's ``run_delay``, /proc/<pid>/task/<tid>/schedstat), in ms; None where unreadable.
+    """A running count, in ms, of how long others kept the calling thread and each of ``pids``
+    waiting for a core; None where the kernel does not say. Read twice, its difference is the wait.
 
-    A timed call whose worker (or the parent reading its reply) waits for a core takes longer on the
-    parent's clock than in its own window: that wait is load, not work outside the window. The
-    candidate can add to its own figure (a thread of its own competing for its core), never take
-    from it, so it is only ever read to withhold a figure, never to let one stand."""
-    total = 0
-    paths = ["/proc/thread-self/schedstat"]
+    From /proc/<pid>/task/<tid>/schedstat (time on a core, ``run_delay``: time runnable but not
+    running): the calling thread's ``run_delay``, and each process's main thread's (the one that
+    answers the parent) less the time its own other threads ran meanwhile (a process's threads
+    sharing its cores keep each other waiting: its own work, not a neighbour's). A timed call whose
+    worker or parent waits on a neighbour takes longer on the parent's clock than in its window:
+    load, not work outside the window. A process can add to this figure, never take from it, so it
+    is only ever read to withhold a figure, never to let one stand."""
+    own = _schedstat("/proc/thread-self/schedstat")
+    if own is None:
+        return None
+    total = own[1]
     for pid in pids:
         try:
-            paths += [f"/proc/{pid}/task/{tid}/schedstat" for tid in os.listdir(f"/proc/{pid}/task")]
+            tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
             return None
-    for path in paths:
-        try:
-            with open(path) as f:
-                total += int(f.read().split()[1])
-        except FileNotFoundError:
-            continue  # a thread that ended between listing and reading
-        except (OSError, ValueError, IndexError):
+        main = _schedstat(f"/proc/{pid}/task/{pid}/schedstat")
+        if main is None:
             return None
+        total += main[1]
+        for tid in tids:
+            other = _schedstat(f"/proc/{pid}/task/{tid}/schedstat") if tid != str(pid) else None
+            total -= other[0] if other is not None else 0
     return total / 1e6
+
+
+def _schedstat(path: str) -> tuple[int, int] | None:
+    """(ns on a core, ns runnable waiting for one) of one thread; None where unreadable or ended."""
+    try:
+        with open(path) as f:
+            on_core, waiting = f.read().split()[:2]
+        return int(on_core), int(waiting)
+    except (OSError, ValueError):
+        return None
 
 
 def aa_factor(baseline_rounds_ms: list[list[float]]) -> float | None:

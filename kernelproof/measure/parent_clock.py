@@ -229,6 +229,33 @@ def _waited_for_a_core(
     return beyond if found is None else None
 
 
+def wait_count(prog: Any) -> float | None:
+    """The running count of the waits for a core a program's batch suffers from others (busy.waited_ms)."""
+    return busy.waited_ms([prog.worker.proc.pid])
+
+
+def _waited_back_to_back(
+    waits: dict[bool, list[float]],
+    cand_mean: float,
+    mine: Differential,
+    theirs: list[bounds.Baseline],
+    cand: Any,
+    cuda: bool,
+) -> float | None:
+    """The candidate's wait for a core a call in its back-to-back batches (their median) beyond the
+    most any baseline's batch waited, where taking it off the candidate's
+    figure leaves it within the bound; else None. As for the gap (_waited_for_a_core), the reading
+    only ever withholds: a candidate can add to its own wait, never take from it."""
+    own, others = waits.get(True), waits.get(False)
+    if not own:
+        return None
+    beyond = float(np.median(own)) - (max(others) if others else 0.0)
+    if beyond <= 0:
+        return None
+    less = Differential(mine.calls, max(0.0, mine.per_call_ms - beyond), mine.walls_ms)
+    return beyond if bounds.differential_reason(cand_mean, less, theirs, cand.host_ms, cuda) is None else None
+
+
 def _differential_reasons(
     ctx: VariantContext,
     cand: Any,
@@ -249,13 +276,18 @@ def _differential_reasons(
         )
         return []
     failed: list[Reason] = []
+    waits: dict[bool, list[float]] = {}  # the candidate's batches (True), the baselines': wait a call
 
     def timed_by(prog: Any, hold: Callable[[], AbstractContextManager[Any]]) -> Callable[[int], float | None]:
         def timed(k: int) -> float | None:
             with hold():
+                before = wait_count(prog)
                 wall, bad = _back_to_back(ctx, prog, rng, k, timeout_s, check_fp if prog is cand else None)
+                after = wait_count(prog)
             if bad is not None:
                 failed.append(bad)
+            if before is not None and after is not None:
+                waits.setdefault(prog is cand, []).append(max(0.0, after - before) / k)
             return wall
 
         return timed
@@ -300,33 +332,21 @@ def _differential_reasons(
             found = bounds.differential_reason(cand_mean, mine, theirs, cand.host_ms, cuda)
     except WorkerDied as died:
         return [Reason(ReasonCode(died.code), died.message, died.detail)]
-    if mine is not None:
-        harness = bounds.harness_per_call(theirs, cuda)
-        notes.append(
-            f"parent's back-to-back figure for {ctx.variant!r}: candidate {mine.per_call_ms:.4g} ms a call "
-            f"(n = {mine.calls}, the smallest of {attempts} measurement{'s' if attempts > 1 else ''}), "
-            f"reported mean {cand_mean:.4g} ms"
-            + "".join(f"; a baseline {d.per_call_ms:.4g} ms against {m:.4g} ms" for m, d, _ in theirs)
-            + f"; the baselines' harness work {harness:.4g} ms a call"
-        )
-        if found is None and bounds.unbounded(mine, theirs, cand.host_ms, cuda):
-            short = (
-                f"for {ctx.variant!r} the parent's back-to-back figure, {mine.per_call_ms:.4g} ms a call, is within "
-                f"{bounds.DIFF_HARNESS_SLACK:g} x the harness's own work per call ({harness:.4g} ms, measured on the "
-                "baselines): a call this short cannot be bounded by the parent's clock"
+    waited = None
+    if found is not None and mine is not None:
+        waited = _waited_back_to_back(waits, cand_mean, mine, theirs, cand, cuda)
+        if waited is not None:
+            notes.append(
+                f"{UNCONFIRMED}: back to back the candidate's calls took more of the parent's clock than its "
+                f"report allows ({found.detail}), and its worker and the parent waited {waited:.3f} ms a call "
+                "longer for a core than any baseline's (the kernel's run_delay), which explains the excess: "
+                "the speedups are withheld"
             )
-            if bounds.beyond_the_baselines_work(cand_mean, mine, theirs, cand.host_ms, cuda):
-                notes.append(
-                    f"{UNCONFIRMED}: {short}, and beyond the reported {cand_mean:.4g} ms it leaves more than "
-                    f"{bounds.unbounded_slack(cuda):g} x that harness work: the speedups are withheld (a larger "
-                    "shape can be timed)"
-                )
-            else:
-                notes.append(
-                    f"timing_unbounded: {short}; beyond the reported time it leaves no more harness work than "
-                    f"{bounds.unbounded_slack(cuda):g} x the baselines'. The speedups rest on the worker's report "
-                    "there (docs/timing.md, the bounds' resolution)"
-                )
+            found = None
+    if mine is not None:
+        _note_figures(
+            ctx, cand, cand_mean, mine, theirs, attempts, found is None and waited is None, cuda, notes
+        )
     return [found] if found else []
 
 
@@ -342,6 +362,47 @@ def _batch_failed(reason: Reason, ctx: VariantContext, notes: list[str]) -> list
         "the parent's bound could not be applied, so the speedups are withheld"
     )
     return []
+
+
+def _note_figures(
+    ctx: VariantContext,
+    cand: Any,
+    cand_mean: float,
+    mine: Differential,
+    theirs: list[bounds.Baseline],
+    attempts: int,
+    bounded_ok: bool,
+    cuda: bool,
+    notes: list[str],
+) -> None:
+    """The differential's figures in a note, and where the call is too short to bound (and no
+    reason was found: ``bounded_ok``), whether its speedups stand on the report or are withheld."""
+    harness = bounds.harness_per_call(theirs, cuda)
+    notes.append(
+        f"parent's back-to-back figure for {ctx.variant!r}: candidate {mine.per_call_ms:.4g} ms a call "
+        f"(n = {mine.calls}, the smallest of {attempts} measurement{'s' if attempts > 1 else ''}), "
+        f"reported mean {cand_mean:.4g} ms"
+        + "".join(f"; a baseline {d.per_call_ms:.4g} ms against {m:.4g} ms" for m, d, _ in theirs)
+        + f"; the baselines' harness work {harness:.4g} ms a call"
+    )
+    if bounded_ok and bounds.unbounded(mine, theirs, cand.host_ms, cuda):
+        short = (
+            f"for {ctx.variant!r} the parent's back-to-back figure, {mine.per_call_ms:.4g} ms a call, is within "
+            f"{bounds.DIFF_HARNESS_SLACK:g} x the harness's own work per call ({harness:.4g} ms, measured on the "
+            "baselines): a call this short cannot be bounded by the parent's clock"
+        )
+        if bounds.beyond_the_baselines_work(cand_mean, mine, theirs, cand.host_ms, cuda):
+            notes.append(
+                f"{UNCONFIRMED}: {short}, and beyond the reported {cand_mean:.4g} ms it leaves more than "
+                f"{bounds.unbounded_slack(cuda):g} x that harness work: the speedups are withheld (a larger "
+                "shape can be timed)"
+            )
+        else:
+            notes.append(
+                f"timing_unbounded: {short}; beyond the reported time it leaves no more harness work than "
+                f"{bounds.unbounded_slack(cuda):g} x the baselines'. The speedups rest on the worker's report "
+                "there (docs/timing.md, the bounds' resolution)"
+            )
 
 
 def _back_to_back(

@@ -32,7 +32,7 @@ from kernelproof.inputs import (
     timed_input_batch,
     timed_inputs,
 )
-from kernelproof.measure import busy, parent_clock, stats, steady_batch
+from kernelproof.measure import parent_clock, stats, steady_batch
 from kernelproof.measure.batch import Batch, run_batch
 from kernelproof.measure.steady_batch import SteadyBatch
 from kernelproof.options import TimingPolicy
@@ -306,9 +306,9 @@ def _confirm(shape: _Shape, programs: list[Program], policy: TimingPolicy) -> pa
     waits: dict[str, float] = {}
     try:
         for prog in programs:
-            before = busy.waited_ms([prog.worker.proc.pid])
+            before = parent_clock.wait_count(prog)
             got = shape.attempt(prog, shape.calls)
-            after = busy.waited_ms([prog.worker.proc.pid])
+            after = parent_clock.wait_count(prog)
             if not got.reply.get("ok"):
                 if prog.name == "candidate":
                     return _reason_from(got.reply, prog)

@@ -260,6 +260,7 @@ def _scripted_walls(monkeypatch, per_call_by_attempt: list[float]) -> list[int]:
         return 5.0 + calls * per_call_by_attempt[min(attempt, len(per_call_by_attempt) - 1)], None
 
     monkeypatch.setattr(parent_clock, "_back_to_back", back_to_back)
+    monkeypatch.setattr(parent_clock, "wait_count", lambda prog: None)  # the kernel says nothing here
     return asked
 
 
@@ -293,6 +294,45 @@ def test_a_forged_window_is_timing_tamper_in_every_measurement(monkeypatch):
     found, notes = _differential_verdict(2.0)
     assert [r.code.value for r in found] == ["timing_tamper"]
     assert len(asked) == bounds.DIFF_CONFIRMS * (2 * bounds.DIFF_REPEATS)
+
+
+def _waiting(monkeypatch, per_call_ms: float) -> None:
+    """The candidate's worker waits ``per_call_ms`` a call for a core in every scripted batch."""
+    from kernelproof.measure import parent_clock
+
+    count = [0.0]
+    scripted = parent_clock._back_to_back
+
+    def back_to_back(ctx, prog, rng, calls, timeout_s, check_fp):
+        count[0] += calls * per_call_ms
+        return scripted(ctx, prog, rng, calls, timeout_s, check_fp)
+
+    monkeypatch.setattr(parent_clock, "_back_to_back", back_to_back)
+    monkeypatch.setattr(parent_clock, "wait_count", lambda prog: count[0])
+
+
+def test_a_back_to_back_excess_the_candidate_spent_waiting_on_a_neighbour_withholds_the_speedups(
+    monkeypatch,
+):
+    """The walls say 10 ms a call against a report of 2 in every measurement, but the kernel counts
+    7.5 ms a call the worker waited on others for its core: load explains it, so no timing_tamper,
+    and no speed claim either (timing_unconfirmed)."""
+    _scripted_walls(monkeypatch, [10.0])
+    _waiting(monkeypatch, 7.5)
+    found, notes = _differential_verdict(2.0)
+    assert found == [], found
+    assert any(n.startswith("timing_unconfirmed: back to back") and "waited 7.500 ms" in n for n in notes), (
+        notes
+    )
+    assert not any(n.startswith("timing_unbounded") for n in notes), notes
+
+
+def test_a_wait_too_short_to_explain_a_back_to_back_excess_leaves_timing_tamper(monkeypatch):
+    _scripted_walls(monkeypatch, [10.0])
+    _waiting(monkeypatch, 3.0)  # 10 - 3 = 7 ms a call is still beyond 2 x the report of 2
+    found, notes = _differential_verdict(2.0)
+    assert [r.code.value for r in found] == ["timing_tamper"]
+    assert not any("timing_unconfirmed" in n for n in notes), notes
 
 
 class _Frozen:
@@ -372,30 +412,59 @@ def test_waiting_for_a_core_that_the_baselines_waited_as_long_excuses_no_gap(mon
     assert got is not None and not notes  # where the kernel does not say, nothing is excused
 
 
-@pytest.mark.skipif(busy.waited_ms([os.getpid()]) is None, reason="no /proc/<pid>/task/*/schedstat here")
-def test_the_wait_for_a_core_is_the_kernels_count_for_every_thread_of_a_process():
-    """Two spinning processes pinned to one core: each waits about half the time, and the reading
-    for them (their threads, and this thread's own) grows by that much."""
+def _pinned(code: str, processes: int) -> tuple[float, float]:
+    """For ``processes`` copies of ``code`` pinned to one core, over 0.4 s: busy.waited_ms's growth,
+    and their main threads' own run_delay's (the kernel's figure, nothing taken off)."""
     import subprocess
     import sys
     import time
 
-    if not hasattr(os, "sched_setaffinity"):
-        pytest.skip("no CPU affinity here")
     core = min(os.sched_getaffinity(0))
-    spin = "import time\nt = time.time()\nwhile time.time() - t < 0.6: pass"
-    procs = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(2)]
+    procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(processes)]
+
+    def raw() -> float:
+        got = [busy._schedstat(f"/proc/{p.pid}/task/{p.pid}/schedstat") for p in procs]
+        return sum(g[1] for g in got if g is not None) / 1e6
+
     try:
         for p in procs:
             os.sched_setaffinity(p.pid, {core})
-        before = busy.waited_ms([p.pid for p in procs])
+        time.sleep(0.1)  # their threads started
+        before, raw_before = busy.waited_ms([p.pid for p in procs]), raw()
         time.sleep(0.4)
-        after = busy.waited_ms([p.pid for p in procs])
+        after, raw_after = busy.waited_ms([p.pid for p in procs]), raw()
     finally:
         for p in procs:
+            p.kill()
             p.wait()
     assert before is not None and after is not None
-    assert after - before > 100.0, (before, after)  # of 800 ms of two processes' time: half waited
+    return after - before, raw_after - raw_before
+
+
+@pytest.mark.skipif(
+    busy.waited_ms([os.getpid()]) is None or not hasattr(os, "sched_setaffinity"),
+    reason="no /proc/<pid>/task/*/schedstat or CPU affinity here",
+)
+def test_the_wait_for_a_core_counts_a_neighbours_turns_not_a_process_own_threads():
+    """Two spinning processes pinned to one core keep each other waiting about half the time: the
+    reading grows by that. One process whose two threads (hashing, the GIL let go) share its core
+    keeps itself waiting: its other thread's running is taken off its main thread's wait, so a
+    solution's own threads never excuse its gap (whatever else loads the machine meanwhile)."""
+    spin = "import time\nt = time.time()\nwhile time.time() - t < 5: pass"
+    neighbours, _ = _pinned(spin, 2)
+    assert neighbours > 150.0, neighbours  # of 800 ms of the two processes' time, about half waited
+    threads = (
+        "import hashlib, threading, time\n"
+        "data = bytes(1 << 20)\n"
+        "def spin():\n"
+        "    t = time.time()\n"
+        "    while time.time() - t < 5: hashlib.sha256(data).digest()\n"
+        "threading.Thread(target=spin, daemon=True).start()\n"
+        "spin()"
+    )
+    own, main_waited = _pinned(threads, 1)
+    assert main_waited > 100.0, main_waited  # the main thread did wait: on its own other thread
+    assert own < main_waited - 40.0, (own, main_waited)  # its other thread ran 90-200 ms of it
     alone = busy.waited_ms([])
     assert alone is not None and alone >= 0.0
 
@@ -468,6 +537,7 @@ def _with_a_baseline(monkeypatch, cand_ms: list[float], base_ms: list[float], re
         return 5.0 + calls * script[min(attempt, len(script) - 1)], None
 
     monkeypatch.setattr(parent_clock, "_back_to_back", back_to_back)
+    monkeypatch.setattr(parent_clock, "wait_count", lambda prog: None)  # the kernel says nothing here
     base.worker = cand.worker = _Frozen()
 
     class Ctx:
