@@ -31,7 +31,7 @@ from kernelproof.submission import Submitted
 from kernelproof.task import Task, auto_variant_base, load_task, variants_for, with_auto_variants
 from kernelproof.verdict import FileRef, Outcome, Reason, ReasonCode
 from kernelproof.verify import audit as task_audit
-from kernelproof.verify import fastpath, steps
+from kernelproof.verify import fastpath, reference_facts, steps
 from kernelproof.verify import footprint as case_memory
 from kernelproof.verify.audit_store import AuditStore
 from kernelproof.verify.case_plan import (
@@ -240,10 +240,13 @@ def _build_models(
     first = contexts[probe_variant(task, variants)]
     with steps.step("probe"):
         probe = make_inputs(first, "task", rng.getrandbits(62), on_device=True)
+    # the task's own answers, once per task in this process (kernelproof/verify/reference_facts.py)
     with steps.step("inplace"):
-        flags += inplace_findings(first, probe)
+        flags += reference_facts.once("inplace", task, first, lambda: inplace_findings(first, probe))
     with steps.step("randomness"):
-        randomness = reference_randomness(first, probe)
+        randomness = reference_facts.once(
+            "randomness", task, first, lambda: reference_randomness(first, probe)
+        )
     random_reference = randomness.random
     if random_reference:
         stop = _random_reference(randomness, mode, options, flags, task.sha256)
@@ -252,7 +255,9 @@ def _build_models(
         mode = "eval"  # dropout off in the reference, the oracle and ModelNew alike
         contexts = {v: build_variant(task, v, dev, mode, init_seed) for v in variants}
         first = contexts[probe_variant(task, variants)]
-        randomness = reference_randomness(first, probe)
+        randomness = reference_facts.once(
+            "randomness", task, first, lambda: reference_randomness(first, probe)
+        )
         if randomness.random:
             reason = Reason(
                 ReasonCode.TASK_ERROR,
