@@ -180,3 +180,61 @@ def test_the_fast_path_gives_the_same_comparison_as_the_full_one(monkeypatch, ca
     assert full.passed == (case in ("close", "inf_in_reference"))
     full_err, fast_err = _both_paths(monkeypatch, lambda: rel_norm_error(cand, orc))
     assert full_err == fast_err or (math.isnan(full_err) and math.isnan(fast_err))
+
+
+def test_one_element_outside_its_bound_is_found_when_the_normwise_error_passes(monkeypatch):
+    """A passing comparison is read from the device once (kernelproof/verify/oracle_compare.py,
+    `_finite_sums`); an element outside the elementwise bound in an output whose normwise error
+    is within the tolerance still fails, on both paths alike, with its index."""
+    monkeypatch.setattr(slices_module, "CHUNK_ELEMENTS", 1 << 12)  # 16 slices
+    g = torch.Generator().manual_seed(3)
+    ref = torch.randn(1 << 16, generator=g)
+    orc = ref.double() + 1e-9 * torch.randn(1 << 16, generator=g, dtype=torch.float64)
+    cand = ref.clone()
+    tol = tolerance_for(ref, orc, torch.float32)
+    cand[40_000] += 3 * tol.atol
+    full, fast = _both_paths(monkeypatch, lambda: compare(cand, orc, ref, tol))
+    assert full == fast
+    assert not fast.passed and fast.code == "mismatch" and fast.bad_elements == 1, fast
+    assert fast.rel_norm_err <= tol.rel_norm and "(40000,)" in fast.message, fast.message
+
+
+class _HostReads(torch.overrides.TorchFunctionMode):
+    """Counts the reads of a tensor's values back to the host (each waits for a GPU)."""
+
+    READS = {torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.__bool__, torch.Tensor.__float__}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.reads += func in self.READS
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_passing_comparison_reads_the_device_once_however_many_slices(monkeypatch):
+    """On a GPU every read back waits for the device: a 6.4 GB output is 96 slices, and the
+    slice-by-slice path read four to six figures from each. The numbers are the same either way."""
+    monkeypatch.setattr(slices_module, "CHUNK_ELEMENTS", 1 << 12)
+    g = torch.Generator().manual_seed(5)
+    ref = torch.randn(1 << 16, generator=g)
+    orc = ref.double() + 1e-9 * torch.randn(1 << 16, generator=g, dtype=torch.float64)
+    cand = ref + 1e-7 * torch.randn(1 << 16, generator=g)
+    tol = tolerance_for(ref, orc, torch.float32)
+    counted = []
+    for fn in (
+        lambda: tolerance_for(ref, orc, torch.float32),
+        lambda: compare(cand, orc, ref, tol),
+        lambda: rel_norm_error(cand, orc),
+    ):
+        full, fast = _both_paths(monkeypatch, fn)
+        assert full == fast
+        with _HostReads() as mode:
+            fn()
+        counted.append(mode.reads)
+    assert counted == [1, 1, 1], counted
+    monkeypatch.setattr(fastpath, "ENABLED", False)
+    with _HostReads() as mode:
+        compare(cand, orc, ref, tol)
+    assert mode.reads >= 16, mode.reads  # the full path: at least one a slice
