@@ -218,13 +218,17 @@ def _waited_for_a_core(
     still takes turns with it: each call's round trip wakes the worker and the parent, and each
     wake may wait a time slice. The kernel counts that wait. Waking an idle core costs every
     program alike (on this VM about 0.8 ms a call) and is already in the baselines' gaps, so only
-    the candidate's wait beyond the most any baseline waited is taken off."""
-    if second is None or again.cand_waited_ms is None:
+    the candidate's wait beyond the most any baseline waited is taken off.
+
+    The wait is the batch's total, so it is taken off the batch's mean gap (its whole time outside
+    the windows, a call's share), never off each call's: a burst in a few calls would otherwise
+    excuse the median call, which it never touched."""
+    if second is None or again.cand_waited_ms is None or not again.cand_gap_ms:
         return None
     beyond = again.cand_waited_ms - max(again.base_waited_ms, default=0.0)
     if beyond <= 0:
         return None
-    less = [g - beyond for g in again.cand_gap_ms]
+    less = [float(np.mean(again.cand_gap_ms)) - beyond]
     found = bounds.gap_reason(less, again.base_gaps_ms, host_ms, again.cand_mean_ms, cuda, copy_ms)
     return beyond if found is None else None
 
@@ -234,26 +238,38 @@ def wait_count(prog: Any) -> float | None:
     return busy.waited_ms([prog.worker.proc.pid])
 
 
+# one back-to-back batch: (the candidate's?, calls, the parent's wall ms, its wait for a core ms or None)
+_Batch = tuple[bool, int, float, "float | None"]
+
+
 def _waited_back_to_back(
-    waits: dict[bool, list[float]],
-    cand_mean: float,
-    mine: Differential,
-    theirs: list[bounds.Baseline],
-    cand: Any,
-    cuda: bool,
+    batches: list[_Batch], n: int, cand_mean: float, theirs: list[bounds.Baseline], cand: Any, cuda: bool
 ) -> float | None:
-    """The candidate's wait for a core a call in its back-to-back batches (their median) beyond the
-    most any baseline's batch waited, where taking it off the candidate's
-    figure leaves it within the bound; else None. As for the gap (_waited_for_a_core), the reading
+    """The candidate's wait for a core a call in its back-to-back batches beyond the most any
+    baseline's batch waited (their median, for the note), where the differential of its walls less
+    each batch's own wait beyond that is within the bound; else None.
+
+    Each wall is paired with its own batch's wait, and the figure is then made as the differential
+    makes it (the smallest wall of each size, the smaller of the measurements): a wait taken off a
+    wall it was not part of (a median wait off the quietest batch's wall) would excuse a forged
+    window on a machine whose load comes and goes. As for the gap (_waited_for_a_core), the reading
     only ever withholds: a candidate can add to its own wait, never take from it."""
-    own, others = waits.get(True), waits.get(False)
-    if not own:
+    base = [w / k for mine, k, _, w in batches if not mine and w is not None]
+    own = [(k, wall, w) for mine, k, wall, w in batches if mine]
+    if not own or any(w is None for _, _, w in own):
         return None
-    beyond = float(np.median(own)) - (max(others) if others else 0.0)
-    if beyond <= 0:
+    floor = max(base, default=0.0)
+    per = 2 * bounds.DIFF_REPEATS  # one measurement's batches, in the order bounds.differential asks
+    figure = None
+    for i in range(0, len(own) - per + 1, per):
+        walls = iter([wall - max(0.0, float(w or 0.0) - k * floor) for k, wall, w in own[i : i + per]])
+        figure = bounds.smaller(figure, bounds.differential(lambda k, walls=walls: next(walls), n))
+    if (
+        figure is None
+        or bounds.differential_reason(cand_mean, figure, theirs, cand.host_ms, cuda) is not None
+    ):
         return None
-    less = Differential(mine.calls, max(0.0, mine.per_call_ms - beyond), mine.walls_ms)
-    return beyond if bounds.differential_reason(cand_mean, less, theirs, cand.host_ms, cuda) is None else None
+    return float(np.median([max(0.0, float(w or 0.0) / k - floor) for k, _, w in own]))
 
 
 def _differential_reasons(
@@ -276,7 +292,7 @@ def _differential_reasons(
         )
         return []
     failed: list[Reason] = []
-    waits: dict[bool, list[float]] = {}  # the candidate's batches (True), the baselines': wait a call
+    batches: list[_Batch] = []  # every batch's wall and wait for a core, in order
 
     def timed_by(prog: Any, hold: Callable[[], AbstractContextManager[Any]]) -> Callable[[int], float | None]:
         def timed(k: int) -> float | None:
@@ -286,8 +302,9 @@ def _differential_reasons(
                 after = wait_count(prog)
             if bad is not None:
                 failed.append(bad)
-            if before is not None and after is not None:
-                waits.setdefault(prog is cand, []).append(max(0.0, after - before) / k)
+            if wall is not None:
+                waited = None if before is None or after is None else max(0.0, after - before)
+                batches.append((prog is cand, k, wall, waited))
             return wall
 
         return timed
@@ -334,7 +351,7 @@ def _differential_reasons(
         return [Reason(ReasonCode(died.code), died.message, died.detail)]
     waited = None
     if found is not None and mine is not None:
-        waited = _waited_back_to_back(waits, cand_mean, mine, theirs, cand, cuda)
+        waited = _waited_back_to_back(batches, n, cand_mean, theirs, cand, cuda)
         if waited is not None:
             notes.append(
                 f"{UNCONFIRMED}: back to back the candidate's calls took more of the parent's clock than its "

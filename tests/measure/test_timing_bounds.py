@@ -327,6 +327,28 @@ def test_a_back_to_back_excess_the_candidate_spent_waiting_on_a_neighbour_withho
     assert not any(n.startswith("timing_unbounded") for n in notes), notes
 
 
+def test_a_wait_in_some_batches_excuses_no_forged_window_in_the_quiet_ones(monkeypatch):
+    """A forged window (6 ms a call, 2 reported) on a machine whose load comes and goes: every
+    other batch waited 8 ms a call for its core, the others none. The figure rests on the quiet
+    batches' walls, where nothing waited: a wait is taken off its own batch's wall only (a median
+    wait of 4 ms off the quietest wall would have excused it)."""
+    from kernelproof.measure import parent_clock
+
+    count, asked = [0.0], []
+
+    def back_to_back(ctx, prog, rng, calls, timeout_s, check_fp):
+        wait = 8.0 if len(asked) % 2 == 0 else 0.0
+        asked.append(calls)
+        count[0] += calls * wait
+        return 5.0 + calls * (6.0 + wait), None
+
+    monkeypatch.setattr(parent_clock, "_back_to_back", back_to_back)
+    monkeypatch.setattr(parent_clock, "wait_count", lambda prog: count[0])
+    found, notes = _differential_verdict(2.0)
+    assert [r.code.value for r in found] == ["timing_tamper"], notes
+    assert not any("timing_unconfirmed" in n for n in notes), notes
+
+
 def test_a_wait_too_short_to_explain_a_back_to_back_excess_leaves_timing_tamper(monkeypatch):
     _scripted_walls(monkeypatch, [10.0])
     _waiting(monkeypatch, 3.0)  # 10 - 3 = 7 ms a call is still beyond 2 x the report of 2
@@ -439,6 +461,17 @@ def _pinned(code: str, processes: int) -> tuple[float, float]:
             p.wait()
     assert before is not None and after is not None
     return after - before, raw_after - raw_before
+
+
+def test_a_burst_of_waiting_in_one_call_excuses_no_excess_in_the_others(monkeypatch):
+    """Seven calls 12.5 ms beyond their windows, one 92.5 ms: the batch waited 80 ms for its core,
+    all of it in that one call (10 ms a call on average). Taken off the batch's mean gap the excess
+    stands; taken off each call's gap it would have excused the seven it never touched."""
+    from kernelproof.measure.parent_clock import Gaps
+
+    burst = Gaps([12.5] * 7 + [92.5], [[0.4] * 8], 2.4, 10.0, [0.0])
+    got, notes = _gap_decision(monkeypatch, "", lambda: burst)
+    assert got is not None and got.code.value == "timing_tamper" and not notes, notes
 
 
 @pytest.mark.skipif(
