@@ -150,11 +150,11 @@ def compare(
     for start, (c, o, r) in slices(candidate, oracle, reference, widen=not fastpath.ENABLED):
         if fastpath.ENABLED:
             o = o.to(torch.float64)
-            fast = _finite_slice(c, o, r, tol)
+            fast = _finite_sums(c, o, r, tol)  # this slice alone, read back once
             if fast is not None:  # every element finite: the same numbers as the full path below
-                s_o, s_d, s_max, k = fast
+                s_o, s_d, s_max, bad = fast
                 o_sq, d_sq, max_abs = o_sq + s_o, d_sq + s_d, max(max_abs, s_max)
-                if k:
+                if k := int(bad):
                     n_bad += k
                     elem_bad = ~((c - o).abs() <= tol.atol + tol.rtol * o.abs())
                     first_bad += _first_flat(elem_bad, start, 3 - len(first_bad))
@@ -251,7 +251,8 @@ def _finite_sums(
         finite = ok if finite is None else finite & ok
     if acc is None or finite is None:
         return 0.0, 0.0, 0.0, 0.0
-    read = torch.stack([finite.to(torch.float64), *acc]).tolist() + [0.0, 0.0]
+    read = torch.stack([finite.to(torch.float64), *acc]).tolist()
+    read += [0.0] * (5 - len(read))  # the figures not asked for
     return None if read[0] != 1.0 else (read[1], read[2], read[3], read[4])
 
 
@@ -267,23 +268,6 @@ def _passed_on_the_device(
     o_sq, d_sq, max_abs, _ = read
     err = (0.0 if d_sq == 0 else float("inf")) if o_sq == 0 else d_sq**0.5 / o_sq**0.5
     return Comparison(True, "", "", err, max_abs, 0) if err <= tol.rel_norm else None
-
-
-def _finite_slice(
-    c: torch.Tensor, o: torch.Tensor, r: torch.Tensor, tol: Tolerance
-) -> tuple[float, float, float, int] | None:
-    """(sum o^2, sum (c-o)^2, max |c-o|, elements outside the bound) of a slice where c, o and r
-    are all finite, computed as the full path computes them there (its masks select every
-    element, so `cf` is `c` and `of` is `o`); None when any element is not finite."""
-    d = c - o  # in float64 (o is): c widened element by element, as the full path widens it
-    if not (bool(torch.isfinite(d).all()) and bool(torch.isfinite(r).all())):  # d finite: c and o are
-        return None
-    abs_err = d.abs()
-    max_abs = float(abs_err.max()) if abs_err.numel() else 0.0
-    o_sq = float((o * o).sum())
-    d_sq = float((d**2).sum())
-    bad = int((abs_err > tol.atol + tol.rtol * o.abs()).sum())  # no NaN here: > is the negation of <=
-    return o_sq, d_sq, max_abs, bad
 
 
 def kernelbench_accepts(candidate: torch.Tensor, reference: torch.Tensor) -> bool:
