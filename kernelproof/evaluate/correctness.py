@@ -238,9 +238,15 @@ def _run_case(ctx, case: Case, seed: int, args, ref, orc, worker, options, wides
         projection = case.seed ^ 0x9E3779B97F4A7C15
         header["second_run_projection"] = projection
     limit = options.step_limit("case")
+    # Large inputs the parent drew (get_inputs()'s own values) go over on the device whatever the
+    # outputs' size: through host memory KernelBench's 94_MSELoss (two 4.3 GB inputs, one number
+    # out) spent 11-14 s of its first case copying them on an H200.
+    lend = bool(tensors) and in_bytes > LARGE_CASE_BYTES
     with named_timeout(f"case {case.case_id}", limit, "--case-timeout"), steps.step("case_worker"):
-        if projection is None:  # both runs' outputs come back, checked against ref's before any is read
+        if projection is None and not lend:  # both runs' outputs come back, checked before any is read
             reply, outs = worker.request(header, tensors, limit, Expected.like(ref, runs=2))
+        elif projection is None:  # the same, the large inputs lent on the device
+            reply, outs = worker.request_outputs(header, tensors, ref, limit, lend=True, runs=2)
         else:  # large outputs: run 1's come back on the device where the worker can hand them over
             reply, outs = worker.request_outputs(header, tensors, ref, limit, lend=bool(tensors))
     if not reply.get("ok"):

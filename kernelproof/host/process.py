@@ -212,21 +212,25 @@ class WorkerProcess(Scheduling):
         like: list[torch.Tensor],
         timeout_s: float = 600.0,
         lend: bool = False,
+        runs: int = 1,
     ) -> tuple[dict[str, Any], list[torch.Tensor]]:
-        """A request whose reply returns outputs shaped like ``like`` (the reference's).
+        """A request whose reply returns outputs shaped like ``like`` (the reference's), ``runs``
+        times over.
 
         Large ones come back on the device where both sides can (:mod:`kernelproof.wire.handoff`),
-        the others over the wire; either way the list is in the worker's order. With `lend`, the
-        request's large tensors go to the worker the same way (a run's inputs).
+        the others over the wire; either way the list is in the worker's order. With more than one
+        run every output takes the wire (a case's two runs of small outputs: the worker hands over
+        run 1's only where run 2 answers by fingerprint). With `lend`, the request's large tensors
+        go to the worker on the device (a run's inputs).
         """
         inbox = self._handoff_inbox()
-        offered = inbox.offer(like) if inbox is not None else []
+        offered = inbox.offer(like) if inbox is not None and runs == 1 else []
         lent = inbox.lend(tensors or []) if inbox is not None and lend else []
         sent = list(tensors or [])
         for d in lent:  # an empty stand-in keeps every other tensor at its index
             sent[d["t"]] = torch.empty(0, dtype=sent[d["t"]].dtype)
         extra = {**({"into": offered} if offered else {}), **({"from": lent} if lent else {})}
-        expect = Expected.like(like)
+        expect = Expected.like(like, runs)
         reply, outs = self.request({**header, **extra}, sent, timeout_s, expect)
         failed = bool(lent) and reply.get("handoff") == "failed"  # the worker could not map a lent input
         if offered and reply.get("ok"):

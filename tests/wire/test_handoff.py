@@ -197,3 +197,100 @@ def test_lent_inputs_leave_empty_stand_ins_on_the_wire_and_a_failed_borrow_asks_
     assert first["from"][0]["t"] == 1 and first_tensors[0] is inputs[0] and first_tensors[1].numel() == 0
     assert "from" not in second and second_tensors is inputs  # asked again with the real tensors
     assert reply["ok"] and w.handoff_failed
+
+
+def test_a_request_for_both_runs_lends_its_inputs_and_takes_every_output_over_the_wire(monkeypatch):
+    from kernelproof.host.process import WorkerProcess
+
+    class Lending(Inbox):
+        def offer(self, like):
+            raise AssertionError("two runs' outputs are never offered a device buffer")
+
+        def lend(self, tensors):
+            return [{"t": 0, "handle": "00", "nbytes": 8, "dtype": "float32", "shape": [2]}]
+
+    w = WorkerProcess.__new__(WorkerProcess)
+    w.handoff_failed = False
+    w._inbox = Lending(torch.device("cpu"))
+    monkeypatch.setattr(w, "_handoff_inbox", lambda: w._inbox)
+    sent = []
+
+    def request(header, tensors, timeout_s, expect=None):
+        sent.append((header, tensors, expect))
+        return {"ok": True}, [torch.ones(1), torch.ones(1)]
+
+    monkeypatch.setattr(w, "request", request)
+    reply, outs = w.request_outputs({"op": "run"}, [torch.ones(2)], [torch.ones(1)], 10.0, lend=True, runs=2)
+    ((header, tensors, expect),) = sent
+    assert header["from"][0]["t"] == 0 and "into" not in header and tensors[0].numel() == 0
+    assert expect == Expected.like([torch.ones(1)], runs=2) and len(outs) == 2
+
+
+@pytest.mark.parametrize("large", [True, False])
+def test_a_case_of_large_drawn_by_the_task_inputs_and_small_outputs_lends_its_inputs(monkeypatch, large):
+    """get_inputs()'s own values cannot be drawn in the worker: above the large-case size they go
+    over on the device even where the outputs are small (a loss, a reduction), not through host
+    memory; below it, over the wire as before."""
+    from kernelproof.evaluate import correctness
+    from kernelproof.options import EvalOptions
+    from kernelproof.task import load_task
+    from kernelproof.verify.case_plan import Case, build_variant, make_inputs, reference_and_oracle
+
+    task = load_task(REPO / "tests" / "data" / "tasks" / "kb_row_mean.py")
+    ctx = build_variant(task, task.meta.cpu[0], torch.device("cpu"), "eval", 3)
+    args = make_inputs(ctx, "task", 5)
+    ref, orc = reference_and_oracle(ctx, args)
+    in_bytes, out_bytes = args[0].numel() * 4, ref[0].numel() * 4
+    monkeypatch.setattr(correctness, "LARGE_CASE_BYTES", in_bytes - 1 if large else in_bytes)
+    assert out_bytes <= correctness.LARGE_CASE_BYTES  # run 2 still answers with its outputs
+    calls = []
+
+    class _Worker:
+        def request(self, header, tensors, timeout_s, expect=None):
+            calls.append(("wire", header, expect))
+            return {"ok": False, "code": "crash", "message": "stop here"}, []
+
+        def request_outputs(self, header, tensors, like, timeout_s, lend=False, runs=1):
+            calls.append(("lent" if lend else "offered", header, Expected.like(like, runs)))
+            return {"ok": False, "code": "crash", "message": "stop here"}, []
+
+    case = Case("default/task/0", ctx.variant, "task", 5)
+    opts = EvalOptions(device="cpu", db="")
+    got = correctness._run_case(ctx, case, 5, args, ref, orc, _Worker(), opts, None)
+    assert got.code.value == "crash"
+    ((how, header, expect),) = calls
+    assert how == ("lent" if large else "wire") and "draw" not in header
+    assert "second_run_projection" not in header and expect == Expected.like(ref, runs=2)
+
+
+@pytest.mark.gpu
+def test_the_pipeline_lends_large_task_drawn_inputs_whose_outputs_are_small(monkeypatch, tmp_path):
+    """The case get_inputs() draws, above the large-case size with a small output (a row mean):
+    its input goes over on the device, both runs' outputs over the wire, and a wrong kernel fails."""
+    from kernelproof.api import evaluate
+    from kernelproof.evaluate import correctness
+    from kernelproof.options import EvalOptions
+
+    lent: list[dict] = []
+    lend = Inbox.lend
+
+    def counting(self, tensors):
+        got = lend(self, tensors)
+        lent.extend(got)
+        return got
+
+    monkeypatch.setattr(correctness, "LARGE_CASE_BYTES", 1024)  # the 8x64 input above, its 8 means below
+    monkeypatch.setattr(handoff, "BULK_MIN_BYTES", 0)
+    monkeypatch.setattr(Inbox, "lend", counting)
+    data = REPO / "tests" / "data"
+    task = str(data / "tasks" / "kb_row_mean.py")
+    opts = EvalOptions(device="cuda", db="", seed=11, correctness_only=True, seeds_per_case=1, timeout_s=120)
+    good = evaluate(task, str(data / "solutions" / "row_mean_general.py"), opts)
+    assert good.passed, good.reasons
+    assert lent and all(d["t"] == 0 for d in lent)
+    wrong = tmp_path / "row_mean_off.py"
+    source = (data / "solutions" / "row_mean_general.py").read_text()
+    wrong.write_text(source.replace("/ cols)", "/ cols + 1e-3)"))  # the same kernel, off by 1e-3
+    assert "+ 1e-3" in wrong.read_text()
+    bad = evaluate(task, str(wrong), opts)
+    assert "mismatch" in bad.codes, bad.reasons
