@@ -290,7 +290,7 @@ def test_the_pipeline_lends_large_task_drawn_inputs_whose_outputs_are_small(monk
     assert lent and all(d["t"] == 0 for d in lent)
     wrong = tmp_path / "row_mean_off.py"
     source = (data / "solutions" / "row_mean_general.py").read_text()
-    wrong.write_text(source.replace("/ cols)", "/ cols + 1e-3)"))  # the same kernel, off by 1e-3
-    assert "+ 1e-3" in wrong.read_text()
+    wrong.write_text(source.replace("/ cols)", "/ cols + 1.0)"))  # the same kernel, off by one
+    assert "+ 1.0" in wrong.read_text()
     bad = evaluate(task, str(wrong), opts)
     assert "mismatch" in bad.codes, bad.reasons
