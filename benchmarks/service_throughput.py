@@ -335,10 +335,21 @@ def _row(c: Candidate, answer: dict[str, Any], arrived: float) -> dict[str, Any]
         "speedup_eager_ci95": eager.get("ci95"),  # the bootstrap CI of the median, reported with it
         # why a passing verdict has no speedup (a withheld claim names itself here), cut
         "speed_withheld": ((v.get("claims") or {}).get("speed_withheld") or "")[:200],
-        "flags": [str(f)[:160] for f in v.get("flags") or []][:12],
+        # cut long enough to keep an out-of-memory message's figures (in use, free, reserved)
+        "flags": [str(f)[:600] for f in v.get("flags") or []][:12],
+        "baselines_lost": _baselines_lost(v),
         "built": (v.get("build") or {}).get("cached") is False,
         "steps": row_steps(v.get("environment") or {}),
     }
+
+
+def _baselines_lost(v: dict[str, Any]) -> dict[str, str]:
+    """The baselines dropped from any timed shape's rounds, each with its batch's code (a crash:
+    out of device memory, the case for running the evaluation again alone)."""
+    lost: dict[str, str] = {}
+    for shape in (v.get("timing") or {}).get("shapes") or []:
+        lost.update(shape.get("baselines_lost") or {})
+    return lost
 
 
 def _unmeasured(rows: list[dict]) -> list[dict[str, str]]:

@@ -143,6 +143,27 @@ def test_a_pass_whose_eager_baseline_was_dropped_is_listed_with_why(bench):
     ]
 
 
+def test_a_row_keeps_the_baselines_lost_by_code_and_an_out_of_memory_message_whole(bench):
+    """What the next look at a dropped baseline needs: its code from every timed shape, and the
+    allocator's figures at the end of the flag (in use, free), not cut off."""
+    oom = (
+        "baseline eager was dropped mid-run: a timed call raised OutOfMemoryError: "
+        + "x" * 300
+        + " 2.1 GiB free"
+    )
+    verdict = {
+        "verdict": "pass",
+        "flags": [oom],
+        "timing": {"shapes": [{"baselines_lost": {}}, {"baselines_lost": {"eager": "crash"}}]},
+    }
+    got = bench._row(bench.Candidate("t/honest", "t", "honest_triton", "", None), {"verdict": verdict}, 1.0)
+    assert got["baselines_lost"] == {"eager": "crash"} and got["flags"] == [oom]
+    untimed = bench._row(
+        bench.Candidate("t/wrong", "t", "wrong_math", "", None), {"verdict": {"verdict": "fail"}}, 1.0
+    )
+    assert untimed["baselines_lost"] == {}
+
+
 def test_percentiles_are_nearest_rank(bench):
     assert bench._pct([5.0, 1.0, 3.0, 2.0, 4.0], 50) == 3.0
     assert bench._pct([float(i) for i in range(1, 21)], 95) == 19.0
