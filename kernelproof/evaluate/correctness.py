@@ -245,10 +245,9 @@ def _run_case(ctx, case: Case, seed: int, args, ref, orc, worker, options, wides
     with named_timeout(f"case {case.case_id}", limit, "--case-timeout"), steps.step("case_worker"):
         if projection is None and not lend:  # both runs' outputs come back, checked before any is read
             reply, outs = worker.request(header, tensors, limit, Expected.like(ref, runs=2))
-        elif projection is None:  # the same, the large inputs lent on the device
-            reply, outs = worker.request_outputs(header, tensors, ref, limit, lend=True, runs=2)
-        else:  # large outputs: run 1's come back on the device where the worker can hand them over
-            reply, outs = worker.request_outputs(header, tensors, ref, limit, lend=bool(tensors))
+        else:  # inputs lent on the device; large outputs: run 1's come back there too, else both runs'
+            runs = 2 if projection is None else 1
+            reply, outs = worker.request_outputs(header, tensors, ref, limit, lend=bool(tensors), runs=runs)
     if not reply.get("ok"):
         return reason_of(reply, f"case {case.case_id}")
     with steps.step("case_compare"):
