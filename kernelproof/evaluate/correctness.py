@@ -109,7 +109,9 @@ def run_cases(
 
     def checked(*reasons: Reason, at: Case | None = None) -> Checked:
         failed = at.case_id if at is not None else ""
-        return Checked(tuple(results), reasons, tuple(flags), dict(tolerances), kb_ok, worker_build, failed)
+        fell_back = worker.handoff_note()
+        noted = tuple(flags) + ((fell_back,) if fell_back and fell_back not in flags else ())
+        return Checked(tuple(results), reasons, noted, dict(tolerances), kb_ok, worker_build, failed)
 
     cases = tuple(cases)
     done = 0

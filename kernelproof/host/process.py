@@ -245,6 +245,23 @@ class WorkerProcess(Scheduling):
             return self.request(header, tensors, timeout_s, expect)
         return reply, outs
 
+    def handoff_note(self) -> str | None:
+        """A flag for the verdict when large tensors took host memory where the device handoff was
+        meant to carry them (seconds a tensor: an evaluation's figures are slower for a reason of
+        this machine's, not the candidate's code); None when none did."""
+        if self.handoff_failed:
+            return (
+                "handoff_fell_back: a device buffer could not be mapped or read; this worker's large "
+                "tensors took host memory from then on"
+            )
+        if self._inbox is not None and self._inbox.short_tensors:
+            gb = self._inbox.short_bytes / 1e9
+            return (
+                f"handoff_fell_back: {self._inbox.short_tensors} large tensors ({gb:.1f} GB) took host "
+                "memory: no device memory for the parent's buffers"
+            )
+        return None
+
     def _handoff_inbox(self) -> handoff.Inbox | None:
         if self.handoff_failed:
             return None

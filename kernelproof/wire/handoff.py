@@ -75,6 +75,10 @@ class Inbox:
         self.device = device
         # (direction, slot, nbytes) -> (pointer, handle); "out": an output slot, "in": an input's
         self._slots: dict[tuple[str, int, int], tuple[int, bytes]] = {}
+        # Large tensors that took the wire because no buffer could be made for them (out of device
+        # memory): slower by seconds a tensor, so the verdict says so (WorkerProcess.handoff_note).
+        self.short_tensors = 0
+        self.short_bytes = 0
 
     def offer(self, like: list[torch.Tensor]) -> list[dict[str, Any]]:
         """Descriptors for outputs shaped like ``like`` (the reference's); [] when none is large."""
@@ -83,6 +87,7 @@ class Inbox:
             try:
                 found = self._describe("out", i, t)
             except Exception:  # noqa: BLE001 - no device memory for it: this output takes the wire
+                self._short(t)
                 continue
             if found is not None:
                 offered.append({"i": i, **found[1]})
@@ -126,11 +131,16 @@ class Inbox:
                     continue
                 _view(found[0], found[1]["nbytes"], t.dtype, list(t.shape), self.device).copy_(t)
             except Exception:  # noqa: BLE001 - this input takes the wire
+                self._short(t)
                 continue
             lent.append({"t": k, **found[1]})
         if lent:
             torch.cuda.synchronize(self.device)
         return lent
+
+    def _short(self, t: torch.Tensor) -> None:
+        self.short_tensors += 1
+        self.short_bytes += t.numel() * t.element_size()
 
     def _describe(self, direction: str, slot: int, t: torch.Tensor) -> tuple[int, dict[str, Any]] | None:
         """A buffer of this process's own for a tensor like ``t`` and what the worker needs to map

@@ -50,6 +50,27 @@ def test_the_parent_offers_nothing_for_small_outputs(monkeypatch):
     assert inbox.offer([torch.zeros(16)]) == []
 
 
+def test_large_tensors_without_a_device_buffer_take_the_wire_and_the_verdict_says_so(monkeypatch):
+    from kernelproof.host.process import WorkerProcess
+
+    inbox = Inbox(torch.device("cpu"))
+
+    def no_memory(*a):
+        raise MemoryError("cudaErrorMemoryAllocation")
+
+    monkeypatch.setattr(inbox, "_buffer", no_memory)
+    large = torch.zeros(1 << 20)  # 4 MiB: above the wire's bulk size
+    assert inbox.offer([large, torch.zeros(4)]) == [] and inbox.lend([large]) == []
+    assert (inbox.short_tensors, inbox.short_bytes) == (2, 2 * large.numel() * 4)
+    w = WorkerProcess.__new__(WorkerProcess)
+    w.handoff_failed, w._inbox = False, Inbox(torch.device("cpu"))
+    assert w.handoff_note() is None  # every large tensor went where it was meant to
+    w._inbox = inbox
+    assert w.handoff_note().startswith("handoff_fell_back: 2 large tensors (0.0 GB) took host memory")
+    w.handoff_failed = True
+    assert "could not be mapped" in w.handoff_note()
+
+
 def test_an_output_that_does_not_fit_its_offer_takes_the_wire():
     box = Outbox(torch.device("cuda", 0))
     offer = offered(0)[0]
