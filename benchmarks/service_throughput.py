@@ -410,6 +410,11 @@ def _summary(label: str, per_device: int, rows: list[dict], wall: float, share) 
             if r["expected"] is False
         ],
         "unmeasured": _unmeasured(rows),
+        # evaluations whose large tensors took host memory where the device handoff was meant to
+        # carry them (no device memory for the parent's buffers): slower for the machine's reasons
+        "handoff_fell_back": [
+            r["task"] for r in rows if any(str(f).startswith("handoff_fell_back") for f in r["flags"])
+        ],
         "aa": aa_doc,
         "costs": cost_table(rows, wall, arrivals),
         "rows": rows,
@@ -495,6 +500,8 @@ def terminal(doc: dict[str, Any]) -> str:
             out.append(f"  {name[:56]:56s} {s:9.2f} {100 * s / whole:5.0f}%")
         unexplained = costs.get("in_no_step_s", 0.0)
         out.append(f"  {'(in no step)':56s} {unexplained:9.2f} {100 * unexplained / whole:5.0f}%")
+        if last.get("handoff_fell_back"):
+            out.append(f"handoff fell back to host memory: {len(last['handoff_fell_back'])} evaluations")
         for u in last.get("unmeasured", []):
             out.append(f"NO SPEEDUP {u['task'][:40]}: {u['why'][:36]}")
         for u in last["unexpected"]:

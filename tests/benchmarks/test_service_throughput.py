@@ -221,3 +221,17 @@ def test_the_parts_of_the_set_split_its_tasks_with_every_level_in_each(bench):
         assert {x.split("/")[0] for x in t} == {"level1", "level2"}
     with pytest.raises(ValueError, match="K/N"):
         bench.part_of(candidates, "3/2")
+
+
+def test_the_summary_names_evaluations_whose_large_tensors_took_host_memory(bench):
+    """A run slowed by the machine (no device memory for the handoff's buffers) says which
+    evaluations it was, so its rate is not read as the candidates' cost."""
+    row = {"kind": "honest_cuda", "seconds": 1.0, "latency_s": 1.0, "stored": False, "expected": True}
+    row |= {"outcome": "pass", "speedup_eager": 2.0, "built": False, "steps": {}, "codes": []}
+    fell = "handoff_fell_back: 2 large tensors (12.8 GB) took host memory: no device memory"
+    rows = [{**row, "task": "a/1", "flags": [fell]}, {**row, "task": "b/1", "flags": ["2 timed calls"]}]
+    got = bench._summary("cold", 4, rows, 10.0, 0.5)
+    assert got["handoff_fell_back"] == ["a/1"]
+    assert "handoff fell back to host memory: 1 evaluations" in bench.terminal(
+        {"runs": [got], "best": {}, "broken_concurrency": []}
+    )
