@@ -413,7 +413,9 @@ def _summary(label: str, per_device: int, rows: list[dict], wall: float, share) 
         # evaluations whose large tensors took host memory where the device handoff was meant to
         # carry them (no device memory for the parent's buffers): slower for the machine's reasons
         "handoff_fell_back": [
-            r["task"] for r in rows if any(str(f).startswith("handoff_fell_back") for f in r["flags"])
+            r["task"]
+            for r in rows
+            if any(str(f).startswith("handoff_fell_back") for f in r.get("flags") or [])
         ],
         "aa": aa_doc,
         "costs": cost_table(rows, wall, arrivals),
