@@ -95,7 +95,7 @@ def time_candidate(
     claims = gpu_claims() if device.startswith("cuda") else cpu_claims(backend, None, frozenset())
     identity = kernel_identity(setup, worker)  # builds are over: none is served once timing starts
     screened = device.startswith("cuda") and not identity.own  # one profiled call may refuse it
-    grow(setup.profile_bytes if screened else setup.footprint_bytes)
+    grow((setup.profile_bytes if screened else setup.footprint_bytes) + worker.handoff_bytes())
     per_shape: list[tuple[str, Coverage]] = []  # (variant, coverage) of each timed shape on a GPU
     telemetry = _gpu_telemetry(device, turns)
     for v in setup.timed:
@@ -122,7 +122,7 @@ def time_candidate(
                     refused = _no_kernel_of_its_own(worker, ctx, rng, identity, policy, limit, device, flags)
                 if refused is not None:
                     return refused
-            grow(setup.footprint_bytes)  # (held already after the first shape, or when not screened)
+            grow(setup.footprint_bytes + worker.handoff_bytes())  # (held already, unless screened)
             # the baselines' workers taken (or started) and their programs loaded
             with turns.shared(), steps.step("timing"), steps.step("baselines"):
                 baselines = _baselines(setup, ctx, v, options, device, workers, flags, follow, leases)

@@ -245,6 +245,14 @@ class WorkerProcess(Scheduling):
             return self.request(header, tensors, timeout_s, expect)
         return reply, outs
 
+    def handoff_bytes(self) -> int:
+        """Device memory this process holds for the worker's handoff, kept until the worker exits
+        (:mod:`kernelproof.wire.handoff` says why); 0 with none. Outside torch's allocator, so
+        setup's measure of the parent never sees it: the timed rounds' reservation adds it
+        (kernelproof/evaluate/timing.py). On an H100, KernelBench's 47_Sum kept its 8.6 GB input's
+        buffer through its timed rounds, uncounted, and eager ran out of memory mid-run."""
+        return self._inbox.held_bytes() if self._inbox is not None else 0
+
     def handoff_note(self) -> str | None:
         """A flag for the verdict when large tensors took host memory where the device handoff was
         meant to carry them (seconds a tensor: an evaluation's figures are slower for a reason of

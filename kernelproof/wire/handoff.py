@@ -138,6 +138,11 @@ class Inbox:
             torch.cuda.synchronize(self.device)
         return lent
 
+    def held_bytes(self) -> int:
+        """The device memory this process's buffers take: outside torch's allocator, so no
+        measurement of the parent's tensors sees them (admission adds them: evaluate/timing.py)."""
+        return sum(nbytes for (_, _, nbytes) in self._slots)
+
     def _short(self, t: torch.Tensor) -> None:
         self.short_tensors += 1
         self.short_bytes += t.numel() * t.element_size()

@@ -48,7 +48,9 @@ class _Stop(Exception):
     """Ends the faked timing where the test has seen what it needs."""
 
 
-def _timing_events(monkeypatch: pytest.MonkeyPatch, own: bool, kernels: tuple) -> list[tuple]:
+def _timing_events(
+    monkeypatch: pytest.MonkeyPatch, own: bool, kernels: tuple, handoff_bytes: int = 0
+) -> list[tuple]:
     """What ``time_candidate`` asks for, in order, up to its first baseline: each growth of the
     memory reservation, the candidate's load and its profiled call (a GPU faked at its seams)."""
     from types import SimpleNamespace
@@ -98,7 +100,8 @@ def _timing_events(monkeypatch: pytest.MonkeyPatch, own: bool, kernels: tuple) -
     options = SimpleNamespace(policy=None, step_limit=lambda step: 30.0)
     grow = lambda nbytes: events.append(("grow", nbytes))  # noqa: E731
     try:
-        refused = timing.time_candidate(setup, checked, object(), "s", options, "cuda:0", None, Turns(), grow)
+        worker = SimpleNamespace(handoff_bytes=lambda: handoff_bytes)
+        refused = timing.time_candidate(setup, checked, worker, "s", options, "cuda:0", None, Turns(), grow)
         events.append(("refused", [r.code for r in refused.reasons]))
     except _Stop:
         pass
@@ -121,3 +124,12 @@ def test_a_solution_with_a_kernel_of_its_own_reserves_the_timed_rounds_before_it
     events = _timing_events(monkeypatch, own=True, kernels=())
     assert events[:2] == [("grow", 170), ("load",)] and ("profile",) not in events
     assert events[-1] == ("baselines",)
+
+
+@pytest.mark.parametrize("own", [True, False])
+def test_the_parents_handoff_buffers_are_reserved_beside_the_timed_rounds(monkeypatch, own):
+    """The parent's device buffers for the worker's handoff (a lent 8.6 GB input) live until the
+    worker exits and are invisible to setup's measure of the parent: each growth counts them."""
+    events = _timing_events(monkeypatch, own=own, kernels=(), handoff_bytes=9)
+    grown = [e[1] for e in events if e[0] == "grow"]
+    assert grown == ([170 + 9, 170 + 9] if own else [110 + 9, 170 + 9])  # growing again holds as much

@@ -71,6 +71,27 @@ def test_large_tensors_without_a_device_buffer_take_the_wire_and_the_verdict_say
     assert "could not be mapped" in w.handoff_note()
 
 
+def test_the_parent_counts_the_device_memory_its_buffers_hold(monkeypatch):
+    """They are cudaMallocs of its own, invisible to torch's allocator: admission adds this figure."""
+    from kernelproof.host.process import WorkerProcess
+
+    inbox = Inbox(torch.device("cpu"))
+    made = iter(range(1, 10))
+    monkeypatch.setattr(
+        inbox,
+        "_buffer",
+        lambda d, slot, nbytes: inbox._slots.setdefault((d, slot, nbytes), (next(made), b"h")),
+    )
+    large = torch.zeros(1 << 20)
+    inbox.offer([large, large]), inbox.lend([large]), inbox.offer([large])  # the same slots again
+    assert inbox.held_bytes() == 3 * large.numel() * 4
+    w = WorkerProcess.__new__(WorkerProcess)
+    w._inbox = None
+    assert w.handoff_bytes() == 0
+    w._inbox = inbox
+    assert w.handoff_bytes() == inbox.held_bytes()
+
+
 def test_an_output_that_does_not_fit_its_offer_takes_the_wire():
     box = Outbox(torch.device("cuda", 0))
     offer = offered(0)[0]
