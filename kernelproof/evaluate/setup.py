@@ -20,6 +20,7 @@ import torch
 from kernelproof.errors import TaskError
 from kernelproof.evaluate import machine
 from kernelproof.evaluate.build import PendingBuild, awaited, needs_build
+from kernelproof.evaluate.correctness import LARGE_CASE_BYTES
 from kernelproof.evaluate.step_records import Setup, Solution, Stopped
 from kernelproof.evaluate.workers import WorkerSource
 from kernelproof.inputs import slot_bytes
@@ -47,6 +48,8 @@ from kernelproof.verify.case_plan import (
 )
 from kernelproof.verify.contract import judged
 from kernelproof.verify.oracle import Randomness
+from kernelproof.wire import handoff
+from kernelproof.wire.protocol import BULK_MIN_BYTES
 
 
 def read(solution: Submitted) -> Solution:
@@ -135,8 +138,9 @@ def prepare(
             if isinstance(audited, Stopped):
                 return audited
             plan = _plan(task, models.probe, audited, timed, dev, options, rng, flags)
+            handoff = handoff_bytes(audited.contexts.values(), dev)
             correctness, profile, footprint = _footprints(
-                audited.contexts, timed, peak.bytes(), need, options
+                audited.contexts, timed, peak.bytes() + handoff, need, options
             )
         except TaskError as exc:
             return Stopped(Outcome.ERROR, Reason(ReasonCode.TASK_ERROR, str(exc)), tuple(flags), task.sha256)
@@ -157,6 +161,7 @@ def prepare(
         footprint_bytes=footprint,
         correctness_bytes=correctness,
         profile_bytes=profile,
+        handoff_bytes=handoff,
         shapes_probed=audited.shapes_probed,
         shapes_in_contract=options.shape_variants == "auto",
         probe_cases=tuple(plan.probe_cases),
@@ -508,6 +513,22 @@ def footprint_bytes(contexts, measured_parent_bytes: int) -> int:
         parent = max(parent, case_memory.parent_share(inp, w, out))
         worker = max(worker, case_memory.worker_share(inp, w, out))
     return max(parent, measured_parent_bytes) + worker
+
+
+def handoff_bytes(contexts, dev: torch.device) -> int:
+    """The parent's own device buffers for the worker's handoff (kernelproof/wire/handoff.py) that
+    the cases and timed fetches of these variants make, kept until the worker exits: a task case's
+    large inputs lent, outputs offered. cudaMallocs outside torch's allocator, so setup's measure of
+    the parent never sees them; counted beside it. KernelBench's 47_Sum (an 8.6 GB input, a few
+    KB out) holds its input's buffer through its timed rounds: uncounted, eager ran out of memory
+    on an H100."""
+    if dev.type != "cuda" or not handoff.available():
+        return 0
+    held = 0
+    for ctx in contexts:
+        inp, _, out = _case_sizes(ctx)
+        held += (inp if inp > LARGE_CASE_BYTES else 0) + (out if out >= BULK_MIN_BYTES else 0)
+    return held
 
 
 def _case_sizes(ctx: VariantContext) -> tuple[int, int, int]:

@@ -77,6 +77,7 @@ class Setup:
     footprint_bytes: int = 0  # GPU memory the evaluation takes, parent and workers (0 on the CPU)
     correctness_bytes: int = 0  # of it, what its correctness cases take (the timed rounds may take more)
     profile_bytes: int = 0  # the cases' and one profiled call's (a solution with no kernel of its own)
+    handoff_bytes: int = 0  # of them, the parent's own buffers for the worker's handoff (expected)
     shapes_probed: tuple[str, ...] = ()  # auto variants (perturbed size constants) run besides the task's
     shapes_in_contract: bool = False  # a failure on them fails the candidate (--shape-variants auto)
     probe_cases: tuple[Case, ...] = ()  # the probed shapes' cases, when they are not in the contract

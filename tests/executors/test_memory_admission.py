@@ -462,6 +462,31 @@ def test_the_footprint_counts_inputs_weights_outputs_and_what_setup_measured():
     assert footprint_bytes([ctx], 10**9) == 10**9 + (w + 3 * inp + 3 * out)
 
 
+def test_the_parents_handoff_buffers_are_counted_beside_its_measure_on_a_gpu(monkeypatch):
+    """The parent's own cudaMallocs for the worker's handoff (a task case's large inputs lent, its
+    outputs offered) are outside torch's allocator: setup's measure of the parent never sees them.
+    Large inputs only above a large case's size; outputs from the wire's bulk size; none on the CPU
+    or where the handoff is off."""
+    from kernelproof.evaluate import setup as setup_module
+    from kernelproof.evaluate.correctness import LARGE_CASE_BYTES
+    from kernelproof.wire import handoff
+    from kernelproof.wire.protocol import BULK_MIN_BYTES
+
+    sizes = {
+        "small": (1024, 0, 1024),
+        "bulk_out": (1024, 0, BULK_MIN_BYTES),
+        "large": (LARGE_CASE_BYTES + 1, 0, 8),
+    }
+    monkeypatch.setattr(setup_module, "_case_sizes", lambda ctx: sizes[ctx])
+    cuda = torch.device("cuda", 0)
+    assert setup_module.handoff_bytes(["small", "bulk_out", "large"], torch.device("cpu")) == 0
+    monkeypatch.setattr(handoff, "available", lambda: False)
+    assert setup_module.handoff_bytes(["large"], cuda) == 0
+    monkeypatch.setattr(handoff, "available", lambda: True)
+    assert setup_module.handoff_bytes(["small"], cuda) == 0
+    assert setup_module.handoff_bytes(["bulk_out", "large"], cuda) == BULK_MIN_BYTES + LARGE_CASE_BYTES + 1
+
+
 def test_the_timed_rounds_count_a_batch_of_inputs_and_outputs_in_every_timed_worker(monkeypatch):
     """The candidate's worker and each cold baseline's hold a batch's calls, each with inputs and
     outputs of its own, and the parent keeps its share; the candidate's worker has let go of its
