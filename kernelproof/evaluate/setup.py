@@ -138,9 +138,9 @@ def prepare(
             if isinstance(audited, Stopped):
                 return audited
             plan = _plan(task, models.probe, audited, timed, dev, options, rng, flags)
-            handoff = handoff_bytes(audited.contexts.values(), dev)
+            buffers = handoff_bytes(audited.contexts.values(), dev)  # beside torch's, unmeasured
             correctness, profile, footprint = _footprints(
-                audited.contexts, timed, peak.bytes() + handoff, need, options
+                audited.contexts, timed, peak.bytes() + buffers, need, options
             )
         except TaskError as exc:
             return Stopped(Outcome.ERROR, Reason(ReasonCode.TASK_ERROR, str(exc)), tuple(flags), task.sha256)
@@ -161,7 +161,7 @@ def prepare(
         footprint_bytes=footprint,
         correctness_bytes=correctness,
         profile_bytes=profile,
-        handoff_bytes=handoff,
+        handoff_bytes=buffers,
         shapes_probed=audited.shapes_probed,
         shapes_in_contract=options.shape_variants == "auto",
         probe_cases=tuple(plan.probe_cases),

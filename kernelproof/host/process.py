@@ -247,20 +247,21 @@ class WorkerProcess(Scheduling):
 
     def handoff_bytes(self) -> int:
         """Device memory this process holds for the worker's handoff, kept until the worker exits
-        (:mod:`kernelproof.wire.handoff` says why); 0 with none. Outside torch's allocator, so
-        setup's measure of the parent never sees it: the timed rounds' reservation adds it
-        (kernelproof/evaluate/timing.py). On an H100, KernelBench's 47_Sum kept its 8.6 GB input's
-        buffer through its timed rounds, uncounted, and eager ran out of memory mid-run."""
+        (:mod:`kernelproof.wire.handoff` says why); 0 with none. Setup predicts it beside its
+        measure of the parent (kernelproof/evaluate/setup.py, ``handoff_bytes``); the timed
+        rounds' reservation adds what the cases made beyond that (kernelproof/evaluate/timing.py)."""
         return self._inbox.held_bytes() if self._inbox is not None else 0
 
     def handoff_note(self) -> str | None:
         """A flag for the verdict when large tensors took host memory where the device handoff was
-        meant to carry them (seconds a tensor: an evaluation's figures are slower for a reason of
-        this machine's, not the candidate's code); None when none did."""
+        meant to carry them (seconds a tensor: an evaluation's seconds are not its kernels' alone);
+        None when none did. A note only: nothing is judged by it. Where the worker's reply says
+        it could not map a lent buffer, that is the worker's word (the candidate shares its
+        process), and the flag says so."""
         if self.handoff_failed:
             return (
-                "handoff_fell_back: a device buffer could not be mapped or read; this worker's large "
-                "tensors took host memory from then on"
+                "handoff_fell_back: a device buffer could not be mapped (the worker's word) or read "
+                "back here; this worker's large tensors took host memory from then on"
             )
         if self._inbox is not None and self._inbox.short_tensors:
             gb = self._inbox.short_bytes / 1e9

@@ -140,7 +140,8 @@ class Inbox:
 
     def held_bytes(self) -> int:
         """The device memory this process's buffers take: outside torch's allocator, so no
-        measurement of the parent's tensors sees them (admission adds them: evaluate/timing.py)."""
+        measurement of the parent's tensors sees them (admission counts them: evaluate/setup.py
+        predicts them, evaluate/timing.py adds any beyond the prediction)."""
         return sum(nbytes for (_, _, nbytes) in self._slots)
 
     def _short(self, t: torch.Tensor) -> None:
