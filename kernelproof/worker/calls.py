@@ -90,6 +90,10 @@ def _described(exc: BaseException, what: str, path: str) -> dict[str, Any]:
     msg, detail = program.describe_exception(exc, path)
     if program.is_build_failure(exc):
         return failure(ReasonCode.COMPILE_ERROR, f"{what}: {exc}", detail)
+    if program.is_kernel_compile_failure(exc):
+        return failure(
+            ReasonCode.COMPILE_ERROR, f"{what} raised {msg} (Triton could not compile a kernel)", detail
+        )
     text = str(exc).lower()
     code = ReasonCode.RUNTIME_ERROR
     # Crash or runtime error: the solution's failure either way. Whether a lack of memory was

@@ -43,6 +43,26 @@ def is_build_failure(exc: BaseException) -> bool:
     return False
 
 
+# Triton's JIT compiles a kernel at its first launch, inside the solution's forward: a kernel it
+# cannot compile raises this class (or a subclass: a failed static_assert, an unsupported construct).
+TRITON_COMPILE_FAILURE = ("triton.compiler.errors", "CompilationError")
+
+
+def is_kernel_compile_failure(exc: BaseException) -> bool:
+    """A Triton kernel its JIT could not compile at launch, the exception itself or the one it was
+    raised from. The solution's own compile error, not a runtime one: no lack of device memory takes
+    this form, so a large task's evaluation is neither blamed on the device's size (``too_large``)
+    nor re-run alone for it (kernelproof/evaluate/memory_blame.py). Read from the class's own
+    ``__mro__`` (``type()``, never ``__class__``); a solution that dresses its exception in this
+    class's name only files its own failure as a compile error."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if any((k.__module__, k.__qualname__) == TRITON_COMPILE_FAILURE for k in type(exc).__mro__):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
 def import_file(path: str, module_name: str) -> Any:
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
