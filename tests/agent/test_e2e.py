@@ -15,6 +15,14 @@ from kernelproof.options import EvalOptions
 DATA = Path(__file__).parent / "data"
 
 
+def openai_sdk() -> None:
+    """The loopback model speaks through the `openai` SDK (the `agent` extra): a machine without it
+    (the GPU image) skips, as it would any optional backend."""
+    pytest.importorskip(
+        "openai", reason="the vllm: backend needs the `openai` SDK (pip install -e '.[agent]')"
+    )
+
+
 def fenced(source: str) -> str:
     return f"A Triton kernel for y = 2x + 1.\n\n```python\n{source}```\n"
 
@@ -23,6 +31,7 @@ def fenced(source: str) -> str:
 def test_optimize_with_the_real_evaluator_feeds_a_real_rejection_back_and_keeps_the_verified_kernel(
     serve, tmp_path
 ):
+    openai_sdk()
     correct = (DATA / "scale_add_triton.py").read_text()
     wrong = correct.replace("x * 2.0 + 1.0", "x * 2.0")  # forgets the + 1
     answers = iter([fenced(wrong), fenced(correct)])
@@ -65,6 +74,7 @@ def test_a_replay_log_carried_to_a_gpu_machine_runs_end_to_end(tmp_path):
 
 @pytest.mark.slow
 def test_under_optimizes_default_a_hard_coded_row_length_is_never_the_best(serve, tmp_path):
+    openai_sdk()
     """A KernelBench file has one shape; a kernel written for its row length passes it (with a flag
     under eval's default), but optimize probes other sizes as part of the contract."""
     solutions = Path(__file__).resolve().parents[1] / "data" / "solutions"
