@@ -84,7 +84,7 @@ def near_the_edge_failure(verdict: Verdict, device: str, pool: LocalPool) -> boo
     """A memory-shaped failure of an evaluation large enough for the reference's re-run alone."""
     return (
         bool(verdict.reasons)
-        and memory_shaped(verdict.reasons[0].code)
+        and memory_shaped(verdict.reasons[0])
         and near_the_edge(memory_facts(verdict, device, pool))
     )
 
@@ -106,7 +106,7 @@ def beyond_the_device(
     """
     facts = memory_facts(verdict, device, pool)
     capacity, footprint = facts.available_bytes, facts.footprint_bytes
-    if not verdict.reasons or not memory_shaped(verdict.reasons[0].code):
+    if not verdict.reasons or not memory_shaped(verdict.reasons[0]):
         return verdict
     if not own_out_of_memory(facts) and near_the_edge(facts):
         timed = failed_after_correctness(verdict)

@@ -82,6 +82,12 @@ class Reason:
     code: ReasonCode  # stable machine-readable code
     message: str  # one sentence a person (or an agent) can act on
     detail: str = ""  # optional evidence: a line number, a case id, a compiler excerpt
+    # The candidate's worker found the exception's class (and every one it was raised from) to be
+    # one no lack of device memory takes (a TypeError, an IndexError: kernelproof/worker/calls.py).
+    # The parent's memory blame then leaves it the solution's (kernelproof/evaluate/memory_blame.py):
+    # a word of the solution's process that can only file its own failure as its own. Not part of
+    # the verdict's JSON; decides nothing else.
+    memory_excluded: bool = field(default=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {"code": self.code.value, "message": self.message, "detail": self.detail}

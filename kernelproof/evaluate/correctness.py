@@ -189,7 +189,7 @@ def _with_weights_hint(reason: Reason, unmatched: list[str]) -> Reason:
         "the parameters in __init__ (a folded BatchNorm), it is stale. Recompute it in a "
         "load_state_dict post-hook (docs/tasks.md, weights derived from parameters)"
     )
-    return Reason(reason.code, reason.message + hint, reason.detail)
+    return replace(reason, message=reason.message + hint)
 
 
 def _with_dropout_hint(reason: Reason) -> Reason:
@@ -202,7 +202,7 @@ def _with_dropout_hint(reason: Reason) -> Reason:
         "evaluated in eval() mode, without dropout: a ModelNew that still drops elements "
         "(F.dropout(training=True), torch.rand in forward) cannot match it"
     )
-    return Reason(reason.code, reason.message + hint, reason.detail)
+    return replace(reason, message=reason.message + hint)
 
 
 def _finite_case(ctx: VariantContext, case: Case):

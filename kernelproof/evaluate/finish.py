@@ -13,7 +13,7 @@ import platform
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -204,4 +204,4 @@ def _named_as_given(reason: Reason, solution_path: str) -> Reason:
     message, detail = named(reason.message), named(reason.detail)
     if message == reason.message and detail == reason.detail:
         return reason
-    return Reason(reason.code, message, detail)
+    return replace(reason, message=message, detail=detail)

@@ -17,6 +17,7 @@ log's text nor any message of the candidate's process: a worker's reply never se
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import torch
@@ -121,7 +122,7 @@ def judged_on_this_machine(reason: Reason, file: SolutionFile, device: str) -> R
         )
     if reason.code not in _OWN_FAILURES or device.startswith("cuda") or not names_a_gpu(file):
         return reason
-    return Reason(reason.code, f"{reason.message} [{device_note(device)}]", reason.detail)
+    return dataclasses.replace(reason, message=f"{reason.message} [{device_note(device)}]")
 
 
 def device_note(device: str) -> str:

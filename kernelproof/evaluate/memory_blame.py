@@ -10,7 +10,12 @@ got ``too_large`` instead of ``crash`` (I10). Only facts the parent established 
   admitted for the evaluation: an evaluation that cannot fit cannot judge anything;
 - or a re-run of the reference alone, in a fresh worker of the same size, that also failed.
 
-The worker's log is still shown to the user as evidence; it just decides nothing. On the CPU there
+The worker's log is still shown to the user as evidence; it just decides nothing. One word of the
+worker's is taken, because it can only keep a failure the solution's: that its exception's class
+(and every one it was raised from) is one no lack of memory takes, a TypeError or an IndexError
+(``Reason.memory_excluded``). Such a failure is never weighed: on a task beyond the device, a wrong
+kernel's TypeError was ``too_large``; near the device's edge, it paid for the reference's re-run
+alone on the whole device. On the CPU there
 is no device memory to run out of: there is never a fact, and a worker's death is the solution's.
 """
 
@@ -21,7 +26,7 @@ from dataclasses import dataclass
 
 from kernelproof.options import EvalOptions
 from kernelproof.submission import Submitted, submitted_bytes
-from kernelproof.verdict import ReasonCode, Verdict
+from kernelproof.verdict import Reason, ReasonCode, Verdict
 
 # Failures a lack of device memory can take the form of: a worker that died (crash), a forward
 # that raised torch.OutOfMemoryError (crash), a harness step in the worker that could not
@@ -56,9 +61,12 @@ def own_out_of_memory(facts: MemoryFacts) -> bool:
     return facts.footprint_bytes > facts.available_bytes
 
 
-def memory_shaped(code: ReasonCode) -> bool:
-    """Can a failure with this code be a lack of device memory at all (what the facts then decide)?"""
-    return code in MEMORY_SHAPED
+def memory_shaped(reason: Reason) -> bool:
+    """Can this failure be a lack of device memory at all (what the facts then decide)? Its code
+    says so, unless the candidate's worker found its exception of a class no lack of memory takes
+    (``Reason.memory_excluded``: a TypeError, an IndexError): a word of the solution's process,
+    taken only because it can do nothing but keep the failure the solution's."""
+    return reason.code in MEMORY_SHAPED and not reason.memory_excluded
 
 
 def near_the_edge(facts: MemoryFacts) -> bool:
@@ -94,5 +102,5 @@ def reference_alone_fails(
     alone = submitted_bytes(REFERENCE_ALONE_NAME, task.data + REFERENCE_ALONE.encode())
     timed = through_timing and not options.correctness_only
     verdict = judge(task, alone, options if timed else options.replace(correctness_only=True))
-    first = verdict.reasons[0].code if verdict.reasons else None
-    return first is not None and (memory_shaped(first) or first is ReasonCode.TOO_LARGE)
+    first = verdict.reasons[0] if verdict.reasons else None
+    return first is not None and (memory_shaped(first) or first.code is ReasonCode.TOO_LARGE)

@@ -64,4 +64,6 @@ def reason_of(reply: dict[str, Any], where: str = "") -> Reason:
     except ValueError:
         raise ProtocolError(f"the worker's reply names an unknown reason code {raw!r}") from None
     prefix = f"{where}: " if where else ""
-    return Reason(code, prefix + str(reply.get("message", "")), str(reply.get("detail", "")))
+    # only a runtime error can be excluded from the memory blame, and only by an explicit true
+    excluded = code is ReasonCode.RUNTIME_ERROR and reply.get("memory_excluded") is True
+    return Reason(code, prefix + str(reply.get("message", "")), str(reply.get("detail", "")), excluded)

@@ -232,6 +232,8 @@ def _failed(codes: frozenset[ReasonCode]) -> Check:
             "detail": text(),
             "handoff": text(16, frozenset({"failed"})),  # a lent input could not be mapped (run)
             "build": mapping(either(items(NAME, 4096), integer(0))),  # the import's build report (load)
+            # the exception's class can be no lack of device memory (kernelproof/worker/calls.py)
+            "memory_excluded": boolean,
         },
     )
 

@@ -63,6 +63,37 @@ def is_kernel_compile_failure(exc: BaseException) -> bool:
     return False
 
 
+# Exceptions no lack of device memory takes: a solution's bugs (a wrong argument, index, name or
+# shape check). torch, Triton, CuPy and CUDA extensions report an allocation that failed as a
+# RuntimeError (torch.OutOfMemoryError among them) or a MemoryError; numba's CudaAPIError is a
+# plain Exception subclass: none of these is listed, so each stays memory-shaped.
+NEVER_MEMORY = (
+    TypeError,
+    NameError,
+    AttributeError,
+    LookupError,
+    ValueError,
+    AssertionError,
+    ArithmeticError,
+    SyntaxError,
+    ImportError,
+)
+
+
+def never_memory(exc: BaseException) -> bool:
+    """Is this exception, and every one it was raised from or while handling, of a class no lack of
+    device memory takes (``NEVER_MEMORY``, by the real class through ``type()``)? A ValueError raised
+    while handling an out-of-memory RuntimeError is not. The parent's memory blame then leaves the
+    failure the solution's, on any device (kernelproof/evaluate/memory_blame.py): a solution that
+    misnames its own exception only keeps its own failure."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if not issubclass(type(exc), NEVER_MEMORY):
+            return False
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return exc is None
+
+
 def import_file(path: str, module_name: str) -> Any:
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:

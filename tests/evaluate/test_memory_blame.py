@@ -51,7 +51,11 @@ def test_a_reference_that_also_fails_alone_makes_it_kernelproof_s():
 
 
 def test_only_failures_that_can_be_a_lack_of_memory_are_weighed():
-    assert memory_shaped(ReasonCode.CRASH) and not memory_shaped(ReasonCode.MISMATCH)
+    assert memory_shaped(Reason(ReasonCode.CRASH, "x")) and not memory_shaped(
+        Reason(ReasonCode.MISMATCH, "x")
+    )
+    assert memory_shaped(Reason(ReasonCode.RUNTIME_ERROR, "x"))
+    assert not memory_shaped(Reason(ReasonCode.RUNTIME_ERROR, "x", memory_excluded=True))
 
 
 def _verdict_of(code: ReasonCode | None, footprint_bytes: int = 0):

@@ -15,6 +15,7 @@ import pytest
 
 from kernelproof.evaluate.memory_blame import memory_shaped
 from kernelproof.verdict import ReasonCode
+from kernelproof.wire.replies import reason_of
 from kernelproof.worker import calls, program
 
 
@@ -50,7 +51,7 @@ def test_tritons_own_compile_failure_is_a_compile_error():
     assert reply["code"] == ReasonCode.COMPILE_ERROR.value, reply
     assert "Triton could not compile a kernel" in reply["message"]
     assert "power of 2" in reply["detail"] + reply["message"]
-    assert not memory_shaped(ReasonCode(reply["code"]))
+    assert not memory_shaped(reason_of(reply))
 
 
 def test_a_compile_failure_re_raised_in_the_solutions_words_is_still_one():
