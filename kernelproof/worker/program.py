@@ -44,8 +44,19 @@ def is_build_failure(exc: BaseException) -> bool:
 
 
 # Triton's JIT compiles a kernel at its first launch, inside the solution's forward: a kernel it
-# cannot compile raises this class (or a subclass: a failed static_assert, an unsupported construct).
-TRITON_COMPILE_FAILURE = ("triton.compiler.errors", "CompilationError")
+# cannot compile raises one of these classes (or a subclass: a failed static_assert, an unsupported
+# construct), its front end's or ptxas's. (module, class name): Triton need not be imported here.
+TRITON_COMPILE_FAILURES = frozenset(
+    {("triton.compiler.errors", "CompilationError"), ("triton.runtime.errors", "PTXASError")}
+)
+# A launch that asks an SM for more shared memory or registers than it has: the kernel's
+# configuration, never a lack of device (global) memory.
+TRITON_NEVER_MEMORY = frozenset({("triton.runtime.errors", "OutOfResources")})
+
+
+def _of_named_class(exc: BaseException, names: frozenset[tuple[str, str]]) -> bool:
+    """Is the exception's real class (``type()``, never ``__class__``), or a base of it, one of `names`?"""
+    return any((k.__module__, k.__qualname__) in names for k in type(exc).__mro__)
 
 
 def is_kernel_compile_failure(exc: BaseException) -> bool:
@@ -57,14 +68,14 @@ def is_kernel_compile_failure(exc: BaseException) -> bool:
     class's name only files its own failure as a compile error."""
     seen = 0
     while exc is not None and seen < 8:
-        if any((k.__module__, k.__qualname__) == TRITON_COMPILE_FAILURE for k in type(exc).__mro__):
+        if _of_named_class(exc, TRITON_COMPILE_FAILURES):
             return True
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return False
 
 
 # Exceptions no lack of device memory takes: a solution's bugs (a wrong argument, index, name or
-# shape check). torch, Triton, CuPy and CUDA extensions report an allocation that failed as a
+# shape check; Triton's ``TRITON_NEVER_MEMORY``). torch, Triton, CuPy and CUDA extensions report an allocation that failed as a
 # RuntimeError (torch.OutOfMemoryError among them) or a MemoryError; numba's CudaAPIError is a
 # plain Exception subclass: none of these is listed, so each stays memory-shaped.
 NEVER_MEMORY = (
@@ -88,7 +99,7 @@ def never_memory(exc: BaseException) -> bool:
     misnames its own exception only keeps its own failure."""
     seen = 0
     while exc is not None and seen < 8:
-        if not issubclass(type(exc), NEVER_MEMORY):
+        if not issubclass(type(exc), NEVER_MEMORY) and not _of_named_class(exc, TRITON_NEVER_MEMORY):
             return False
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return exc is None

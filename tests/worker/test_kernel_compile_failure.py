@@ -81,3 +81,20 @@ def test_other_failures_keep_their_runtime_codes(exc):
     reply = calls.call_failure(exc, "forward", "/nowhere/solution.py")
     assert reply["code"] == ReasonCode.RUNTIME_ERROR.value, reply
     assert not program.is_kernel_compile_failure(exc)
+
+
+def test_ptxas_refusing_a_kernel_is_a_compile_error_too():
+    errors = pytest.importorskip("triton.runtime.errors")
+    reply = calls.call_failure(errors.PTXASError("ptxas fatal: Unresolved extern function"), "forward", "")
+    assert reply["code"] == ReasonCode.COMPILE_ERROR.value, reply
+
+
+def test_a_launch_beyond_the_sms_shared_memory_is_the_kernels_configuration_not_the_devices_memory():
+    """Triton's OutOfResources (shared memory, registers): a runtime error, never weighed as a lack
+    of device memory (kernelproof/evaluate/memory_blame.py)."""
+    errors = pytest.importorskip("triton.runtime.errors")
+    exc = errors.OutOfResources(262144, 232448, "shared memory")
+    reply = calls.call_failure(exc, "forward", "/nowhere/solution.py")
+    assert reply["code"] == ReasonCode.RUNTIME_ERROR.value
+    assert program.never_memory(exc) and reason_of(reply).memory_excluded
+    assert not memory_shaped(reason_of(reply))
