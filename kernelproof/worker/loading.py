@@ -164,7 +164,8 @@ def _load_candidate(state: WorkerState, h: dict[str, Any], init_args: list[Any],
         state, threads_before, "importing the solution"
     )
     if refused is None and failed is not None:
-        refused = failure(failed.code, failed.message, failed.detail, **report)
+        excluded = {"memory_excluded": True} if failed.memory_excluded else {}
+        refused = failure(failed.code, failed.message, failed.detail, **report, **excluded)
     return model, refused, report
 
 

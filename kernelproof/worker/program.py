@@ -28,6 +28,7 @@ class LoadFailure:
     code: ReasonCode  # why it failed
     message: str  # one sentence
     detail: str = ""  # evidence: line, compiler lines
+    memory_excluded: bool = False  # a runtime error of a class no lack of device memory takes
 
 
 def is_build_failure(exc: BaseException) -> bool:
@@ -233,7 +234,9 @@ def _load_candidate(
         msg, detail = describe_exception(exc, path)
         if is_build_failure(exc):
             return None, LoadFailure(ReasonCode.COMPILE_ERROR, f"constructing ModelNew: {exc}", detail)
-        return None, LoadFailure(ReasonCode.RUNTIME_ERROR, f"constructing ModelNew raised {msg}", detail)
+        return None, LoadFailure(
+            ReasonCode.RUNTIME_ERROR, f"constructing ModelNew raised {msg}", detail, never_memory(exc)
+        )
 
 
 def construct(cls: Any, init_args: list[Any], device: torch.device | None, init_seed: int) -> Any:

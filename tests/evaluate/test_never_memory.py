@@ -146,3 +146,25 @@ def test_the_pipeline_carries_the_workers_word_to_the_verdicts_reason(tmp_path):
     assert v.verdict is Outcome.FAIL and v.reasons[0].code is ReasonCode.RUNTIME_ERROR, v.reasons
     assert "TypeError" in v.reasons[0].message and v.reasons[0].memory_excluded
     assert "memory_excluded" not in v.reasons[0].to_json()
+
+
+WRONG_CONSTRUCTOR = """
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):  # the task gives it arguments
+        super().__init__()
+
+    def forward(self, x):
+        return x
+"""
+
+
+def test_a_constructor_called_with_arguments_it_does_not_take_is_excluded_too(tmp_path):
+    sol = tmp_path / "wrong_constructor.py"
+    sol.write_text(WRONG_CONSTRUCTOR)
+    opts = EvalOptions(device="cpu", db="", seed=3, correctness_only=True, seeds_per_case=1, timeout_s=300.0)
+    v = evaluate(SCALE_RELU, str(sol), opts)
+    assert v.verdict is Outcome.FAIL and v.reasons[0].code is ReasonCode.RUNTIME_ERROR, v.reasons
+    assert "constructing ModelNew raised TypeError" in v.reasons[0].message and v.reasons[0].memory_excluded
