@@ -48,9 +48,21 @@ SOLUTION_FAILURES = frozenset(
 )
 
 
-def failure(code: ReasonCode, message: str, detail: str = "", **extra: Any) -> dict[str, Any]:
-    """The header of a failed request (the worker side)."""
-    return {"ok": False, "code": ReasonCode(code).value, "message": message, "detail": detail, **extra}
+def failure(
+    code: ReasonCode, message: str, detail: str = "", memory_excluded: bool = False, **extra: Any
+) -> dict[str, Any]:
+    """The header of a failed request (the worker side). `memory_excluded`: the exception's class is
+    one no lack of device memory takes (kernelproof/worker/program.py, ``never_memory``); sent only
+    when true, and read back (:func:`reason_of`) only with a runtime error."""
+    excluded = {"memory_excluded": True} if memory_excluded else {}
+    return {
+        "ok": False,
+        "code": ReasonCode(code).value,
+        "message": message,
+        "detail": detail,
+        **extra,
+        **excluded,
+    }
 
 
 def reason_of(reply: dict[str, Any], where: str = "") -> Reason:

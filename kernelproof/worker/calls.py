@@ -101,6 +101,5 @@ def _described(exc: BaseException, what: str, path: str) -> dict[str, Any]:
     # it from its own facts (kernelproof/evaluate/memory_blame.py).
     if isinstance(exc, torch.OutOfMemoryError) or any(k in text for k in CUDA_FAULTS):
         code = ReasonCode.CRASH
-    if code is ReasonCode.RUNTIME_ERROR and program.never_memory(exc):
-        return failure(code, f"{what} raised {msg}", detail, memory_excluded=True)
-    return failure(code, f"{what} raised {msg}", detail)
+    excluded = code is ReasonCode.RUNTIME_ERROR and program.never_memory(exc)
+    return failure(code, f"{what} raised {msg}", detail, memory_excluded=excluded)

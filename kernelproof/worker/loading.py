@@ -164,8 +164,7 @@ def _load_candidate(state: WorkerState, h: dict[str, Any], init_args: list[Any],
         state, threads_before, "importing the solution"
     )
     if refused is None and failed is not None:
-        excluded = {"memory_excluded": True} if failed.memory_excluded else {}
-        refused = failure(failed.code, failed.message, failed.detail, **report, **excluded)
+        refused = failure(failed.code, failed.message, failed.detail, failed.memory_excluded, **report)
     return model, refused, report
 
 

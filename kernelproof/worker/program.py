@@ -31,48 +31,59 @@ class LoadFailure:
     memory_excluded: bool = False  # a runtime error of a class no lack of device memory takes
 
 
+CHAIN_LIMIT = 8  # exceptions followed through __cause__/__context__ (a cycle, an endless chain end there)
+
+
+def raised_chain(exc: BaseException) -> list[BaseException | None]:
+    """The exception, the one it was raised from or while handling, and so on: ``CHAIN_LIMIT`` at
+    most, with None last where the chain went on beyond them (no class test holds for None)."""
+    chain: list[BaseException | None] = []
+    while exc is not None and len(chain) < CHAIN_LIMIT:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return chain if exc is None else [*chain, None]
+
+
 def is_build_failure(exc: BaseException) -> bool:
     """A build the worker asked the parent for failed or was refused (kernelproof.build.inline), the
     exception itself or the one it was raised from (a solution re-raising it in its own words)."""
     from kernelproof.errors import BuildRequestError
 
-    seen = 0
-    while exc is not None and seen < 8:
-        if isinstance(exc, BuildRequestError):
-            return True
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return False
+    return any(isinstance(e, BuildRequestError) for e in raised_chain(exc))
 
 
 # Triton's JIT compiles a kernel at its first launch, inside the solution's forward: a kernel it
 # cannot compile raises one of these classes (or a subclass: a failed static_assert, an unsupported
-# construct), its front end's or ptxas's. (module, class name): Triton need not be imported here.
-TRITON_COMPILE_FAILURES = frozenset(
-    {("triton.compiler.errors", "CompilationError"), ("triton.runtime.errors", "PTXASError")}
+# construct), its front end's or ptxas's. (module, class name), looked up among the modules loaded:
+# an exception of Triton's comes only once Triton is imported, and the worker never imports it.
+TRITON_COMPILE_FAILURES = (
+    ("triton.compiler.errors", "CompilationError"),
+    ("triton.runtime.errors", "PTXASError"),
 )
 # A launch that asks an SM for more shared memory or registers than it has: the kernel's
 # configuration, never a lack of device (global) memory.
-TRITON_NEVER_MEMORY = frozenset({("triton.runtime.errors", "OutOfResources")})
+TRITON_NEVER_MEMORY = (("triton.runtime.errors", "OutOfResources"),)
 
 
-def _of_named_class(exc: BaseException, names: frozenset[tuple[str, str]]) -> bool:
-    """Is the exception's real class (``type()``, never ``__class__``), or a base of it, one of `names`?"""
-    return any((k.__module__, k.__qualname__) in names for k in type(exc).__mro__)
+def _loaded_classes(names: tuple[tuple[str, str], ...]) -> tuple[type, ...]:
+    """The exception classes `names` are, where their modules are loaded: the classes themselves,
+    so that identity decides, never a class's name (a solution's own class may claim any)."""
+    found = []
+    for module_name, class_name in names:
+        cls = getattr(sys.modules.get(module_name), class_name, None)
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            found.append(cls)
+    return tuple(found)
 
 
 def is_kernel_compile_failure(exc: BaseException) -> bool:
     """A Triton kernel its JIT could not compile at launch, the exception itself or the one it was
     raised from. The solution's own compile error, not a runtime one: no lack of device memory takes
     this form, so a large task's evaluation is neither blamed on the device's size (``too_large``)
-    nor re-run alone for it (kernelproof/evaluate/memory_blame.py). Read from the class's own
-    ``__mro__`` (``type()``, never ``__class__``); a solution that dresses its exception in this
-    class's name only files its own failure as a compile error."""
-    seen = 0
-    while exc is not None and seen < 8:
-        if _of_named_class(exc, TRITON_COMPILE_FAILURES):
-            return True
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return False
+    nor re-run alone for it (kernelproof/evaluate/memory_blame.py). The real class (``type()``,
+    never ``__class__``) against Triton's own classes."""
+    failures = _loaded_classes(TRITON_COMPILE_FAILURES)
+    return bool(failures) and any(issubclass(type(e), failures) for e in raised_chain(exc))
 
 
 # Exceptions no lack of device memory takes: a solution's bugs (a wrong argument, index, name or
@@ -98,12 +109,8 @@ def never_memory(exc: BaseException) -> bool:
     while handling an out-of-memory RuntimeError is not. The parent's memory blame then leaves the
     failure the solution's, on any device (kernelproof/evaluate/memory_blame.py): a solution that
     misnames its own exception only keeps its own failure."""
-    seen = 0
-    while exc is not None and seen < 8:
-        if not issubclass(type(exc), NEVER_MEMORY) and not _of_named_class(exc, TRITON_NEVER_MEMORY):
-            return False
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return exc is None
+    never = NEVER_MEMORY + _loaded_classes(TRITON_NEVER_MEMORY)
+    return all(issubclass(type(e), never) for e in raised_chain(exc))
 
 
 def import_file(path: str, module_name: str) -> Any:

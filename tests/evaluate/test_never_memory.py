@@ -77,7 +77,8 @@ def test_an_exception_raised_while_handling_an_out_of_memory_is_not_excluded():
 def test_a_reply_excludes_only_a_runtime_error_and_only_by_an_explicit_true():
     """A crash is a dead worker or torch's OutOfMemoryError: no word of the worker's takes it out."""
     assert not reason_of(failure(ReasonCode.CRASH, "died", memory_excluded=True)).memory_excluded
-    assert not reason_of(failure(ReasonCode.RUNTIME_ERROR, "x", memory_excluded="yes")).memory_excluded
+    forged = {**failure(ReasonCode.RUNTIME_ERROR, "x"), "memory_excluded": "yes"}  # a worker's raw reply
+    assert not reason_of(forged).memory_excluded
     assert reason_of(failure(ReasonCode.RUNTIME_ERROR, "x", memory_excluded=True)).memory_excluded
 
 
@@ -137,13 +138,19 @@ class ModelNew(nn.Module):
 """
 
 
-def test_the_pipeline_carries_the_workers_word_to_the_verdicts_reason(tmp_path):
-    """Through the real worker, the parent's reading of its reply and the verdict's finishing."""
-    sol = tmp_path / "wrong_arguments.py"
-    sol.write_text(WRONG_ARGUMENTS)
+def _failed_on_the_cpu(tmp_path, name: str, source: str):
+    """The verdict of `source` on the CPU, through the real worker, the parent's reading of its
+    reply and the verdict's finishing: a runtime error."""
+    sol = tmp_path / name
+    sol.write_text(source)
     opts = EvalOptions(device="cpu", db="", seed=3, correctness_only=True, seeds_per_case=1, timeout_s=300.0)
     v = evaluate(SCALE_RELU, str(sol), opts)
     assert v.verdict is Outcome.FAIL and v.reasons[0].code is ReasonCode.RUNTIME_ERROR, v.reasons
+    return v
+
+
+def test_the_pipeline_carries_the_workers_word_to_the_verdicts_reason(tmp_path):
+    v = _failed_on_the_cpu(tmp_path, "wrong_arguments.py", WRONG_ARGUMENTS)
     assert "TypeError" in v.reasons[0].message and v.reasons[0].memory_excluded
     assert "memory_excluded" not in v.reasons[0].to_json()
 
@@ -162,9 +169,5 @@ class ModelNew(nn.Module):
 
 
 def test_a_constructor_called_with_arguments_it_does_not_take_is_excluded_too(tmp_path):
-    sol = tmp_path / "wrong_constructor.py"
-    sol.write_text(WRONG_CONSTRUCTOR)
-    opts = EvalOptions(device="cpu", db="", seed=3, correctness_only=True, seeds_per_case=1, timeout_s=300.0)
-    v = evaluate(SCALE_RELU, str(sol), opts)
-    assert v.verdict is Outcome.FAIL and v.reasons[0].code is ReasonCode.RUNTIME_ERROR, v.reasons
+    v = _failed_on_the_cpu(tmp_path, "wrong_constructor.py", WRONG_CONSTRUCTOR)
     assert "constructing ModelNew raised TypeError" in v.reasons[0].message and v.reasons[0].memory_excluded

@@ -67,11 +67,19 @@ class CompilationError(Exception):
     """The same name in another module: not Triton's class."""
 
 
+class Posing(Exception):
+    """A solution's class that claims Triton's module and name: identity decides, not the claim."""
+
+
+Posing.__module__, Posing.__qualname__ = "triton.compiler.errors", "CompilationError"
+
+
 @pytest.mark.parametrize(
     "exc",
     [
         RuntimeError("CUDA error: out of memory"),
         CompilationError("at 2:11: arange's range must be a power of 2"),
+        Posing("at 2:11: arange's range must be a power of 2"),
         ValueError("at 2:11: CompilationError"),
     ],
 )
