@@ -43,6 +43,8 @@ from kernelproof.verify.precision import Label, classify_downgrade
 from kernelproof.wire.expected import OUTPUT_REUSED, REUSED_NOTE, Expected
 from kernelproof.wire.replies import reason_of
 
+# the laps a case's request reports (kernelproof/worker/case_runs.py), kept in the cost table
+CASE_LAPS = frozenset({"inputs", "poison", "call", "checks", "fingerprint", "handoff", "to host"})
 LARGE_CASE_BYTES = 64 * 2**20  # above this, inputs are drawn in the worker and run 2 answers by fingerprint
 
 
@@ -250,6 +252,7 @@ def _run_case(ctx, case: Case, seed: int, args, ref, orc, worker, options, wides
         else:  # inputs lent on the device; large outputs: run 1's come back there too, else both runs'
             runs = 2 if projection is None else 1
             reply, outs = worker.request_outputs(header, tensors, ref, limit, lend=bool(tensors), runs=runs)
+        steps.said(reply.get("steps_s"), CASE_LAPS)
     if not reply.get("ok"):
         return reason_of(reply, f"case {case.case_id}")
     with steps.step("case_compare"):

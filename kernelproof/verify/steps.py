@@ -133,6 +133,25 @@ def step(name: str) -> Iterator[None]:
         clock.add(full, time.perf_counter() - started)
 
 
+def said(laps: object, known: frozenset[str]) -> None:
+    """The seconds a worker says one request spent in each of its laps, recorded as steps
+    ``said/<lap>`` under the step open now (a case's ``case_worker``): where the worker's part of
+    an evaluation goes, in the cost table. The worker's own word (the candidate shares its
+    process): a cost figure only, nothing is judged by it; a lap outside `known`, or a figure that
+    is not a non-negative number, is left out, so a reply cannot add lines of its own."""
+    clock = _clock.get()
+    if clock is None or not isinstance(laps, dict):
+        return
+    for name, seconds in laps.items():
+        if (
+            name in known
+            and isinstance(seconds, (int, float))
+            and not isinstance(seconds, bool)
+            and seconds >= 0
+        ):
+            clock.add("/".join([*clock._stack, "said", name]), float(seconds))
+
+
 @contextmanager
 def entered(held: AbstractContextManager[Any], wait: str) -> Iterator[None]:
     """Inside `held` (a gate, a lock), the wait to enter it timed as the step `wait`: seconds an

@@ -65,6 +65,26 @@ def test_the_verdict_says_what_each_step_cost(monkeypatch, enabled):
     cases_run = v.correctness.cases_run
     assert steps["correctness/case_worker"]["n"] == steps["correctness/case_compare"]["n"] == cases_run
     assert steps["setup"]["s"] >= steps["setup/audit"]["s"]  # a nested step is part of its parent
+    # the worker's own laps of each case, under its step: where case_worker's seconds went
+    for lap in ("inputs", "poison", "call", "checks", "to host"):
+        assert steps[f"correctness/case_worker/said/{lap}"]["n"] == cases_run, lap
+    said = sum(v["s"] for k, v in steps.items() if k.startswith("correctness/case_worker/said/"))
+    assert said <= steps["correctness/case_worker"]["s"]
+
+
+def test_a_workers_laps_are_kept_only_by_the_names_it_is_known_to_use():
+    """The laps are the worker's word (the candidate shares its process): a reply cannot add lines
+    of its own to the cost table, nor a figure that is not a non-negative number."""
+    from kernelproof.verify import steps as step_clock
+
+    with step_clock.recording("t") as clock, step_clock.step("case_worker"):
+        step_clock.said(
+            {"call": 0.5, "made_up": 9.0, "poison": -1.0, "checks": True, "inputs": "2"},
+            frozenset({"call", "poison", "checks", "inputs"}),
+        )
+        step_clock.said(["call", 1.0], frozenset({"call"}))  # not a mapping: nothing
+    assert {k for k in clock.totals if "said" in k} == {"case_worker/said/call"}
+    assert clock.totals["case_worker/said/call"] == {"s": 0.5, "n": 1}
 
 
 def test_an_evaluation_in_progress_says_which_step_it_is_in():
