@@ -601,6 +601,7 @@ def main(argv: list[str] | None = None) -> int:
         "candidates": len(candidates),
         "aa_tolerance": AA_TOLERANCE,
         "deadline_s": ns.deadline_s,
+        "serve_args": ns.serve_arg,  # e.g. --jobs-per-slot N (the service's default: 2)
         "commit": _commit(),
     }
     doc = _document(settings, runs)

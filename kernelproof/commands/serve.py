@@ -60,6 +60,14 @@ TrustClientTasks = Annotated[
         help="Accept a client's own reference source (it runs in the trusted parent): only for clients you trust.",
     ),
 ]
+JobsPerSlot = Annotated[
+    int,
+    typer.Option(
+        "--jobs-per-slot",
+        help="Local executor: jobs taken at once for each of a device's --per-device slots "
+        "(a job waiting for its build or a large task's memory holds no slot).",
+    ),
+]
 QueueLimit = Annotated[int, typer.Option("--queue-limit", help="Jobs queued or running before 429.")]
 MaxBodyBytes = Annotated[int, typer.Option("--max-body-bytes", help="Largest request body (413 above).")]
 RaySlots = Annotated[
@@ -85,6 +93,7 @@ def serve_command(
     token_file: TokenFile = None,
     trust_client_tasks: TrustClientTasks = False,
     per_device: PerDevice = 1,
+    jobs_per_slot: JobsPerSlot = 2,
     queue_limit: QueueLimit = 256,
     max_body_bytes: MaxBodyBytes = 1_000_000,
     executor: Executor = "local",
@@ -140,6 +149,7 @@ def serve_command(
         trust_client_tasks=trust_client_tasks,
         max_body_bytes=max_body_bytes,
         queue_limit=queue_limit,
+        jobs_per_slot=jobs_per_slot,
         executor=executor,
         address=address,
         ray_slots=ray_slots,

@@ -103,7 +103,10 @@ def _evaluate(
     env["steps"] = clock.totals  # filled in place as each step ends (kernelproof/verify/steps.py)
     envelope = Envelope(env, settings_of(options, seed, device), phases.started, options.kernelbench_compat)
     with steps.step("setup"):
-        setup = prepare(task_file, solution, options, seed, device, workers, admit=held.grow)
+        # the arrival: nothing of this evaluation is on the device yet, so it stands aside from
+        # its slot while it waits for the memory (kernelproof/executors/device_memory.py)
+        admit = partial(held.grow, aside=True)
+        setup = prepare(task_file, solution, options, seed, device, workers, admit=admit)
     if isinstance(setup, Stopped):
         ref = FileRef(task_file.path, task_file.sha256)
         return stopped_verdict(setup, ref, solution.ref, envelope, setup.built)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 class _NoHold:
     waited_s = 0.0
 
-    def grow(self, nbytes: int) -> float:
+    def grow(self, nbytes: int, aside: bool = False) -> float:
         return 0.0
 
 

@@ -14,6 +14,10 @@ DEFAULT_MAX_BODY_BYTES = 1_000_000  # a solution file is tens of kB; a batch of 
 DEFAULT_QUEUE_LIMIT = 256  # jobs queued or running before new ones are answered 429
 DEFAULT_RETRY_AFTER_S = 5
 MAX_BATCH = 512  # items in one batch request
+# Jobs the local executor takes at once for each of a device's --per-device slots: a job waiting
+# for its build, or standing aside for a large task's device memory, holds no slot
+# (kernelproof/serve/eval_backends.py).
+DEFAULT_JOBS_PER_SLOT = 2
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,7 @@ class ServeConfig:
     trust_client_tasks: bool = False  # accept a client's own reference source (it runs in the parent)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     queue_limit: int = DEFAULT_QUEUE_LIMIT
+    jobs_per_slot: int = DEFAULT_JOBS_PER_SLOT  # local executor: jobs at once for each device slot
     retry_after_s: int = DEFAULT_RETRY_AFTER_S
     executor: str = "local"  # local | ray
     address: str | None = None  # the Ray cluster's address (executor ray)
@@ -40,6 +45,8 @@ class ServeConfig:
             raise UsageError("--max-body-bytes must be at least 1024")
         if self.queue_limit < 1:
             raise UsageError("--queue-limit must be at least 1")
+        if self.jobs_per_slot < 1:
+            raise UsageError("--jobs-per-slot must be at least 1")
         if not is_loopback(self.host) and not self.token:
             raise UsageError(
                 f"--host {self.host} is not a loopback address: the service runs the clients' code and "

@@ -26,6 +26,7 @@ from kernelproof import api
 from kernelproof.executors.local import LocalPool, resolve_devices
 from kernelproof.measure.floor import for_device as launch_floor
 from kernelproof.options import EvalOptions
+from kernelproof.serve.config import DEFAULT_JOBS_PER_SLOT
 from kernelproof.store import as_requested, open_store, served
 from kernelproof.submission import Submission
 from kernelproof.verdict import Verdict
@@ -44,14 +45,23 @@ class Backend(Protocol):
 
 
 class LocalBackend:
-    def __init__(self, options: EvalOptions):
+    """This host's devices. `jobs_per_slot`: the service's threads for each of a device's
+    ``per_device`` slots. A job waits outside its device's slot for its CUDA build
+    (kernelproof/api.py builds before the slot is taken) and, standing aside, for the device
+    memory of a large task (kernelproof/executors/device_memory.py): with one thread a slot, four
+    slots on an H200 held two or three such waits at once while the small jobs queued behind them.
+    The device's admission still runs ``per_device`` evaluations at once."""
+
+    def __init__(self, options: EvalOptions, jobs_per_slot: int = DEFAULT_JOBS_PER_SLOT):
         self._devices = resolve_devices(options.device)
         self._per_device = options.per_device
+        self._lanes = max(1, jobs_per_slot)
         self._pool = LocalPool()
         self._store = open_store(options.db) if options.db != "" else None
 
     def slots(self) -> list[str]:
-        return [d for d in self._devices for _ in range(self._per_device)]
+        """The device of each of the service's threads: `jobs_per_slot` a slot."""
+        return [d for d in self._devices for _ in range(self._per_device * self._lanes)]
 
     def stored(self, files: Submission, options: EvalOptions) -> Verdict | None:
         """A verdict the store holds for this evaluation on any of the service's devices (the key

@@ -45,7 +45,7 @@ def serve(config: ServeConfig) -> None:
     )
     print(listening_line(config.host, sock.getsockname()[1]), flush=True)
     print(
-        f"kernelproof serve: {len(service.catalog)} task(s), {len(service.backend.slots())} evaluation slot(s)",
+        f"kernelproof serve: {len(service.catalog)} task(s), {len(service.backend.slots())} job(s) at once",
         file=sys.stderr,
         flush=True,
     )

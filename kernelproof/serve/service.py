@@ -44,7 +44,7 @@ class Service:
             backend = (
                 RayBackend(config.options, config.address, config.ray_slots)
                 if config.executor == "ray"
-                else LocalBackend(config.options)
+                else LocalBackend(config.options, config.jobs_per_slot)
             )
         self.backend = backend
         self.scheduler = Scheduler(self.book, backend, self.metrics, config.queue_limit)

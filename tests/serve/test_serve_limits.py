@@ -62,7 +62,9 @@ def test_with_a_token_file_every_request_but_healthz_needs_the_token(tmp_path, s
 
 
 def test_a_client_that_goes_away_cancels_its_queued_jobs(tmp_path, servers):
-    s = start(tmp_path, *FAST)  # one slot: the first job runs, the others wait
+    # one slot and one job taken for it: the first job runs, the others stay queued (with more jobs
+    # than slots a job taken waits for the slot as running, where it can no longer be cancelled)
+    s = start(tmp_path, *FAST, "--jobs-per-slot", "1")
     servers.append(s)
     items = [{"task": "scale_relu", "solution": GOOD + f"\n# gone {i}\n"} for i in range(3)]
     with s.client() as c:
@@ -98,7 +100,7 @@ def test_a_client_that_goes_away_cancels_its_queued_jobs(tmp_path, servers):
 
 
 def test_a_restart_mid_batch_serves_what_was_judged_and_reruns_what_was_in_flight(tmp_path, servers):
-    s = start(tmp_path, *FAST)  # one slot, so the batch is judged one job after the other
+    s = start(tmp_path, *FAST, "--jobs-per-slot", "1")  # one job at a time: judged one after the other
     servers.append(s)
     # the second job's import waits 5 s: it is still running when the first one's answer is read,
     # however fast the machine judges a wrong kernel

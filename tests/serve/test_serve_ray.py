@@ -37,7 +37,7 @@ def test_a_batch_is_judged_on_a_two_node_ray_cluster(tmp_path, servers, two_node
     verdicts = [answers[j]["verdict"] for j in head["jobs"]]
     assert [v["verdict"] for v in verdicts] == ["pass", "fail", "pass"], [v["reasons"] for v in verdicts]
     assert 'kernelproof_in_flight{device="ray"}' in metrics  # judged through the Ray executor
-    assert "2 evaluation slot(s)" in s.log.read_text()  # one per node's CPU
+    assert "2 job(s) at once" in s.log.read_text()  # one per node's CPU
 
 
 def test_the_serve_verb_takes_per_device_on_a_ray_cluster(tmp_path, servers, two_nodes):
@@ -55,4 +55,4 @@ def test_the_serve_verb_takes_per_device_on_a_ray_cluster(tmp_path, servers, two
     assert [v["verdict"] for v in verdicts] == ["pass", "fail", "pass", "fail"], [
         v["reasons"] for v in verdicts
     ]
-    assert "4 evaluation slot(s)" in s.log.read_text()  # one actor per node's CPU, two at once on each
+    assert "4 job(s) at once" in s.log.read_text()  # one actor per node's CPU, two at once on each
