@@ -2,9 +2,10 @@
 
 Why threads over the executors: an evaluation is a blocking call into
 :func:`kernelproof.api.evaluate` (or the Ray executor) that already runs the candidate in its
-sandboxed worker; the event loop must never wait on one. The local backend lists two threads for
-each of a device's ``per_device`` evaluation slots (kernelproof/serve/eval_backends.py): a job
-waiting for its build or for a large task's device memory holds no slot of the device. Each thread
+sandboxed worker; the event loop must never wait on one. The local backend lists ``--jobs-per-slot``
+threads (two by default) for each of a device's ``per_device`` evaluation slots
+(kernelproof/serve/eval_backends.py): a job waiting for its build or for a large task's device
+memory holds no slot of the device. Each thread
 takes the oldest queued job whose content hash is not being judged right now, so identical
 requests (a GRPO group's duplicate completions) run once and the rest are answered from the store
 when the first is done.
