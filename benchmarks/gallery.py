@@ -36,8 +36,9 @@ from candidate_set import Candidate, load, scaled_task, smoke_pairs
 HONEST = ("honest_triton", "honest_cuda")
 BASELINES = ("eager", "compile")
 WIDTH = 100  # the docstring's lines are wrapped here
-# the paragraph runs to the CPU line, the docstring's end or a blank line, whatever it holds
-GPU_PARAGRAPH = re.compile(r'^Measured\b.*?(?=^CPU \(|^"""|^$)', re.MULTILINE | re.DOTALL)
+# the paragraph runs to the CPU line (a Triton kernel's "CPU (...)", a CUDA kernel's "CPU: its
+# kernels compile..."), the docstring's end or a blank line, whatever it holds
+GPU_PARAGRAPH = re.compile(r'^Measured\b.*?(?=^CPU\b|^"""|^$)', re.MULTILINE | re.DOTALL)
 CPU_LINE = re.compile(r'^CPU \(.*?(?=^Measured\b|^"""|^$)', re.MULTILINE | re.DOTALL)
 
 

@@ -79,6 +79,23 @@ def test_the_measured_paragraph_is_replaced_whatever_it_held_and_the_cpu_line_ke
     assert "fail (mismatch)" in cpu and "2026-12-08" in cpu and cpu.count("CPU (") == 1
 
 
+def test_a_cuda_kernels_cpu_line_stays_when_its_measured_paragraph_is_written():
+    """A CUDA kernel's CPU line says its kernels compile with nvcc ("CPU: ..."), not "CPU (...)":
+    the paragraph stops there too, and the rewrite keeps it, once and again."""
+    _, candidates = candidate_set.load()
+    cuda = next(c for c in gallery.honest(candidates, []) if c.backend == "cuda")
+    source = cuda.file.read_text()
+    cpu_line = next(line for line in source.splitlines() if line.startswith("CPU: "))
+    once = gallery.rewrite(source, gallery.gpu_text(PASSED), cpu=False)
+    twice = gallery.rewrite(once, gallery.gpu_text({**PASSED, "date": "2026-12-08"}), cpu=False)
+    for written in (once, twice):
+        assert cpu_line in written and "not yet measured" not in written
+    assert "2026-12-07" not in twice and twice.count("Measured (") == 1
+    assert twice.replace(gallery.GPU_PARAGRAPH.search(twice).group(0), "") == source.replace(
+        gallery.GPU_PARAGRAPH.search(source).group(0), ""
+    )  # nothing but the paragraph changed
+
+
 def test_every_honest_kernel_of_the_set_has_both_places_to_write():
     _, candidates = candidate_set.load()
     chosen = gallery.honest(candidates, [])
