@@ -1,6 +1,9 @@
 """Linear + Swish + scale: an honest CUDA kernel (load_inline) for KernelBench level2/59_Matmul_Swish_Scaling.py.
 
-Measured: not yet measured on a GPU (no verdict, no speedup against eager or torch.compile).
+Measured (NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, Triton 3.6.0; kernelproof source d7252889ceaa,
+2026-12-07, alone on the device): pass, 4 of 4 cases; 0.22x eager (95 % CI 0.22-0.22); 0.22x compile
+(95 % CI 0.22-0.22); the kernel 24.43 ms at the 'default' shape (median, cold, 5 interleaved
+rounds).
 CPU: its kernels compile with nvcc 13 for sm_90 (benchmarks/candidate_set.py --nvcc); nothing
 CUDA runs without a GPU.
 """

@@ -1,6 +1,9 @@
 """Linear + ReLU + divide: an honest CUDA kernel (load_inline) for KernelBench level2/63_Gemm_ReLU_Divide.py.
 
-Measured: not yet measured on a GPU (no verdict, no speedup against eager or torch.compile).
+Measured (NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, Triton 3.6.0; kernelproof source d7252889ceaa,
+2026-12-07, alone on the device): pass, 4 of 4 cases; 0.23x eager (95 % CI 0.23-0.24); 0.23x compile
+(95 % CI 0.23-0.23); the kernel 11.65 ms at the 'default' shape (median, cold, 5 interleaved
+rounds).
 CPU: its kernels compile with nvcc 13 for sm_90 (benchmarks/candidate_set.py --nvcc); nothing
 CUDA runs without a GPU.
 """

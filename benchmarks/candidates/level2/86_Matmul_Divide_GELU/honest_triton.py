@@ -2,7 +2,10 @@
 
 How: a tiled GEMM with the epilogue fused into its store; fp32 through 3xTF32 (split precision).
 
-Measured: not yet measured on a GPU (no verdict, no speedup against eager or torch.compile).
+Measured (NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, Triton 3.6.0; kernelproof source d7252889ceaa,
+2026-12-07, alone on the device): pass, 4 of 4 cases; 1.30x eager (95 % CI 1.29-1.31); 1.30x compile
+(95 % CI 1.28-1.30); the kernel 2.078 ms at the 'default' shape (median, cold, 5 interleaved
+rounds).
 CPU (Triton's interpreter, correctness only, at the task's cpu_sizes in manifest.json): pass, 16 of
 16 cases, 2026-12-06.
 """
