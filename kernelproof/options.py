@@ -146,6 +146,11 @@ class EvalOptions:
     # their timings never do (host/gate.py)
     per_device: int = 1
     require_sandbox: bool = False  # refuse to evaluate unless every containment layer holds
+    # a GPU solution that defines no kernel of its own is profiled on one call before any batch and
+    # refused there (no_custom_kernel, evaluate/timing.py); False takes it through the timed rounds,
+    # refused after them by the same coverage rule: the reference's re-run alone (evaluate/
+    # memory_blame.py), which must reach the phase a candidate ran out of memory in
+    refuse_plain_first: bool = True
 
     def replace(self, **changes: Any) -> EvalOptions:
         return dataclasses.replace(self, **changes)
@@ -165,6 +170,9 @@ class EvalOptions:
         - ``build_workers``: how many builder processes run at once; each build is the same.
         - ``require_sandbox``: whether to refuse running without every containment layer; a verdict
           that was produced at all was produced under the layers it records.
+        - ``refuse_plain_first``: where a solution with no kernel of its own is refused
+          (``no_custom_kernel``), at one profiled call or after the timed rounds; the outcome is the
+          same. Off only for the reference's re-run alone, which is never stored.
 
         - ``per_device``: evaluations in flight on one device share its memory in their untimed
           stretches (never its timed ones), so an out-of-memory crash at ``per_device=2`` says
@@ -172,7 +180,15 @@ class EvalOptions:
           sharing. It is recorded with the row like the time limits, and a ``crash`` or
           ``timeout`` is served only to an equal or larger ``per_device``.
         """
-        skip = {"fresh", "db", "build_cache", "build_workers", "require_sandbox", *SERVING_CONDITIONS}
+        skip = {
+            "fresh",
+            "db",
+            "build_cache",
+            "build_workers",
+            "require_sandbox",
+            "refuse_plain_first",
+            *SERVING_CONDITIONS,
+        }
         out = {}
         for f in dataclasses.fields(self):
             if f.name not in skip:

@@ -101,6 +101,10 @@ def reference_alone_fails(
     # the task's bytes as the evaluation read them, with the line that makes its Model the candidate
     alone = submitted_bytes(REFERENCE_ALONE_NAME, task.data + REFERENCE_ALONE.encode())
     timed = through_timing and not options.correctness_only
-    verdict = judge(task, alone, options if timed else options.replace(correctness_only=True))
+    # through the timed rounds themselves: the reference defines no kernel of its own, and one
+    # profiled call would refuse it (no_custom_kernel) before any batch, the phase that ran out of
+    # memory never reached (on an H100, 47_Sum's honest CUDA kernel stayed a crash that way)
+    again = options.replace(refuse_plain_first=False) if timed else options.replace(correctness_only=True)
+    verdict = judge(task, alone, again)
     first = verdict.reasons[0] if verdict.reasons else None
     return first is not None and (memory_shaped(first) or first.code is ReasonCode.TOO_LARGE)

@@ -138,7 +138,7 @@ def prepare(
             if isinstance(audited, Stopped):
                 return audited
             plan = _plan(task, models.probe, audited, timed, dev, options, rng, flags)
-            buffers = handoff_bytes(audited.contexts.values(), dev)  # beside torch's, unmeasured
+            buffers = handoff_bytes(audited.contexts.values(), dev, need.estimate)  # beside torch's
             correctness, profile, footprint = _footprints(
                 audited.contexts, timed, peak.bytes() + buffers, need, options
             )
@@ -515,20 +515,33 @@ def footprint_bytes(contexts, measured_parent_bytes: int) -> int:
     return max(parent, measured_parent_bytes) + worker
 
 
-def handoff_bytes(contexts, dev: torch.device) -> int:
+def handoff_bytes(contexts, dev: torch.device, meta: case_memory.Estimate | None = None) -> int:
     """The parent's own device buffers for the worker's handoff (kernelproof/wire/handoff.py) that
     the cases and timed fetches of these variants make, kept until the worker exits: a task case's
     large inputs lent, outputs offered. cudaMallocs outside torch's allocator, so setup's measure of
     the parent never sees them; counted beside it. KernelBench's 47_Sum (an 8.6 GB input, a few
     KB out) holds its input's buffer through its timed rounds: uncounted, eager ran out of memory
-    on an H100."""
+    on an H100.
+
+    Never below what the meta device's sizes of the largest variant (`meta`) make: a variant whose
+    inputs setup never drew (its audit served) has no slots to count. Uncounted there, 47_Sum's
+    second candidate in a process was admitted at 77 GB on an H100's 78, where its first had been
+    86 GB and ``too_large``, and an honest kernel's timed call ran out of memory."""
     if dev.type != "cuda" or not handoff.available():
         return 0
     held = 0
     for ctx in contexts:
         inp, _, out = _case_sizes(ctx)
-        held += (inp if inp > LARGE_CASE_BYTES else 0) + (out if out >= BULK_MIN_BYTES else 0)
-    return held
+        held += _lent(inp, out)
+    return max(held, 0 if meta is None else _lent(meta.input_bytes, meta.output_bytes))
+
+
+def _lent(input_bytes: int, output_bytes: int) -> int:
+    """The handoff buffers one case of these sizes makes in the parent: its inputs where the case is
+    large, its outputs from the wire's bulk size."""
+    return (input_bytes if input_bytes > LARGE_CASE_BYTES else 0) + (
+        output_bytes if output_bytes >= BULK_MIN_BYTES else 0
+    )
 
 
 def _case_sizes(ctx: VariantContext) -> tuple[int, int, int]:

@@ -94,7 +94,7 @@ def time_candidate(
     policy = options.policy or setup.task.meta.policy
     claims = gpu_claims() if device.startswith("cuda") else cpu_claims(backend, None, frozenset())
     identity = kernel_identity(setup, worker)  # builds are over: none is served once timing starts
-    screened = device.startswith("cuda") and not identity.own  # one profiled call may refuse it
+    screened = device.startswith("cuda") and not identity.own and options.refuse_plain_first  # see options
     grow((setup.profile_bytes if screened else setup.footprint_bytes) + _unforeseen(setup, worker))
     per_shape: list[tuple[str, Coverage]] = []  # (variant, coverage) of each timed shape on a GPU
     telemetry = _gpu_telemetry(device, turns)
@@ -117,7 +117,7 @@ def time_candidate(
                     )
                 if untimed is not None:
                     return untimed
-            if device.startswith("cuda") and not identity.own:
+            if screened:
                 with turns.shared(lend=worker), steps.step("timing"), steps.step("profile_first"):
                     refused = _no_kernel_of_its_own(worker, ctx, rng, identity, policy, limit, device, flags)
                 if refused is not None:

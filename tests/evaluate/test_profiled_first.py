@@ -49,7 +49,11 @@ class _Stop(Exception):
 
 
 def _timing_events(
-    monkeypatch: pytest.MonkeyPatch, own: bool, kernels: tuple, handoff_bytes: int = 0
+    monkeypatch: pytest.MonkeyPatch,
+    own: bool,
+    kernels: tuple,
+    handoff_bytes: int = 0,
+    refuse_plain_first: bool = True,
 ) -> list[tuple]:
     """What ``time_candidate`` asks for, in order, up to its first baseline: each growth of the
     memory reservation, the candidate's load and its profiled call (a GPU faked at its seams)."""
@@ -98,7 +102,9 @@ def _timing_events(
         handoff_bytes=4,  # what setup counted of the parent's handoff buffers
     )
     checked = SimpleNamespace(tolerances={"default": object()})
-    options = SimpleNamespace(policy=None, step_limit=lambda step: 30.0)
+    options = SimpleNamespace(
+        policy=None, step_limit=lambda step: 30.0, refuse_plain_first=refuse_plain_first
+    )
     grow = lambda nbytes: events.append(("grow", nbytes))  # noqa: E731
     try:
         worker = SimpleNamespace(handoff_bytes=lambda: handoff_bytes)
@@ -125,6 +131,16 @@ def test_a_solution_with_a_kernel_of_its_own_reserves_the_timed_rounds_before_it
     events = _timing_events(monkeypatch, own=True, kernels=())
     assert events[:2] == [("grow", 170), ("load",)] and ("profile",) not in events
     assert events[-1] == ("baselines",)
+
+
+def test_the_references_rerun_alone_is_taken_through_the_timed_rounds_unprofiled(monkeypatch):
+    """The reference run as the candidate (kernelproof/evaluate/memory_blame.py) defines no kernel:
+    profiled first, it would be refused before the batch that ran out of memory in the candidate's
+    evaluation. With ``refuse_plain_first`` off it reserves the timed rounds and goes on to its
+    baselines, as a solution with kernels of its own does."""
+    library = (("ampere_sgemm", "library", 1.5),)
+    events = _timing_events(monkeypatch, own=False, kernels=library, refuse_plain_first=False)
+    assert events == [("grow", 170), ("load",), ("grow", 170), ("baselines",)]
 
 
 @pytest.mark.parametrize("own", [True, False])

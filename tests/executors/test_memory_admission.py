@@ -487,6 +487,30 @@ def test_the_parents_handoff_buffers_are_counted_beside_its_measure_on_a_gpu(mon
     assert setup_module.handoff_bytes(["bulk_out", "large"], cuda) == BULK_MIN_BYTES + LARGE_CASE_BYTES + 1
 
 
+def test_the_handoff_buffers_of_a_variant_setup_never_drew_are_counted_from_the_meta_sizes(monkeypatch):
+    """An audit served from an earlier evaluation leaves a variant with no drawn inputs to count:
+    the meta device's sizes of the largest variant are the floor (on an H100, KernelBench
+    level1/47_Sum's second candidate in a process was admitted 8.6 GB short and an honest kernel's
+    timed call ran out of memory). Drawn slots larger than the floor still count whole."""
+    from kernelproof.evaluate import setup as setup_module
+    from kernelproof.evaluate.correctness import LARGE_CASE_BYTES
+    from kernelproof.verify.footprint import Estimate
+    from kernelproof.wire import handoff
+
+    sizes = {"undrawn": (0, 0, 0), "large": (2 * LARGE_CASE_BYTES, 0, 8)}
+    monkeypatch.setattr(setup_module, "_case_sizes", lambda ctx: sizes[ctx])
+    monkeypatch.setattr(handoff, "available", lambda: True)
+    cuda = torch.device("cuda", 0)
+    big = LARGE_CASE_BYTES + 4096  # 47_Sum: one 8.6 GB input, a few KB out
+    meta = Estimate("default", big, big // 4, 0, 0, 16384, 4096)
+    assert setup_module.handoff_bytes(["undrawn"], cuda) == 0  # what was counted before
+    assert setup_module.handoff_bytes(["undrawn"], cuda, meta) == big
+    assert setup_module.handoff_bytes(["large"], cuda, meta) == 2 * LARGE_CASE_BYTES
+    small = Estimate("default", 1024, 256, 0, 0, 1024, 256)
+    assert setup_module.handoff_bytes(["undrawn"], cuda, small) == 0
+    assert setup_module.handoff_bytes(["undrawn"], torch.device("cpu"), meta) == 0
+
+
 def test_the_timed_rounds_count_a_batch_of_inputs_and_outputs_in_every_timed_worker(monkeypatch):
     """The candidate's worker and each cold baseline's hold a batch's calls, each with inputs and
     outputs of its own, and the parent keeps its share; the candidate's worker has let go of its

@@ -139,6 +139,7 @@ UNKEYED = {
     "build_workers": 3,
     "require_sandbox": True,
     "per_device": 2,  # recorded with the row instead: a crash or timeout is served only at as much sharing
+    "refuse_plain_first": False,  # where no_custom_kernel is decided, not whether (the re-run alone only)
 }
 KEYED = {
     "baselines": ("eager", "compile:default"),
