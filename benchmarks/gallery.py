@@ -107,6 +107,9 @@ def figures(v) -> dict[str, Any]:
         "source": (env.get("kernelproof_source_sha256") or "")[:12],
         "date": dt.date.today().isoformat(),
         "cases": f"{v.correctness.cases_passed} of {v.correctness.cases_run}" if v.correctness else "",
+        # how the evaluation counted its memory (footprint, cases', handoff buffers, admission wait):
+        # what decides too_large or crash near a device's edge, kept for the run's reader
+        "memory": env.get("memory") or {},
     }
 
 

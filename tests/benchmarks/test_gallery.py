@@ -114,6 +114,8 @@ def test_a_smoke_kernel_measured_on_the_cpu(tmp_path):
     passed, run = rows[0]["cases"].split(" of ")
     assert rows[0]["verdict"] == "pass" and passed == run and int(run) > 0
     assert rows[0]["speedups"] == {}  # correctness only: the interpreter's speed is no claim
+    memory = rows[0]["memory"]  # the evaluation's own count, for a reader of a run near a device's edge
+    assert memory["footprint_bytes"] >= memory["correctness_bytes"] > 0 and "handoff_bytes" in memory
 
 
 def test_a_device_run_s_rows_are_written_here_the_last_of_each_kernel_winning(tmp_path):
