@@ -142,7 +142,7 @@ def _evaluate(
         "footprint_bytes": setup.footprint_bytes,
         "correctness_bytes": setup.correctness_bytes,
         "profile_bytes": setup.profile_bytes,
-        "handoff_bytes": setup.handoff_bytes,  # the parent's buffers beside its allocator, counted in
+        "handoff_bytes": setup.handoff_bytes,  # the parent's buffers outside its allocator (in the above)
         "admission_wait_s": round(held.waited_s, 3),
     }
     ran = _run_candidate(setup, built, options, device, workers, phases, held)
