@@ -47,6 +47,13 @@ SPIKE_SCALE = 1.0e3  # magnitude of the spikes
 POSITIVE_FLOOR = 1.0e-3  # "positive" maps x -> |x| + this
 NONZERO_GAP = 1.0e-2  # "nonzero" pushes |x| below this out to it
 FINGERPRINT_SIGMAS = 6.0  # fingerprints may differ by this many normwise tolerances before they disagree
+# A timed batch's buffers (its calls' inputs and outputs) a worker keeps alive while it draws the
+# next batch, so that no address repeats between batches (B1, beside the check of every timed
+# output), where they hold at most this much; a larger batch goes before the next is drawn. Kept
+# whatever their size, two batches of KernelBench level 1's 6.4 GB tensors sat in each timed
+# worker at once (49 GiB in the candidate's, 37 GiB and a failed 6 GiB allocation in eager's on an
+# H200): more than an H200 holds beside the parent, for an honest kernel timed alone.
+KEPT_BATCH_BYTES = 2**30
 
 
 @dataclass(frozen=True)

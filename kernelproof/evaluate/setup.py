@@ -482,7 +482,8 @@ def timed_footprint_bytes(
     and oracles stay held, and its checks of a batch draw a case), and in each timed program's
     worker, the candidate's and each cold baseline's, the weights and a batch's calls, each with
     its fresh inputs and its outputs, kept until the batch is checked (measure/session.py,
-    ``calls_per_batch``). The candidate's worker lets go of what its cases kept before it loads
+    ``calls_per_batch``), and a small last batch kept beside it (case_memory.timed_worker_share).
+    The candidate's worker lets go of what its cases kept before it loads
     for its timed rounds (kernelproof/worker/loading.py, ``_let_go``): counted beside the batch,
     that share made KernelBench level1/38_L1Norm_'s timed rounds 189 GB, more than an H200 has.
     0 with no program timed."""

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from kernelproof.inputs import KEPT_BATCH_BYTES
 from kernelproof.task import Task, instantiate
 from kernelproof.verify.meta_recurrent import RECURRENT, recurrent_outputs
 
@@ -108,8 +109,12 @@ def timed_worker_share(
     input_bytes: int, weight_bytes: int, output_bytes: int, programs: int, calls: int
 ) -> int:
     """The timed workers' part of :func:`timed_bytes`: each program's weights, and `calls` calls'
-    inputs and outputs, held until its batch is checked."""
-    return programs * (weight_bytes + calls * (input_bytes + output_bytes))
+    inputs and outputs, held until its batch is checked; and the last batch beside it where the
+    worker keeps that alive while it draws the next (one of at most ``KEPT_BATCH_BYTES``:
+    kernelproof/worker/state.py, ``let_go_of_a_large_batch``)."""
+    batch = calls * (input_bytes + output_bytes)
+    kept = batch if batch <= KEPT_BATCH_BYTES else 0
+    return programs * (weight_bytes + batch + kept)
 
 
 def parent_share(input_bytes: int, weight_bytes: int, output_bytes: int) -> int:

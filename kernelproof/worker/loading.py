@@ -125,9 +125,10 @@ def _let_go(state: WorkerState) -> None:
     50 GB of it the candidate's cases, and its honest kernels ran out of memory alone. A timed
     batch's buffers may now take addresses a case's had: every timed call's output is checked
     (its fingerprint against the oracle's), so a result cached by address is a wrong result there,
-    and from the first batch on each batch's buffers are kept while the next is drawn (B1, as
-    before). The parent's reservation for the timed rounds counts the worker's program and batch
-    only (kernelproof/evaluate/setup.py, ``timed_footprint_bytes``)."""
+    and from the first batch on a small batch's buffers are kept while the next is drawn (B1, as
+    before; a large one goes first: kernelproof/worker/state.py, ``let_go_of_a_large_batch``). The
+    parent's reservation for the timed rounds counts the worker's program, its batch and a kept
+    one (kernelproof/evaluate/setup.py, ``timed_footprint_bytes``)."""
     state.let_go(program=True)
 
 

@@ -14,10 +14,26 @@ from typing import Any
 
 import torch
 
+from kernelproof.inputs import KEPT_BATCH_BYTES
 from kernelproof.sandbox import guards
 from kernelproof.wire import handoff
 from kernelproof.wire.handoff import Outbox
 from kernelproof.worker.launches import Launches
+
+
+def held_bytes(kept: Any) -> int:
+    """Bytes of the distinct storages of the tensors in `kept` (nested lists and tuples), each
+    counted once however many views share it."""
+    seen: dict[int, int] = {}
+    stack = [kept]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, torch.Tensor):
+            storage = x.untyped_storage()
+            seen[storage.data_ptr()] = storage.nbytes()
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
+    return sum(seen.values())
 
 
 def _off(on: bool) -> None:
@@ -87,6 +103,20 @@ class WorkerState:
         self.timed = []
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
+
+    def let_go_of_a_large_batch(self) -> None:
+        """Before a timed request draws its inputs: the last batch's buffers go where they hold
+        more than :data:`~kernelproof.inputs.KEPT_BATCH_BYTES` (no device cache emptied: the next
+        batch takes the same blocks from this process's allocator, never from the driver inside a
+        window).
+
+        Why: kept while the next batch was drawn, two batches sat in each timed worker at once, and
+        the timed rounds' reservation counts one (kernelproof/verify/footprint.py). Every timed
+        call's output is checked against the oracle (its fingerprint), so a result served by an
+        address that repeats is a wrong result there; a small batch is still kept, as before."""
+        if held_bytes([self.keep, self.timed]) > KEPT_BATCH_BYTES:
+            self.keep = []
+            self.timed = []
 
     def thread_state(self) -> tuple[set[int], int]:
         """Live Python threads, and how many threads solution code has started so far."""

@@ -58,6 +58,7 @@ def time_calls(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor
     n = int(h["calls"])
     if not 1 <= n <= MAX_CALLS or state.channel is None:
         return failure(ReasonCode.INTERNAL_ERROR, f"a time request for {n} calls cannot be served"), []
+    state.let_go_of_a_large_batch()  # before this batch's first inputs are drawn
     batch = _Batch(state, n, int(h["seed"]))
 
     def prepare(i: int) -> None:
@@ -181,6 +182,7 @@ def steady(state: WorkerState, h: dict[str, Any], tensors: list[torch.Tensor]):
     output kept and fingerprinted once the batch is over."""
     slots, fixed, scalars = input_spec(h, tensors)
     n = int(h["calls"])
+    state.let_go_of_a_large_batch()
     with hooks.quiet():
         sets = timed_input_batch(slots, fixed, scalars, int(h["seed"]), n + STEADY_WARMUP_CALLS, state.device)
     with hooks.collector_off():  # as in a time batch: nothing of the solution's runs before the fingerprints

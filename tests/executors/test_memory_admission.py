@@ -21,6 +21,7 @@ from kernelproof.executors.local import LocalPool
 from kernelproof.options import EvalOptions, TimingPolicy
 from kernelproof.task import load_task
 from kernelproof.verdict import Reason, ReasonCode
+from kernelproof.verify import footprint
 from kernelproof.verify.case_plan import build_variant, make_inputs, reference_and_oracle
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -514,8 +515,9 @@ def test_the_handoff_buffers_of_a_variant_setup_never_drew_are_counted_from_the_
 def test_the_timed_rounds_count_a_batch_of_inputs_and_outputs_in_every_timed_worker(monkeypatch):
     """The candidate's worker and each cold baseline's hold a batch's calls, each with inputs and
     outputs of its own, and the parent keeps its share; the candidate's worker has let go of its
-    correctness cases' buffers before it loads for them (kernelproof/worker/loading.py). Large
-    calls make fewer of them a batch."""
+    correctness cases' buffers before it loads for them (kernelproof/worker/loading.py). A small
+    batch is kept while the next is drawn (B1), so each worker holds two of them; large calls make
+    fewer of them a batch, and a large batch goes before the next (kernelproof/worker/state.py)."""
     from kernelproof.measure import session
 
     task = load_task(DATA / "tasks" / "scale_relu.py")
@@ -524,10 +526,12 @@ def test_the_timed_rounds_count_a_batch_of_inputs_and_outputs_in_every_timed_wor
     inp, w, out = 64 * 96 * 4, 2 * 96 * 4, 64 * 96 * 4
     parent = 3 * (inp + w) + 5 * out
     policy = TimingPolicy()  # five calls a batch
-    assert timed_footprint_bytes([ctx], 0, 2, policy) == parent + 2 * (w + 5 * (inp + out))
-    assert timed_footprint_bytes([ctx], 10**9, 3, policy) == 10**9 + 3 * (w + 5 * (inp + out))
+    assert timed_footprint_bytes([ctx], 0, 2, policy) == parent + 2 * (w + 2 * 5 * (inp + out))
+    assert timed_footprint_bytes([ctx], 10**9, 3, policy) == 10**9 + 3 * (w + 2 * 5 * (inp + out))
     assert timed_footprint_bytes([ctx], 10**9, 0, policy) == 0  # correctness only: nothing timed
     monkeypatch.setattr(session, "TIMED_BATCH_BYTES", 2 * inp)  # a batch's room: two calls' inputs
+    assert timed_footprint_bytes([ctx], 0, 2, policy) == parent + 2 * (w + 2 * 2 * (inp + out))
+    monkeypatch.setattr(footprint, "KEPT_BATCH_BYTES", inp)  # a batch past the bound: one held
     assert timed_footprint_bytes([ctx], 0, 2, policy) == parent + 2 * (w + 2 * (inp + out))
 
 
