@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import hashlib
 import json
+import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -204,14 +206,46 @@ def _judged_and_stored(
         # device, where the parent's own facts decide (kernelproof/blame.py). The
         # reference's re-run that may decide it is alone on the device too: beside other
         # evaluations, its failure would be theirs, not the task's size.
+        first, asked = verdict, time.monotonic()
         with pool.device_alone(device, options.per_device):
+            entered = time.monotonic()
             if again:
                 verdict = _judged(task, solution, options, device, pool)
+            rerun_s = verdict.elapsed_s if again else 0.0
             verdict = blame.beyond_the_device(verdict, task, options, device, pool, judge)
+            done = time.monotonic()
+        verdict = with_earlier_attempt(
+            verdict, first if again else None, entered - asked, done - entered - rerun_s
+        )
     else:
         verdict = blame.beyond_the_device(verdict, task, options, device, pool, judge)
     keep(store, key, verdict, options)  # an error of this machine at the time is never stored
     return verdict
+
+
+def with_earlier_attempt(
+    verdict: Verdict, first: Verdict | None, alone_wait_s: float, alone_rest_s: float
+) -> Verdict:
+    """The verdict of an evaluation decided alone on the device, charged with all it took: the
+    first attempt beside others where it ran again (step ``first_attempt``; None: the verdict is
+    that attempt's), the wait for the device to empty (``alone_wait``), and what ran alone beside
+    the evaluation's own re-run: the reference's re-run (``alone_checks``). Its ``elapsed_s`` is
+    their sum with its own.
+
+    Why: a verdict kept its last run's seconds only. On an H200, a service pass at four in flight
+    ran no answered evaluation's seconds for 69 of its 230 s, while evaluations ran again alone: a
+    trainer's GPU-seconds per candidate and the benchmark's cost table missed that time."""
+    charged = {
+        "first_attempt": first.elapsed_s if first is not None else 0.0,
+        "alone_wait": max(0.0, alone_wait_s),
+        "alone_checks": max(0.0, alone_rest_s),
+    }
+    steps = dict(verdict.environment.get("steps") or {})
+    steps.update({k: {"s": round(v, 4), "n": 1} for k, v in charged.items() if v > 0})
+    environment = {**verdict.environment, "steps": steps}
+    return dataclasses.replace(
+        verdict, environment=environment, elapsed_s=verdict.elapsed_s + sum(charged.values())
+    )
 
 
 def _judged(

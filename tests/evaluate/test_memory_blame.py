@@ -296,3 +296,28 @@ def test_a_pass_whose_baseline_crashed_beside_others_runs_again_alone(monkeypatc
     assert free_slots == ([3, 0] if again else [3])  # alone, the second judgement is the verdict
     assert not blame.lost_a_baseline(v)
     assert v.timing.shapes[0].baselines_lost == ({"eager": code} if code and not again else {})
+
+
+def test_a_verdict_decided_alone_is_charged_with_its_first_attempt_and_its_wait(monkeypatch):
+    """A verdict kept its last run's seconds only: on an H200 the first attempts of evaluations run
+    again alone, and the waits for the device to empty, were in no verdict and no cost table."""
+    first = dataclasses.replace(_verdict_of(ReasonCode.CRASH), elapsed_s=7.0)
+    second = dataclasses.replace(_verdict_of(None), elapsed_s=5.0)
+    second = dataclasses.replace(
+        second, environment={**second.environment, "steps": {"setup": {"s": 1.0, "n": 1}}}
+    )
+    v, free_slots = _judged_in_turn(monkeypatch, [first, second])
+    assert free_slots == [3, 0] and v.codes == []
+    steps = v.environment["steps"]
+    assert steps["first_attempt"] == {"s": 7.0, "n": 1} and steps["setup"] == {"s": 1.0, "n": 1}
+    charged = sum(steps.get(k, {}).get("s", 0.0) for k in ("first_attempt", "alone_wait", "alone_checks"))
+    assert v.elapsed_s == pytest.approx(5.0 + charged) and v.elapsed_s >= 12.0
+
+
+def test_a_verdict_decided_in_its_first_attempt_charges_nothing_twice():
+    v = dataclasses.replace(_verdict_of(None), elapsed_s=4.0)
+    charged = api.with_earlier_attempt(v, None, 0.5, 2.0)
+    assert charged.elapsed_s == pytest.approx(6.5)
+    assert "first_attempt" not in charged.environment["steps"]
+    assert charged.environment["steps"]["alone_checks"] == {"s": 2.0, "n": 1}
+    assert api.with_earlier_attempt(v, None, 0.0, 0.0).elapsed_s == 4.0
