@@ -29,8 +29,11 @@ def held_bytes(kept: Any) -> int:
     while stack:
         x = stack.pop()
         if isinstance(x, torch.Tensor):
-            storage = x.untyped_storage()
-            seen[storage.data_ptr()] = storage.nbytes()
+            try:
+                storage = x.untyped_storage()
+                seen[storage.data_ptr()] = storage.nbytes()
+            except (RuntimeError, NotImplementedError):  # no plain storage: its own size, by identity
+                seen[-id(x) - 1] = x.numel() * x.element_size()
         elif isinstance(x, (list, tuple)):
             stack.extend(x)
     return sum(seen.values())

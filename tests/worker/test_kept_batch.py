@@ -84,3 +84,9 @@ def test_the_reservation_counts_a_kept_small_batch_and_not_a_large_one() -> None
     assert small == 2 * (5 * 2000) * 2  # each program: its batch and the last one, kept
     big = inputs.KEPT_BATCH_BYTES  # one call's inputs and outputs past the bound
     assert footprint.timed_worker_share(big, 10, big, programs=3, calls=2) == 3 * (10 + 2 * 2 * big)
+
+
+def test_held_bytes_counts_a_tensor_without_a_plain_storage_by_its_size() -> None:
+    sparse = torch.eye(8).to_sparse()  # no storage to read: 64 elements of 4 bytes, as its size says
+    assert held_bytes([sparse, (sparse,)]) == 256
+    assert held_bytes([torch.ones(10), sparse]) == 40 + 256
