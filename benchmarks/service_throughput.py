@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import _admission_timeline as timeline
 from _common import ROOT, out_dir
 from _costs import cost_table, row_steps
 
@@ -256,6 +257,13 @@ def one_pass(ns, candidates: list[Candidate], per_device: int, cache: Path, labe
     prefilled = any(cache.iterdir()) if cache.is_dir() else False
     failure: list[BaseException] = []
     started = time.monotonic()
+    sampled = timeline.AdmissionTimeline(
+        server.url,
+        ns.device,
+        ns.out / "admission.jsonl",
+        started,
+        {"pass": label, "per_device": per_device},
+    )
     reader = threading.Thread(
         target=_read_answers, args=(ns, server, candidates, label, started, rows, failure), daemon=True
     )
@@ -266,6 +274,7 @@ def one_pass(ns, candidates: list[Candidate], per_device: int, cache: Path, labe
         wall = time.monotonic() - started
     finally:
         share = busy.stop()
+        device = sampled.stop()
         server.close()
         reader.join(timeout=30)
         shutil.rmtree(state, ignore_errors=True)
@@ -274,6 +283,7 @@ def one_pass(ns, candidates: list[Candidate], per_device: int, cache: Path, labe
     summary = _summary(label, per_device, list(rows), wall, share)
     summary["cut"] = cut
     summary["sent"] = len(candidates)
+    summary["admission"] = device  # the device's gauges each second (_admission_timeline.py)
     summary["builds_cached_before"] = prefilled  # a "cold" pass on a cache a former pass or call filled
     # the server's start to its listening line (spares started, the launch floor measured): once
     # per server, before the pass's wall begins; a trainer's long-lived service pays it once
@@ -471,6 +481,8 @@ def terminal(doc: dict[str, Any]) -> str:
                 f"server up in {r['server_start_s']} s before the wall" if r.get("server_start_s") else ""]  # fmt: skip
         if any(said):
             out.append("  " + "; ".join(x for x in said if x))
+        if r.get("admission"):
+            out.append("  " + timeline.line(r["admission"]))
     for r in doc["runs"]:
         if r["judged"] != r["evaluations"]:
             out.append(f"{r['label']} at {r['per_device']}: {r['judged']} of {r['evaluations']} judged on merit "
@@ -660,6 +672,7 @@ def merged(docs: list[dict[str, Any]]) -> dict[str, Any]:
         run["sent"] = sum(part.get("sent", 0) for part in parts)
         run["builds_cached_before"] = any(part.get("builds_cached_before") for part in parts)
         run["parts"] = len(parts)
+        run["admission"] = timeline.merged([part.get("admission") or {} for part in parts])
         starts = [part.get("server_start_s") for part in parts]
         run["server_start_s"] = round(sum(starts), 1) if all(starts) else None  # one server per part
         runs.append(run)

@@ -41,12 +41,24 @@ import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from kernelproof.host.admission import held as held_slot
 from kernelproof.host.admission import stand_aside
 
 HEADROOM = 0.92  # of the device's total memory: CUDA contexts, the allocators' caches, fragmentation
 OVERTAKE_LIMIT = 8  # newer evaluations that may grow past one still waiting for room
+
+
+@dataclass(frozen=True)
+class MemoryState:
+    """One device's memory admission at one moment (the service's gauges)."""
+
+    capacity_bytes: int | None  # what the admission gives out (None: no admission, the CPU)
+    reserved_bytes: int  # held by the evaluations admitted
+    holders: int  # evaluations holding a reservation
+    arriving: int  # evaluations waiting to be admitted at all
+    growing: int  # evaluations holding some, waiting to hold more
 
 
 class Held:
@@ -210,6 +222,17 @@ class DeviceMemory:
         with self._cond:
             return sum(self._reserved.values())
 
+    def state(self) -> MemoryState:
+        """What is held and who waits, read at once."""
+        with self._cond:
+            return MemoryState(
+                self.capacity_bytes,
+                sum(self._reserved.values()),
+                len(self._reserved),
+                len(self._queue),
+                len(self._growing),
+            )
+
     def describe(self) -> str:
         """One line on who holds what and who waits (a long sweep's heartbeat)."""
         with self._cond:
@@ -244,6 +267,9 @@ class Unlimited:
 
     def would_wait(self, ticket: int, nbytes: int) -> bool:
         return False
+
+    def state(self) -> MemoryState:
+        return MemoryState(None, 0, 0, 0, 0)
 
 
 def for_device(device: str) -> DeviceMemory | Unlimited:

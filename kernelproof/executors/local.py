@@ -36,9 +36,9 @@ from kernelproof.build import (
 from kernelproof.errors import UsageError
 from kernelproof.evaluate.build import PendingBuild, needs_build
 from kernelproof.evaluate.workers import WorkerSource
-from kernelproof.executors.device_memory import DeviceMemory, Unlimited
+from kernelproof.executors.device_memory import DeviceMemory, MemoryState, Unlimited
 from kernelproof.executors.device_memory import for_device as memory_for
-from kernelproof.host.admission import Admission
+from kernelproof.host.admission import Admission, SlotState
 from kernelproof.host.gate import DeviceGate
 from kernelproof.host.process import SpawnSpec, WorkerDied, WorkerProcess
 from kernelproof.measure.quiet import quiet_probe
@@ -51,6 +51,17 @@ MAX_BASELINE_WORKERS = 8  # persistent baseline processes kept per pool (least r
 # so each candidate spare gets two evaluations to start in, paused while the GPU is timed. With
 # `per_device` evaluations in flight, workers are taken that many times as often: as many more spares.
 CANDIDATE_SPARES = {"cuda": 2, "cpu": 1}
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceState:
+    """One device of a pool at one moment: its admission's slots and its memory's reservations
+    (None: nothing of that kind made for it yet). Read for the service's gauges: where an
+    evaluation's seconds go between its arrival and its verdict is otherwise invisible from outside."""
+
+    device: str
+    slots: SlotState | None
+    memory: MemoryState | None
 
 
 def resolve_devices(device: str) -> list[str]:
@@ -126,6 +137,20 @@ class LocalPool(WorkerSource):
             if budget is None:
                 budget = self._memory[device] = memory_for(device)
             return budget
+
+    def device_states(self) -> list[DeviceState]:
+        """Each device this pool has admitted evaluations to, as it stands now."""
+        with self._lock:
+            slots = {device: admission for (device, _), admission in self._slots.items()}
+            memory = dict(self._memory)
+        return [
+            DeviceState(
+                device,
+                slots[device].state() if device in slots else None,
+                memory[device].state() if device in memory else None,
+            )
+            for device in sorted(set(slots) | set(memory))
+        ]
 
     def device_alone(self, device: str, slots: int) -> AbstractContextManager[None]:
         """Admission to a device with no other evaluation on it: new ones wait, and those in flight

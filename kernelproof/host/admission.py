@@ -23,11 +23,22 @@ import contextvars
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
 
 # The admission whose slot this thread's evaluation holds (None: none, or the device alone).
 _held: contextvars.ContextVar[Admission | None] = contextvars.ContextVar(
     "kernelproof_admission", default=None
 )
+
+
+@dataclass(frozen=True)
+class SlotState:
+    """One device's admission at one moment (the service's gauges, kernelproof/serve/prometheus.py)."""
+
+    slots: int  # ``per_device``
+    running: int  # evaluations holding a slot (may exceed ``slots`` for a moment: see the module)
+    aside: int  # evaluations standing aside: their slots lent while they wait for a build or memory
+    alone: bool  # an evaluation has the device alone, or waits for it to empty (new ones wait)
 
 
 class Admission:
@@ -48,6 +59,11 @@ class Admission:
         """Slots a new evaluation could take now."""
         with self._changed:
             return 0 if self._alone else max(0, self.slots - self.running)
+
+    def state(self) -> SlotState:
+        """Who runs, who stands aside and whether the device is held alone, read at once."""
+        with self._changed:
+            return SlotState(self.slots, self.running, self.aside_now, self._alone)
 
     @contextmanager
     def slot(self) -> Iterator[None]:

@@ -81,7 +81,9 @@ def queue_full(service: Service) -> JSONResponse:
 
 def _metrics(service: Service):
     async def handler(request: Request) -> Response:
-        return PlainTextResponse(service.metrics.render(), media_type="text/plain; version=0.0.4")
+        return PlainTextResponse(
+            service.metrics.render(service.device_states()), media_type="text/plain; version=0.0.4"
+        )
 
     return handler
 

@@ -23,7 +23,7 @@ import time
 from typing import Protocol
 
 from kernelproof import api
-from kernelproof.executors.local import LocalPool, resolve_devices
+from kernelproof.executors.local import DeviceState, LocalPool, resolve_devices
 from kernelproof.measure.floor import for_device as launch_floor
 from kernelproof.options import EvalOptions
 from kernelproof.serve.config import DEFAULT_JOBS_PER_SLOT
@@ -40,6 +40,8 @@ class Backend(Protocol):
     def evaluate(self, files: Submission, options: EvalOptions, slot: str) -> Verdict: ...
 
     def warm(self) -> str: ...  # before the service listens: what its first evaluations would wait for
+
+    def device_states(self) -> list[DeviceState]: ...  # the gauges' source (none where not local)
 
     def close(self) -> None: ...
 
@@ -77,6 +79,9 @@ class LocalBackend:
 
     def evaluate(self, files: Submission, options: EvalOptions, slot: str) -> Verdict:
         return api.evaluate_submission(files, options.replace(device=slot), pool=self._pool)
+
+    def device_states(self) -> list[DeviceState]:
+        return self._pool.device_states()
 
     def warm(self) -> str:
         """What a service's first evaluations would otherwise wait for, done before it listens:
@@ -147,6 +152,9 @@ class RayBackend:
 
     def warm(self) -> str:
         return ""  # the cluster's nodes start their own workers
+
+    def device_states(self) -> list[DeviceState]:
+        return []  # each node's admission is its own process's (its actors'), not read from here
 
     def close(self) -> None:
         if self._actors is not None:

@@ -3,7 +3,10 @@
 Why no client library: the GPU image carries only pure-Python dependencies, and what is exported
 is a handful of typed counters and gauges: queue depth, evaluations in flight per device,
 evaluations per second (over the last minute, and as a counter for ``rate()``), verdicts by
-outcome and first reason code, and the seconds spent building and evaluating.
+outcome and first reason code, and the seconds spent building and evaluating; and for each device,
+its admission as it stands: evaluations running, standing aside (waiting for a build or for memory,
+their slots lent), whether one has the device alone, the memory reserved and who waits for it. A
+throughput that falls short shows there why: a device held alone, arrivals queued for memory.
 """
 
 from __future__ import annotations
@@ -11,8 +14,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from kernelproof.verdict import Verdict
+
+if TYPE_CHECKING:
+    from kernelproof.executors.local import DeviceState
 
 RATE_WINDOW_S = 60.0
 
@@ -86,7 +94,7 @@ class Metrics:
         with self._lock:
             self._cancelled += 1
 
-    def render(self) -> str:
+    def render(self, devices: Sequence[DeviceState] = ()) -> str:
         now = time.monotonic()
         with self._lock:
             while self._recent and self._recent[0] < now - RATE_WINDOW_S:
@@ -157,6 +165,7 @@ class Metrics:
             metric(
                 "kernelproof_cancelled_total", "counter", "Queued jobs cancelled.", [("", self._cancelled)]
             )
+        lines += _device_lines(devices)
         return "\n".join(lines) + "\n"
 
 
@@ -171,3 +180,44 @@ def _escape(value: str) -> str:
 
 def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _device_lines(devices: Sequence[DeviceState]) -> list[str]:
+    """The devices' admission gauges (a device appears once an evaluation was admitted to it)."""
+    families: dict[str, tuple[str, list[tuple[str, float]]]] = {
+        "kernelproof_device_slots": ("Evaluations a device runs at once (--per-device).", []),
+        "kernelproof_device_running": ("Evaluations holding one of a device's slots.", []),
+        "kernelproof_device_standing_aside": (
+            "Evaluations waiting for a build or for memory, their device slots lent.",
+            [],
+        ),
+        "kernelproof_device_alone": (
+            "1 while an evaluation has the device alone or waits for it to empty.",
+            [],
+        ),
+        "kernelproof_device_memory_capacity_bytes": ("Device memory the admission gives out.", []),
+        "kernelproof_device_memory_reserved_bytes": ("Device memory reserved by evaluations.", []),
+        "kernelproof_device_memory_holders": ("Evaluations holding a reservation of device memory.", []),
+        "kernelproof_device_memory_waiting": ("Evaluations waiting for device memory, by stage.", []),
+    }
+    for d in devices:
+        dev = _labels(device=d.device)
+        if d.slots is not None:
+            families["kernelproof_device_slots"][1].append((dev, d.slots.slots))
+            families["kernelproof_device_running"][1].append((dev, d.slots.running))
+            families["kernelproof_device_standing_aside"][1].append((dev, d.slots.aside))
+            families["kernelproof_device_alone"][1].append((dev, int(d.slots.alone)))
+        m = d.memory
+        if m is not None and m.capacity_bytes is not None:  # no admission by memory on the CPU
+            families["kernelproof_device_memory_capacity_bytes"][1].append((dev, m.capacity_bytes))
+            families["kernelproof_device_memory_reserved_bytes"][1].append((dev, m.reserved_bytes))
+            families["kernelproof_device_memory_holders"][1].append((dev, m.holders))
+            waiting = families["kernelproof_device_memory_waiting"][1]
+            waiting.append((_labels(device=d.device, stage="arrive"), m.arriving))
+            waiting.append((_labels(device=d.device, stage="grow"), m.growing))
+    lines: list[str] = []
+    for name, (help_text, samples) in families.items():
+        if samples:
+            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
+            lines += [f"{name}{labels} {_number(value)}" for labels, value in samples]
+    return lines

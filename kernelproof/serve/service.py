@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from kernelproof.agent.feedback import describe_verdict
+from kernelproof.executors.local import DeviceState
 from kernelproof.rewards import reward_terms
 from kernelproof.serve.book import DONE, Job, JobBook
 from kernelproof.serve.config import ServeConfig
@@ -55,6 +56,11 @@ class Service:
         the first batch does not wait for them (a no-op for a backend with nothing to warm)."""
         warm = getattr(self.backend, "warm", None)
         return warm() if warm is not None else ""
+
+    def device_states(self) -> list[DeviceState]:
+        """The devices' admissions as they stand (none for a backend that does not say)."""
+        states = getattr(self.backend, "device_states", None)
+        return states() if states is not None else []
 
     def close(self) -> None:
         self.scheduler.close()

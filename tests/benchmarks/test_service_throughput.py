@@ -48,6 +48,11 @@ def test_the_smoke_set_through_the_service_gets_every_expected_verdict(tmp_path)
     assert only["server_start_s"] > 0 and "spare worker(s) up" in only["server_warmed"], run.stdout[-3000:]
     assert f"server up in {only['server_start_s']} s before the wall" in run.stdout
     assert only["costs"]["steps_total_s"], "the cost table comes from the verdicts' step records"
+    # the device's admission, sampled from the server's own gauges each second of the pass
+    assert only["admission"]["samples"] > 0 and only["admission"]["mean_running"] > 0, only["admission"]
+    sampled = [json.loads(x) for x in (tmp_path / "admission.jsonl").read_text().splitlines()]
+    assert sampled and all(s["pass"] == "cold" and s["slots"] == 1 for s in sampled)
+    assert "device: alone 0%" in run.stdout
     # a row keeps why a verdict is what it is beyond its codes: its flags and a withheld speed claim
     assert all(isinstance(r["flags"], list) and isinstance(r["speed_withheld"], str) for r in only["rows"])
     assert any(r["flags"] for r in only["rows"]), [r["flags"] for r in only["rows"]]
@@ -235,3 +240,41 @@ def test_the_summary_names_evaluations_whose_large_tensors_took_host_memory(benc
     assert "handoff fell back to host memory: 1 evaluations" in bench.terminal(
         {"runs": [got], "best": {}, "broken_concurrency": []}
     )
+
+
+def test_the_admission_timeline_reads_the_services_gauges_and_says_where_the_device_stood(monkeypatch):
+    """The gauges as the service writes them, read back for one device (``cuda`` names ``cuda:0``);
+    the shares of the samples: alone, waiting for memory, nothing admitted; parts weighted by samples."""
+    from kernelproof.executors.device_memory import MemoryState
+    from kernelproof.executors.local import DeviceState
+    from kernelproof.host.admission import SlotState
+    from kernelproof.serve.prometheus import Metrics
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    timeline = importlib.import_module("_admission_timeline")
+    page = Metrics().render(
+        [
+            DeviceState("cuda:0", SlotState(4, 1, 3, True), MemoryState(100, 90, 1, 2, 0)),
+            DeviceState("cuda:1", SlotState(4, 4, 0, False), MemoryState(100, 10, 4, 0, 0)),
+        ]
+    )
+    gauges = timeline.parse(page, "cuda")
+    assert gauges == {
+        "slots": 4, "running": 1, "standing_aside": 3, "alone": 1, "memory_capacity_bytes": 100,
+        "memory_reserved_bytes": 90, "memory_holders": 1, "memory_waiting_arrive": 2, "memory_waiting_grow": 0,
+    }  # fmt: skip
+    assert timeline.parse(page, "cuda:1")["running"] == 4
+    idle = {"running": 0, "standing_aside": 0, "alone": 0, "memory_holders": 0, "memory_capacity_bytes": 100,
+            "memory_reserved_bytes": 0, "memory_waiting_arrive": 0, "memory_waiting_grow": 0}  # fmt: skip
+    summary = timeline.summarize([gauges, gauges, idle, {**idle, "running": 2, "memory_holders": 2}])
+    assert summary == {
+        "samples": 4, "alone_share": 0.5, "memory_wait_share": 0.5, "nothing_admitted_share": 0.25,
+        "mean_running": 1.0, "mean_standing_aside": 1.5, "mean_reserved_share": 0.45,
+    }  # fmt: skip
+    both = timeline.merged([summary, timeline.summarize([idle] * 4), {}])
+    assert both["samples"] == 8 and both["alone_share"] == 0.25 and both["nothing_admitted_share"] == 0.625
+    assert both["mean_reserved_share"] == pytest.approx(0.225, abs=1e-3)
+    assert timeline.line(summary) == (
+        "device: alone 50%, waiting for memory 50%, nothing admitted 25%; running 1.0, reserved 45% (4 s)"
+    )
+    assert timeline.summarize([]) == {"samples": 0} and timeline.line({"samples": 0}).endswith("not sampled")
