@@ -30,6 +30,7 @@ from kernelproof.serve.config import DEFAULT_JOBS_PER_SLOT
 from kernelproof.store import as_requested, open_store, served
 from kernelproof.submission import Submission
 from kernelproof.verdict import Verdict
+from kernelproof.verify import footprint
 
 
 class Backend(Protocol):
@@ -85,8 +86,10 @@ class LocalBackend:
 
     def warm(self) -> str:
         """What a service's first evaluations would otherwise wait for, done before it listens:
-        each GPU's launch floor (a process of its own, seconds) measured while the devices' spare
-        workers start (torch's import and a CUDA context each). Says what it did."""
+        the meta device's first run (the imports every setup's footprint step leans on,
+        kernelproof/verify/footprint.py ``warm_up``) and each GPU's launch floor (a process of its
+        own, seconds), while the devices' spare workers start (torch's import and a CUDA context
+        each). Says what it did."""
         started = time.monotonic()
         said: list[str] = []
         up: list[int] = []
@@ -96,6 +99,7 @@ class LocalBackend:
         ]
         for t in starts:
             t.start()
+        said.append(f"meta device ready in {footprint.warm_up():.1f} s")  # every setup's first step
         for device in self._devices:
             if device.startswith("cuda"):
                 floor = launch_floor(device)

@@ -20,6 +20,7 @@ so a refusal is never false. A task whose reference cannot run on meta (data-dep
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -293,6 +294,21 @@ def _cgroup_room() -> int | None:
         return max(0, int(limit) - current)
     except (OSError, ValueError):
         return None
+
+
+def warm_up() -> float:
+    """Run a few operators on the meta device as :func:`estimate_variant` runs a task's reference,
+    and return the seconds it took.
+
+    Why: the first reference run on meta in a process imports what torch's meta kernels lean on
+    (torch._dynamo, sympy, Triton: about 900 modules, 2.5 s on a two-core machine); a service's
+    first evaluations on an H200 each spent 3.5-7 s in their footprint step, waiting on that import
+    one after another. A long-lived service does it once, before it listens."""
+    started = time.perf_counter()
+    with _OnMeta(), torch.device(META), torch.no_grad():
+        x = torch.rand(2, 2)
+        torch.relu(x), torch.softmax(x, dim=1), x @ x, x.sum(dim=1)
+    return time.perf_counter() - started
 
 
 def on_meta() -> TorchFunctionMode:

@@ -46,6 +46,7 @@ def test_the_smoke_set_through_the_service_gets_every_expected_verdict(tmp_path)
     assert set(by_level) == {"level1", "level2"} and sum(k["n"] for k in by_level.values()) == want
     # the server warmed its spare workers before it listened, and the pass says how long that took
     assert only["server_start_s"] > 0 and "spare worker(s) up" in only["server_warmed"], run.stdout[-3000:]
+    assert "meta device ready in" in only["server_warmed"]
     assert f"server up in {only['server_start_s']} s before the wall" in run.stdout
     assert only["costs"]["steps_total_s"], "the cost table comes from the verdicts' step records"
     # the device's admission, sampled from the server's own gauges each second of the pass
