@@ -22,21 +22,27 @@ from kernelproof.worker.launches import Launches
 
 
 def held_bytes(kept: Any) -> int:
-    """Bytes of the distinct storages of the tensors in `kept` (nested lists and tuples), each
-    counted once however many views share it."""
-    seen: dict[int, int] = {}
+    """Bytes held by the tensors in `kept` (nested lists and tuples): the larger of two counts, the
+    distinct storages (each once however many views share it) and each distinct tensor by its
+    shape (as the parent's reservation counts a batch: kernelproof/verify/footprint.py,
+    ``timed_worker_share``). So a batch is kept only where the parent counted it: an output
+    written into its input (one storage, two tensors) was kept here by its storages and left out
+    there by its shapes."""
+    storages: dict[int, int] = {}
+    shaped: dict[int, int] = {}
     stack = [kept]
     while stack:
         x = stack.pop()
         if isinstance(x, torch.Tensor):
+            shaped[id(x)] = x.numel() * x.element_size()
             try:
                 storage = x.untyped_storage()
-                seen[storage.data_ptr()] = storage.nbytes()
+                storages[storage.data_ptr()] = storage.nbytes()
             except (RuntimeError, NotImplementedError):  # no plain storage: its own size, by identity
-                seen[-id(x) - 1] = x.numel() * x.element_size()
+                storages[-id(x) - 1] = shaped[id(x)]
         elif isinstance(x, (list, tuple)):
             stack.extend(x)
-    return sum(seen.values())
+    return max(sum(storages.values()), sum(shaped.values()))
 
 
 def _off(on: bool) -> None:

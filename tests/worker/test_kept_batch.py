@@ -31,9 +31,14 @@ def _state_with_batch(elements: int) -> WorkerState:
     return state
 
 
-def test_held_bytes_counts_each_storage_once() -> None:
+def test_held_bytes_is_the_larger_of_the_storages_and_the_shapes_each_counted_once() -> None:
     x = torch.ones(256)
-    assert held_bytes([[x, x[:10], x.view(16, 16)], (torch.zeros(64),), 3, None]) == 256 * 4 + 64 * 4
+    assert held_bytes([(x, x), [x], 3, None]) == 256 * 4  # one tensor, one storage: once
+    assert held_bytes([x[:10]]) == 256 * 4  # a small view holds its whole storage
+    # an output written into its input (a view of it): one storage, but two tensors by their shapes,
+    # as the parent's reservation counts a call's inputs and outputs
+    assert held_bytes([(x, x.view(16, 16))]) == 2 * 256 * 4
+    assert held_bytes([[x[:10]], (torch.zeros(64),)]) == 256 * 4 + 64 * 4
     assert held_bytes([]) == 0
 
 
