@@ -102,10 +102,7 @@ class Metrics:
             lines: list[str] = []
 
             def metric(name: str, kind: str, help_text: str, samples: list[tuple[str, float]]) -> None:
-                lines.append(f"# HELP {name} {help_text}")
-                lines.append(f"# TYPE {name} {kind}")
-                for labels, value in samples:
-                    lines.append(f"{name}{labels} {_number(value)}")
+                lines.extend(_family(name, kind, help_text, samples))
 
             metric("kernelproof_queue_depth", "gauge", "Jobs queued, not yet started.", [("", self._queued)])
             metric("kernelproof_running", "gauge", "Jobs being evaluated.", [("", self._running)])
@@ -178,6 +175,13 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
+def _family(name: str, kind: str, help_text: str, samples: list[tuple[str, float]]) -> list[str]:
+    """One metric family in the text format: its HELP and TYPE lines, then a line per sample."""
+    return [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"] + [
+        f"{name}{labels} {_number(value)}" for labels, value in samples
+    ]
+
+
 def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
@@ -217,7 +221,6 @@ def _device_lines(devices: Sequence[DeviceState]) -> list[str]:
             waiting.append((_labels(device=d.device, stage="grow"), m.growing))
     lines: list[str] = []
     for name, (help_text, samples) in families.items():
-        if samples:
-            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
-            lines += [f"{name}{labels} {_number(value)}" for labels, value in samples]
+        if samples:  # a family with no device yet is left out
+            lines += _family(name, "gauge", help_text, samples)
     return lines
