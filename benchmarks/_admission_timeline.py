@@ -101,6 +101,8 @@ def summarize(samples: list[dict[str, float]]) -> dict[str, Any]:
         "mean_running": round(sum(s.get("running", 0) for s in samples) / n, 2),
         "mean_standing_aside": round(sum(s.get("standing_aside", 0) for s in samples) / n, 2),
         "mean_reserved_share": round(sum(reserved) / len(reserved), 3) if reserved else None,
+        # what the admission gives out (None: memory not counted): the device floor's yardstick
+        "capacity_bytes": max((s.get("memory_capacity_bytes", 0) for s in samples), default=0) or None,
     }
 
 
@@ -125,6 +127,7 @@ def merged(parts: list[dict[str, Any]]) -> dict[str, Any]:
     out["mean_reserved_share"] = (
         round(sum(x * w for x, w in weighted) / sum(w for _, w in weighted), 3) if weighted else None
     )
+    out["capacity_bytes"] = max((p.get("capacity_bytes") or 0 for p in parts), default=0) or None
     return out
 
 

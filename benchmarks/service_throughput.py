@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import _admission_timeline as timeline
+import _device_floor as device_floor
 from _common import ROOT, out_dir
 from _costs import cost_table, row_steps
 
@@ -284,6 +285,7 @@ def one_pass(ns, candidates: list[Candidate], per_device: int, cache: Path, labe
     summary["cut"] = cut
     summary["sent"] = len(candidates)
     summary["admission"] = device  # the device's gauges each second (_admission_timeline.py)
+    summary["device_floor"] = device_floor.floor(summary["rows"], device.get("capacity_bytes"), wall)
     summary["builds_cached_before"] = prefilled  # a "cold" pass on a cache a former pass or call filled
     # the server's start to its listening line (spares started, the launch floor measured): once
     # per server, before the pass's wall begins; a trainer's long-lived service pays it once
@@ -328,6 +330,7 @@ def _read_answers(ns, server: Server, candidates, label, started, rows, failure)
 def _row(c: Candidate, answer: dict[str, Any], arrived: float) -> dict[str, Any]:
     v = answer.get("verdict") or {}
     eager = (v.get("speedup") or {}).get("eager") or {}
+    memory = (v.get("environment") or {}).get("memory") or {}
     return {
         "task": c.id,
         "kind": c.kind,
@@ -350,6 +353,9 @@ def _row(c: Candidate, answer: dict[str, Any], arrived: float) -> dict[str, Any]
         "baselines_lost": _baselines_lost(v),
         "built": (v.get("build") or {}).get("cached") is False,
         "steps": row_steps(v.get("environment") or {}),
+        # the device memory it reserved for its cases and for its timed rounds (0: none, stopped first)
+        "reserved_bytes": int(memory.get("correctness_bytes") or 0),
+        "timed_bytes": int(memory.get("footprint_bytes") or 0),
     }
 
 
@@ -483,6 +489,8 @@ def terminal(doc: dict[str, Any]) -> str:
             out.append("  " + "; ".join(x for x in said if x))
         if r.get("admission"):
             out.append("  " + timeline.line(r["admission"]))
+        if r.get("device_floor"):
+            out.append("  " + device_floor.line(r["device_floor"]))
     for r in doc["runs"]:
         if r["judged"] != r["evaluations"]:
             out.append(f"{r['label']} at {r['per_device']}: {r['judged']} of {r['evaluations']} judged on merit "
@@ -673,6 +681,7 @@ def merged(docs: list[dict[str, Any]]) -> dict[str, Any]:
         run["builds_cached_before"] = any(part.get("builds_cached_before") for part in parts)
         run["parts"] = len(parts)
         run["admission"] = timeline.merged([part.get("admission") or {} for part in parts])
+        run["device_floor"] = device_floor.floor(rows, run["admission"].get("capacity_bytes"), wall)
         starts = [part.get("server_start_s") for part in parts]
         run["server_start_s"] = round(sum(starts), 1) if all(starts) else None  # one server per part
         runs.append(run)

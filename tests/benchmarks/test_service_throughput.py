@@ -54,6 +54,9 @@ def test_the_smoke_set_through_the_service_gets_every_expected_verdict(tmp_path)
     sampled = [json.loads(x) for x in (tmp_path / "admission.jsonl").read_text().splitlines()]
     assert sampled and all(s["pass"] == "cold" and s["slots"] == 1 for s in sampled)
     assert "device: alone 0%" in run.stdout
+    # each row keeps what its evaluation reserved; the CPU admits memory uncounted: no device floor
+    assert any(r["reserved_bytes"] > 0 for r in only["rows"]), [r["reserved_bytes"] for r in only["rows"]]
+    assert only["device_floor"]["applies"] is False and "device floor: none" in run.stdout
     # a row keeps why a verdict is what it is beyond its codes: its flags and a withheld speed claim
     assert all(isinstance(r["flags"], list) and isinstance(r["speed_withheld"], str) for r in only["rows"])
     assert any(r["flags"] for r in only["rows"]), [r["flags"] for r in only["rows"]]
@@ -270,12 +273,69 @@ def test_the_admission_timeline_reads_the_services_gauges_and_says_where_the_dev
     summary = timeline.summarize([gauges, gauges, idle, {**idle, "running": 2, "memory_holders": 2}])
     assert summary == {
         "samples": 4, "alone_share": 0.5, "memory_wait_share": 0.5, "nothing_admitted_share": 0.25,
-        "mean_running": 1.0, "mean_standing_aside": 1.5, "mean_reserved_share": 0.45,
+        "mean_running": 1.0, "mean_standing_aside": 1.5, "mean_reserved_share": 0.45, "capacity_bytes": 100,
     }  # fmt: skip
     both = timeline.merged([summary, timeline.summarize([idle] * 4), {}])
+    assert both["capacity_bytes"] == 100
     assert both["samples"] == 8 and both["alone_share"] == 0.25 and both["nothing_admitted_share"] == 0.625
     assert both["mean_reserved_share"] == pytest.approx(0.225, abs=1e-3)
     assert timeline.line(summary) == (
         "device: alone 50%, waiting for memory 50%, nothing admitted 25%; running 1.0, reserved 45% (4 s)"
     )
     assert timeline.summarize([]) == {"samples": 0} and timeline.line({"samples": 0}).endswith("not sampled")
+
+
+def test_the_device_floor_adds_up_the_own_seconds_of_evaluations_too_large_to_run_beside_each_other(
+    monkeypatch,
+):
+    """Two evaluations reserving more than half of 100 bytes can never hold the device together:
+    their seconds less their waits (a wait nested in a wait counted once) bound the pass; the rest,
+    and a row from the store, do not. 4 answers over a 10 s floor: at best 1,440 an hour."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    floor = importlib.import_module("_device_floor")
+    big = {**_row("t/big"), "seconds": 9.0, "reserved_bytes": 60, "steps": {
+        "setup": {"s": 5.0, "n": 1}, "setup/admission": {"s": 3.0, "n": 1},
+        "setup/admission/lock_wait": {"s": 1.0, "n": 1},  # inside a wait: already counted
+        "alone_wait": {"s": 1.0, "n": 1}, "correctness/device_wait": {"s": 0.5, "n": 1},
+    }}  # fmt: skip
+    assert floor.own_seconds(big) == 4.5
+    other_big = {**_row("t/big2"), "seconds": 5.5, "reserved_bytes": 51}
+    half = {**_row("t/half"), "seconds": 30.0, "reserved_bytes": 50}  # two of these fit together
+    stopped = {**_row("t/stopped"), "seconds": 0.1, "reserved_bytes": 0}
+    served = {**other_big, "task": "t/served", "stored": True}
+    rows = [big, other_big, half, stopped, served]
+    got = floor.floor(rows, 100, 20.0)
+    assert got == {
+        "applies": True, "capacity_bytes": 100, "exclusive": 2, "evaluations": 4, "floor_s": 10.0,
+        "mean_own_s": 5.0, "floor_share_of_wall": 0.5, "ceiling_per_gpu_hour": 1440.0,
+    }  # fmt: skip
+    assert floor.line(got) == "floor: 2/4 need >1/2 device, 10 s own (50% of wall): at best 1,440/GPU-h"
+    assert floor.floor(rows, 1000, 20.0)["exclusive"] == 0
+    assert "none of 4" in floor.line(floor.floor(rows, 1000, 20.0))
+    unsized = floor.floor(rows, None, 20.0)
+    assert unsized["applies"] is False and "not counted" in floor.line(unsized)
+    assert floor.exclusive({"task": "old row, no reservation"}, 100) is False
+
+
+def test_a_row_keeps_the_memory_its_evaluation_reserved_and_the_merge_keeps_the_floor(bench):
+    """The reservation a verdict's environment names (cases, timed rounds) is the row's; merged
+    parts get one floor over their rows and summed walls, against the largest capacity sampled."""
+    from types import SimpleNamespace
+
+    c = SimpleNamespace(id="level1/7_Op/honest", kind="honest_triton", expect=None)
+    memory = {"correctness_bytes": 90, "footprint_bytes": 120}
+    verdict = {"verdict": "pass", "elapsed_s": 3.0, "environment": {"memory": memory, "steps": {}}}
+    row = bench._row(c, {"state": "done", "verdict": verdict}, 4.0)
+    assert row["reserved_bytes"] == 90 and row["timed_bytes"] == 120
+    assert bench._row(c, {"state": "done", "verdict": {"verdict": "fail"}}, 1.0)["reserved_bytes"] == 0
+    parts = []
+    for task, wall in (("t1/a", 10.0), ("t2/a", 20.0)):
+        run = bench._summary("cold", 4, [{**_row(task), "seconds": 6.0, "reserved_bytes": 90}], wall, 0.5)
+        run["admission"] = {"samples": 3, "alone_share": 0, "memory_wait_share": 0,
+                            "nothing_admitted_share": 0, "mean_running": 1, "mean_standing_aside": 0,
+                            "mean_reserved_share": 0.5, "capacity_bytes": 100}  # fmt: skip
+        parts.append(bench._document({"commit": "x"}, [run]))
+    (merged,) = bench.merged(parts)["runs"]
+    assert merged["device_floor"]["exclusive"] == 2 and merged["device_floor"]["floor_s"] == 12.0
+    assert merged["device_floor"]["ceiling_per_gpu_hour"] == 600.0
+    assert "floor: 2/2 need >1/2 device" in bench.terminal(bench.merged(parts))
