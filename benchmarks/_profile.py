@@ -55,14 +55,14 @@ class Profile:
         original = process.WorkerProcess.request
         prof = self
 
-        def request(worker, header, tensors=None, timeout_s=600.0):
+        def request(worker, header, tensors=None, timeout_s=600.0, expect=None):
             label = f"request {header.get('op', '?')}"
             if header.get("draw") or header.get("second_run_projection") is not None:
                 label += " (large case)"
             sent = sum(t.numel() * t.element_size() for t in tensors or [])
             t0 = time.perf_counter()
             try:
-                reply, outs = original(worker, header, tensors, timeout_s)
+                reply, outs = original(worker, header, tensors, timeout_s, expect)
             finally:
                 prof.seconds[label] += time.perf_counter() - t0
                 prof.calls[label] += 1

@@ -9,6 +9,7 @@ phase times, so the cost is read by part. Target (issue): <= 20 s with warm work
     python benchmarks/cost.py --profile       # and, for the last (warm) run, where the time went
     python benchmarks/cost.py --profile --profile-run first --before level1/09_gelu.py \
         --task level1/08_rms_norm.py          # a new task's first evaluation, workers already warm
+    python benchmarks/cost.py --profile --task-file T.py --solution-file S.py   # any task and solution
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import contextlib
 import cProfile
 import pstats
 import time
+from pathlib import Path
 
 from _common import ROOT, phase_parts, table, write_json
 from _profile import Profile
@@ -32,6 +34,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--task", default="level1/09_gelu.py", help="a suite task with an example solution")
+    ap.add_argument(
+        "--task-file",
+        help="any task file instead (with --solution-file): a KernelBench task at a size of your own",
+    )
+    ap.add_argument("--solution-file", help="the solution evaluated against --task-file")
     ap.add_argument("--profile", action="store_true", help="break one run down by part")
     ap.add_argument(
         "--profile-run", choices=("first", "last"), default="last", help="which run --profile breaks down"
@@ -42,8 +49,10 @@ def main() -> None:
         "(its baselines cold) with the pool's workers warm, as in a batch over many tasks",
     )
     args = ap.parse_args()
-    task = ROOT / "suite" / args.task
-    sol = ROOT / "examples" / args.task
+    if bool(args.task_file) != bool(args.solution_file):
+        ap.error("--task-file and --solution-file go together")
+    task = Path(args.task_file) if args.task_file else ROOT / "suite" / args.task
+    sol = Path(args.solution_file) if args.solution_file else ROOT / "examples" / args.task
     options = EvalOptions(device=args.device, db="")  # the defaults, as `kernelproof eval` uses them
     labels = LABELS
     if args.before:
@@ -62,8 +71,11 @@ def main() -> None:
             v = evaluate(task, sol, options)
         wall = time.perf_counter() - t0
         phases = dict(v.environment.get("phases", {}))
-        rows.append([label, f"{wall:.1f}", v.verdict.value, str(v.correctness.cases_run), phase_parts(v)])
+        cases = v.correctness.cases_run if v.correctness else 0  # none where it stopped before its cases
+        rows.append([label, f"{wall:.1f}", v.verdict.value, str(cases), phase_parts(v)])
         docs.append({"run": label, "wall_s": wall, "verdict": v.verdict.value, "phases": phases})
+        for reason in v.reasons:
+            print(f"   {reason.code.value}: {reason.message[:300]}", flush=True)
         print("row:", "  ".join(rows[-1]), flush=True)
         if prof is not None:
             report_profile(label, prof, cprof, v, docs[-1])
