@@ -46,6 +46,20 @@ def test_an_infinity_in_any_chunk_makes_the_fingerprint_nan(monkeypatch):
     assert dot != dot and norm != norm  # NaN never equals the reference's
 
 
+def test_a_nan_or_squares_past_float64_make_a_large_fingerprint_nan(monkeypatch):
+    """Whatever is not finite in a chunked fingerprint is NaN, so no allowance can pass it: an
+    infinite norm used to allow any difference (the allowance scales with the norm)."""
+    monkeypatch.setattr(inputs, "FINGERPRINT_CHUNK", 64)
+    t = torch.randn(300, dtype=torch.float64)
+    t[7] = float("nan")
+    assert all(v != v for v in fingerprint(t, 3))
+    huge = torch.full((300,), 1e200, dtype=torch.float64)  # finite, but its squares are not
+    dot, norm = fingerprint(huge, 3)
+    assert dot != dot and norm != norm
+    want = fingerprint(huge, 3)
+    assert not abs(want[1] - norm) <= inputs.fingerprint_allowance(want, 1e-3)
+
+
 def test_inputs_are_compared_bit_for_bit_a_chunk_at_a_time(monkeypatch):
     from kernelproof.inputs import checksum, same_bits
 

@@ -72,6 +72,7 @@ HARNESS_OPS = (
     "aten::clone",
     "aten::copy_",
     "aten::detach",
+    "aten::dot",
     "aten::empty.memory_format",
     "aten::empty_like",
     "aten::empty_strided",
