@@ -8,9 +8,13 @@ timed call of a few milliseconds, so its cost is the timed rounds' cost. Each ro
 ``--repeats`` runs after one warm-up, on the same tensor; the ratios are to the plain read
 (``x.sum()``: the least any fingerprint can cost) and to the elementwise method the library used
 before (a mask, a ``where`` and the products, each a float64 temporary), both measured in this run.
-On CUDA two more rows say what a fresh allocation of the output's size costs (the caching
-allocator emptied first, as a worker lets a large batch go): a large case's steps on an H200 took
-about ten times what their reads alone would, and the allocator is the other suspect.
+Two rows time the projections alone, as drawn (float32, widened) and drawn in float64: whether
+the widening pass is worth saving where the draws are cheap. On CUDA two more time a fresh
+allocation of the output's size (the caching allocator emptied first, as a worker that lets go
+of its buffers pays for its next large tensor) against a fill of a buffer already held. Why: on
+an H200 (results/h200-2026-12-07-i) the worker of a 6.4 GB case reported about 0.11 s for its
+second run's fingerprint and 0.09 s for drawing its inputs, where the device's 4.8 TB/s reads
+6.4 GB in about 1.3 ms.
 
     python benchmarks/fingerprint_cost.py                         # 6.4 GB on CUDA if present
     python benchmarks/fingerprint_cost.py --device cpu --gb 0.4
@@ -43,6 +47,19 @@ def elementwise(outputs: list[torch.Tensor], seed: int) -> list[list[float]]:
             dots[i] += (x * w).sum()
             squares[i] += x.square().sum()
     return [[float(d), float(q)] for d, q in zip(dots.tolist(), squares.sqrt().tolist())]
+
+
+def _projections(n: int, chunk: int, device: torch.device, dtype: torch.dtype | None) -> float:
+    """Every chunk's projection of an n-element output as the fingerprint draws it (float32, then
+    widened), or drawn in float64 directly: whether the widening pass is worth saving."""
+    total = torch.zeros((), dtype=torch.float64, device=device)
+    for index, at in enumerate(range(0, n, chunk)):
+        g = torch.Generator(device=device)
+        g.manual_seed(inputs._chunk_seed(7, index))
+        size = min(chunk, n - at)
+        w = torch.randn(size, generator=g, device=device, dtype=dtype or torch.float32)
+        total += w.to(torch.float64)[-1]
+    return float(total)
 
 
 def _fresh(x: torch.Tensor) -> float:
@@ -81,6 +98,11 @@ def main() -> None:
         ("elementwise (the previous method)", lambda: elementwise([x], seed)[0]),
         ("fingerprint (kernelproof.inputs)", lambda: inputs.fingerprint(x, seed)),
         ("each of two at once (a timed batch)", lambda: inputs.fingerprints([x, x], seed)),
+    )
+    chunk = inputs.FINGERPRINT_CHUNK
+    rows_spec += (
+        ("its projections alone (float32, widened)", lambda: _projections(x.numel(), chunk, device, None)),
+        ("its projections drawn in float64", lambda: _projections(x.numel(), chunk, device, torch.float64)),
     )
     if device.type == "cuda":
         spare = torch.empty_like(x)
