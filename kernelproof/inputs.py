@@ -304,7 +304,7 @@ def fingerprints(outputs: list[torch.Tensor], seed: int, chunk_bytes: int = 64 <
             torch.stack([t.detach().reshape(-1).to(torch.float64) for t in outputs[at : at + rows]])
         )
         dots, norms = (x @ w).tolist(), x.norm(dim=1).tolist()
-        out.extend([float(d), float(n)] for d, n in zip(dots, norms))
+        out.extend(_finite_or_nan_pair(d, n) for d, n in zip(dots, norms))
     return out
 
 
@@ -333,7 +333,7 @@ def fingerprint(t: torch.Tensor, seed: int) -> list[float]:
         return _chunked_fingerprints([t], seed)[0]
     w = _projection(t.numel(), seed, t.device)
     x = _finite_or_nan(t.detach().reshape(-1).to(torch.float64))
-    return [float((x * w.to(torch.float64)).sum()), float(x.norm())]
+    return _finite_or_nan_pair(float((x * w.to(torch.float64)).sum()), float(x.norm()))
 
 
 def _chunked_fingerprints(outputs: list[torch.Tensor], seed: int) -> list[list[float]]:
@@ -343,12 +343,10 @@ def _chunked_fingerprints(outputs: list[torch.Tensor], seed: int) -> list[list[f
 
     Each chunk is widened to float64 once and read by two dot products, <x, w> and <x, x>; an
     infinity or a NaN anywhere makes both sums non-finite, and a non-finite sum makes the
-    fingerprint NaN, as :func:`_finite_or_nan` makes it elementwise for a small output. Why not
+    fingerprint NaN (:func:`_finite_or_nan_pair`, every fingerprint's last step). Why not
     elementwise here: the mask, the ``where`` and the products' temporaries made about 110 bytes of
     memory traffic an element, these about 50; a 6.4 GB output is fingerprinted by the worker and
-    by the parent at every timed call and at every large case's second run. A finite output whose
-    squares overflow float64 has a NaN fingerprint too, where its norm used to be infinite, and an
-    infinite norm allowed any difference (:func:`fingerprint_allowance`)."""
+    by the parent at every timed call and at every large case's second run."""
     first = outputs[0]
     n = first.numel()
     flats = [t.detach().reshape(-1) for t in outputs]
@@ -362,11 +360,7 @@ def _chunked_fingerprints(outputs: list[torch.Tensor], seed: int) -> list[list[f
             x = flat[at : at + FINGERPRINT_CHUNK].to(torch.float64)
             dots[i] += torch.dot(x, w)
             squares[i] += torch.dot(x, x)
-    nan = float("nan")
-    return [
-        [d, math.sqrt(q)] if math.isfinite(d) and math.isfinite(q) else [nan, nan]
-        for d, q in zip(dots.tolist(), squares.tolist())
-    ]
+    return [_finite_or_nan_pair(d, math.sqrt(q)) for d, q in zip(dots.tolist(), squares.tolist())]
 
 
 def _chunk_seed(seed: int, index: int) -> int:
@@ -382,6 +376,15 @@ def _projection(numel: int, seed: int, device: torch.device) -> torch.Tensor:
     g = torch.Generator(device=device)
     g.manual_seed(int(seed) & 0x7FFF_FFFF_FFFF_FFFF)
     return torch.randn(numel, generator=g, device=device, dtype=torch.float32)
+
+
+def _finite_or_nan_pair(dot: float, norm: float) -> list[float]:
+    """[dot, norm] as computed, or NaN for both where either is not finite: every fingerprint's
+    last step. An infinite norm made :func:`fingerprint_allowance` infinite, so any fingerprint
+    matched it (a float64 output past about 1e154, whose squares overflow); NaN matches nothing."""
+    if math.isfinite(dot) and math.isfinite(norm):
+        return [float(dot), float(norm)]
+    return [float("nan"), float("nan")]
 
 
 def _finite_or_nan(x: torch.Tensor) -> torch.Tensor:

@@ -60,6 +60,15 @@ def test_a_nan_or_squares_past_float64_make_a_large_fingerprint_nan(monkeypatch)
     assert not abs(want[1] - norm) <= inputs.fingerprint_allowance(want, 1e-3)
 
 
+def test_squares_past_float64_make_a_small_fingerprint_nan_alone_and_in_a_batch():
+    """The small paths too: an infinite norm made the allowance infinite, and any fingerprint matched."""
+    huge = torch.full((300,), 1e200, dtype=torch.float64)
+    assert all(v != v for v in fingerprint(huge, 3))
+    assert all(v != v for pair in fingerprints([huge, huge.clone()], 3) for v in pair)
+    t = torch.randn(300, dtype=torch.float64)
+    assert fingerprints([t, t.clone()], 3)[0] == pytest.approx(fingerprint(t, 3), rel=1e-12)
+
+
 def test_inputs_are_compared_bit_for_bit_a_chunk_at_a_time(monkeypatch):
     from kernelproof.inputs import checksum, same_bits
 
