@@ -54,10 +54,13 @@ def _projections(n: int, chunk: int, device: torch.device, dtype: torch.dtype | 
     widened), or drawn in float64 directly: whether the widening pass is worth saving."""
     total = torch.zeros((), dtype=torch.float64, device=device)
     for index, at in enumerate(range(0, n, chunk)):
-        g = torch.Generator(device=device)
-        g.manual_seed(inputs._chunk_seed(7, index))
-        size = min(chunk, n - at)
-        w = torch.randn(size, generator=g, device=device, dtype=dtype or torch.float32)
+        size, seed = min(chunk, n - at), inputs._chunk_seed(7, index)
+        if dtype is None:  # the library's own draw
+            w = inputs._projection(size, seed, device)
+        else:
+            g = torch.Generator(device=device)
+            g.manual_seed(seed)
+            w = torch.randn(size, generator=g, device=device, dtype=dtype)
         total += w.to(torch.float64)[-1]
     return float(total)
 
